@@ -1,0 +1,12 @@
+//! sframe-trace as a library: pure readers of unwind information (SFrame, `.eh_frame`, ELF
+//! discovery), the renderers and checks built on them, and, behind the `ebpf` feature, the kernel
+//! plumbing that loads the embedded eBPF program. The binary (`main.rs`) is glue over this.
+
+pub mod cfi;
+pub mod check;
+pub mod dump;
+pub mod elf;
+pub mod sframe;
+
+#[cfg(feature = "ebpf")]
+pub mod bpf;

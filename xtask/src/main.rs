@@ -1,0 +1,66 @@
+//! Developer tasks that cargo alone cannot do: installing what the build needs, the bundled demo,
+//! the full test run (privileged tests included), fixture regeneration, benchmarks and the
+//! split clippy. Run as `cargo xtask <task>`; every task prints the commands it runs.
+
+mod bench;
+mod run;
+mod setup;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "sframe-trace developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building and testing need (apt packages, rust-src, bpf-linker). Idempotent.
+    Setup,
+    /// Set up, build, compile the bundled demo with SFrame and run sframe-trace on it.
+    Demo,
+    /// Set up, build, and run every test: unit, integration, golden, privileged, clippy.
+    Test,
+    /// Lint the userspace crates and the eBPF crate (apart: it only builds for the bpf target).
+    Clippy,
+    /// Regenerate the checked-in fixtures with binutils 2.40, 2.44 and the sid snapshot.
+    Fixtures,
+    /// Measure decode throughput and write target/bench/report.md and report.json.
+    Bench,
+}
+
+fn main() -> anyhow::Result<()> {
+    let root = workspace_root();
+    std::env::set_current_dir(&root)?;
+    match Cli::parse().task {
+        Task::Setup => setup::setup(),
+        Task::Demo => {
+            setup::setup()?;
+            run::demo(&root)
+        }
+        Task::Test => {
+            setup::setup()?;
+            run::test()
+        }
+        Task::Clippy => {
+            setup::setup()?;
+            run::clippy()
+        }
+        Task::Fixtures => run::fixtures(&root),
+        Task::Bench => {
+            setup::setup()?;
+            bench::bench(&root)
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}

@@ -1,0 +1,82 @@
+//! Running commands loudly, and the tasks that are sequences of commands: demo, test, clippy,
+//! fixtures.
+
+use std::{path::Path, process::Command};
+
+use anyhow::{Context as _, bail};
+
+/// Print and run a command; fail with its status if it fails.
+pub fn sh(cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("+ {}", show(cmd));
+    let status = cmd.status().with_context(|| format!("cannot run {}", show(cmd)))?;
+    if !status.success() {
+        bail!("`{}` failed with {status}", show(cmd));
+    }
+    Ok(())
+}
+
+/// Run a command quietly and return its stdout, or None if it cannot run or fails.
+pub fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn show(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&arg.to_string_lossy());
+    }
+    s
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+}
+
+/// Build the release binary, compile the demo with SFrame, dump and check it, and (as root)
+/// take cpu-clock samples of the running demo with the eBPF program.
+pub fn demo(root: &Path) -> anyhow::Result<()> {
+    sh(cargo().args(["build", "--release", "--package", "tracer-user"]))?;
+    let out = root.join("target/demo");
+    std::fs::create_dir_all(&out)?;
+    let demo = out.join("demo");
+    sh(Command::new("gcc").args(["-O2", "-fomit-frame-pointer", "-fno-optimize-sibling-calls", "-Wa,--gsframe", "-o"])
+        .arg(&demo)
+        .arg(root.join("demo/demo.c")))?;
+    let tracer = root.join("target/release/sframe-trace");
+    sh(Command::new(&tracer).arg("dump").arg(&demo))?;
+    sh(Command::new(&tracer).arg("check").arg(&demo))?;
+    let mut child = Command::new(&demo).arg("3").spawn().context("starting the demo")?;
+    let pid = child.id().to_string();
+    let sampled = sh(Command::new(&tracer).args(["doctor", "--pid", &pid, "--duration", "2"]));
+    let _ = child.kill();
+    let _ = child.wait();
+    sampled
+}
+
+/// Every test: the workspace's tests (privileged ones included; they refuse to skip under
+/// CI=true), then both clippy passes.
+pub fn test() -> anyhow::Result<()> {
+    // default-members: everything but the eBPF crate, which only builds for the bpf target.
+    sh(cargo().args(["test", "--no-fail-fast"]))?;
+    // The pure readers also build alone, as fuzz/ uses them.
+    sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
+    clippy()
+}
+
+/// Clippy over the userspace crates, then over the eBPF crate for its own target.
+pub fn clippy() -> anyhow::Result<()> {
+    sh(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    sh(cargo()
+        .env("RUSTC_BOOTSTRAP", "1")
+        .args([
+            "clippy", "--package", "tracer-ebpf", "--release", "--target", "bpfel-unknown-none",
+            "-Z", "build-std=core", "--target-dir", "target/ebpf-clippy", "--", "-D", "warnings",
+        ]))
+}
+
+/// Regenerate the checked-in fixture corpus (fetches newer binutils into fixtures/.toolchains).
+pub fn fixtures(root: &Path) -> anyhow::Result<()> {
+    sh(Command::new("bash").arg(root.join("fixtures/build.sh")))
+}

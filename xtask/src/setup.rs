@@ -1,0 +1,130 @@
+//! `cargo xtask setup`: install what building and testing need, idempotently, saying what it
+//! does. Apt packages (gcc, binutils), the rust-src component of the toolchain in use (the eBPF
+//! crate builds `core` for the bpf target), and bpf-linker built against this rustc's own
+//! libLLVM (the linker must use the LLVM major of the rustc that compiles the eBPF crate).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::run::{output, sh};
+
+/// Debian packages the build, the demo and the tests use.
+const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make"];
+
+pub fn setup() -> anyhow::Result<()> {
+    apt_packages()?;
+    rust_src()?;
+    bpf_linker()?;
+    eprintln!("setup: done");
+    Ok(())
+}
+
+fn apt_packages() -> anyhow::Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|pkg| {
+            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", pkg]))
+                .is_none_or(|status| !status.contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        eprintln!("setup: apt packages present ({})", APT_PACKAGES.join(", "));
+        return Ok(());
+    }
+    sh(Command::new("apt-get").arg("update").arg("-q"))?;
+    sh(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing))
+}
+
+fn rust_src() -> anyhow::Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))
+        .context("rustup is needed to add rust-src")?;
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        eprintln!("setup: rust-src present");
+        return Ok(());
+    }
+    sh(Command::new("rustup").args(["component", "add", "rust-src"]))
+}
+
+/// The versioned libLLVM shipped in this rustc's sysroot, e.g. `libLLVM.so.22.1-rust-1.95.0-stable`.
+fn rustc_libllvm() -> anyhow::Result<(PathBuf, String)> {
+    let sysroot = output(Command::new("rustc").args(["--print", "sysroot"])).context("rustc --print sysroot")?;
+    let lib = Path::new(sysroot.trim()).join("lib");
+    let name = std::fs::read_dir(&lib)
+        .with_context(|| format!("reading {}", lib.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find(|n| n.starts_with("libLLVM.so."))
+        .with_context(|| format!("no libLLVM.so.* in {}", lib.display()))?;
+    Ok((lib, name))
+}
+
+/// The feature of bpf-linker that selects the LLVM major, e.g. `llvm-22` for `libLLVM.so.22.1-...`.
+fn llvm_feature(libllvm: &str) -> anyhow::Result<String> {
+    let major = libllvm
+        .strip_prefix("libLLVM.so.")
+        .and_then(|v| v.split('.').next())
+        .filter(|m| m.chars().all(|c| c.is_ascii_digit()))
+        .with_context(|| format!("cannot read the LLVM major from {libllvm}"))?;
+    Ok(format!("llvm-{major}"))
+}
+
+/// Does an installed bpf-linker run, linked against exactly this rustc's libLLVM?
+fn bpf_linker_matches(libllvm: &str) -> bool {
+    let Some(path) = output(Command::new("sh").args(["-c", "command -v bpf-linker"])) else {
+        return false;
+    };
+    let runs = output(Command::new("bpf-linker").arg("--version")).is_some();
+    let linked = output(Command::new("ldd").arg(path.trim())).is_some_and(|l| l.contains(libllvm));
+    runs && linked
+}
+
+fn bpf_linker() -> anyhow::Result<()> {
+    let (lib, libllvm) = rustc_libllvm()?;
+    if bpf_linker_matches(&libllvm) {
+        eprintln!("setup: bpf-linker present, linked against {libllvm}");
+        return Ok(());
+    }
+    // bpf-linker finds LLVM under $LLVM_PREFIX/lib; point a private prefix at rustc's own
+    // libLLVM. The binary keeps this directory as its runpath, so it must persist.
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .context("neither CARGO_HOME nor HOME is set")?;
+    let prefix = cargo_home.join("sframe-trace-llvm").join(&libllvm);
+    let prefix_lib = prefix.join("lib");
+    std::fs::create_dir_all(&prefix_lib).with_context(|| format!("creating {}", prefix_lib.display()))?;
+    for link in ["libLLVM.so", libllvm.as_str()] {
+        let dst = prefix_lib.join(link);
+        let _ = std::fs::remove_file(&dst);
+        std::os::unix::fs::symlink(lib.join(&libllvm), &dst)
+            .with_context(|| format!("linking {}", dst.display()))?;
+    }
+    eprintln!("setup: building bpf-linker against {libllvm} (about a minute)");
+    sh(Command::new("cargo")
+        .env("LLVM_PREFIX", &prefix)
+        .args(["install", "--force", "bpf-linker", "--no-default-features", "--features"])
+        .arg(llvm_feature(&libllvm)?))?;
+    if !bpf_linker_matches(&libllvm) {
+        bail!("bpf-linker was installed but does not run against {libllvm}; is ~/.cargo/bin on PATH?");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bpf-linker feature is derived from the major of rustc's versioned libLLVM name.
+    #[test]
+    fn llvm_feature_from_library_name() {
+        assert_eq!(llvm_feature("libLLVM.so.22.1-rust-1.95.0-stable").unwrap(), "llvm-22");
+        assert!(llvm_feature("libLLVM.so.x").is_err());
+    }
+}
