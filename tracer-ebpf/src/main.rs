@@ -12,7 +12,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
     programs::PerfEventContext,
 };
-use aya_log_ebpf::debug;
+use aya_log_ebpf::error;
 use tracer_common::Counter;
 
 /// The process to sample (see `tracer_common::GLOBAL_TARGET_TGID`), 0 = all. Set before load.
@@ -23,11 +23,13 @@ static TARGET_TGID: u32 = 0;
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
-fn bump(counter: Counter) {
-    if let Some(slot) = COUNTERS.get_ptr_mut(counter as u32) {
+fn bump(ctx: &PerfEventContext, counter: Counter) {
+    match COUNTERS.get_ptr_mut(counter as u32) {
         // SAFETY: the pointer comes from the map lookup and is valid for this CPU's slot while
         // the program runs; per-CPU storage means no concurrent writer.
-        unsafe { *slot += 1 };
+        Some(slot) => unsafe { *slot += 1 },
+        // Only possible if the map was created smaller than Counter::COUNT.
+        None => error!(ctx, "counter {} out of range", counter as u32),
     }
 }
 
@@ -37,11 +39,10 @@ pub fn on_sample(ctx: PerfEventContext) -> u32 {
     let target = unsafe { core::ptr::read_volatile(&TARGET_TGID) };
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if target != 0 && tgid != target {
-        bump(Counter::NotTraced);
+        bump(&ctx, Counter::NotTraced);
         return 0;
     }
-    bump(Counter::Sampled);
-    debug!(&ctx, "sample tgid={}", tgid);
+    bump(&ctx, Counter::Sampled);
     0
 }
 

@@ -14,7 +14,7 @@ use aya::{
     },
     util::online_cpus,
 };
-use tokio::io::unix::AsyncFd;
+use tokio::io::{Interest, unix::AsyncFd};
 use tracer_common::{Counter, GLOBAL_TARGET_TGID, MAP_COUNTERS, PROG_ON_SAMPLE};
 
 /// The eBPF object built by `build.rs` from `tracer-ebpf`.
@@ -103,7 +103,9 @@ fn forward_logs(ebpf: &mut Ebpf) {
         }
     };
     let fd = logger.as_raw_fd();
-    let Ok(mut logger) = AsyncFd::new(logger) else {
+    // SAFETY: the logger owns its ring-buffer fd and returns that same open fd for as long as
+    // it lives; the AsyncFd owns the logger, so the fd outlives the registration.
+    let Ok(mut logger) = (unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) }) else {
         log::debug!("eBPF logs unavailable: cannot poll fd {fd}");
         return;
     };
