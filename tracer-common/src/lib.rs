@@ -6,6 +6,8 @@
 //! Nothing here may depend on aya-ebpf or std.
 #![no_std]
 
+pub mod unwind;
+
 /// Name of the perf_event program that runs on every cpu-clock sample.
 pub const PROG_ON_SAMPLE: &str = "on_sample";
 /// Per-CPU array of `u64` counters indexed by [`Counter`].

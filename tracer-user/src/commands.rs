@@ -96,7 +96,7 @@ fn dump_pc(
     };
     let model = dump::function_model(&function, &[row]);
     if json {
-        serde_json::to_writer(&mut *out, &serde_json::json!({ "pc": pc, "function": model }))?;
+        serde_json::to_writer(&mut *out, &dump::DumpPc { pc, function: model })?;
         writeln!(out)?;
     } else {
         let header = dump::model_header(section);

@@ -21,6 +21,14 @@ use crate::sframe::{
     Abi, CfaRule, FdeType, Function, PauthKey, PcType, Reg, Row, Rule, Section,
 };
 
+/// `dump --pc --json`: the address asked for and the function covering it, with only the row
+/// that applies.
+#[derive(Debug, Serialize)]
+pub struct DumpPc {
+    pub pc: u64,
+    pub function: DumpFunction,
+}
+
 /// The whole section, as dumped.
 #[derive(Debug, Serialize)]
 pub struct DumpSection {
