@@ -1,0 +1,305 @@
+//! Checks of an SFrame section on its own: header fields the ABI allows, descriptor order and
+//! overlap, rows inside their function, plausible CFA and save-slot offsets. Row order and MASK
+//! repetition sizes are enforced by the parser itself (its errors become findings in `check`).
+//!
+//! It must not look at the CFI (that is `compare`), and must not stop at the first finding.
+
+use crate::sframe::{Abi, CfaRule, Function, Header, PcType, Reg, Row, Rule};
+
+use super::{FindingKind, Report};
+
+/// Header fields: fixed save slots must be below the CFA on an 8-byte boundary (0 = not fixed),
+/// and amd64 always has its return address at CFA - 8.
+pub(super) fn header(h: &Header, report: &mut Report) {
+    for (what, offset) in [("FP", h.fixed_fp_offset), ("RA", h.fixed_ra_offset)] {
+        if offset != 0 && !valid_save_slot(i64::from(offset)) {
+            let message = format!("fixed {what} offset {offset} is not below the CFA on an 8-byte boundary");
+            report.finding(FindingKind::BadHeader, 0, message);
+        }
+    }
+    if h.abi == Abi::Amd64Le && h.fixed_ra_offset != -8 {
+        let message = format!("amd64 fixed RA offset is {}, must be -8", h.fixed_ra_offset);
+        report.finding(FindingKind::BadHeader, 0, message);
+    }
+}
+
+/// `functions` is in resolved-address order; `Function::index` is the order in the section.
+/// `overlaps`: whether overlapping functions are a problem (not in a `.o`, where every text
+/// section starts at address 0).
+pub(super) fn function_order(h: &Header, functions: &[Function], overlaps: bool, report: &mut Report) {
+    if h.is_sorted() {
+        for pair in functions.windows(2) {
+            let [a, b] = pair else { continue };
+            if a.start < b.start && a.index > b.index {
+                let message = format!(
+                    "FDE_SORTED is set but descriptor #{} ({:#x}) precedes descriptor #{} ({:#x})",
+                    b.index, b.start, a.index, a.start
+                );
+                report.finding(FindingKind::Unsorted, b.start, message);
+            }
+        }
+    }
+    if !overlaps {
+        return;
+    }
+    // The function reaching furthest so far: anything starting before its end overlaps it.
+    let mut widest: Option<&Function> = None;
+    for f in functions {
+        if let Some(w) = widest
+            && f.start < w.end()
+        {
+            let message =
+                format!("function {:#x}..{:#x} overlaps function {:#x}..{:#x}", f.start, f.end(), w.start, w.end());
+            report.finding(FindingKind::Overlap, f.start, message);
+        }
+        if widest.is_none_or(|w| f.end() > w.end()) {
+            widest = Some(f);
+        }
+    }
+}
+
+/// One function's rows: inside the function (and the repeat block), plausible offsets.
+pub(super) fn rows(h: &Header, f: &Function, rows: &[Row], report: &mut Report) {
+    for row in rows {
+        let address = f.start.saturating_add(u64::from(row.start));
+        if row.start >= f.size {
+            let message =
+                format!("row at offset {:#x} of function {:#x} is beyond its size {:#x}", row.start, f.start, f.size);
+            report.finding(FindingKind::RowOutsideFunction, address, message);
+        } else if f.pc_type == PcType::Mask && f.rep_size != 0 && row.start >= u32::from(f.rep_size) {
+            let message = format!(
+                "row at offset {:#x} of PC-mask function {:#x} is beyond its {}-byte repeat block",
+                row.start, f.start, f.rep_size
+            );
+            report.finding(FindingKind::RowOutsideFunction, address, message);
+        }
+        if row.ra_undefined {
+            continue;
+        }
+        if let Some(problem) = cfa_problem(h.abi, row) {
+            let message = format!("row of function {:#x}: {problem}", f.start);
+            report.finding(FindingKind::BadCfaOffset, address, message);
+        }
+        for (what, rule) in [("FP", row.fp), ("RA", row.ra)] {
+            if let Rule::AtCfa(offset) = rule
+                && !valid_save_slot(offset)
+            {
+                let message = format!(
+                    "row of function {:#x}: {what} saved at CFA{offset:+}, not below the CFA on an 8-byte boundary",
+                    f.start
+                );
+                report.finding(FindingKind::BadSaveOffset, address, message);
+            }
+        }
+    }
+}
+
+/// Every ABI SFrame supports saves registers in 8-byte slots below the CFA.
+fn valid_save_slot(offset: i64) -> bool {
+    offset < 0 && offset % 8 == 0
+}
+
+/// An SP-based CFA is the SP at the call plus what the function pushed or reserved: 8-byte
+/// aligned, and on amd64 past the return address the call pushed, unless the row keeps the RA
+/// in a register (v3 FLEX). aarch64 (CFA = SP + 0 at entry) and s390x (the 160-byte register
+/// save area) are only checked for sign and alignment.
+fn cfa_problem(abi: Abi, row: &Row) -> Option<String> {
+    let CfaRule { base, offset, deref } = row.cfa;
+    if deref || base != Reg::Sp {
+        return None;
+    }
+    let ra_on_stack = matches!(row.ra, Rule::Unchanged | Rule::AtCfa(_));
+    let minimum = if abi == Abi::Amd64Le && ra_on_stack { 8 } else { 0 };
+    (offset < minimum || offset % 8 != 0)
+        .then(|| format!("CFA = SP{offset:+} (an SP-based CFA offset must be at least {minimum} and a multiple of 8)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sframe::{FdeType, FreType, PauthKey};
+
+    fn header(abi: Abi, fixed_ra: i8) -> Header {
+        Header {
+            version: 2,
+            flags: crate::sframe::FLAG_FDE_SORTED,
+            abi,
+            fixed_fp_offset: 0,
+            fixed_ra_offset: fixed_ra,
+            auxhdr_len: 0,
+            num_fdes: 0,
+            num_fres: 0,
+            fre_len: 0,
+            fdeoff: 0,
+            freoff: 0,
+        }
+    }
+
+    fn function(index: u32, start: u64, size: u32) -> Function {
+        Function {
+            start,
+            size,
+            pc_type: PcType::Inc,
+            rep_size: 0,
+            fde_type: FdeType::Default,
+            signal: false,
+            pauth_key: PauthKey::A,
+            fre_type: FreType::Addr1,
+            num_fres: 1,
+            fre_offset: 0,
+            index,
+        }
+    }
+
+    fn row(start: u32, base: Reg, cfa: i64, fp: Rule) -> Row {
+        Row {
+            start,
+            cfa: CfaRule { base, offset: cfa, deref: false },
+            ra: Rule::Unchanged,
+            fp,
+            ra_undefined: false,
+            mangled_ra: false,
+            offset: 0,
+        }
+    }
+
+    fn kinds(report: &Report) -> Vec<(FindingKind, u64)> {
+        report.findings.iter().map(|f| (f.kind, f.address)).collect()
+    }
+
+    /// Well-formed amd64 rows (the SFRAME.md worked example) produce no findings.
+    #[test]
+    fn plausible_rows_are_clean() {
+        let h = header(Abi::Amd64Le, -8);
+        let f = function(0, 0x401000, 25);
+        let rows = [
+            row(0, Reg::Sp, 8, Rule::Unchanged),
+            row(1, Reg::Sp, 16, Rule::AtCfa(-16)),
+            row(4, Reg::Fp, 16, Rule::AtCfa(-16)),
+            row(0x18, Reg::Sp, 8, Rule::AtCfa(-16)),
+        ];
+        let mut report = Report::default();
+        super::header(&h, &mut report);
+        function_order(&h, &[f], true, &mut report);
+        super::rows(&h, &f, &rows, &mut report);
+        assert_eq!(kinds(&report), []);
+    }
+
+    /// A row at or past the function's size, and a MASK row past the repeat block, are reported
+    /// at their addresses.
+    #[test]
+    fn rows_outside_function_are_reported() {
+        let h = header(Abi::Amd64Le, -8);
+        let f = function(0, 0x1000, 0x10);
+        let mut report = Report::default();
+        super::rows(
+            &h,
+            &f,
+            &[row(0, Reg::Sp, 8, Rule::Unchanged), row(0x10, Reg::Sp, 8, Rule::Unchanged)],
+            &mut report,
+        );
+        let plt = Function { pc_type: PcType::Mask, rep_size: 16, size: 48, ..function(1, 0x2000, 48) };
+        super::rows(
+            &h,
+            &plt,
+            &[row(0, Reg::Sp, 8, Rule::Unchanged), row(0x11, Reg::Sp, 16, Rule::Unchanged)],
+            &mut report,
+        );
+        assert_eq!(
+            kinds(&report),
+            [(FindingKind::RowOutsideFunction, 0x1010), (FindingKind::RowOutsideFunction, 0x2011)]
+        );
+    }
+
+    /// amd64 SP-based CFA offsets must be positive multiples of 8 (SP + 0 only with the RA in a
+    /// register); aarch64 allows SP + 0; FP-based rows are not judged.
+    #[test]
+    fn implausible_cfa_offsets_are_reported() {
+        let f = function(0, 0x1000, 0x40);
+        let rows = [
+            row(0, Reg::Sp, 0, Rule::Unchanged),
+            row(1, Reg::Sp, 12, Rule::Unchanged),
+            row(2, Reg::Sp, -8, Rule::Unchanged),
+            row(3, Reg::Fp, 4, Rule::Unchanged),
+        ];
+        let mut amd64 = Report::default();
+        super::rows(&header(Abi::Amd64Le, -8), &f, &rows, &mut amd64);
+        assert_eq!(
+            kinds(&amd64),
+            [
+                (FindingKind::BadCfaOffset, 0x1000),
+                (FindingKind::BadCfaOffset, 0x1001),
+                (FindingKind::BadCfaOffset, 0x1002)
+            ]
+        );
+        let mut ra_in_register = Report::default();
+        let flex = Row { ra: Rule::InRegister(Reg::Dwarf(11)), ..row(0, Reg::Sp, 0, Rule::Unchanged) };
+        super::rows(&header(Abi::Amd64Le, -8), &f, &[flex], &mut ra_in_register);
+        assert_eq!(kinds(&ra_in_register), []);
+        let mut aarch64 = Report::default();
+        super::rows(&header(Abi::Aarch64Le, 0), &f, &rows, &mut aarch64);
+        assert_eq!(kinds(&aarch64), [(FindingKind::BadCfaOffset, 0x1001), (FindingKind::BadCfaOffset, 0x1002)]);
+    }
+
+    /// FP/RA saved at or above the CFA, or off an 8-byte slot, is reported; outermost rows are not
+    /// judged (they carry no offsets).
+    #[test]
+    fn bad_save_slots_are_reported() {
+        let f = function(0, 0x1000, 0x40);
+        let mut ra_above = row(2, Reg::Sp, 16, Rule::Unchanged);
+        ra_above.ra = Rule::AtCfa(8);
+        let mut outermost = row(3, Reg::Sp, 0, Rule::AtCfa(4));
+        outermost.ra_undefined = true;
+        let rows = [row(0, Reg::Sp, 16, Rule::AtCfa(0)), row(1, Reg::Sp, 16, Rule::AtCfa(-12)), ra_above, outermost];
+        let mut report = Report::default();
+        super::rows(&header(Abi::Amd64Le, -8), &f, &rows, &mut report);
+        assert_eq!(
+            kinds(&report),
+            [
+                (FindingKind::BadSaveOffset, 0x1000),
+                (FindingKind::BadSaveOffset, 0x1001),
+                (FindingKind::BadSaveOffset, 0x1002)
+            ]
+        );
+    }
+
+    /// Overlapping functions are reported pairwise, also when the overlapped one is not adjacent,
+    /// unless overlaps are expected (a `.o`).
+    #[test]
+    fn overlaps_are_reported() {
+        let h = header(Abi::Amd64Le, -8);
+        let functions =
+            [function(0, 0x1000, 0x100), function(1, 0x1010, 0x10), function(2, 0x1080, 0x10), function(3, 0x1100, 8)];
+        let mut report = Report::default();
+        function_order(&h, &functions, true, &mut report);
+        assert_eq!(kinds(&report), [(FindingKind::Overlap, 0x1010), (FindingKind::Overlap, 0x1080)]);
+        assert!(report.findings[1].message.contains("0x1000..0x1100"), "{}", report.findings[1].message);
+        let mut relocatable = Report::default();
+        function_order(&h, &functions, false, &mut relocatable);
+        assert_eq!(kinds(&relocatable), []);
+    }
+
+    /// With FDE_SORTED set, descriptors out of address order are reported; without it they are fine.
+    #[test]
+    fn unsorted_descriptors_are_reported_only_when_flagged_sorted() {
+        let mut h = header(Abi::Amd64Le, -8);
+        let functions = [function(0, 0x1000, 0x10), function(2, 0x1010, 0x10), function(1, 0x1020, 0x10)];
+        let mut report = Report::default();
+        function_order(&h, &functions, true, &mut report);
+        assert_eq!(kinds(&report), [(FindingKind::Unsorted, 0x1020)]);
+        h.flags = 0;
+        let mut unflagged = Report::default();
+        function_order(&h, &functions, true, &mut unflagged);
+        assert_eq!(kinds(&unflagged), []);
+    }
+
+    /// An amd64 header whose fixed RA offset is not -8, or a fixed FP offset above the CFA, is reported.
+    #[test]
+    fn bad_header_offsets_are_reported() {
+        let mut h = header(Abi::Amd64Le, 0);
+        h.fixed_fp_offset = 8;
+        let mut report = Report::default();
+        super::header(&h, &mut report);
+        assert_eq!(kinds(&report), [(FindingKind::BadHeader, 0), (FindingKind::BadHeader, 0)]);
+    }
+}

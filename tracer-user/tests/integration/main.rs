@@ -1,0 +1,9 @@
+//! One integration-test binary; each module covers one area.
+
+mod check;
+mod corrupt;
+mod differential;
+mod golden;
+#[cfg(feature = "ebpf")]
+mod privileged;
+mod reader;
