@@ -50,12 +50,16 @@ fn read(file: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The file's `.sframe`, or `None` after saying so on stderr.
-fn sframe_of<'a>(file: &PathBuf, bytes: &'a [u8]) -> anyhow::Result<Option<SframeData<'a>>> {
+fn sframe_of<'a>(file: &Path, bytes: &'a [u8]) -> anyhow::Result<Option<SframeData<'a>>> {
     let found = elf::find_sframe(bytes).with_context(|| format!("{}", file.display()))?;
     if found.is_none() {
-        eprintln!("sframe-trace: {} has no .sframe section (build with -Wa,--gsframe)", file.display());
+        eprintln!("sframe-trace: {}", no_sframe(file));
     }
     Ok(found)
+}
+
+fn no_sframe(file: &Path) -> String {
+    format!("{} has no .sframe section (build with -Wa,--gsframe)", file.display())
 }
 
 fn run_dump(file: &PathBuf, json: bool, pc: Option<u64>) -> anyhow::Result<Status> {
@@ -110,7 +114,14 @@ fn dump_pc(
 
 fn run_check(file: &Path) -> anyhow::Result<Status> {
     let bytes = read(file)?;
-    let report = check::check(&bytes).with_context(|| format!("{}", file.display()))?;
+    let report = match check::check(&bytes) {
+        Ok(report) => report,
+        Err(check::CheckError::NoSframe) => {
+            eprintln!("sframe-trace: {}", no_sframe(file));
+            return Ok(Status::Findings);
+        }
+        Err(err) => return Err(err).with_context(|| format!("{}", file.display())),
+    };
     let mut out = std::io::stdout().lock();
     for finding in &report.findings {
         writeln!(out, "{}: {finding}", file.display())?;

@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
         }
         Task::Test => {
             setup::setup()?;
-            run::test()
+            run::test(&root)
         }
         Task::Clippy => {
             setup::setup()?;

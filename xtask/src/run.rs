@@ -57,12 +57,25 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
 /// CI=true), then both clippy passes.
-pub fn test() -> anyhow::Result<()> {
+pub fn test(root: &Path) -> anyhow::Result<()> {
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
     sh(cargo().args(["test", "--no-fail-fast"]))?;
     // The pure readers also build alone, as fuzz/ uses them.
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
+    conformance(root)?;
     clippy()
+}
+
+/// Real C code that is not in the repository (lz4, from its PyPI sdist), built with binutils
+/// 2.40, 2.44 and the sid snapshot for x86-64 and aarch64: `dump --json` must agree with each
+/// toolchain's own readelf.
+pub fn conformance(root: &Path) -> anyhow::Result<()> {
+    let dir = root.join("target/conformance");
+    sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
+    sh(cargo()
+        .env("SFRAME_TRACE_CONFORMANCE_DIR", &dir)
+        .args(["test", "--package", "tracer-user", "--test", "integration", "golden::conformance"])
+        .args(["--", "--ignored", "--exact", "golden::conformance_corpus_matches_readelf"]))
 }
 
 /// Clippy over the userspace crates, then over the eBPF crate for its own target.

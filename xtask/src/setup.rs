@@ -12,6 +12,9 @@ use anyhow::{Context as _, bail};
 
 use crate::run::{output, sh};
 
+/// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
 /// Debian packages the build, the demo and the tests use.
 const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make"];
 
@@ -109,7 +112,8 @@ fn bpf_linker() -> anyhow::Result<()> {
     eprintln!("setup: building bpf-linker against {libllvm} (about a minute)");
     sh(Command::new("cargo")
         .env("LLVM_PREFIX", &prefix)
-        .args(["install", "--force", "bpf-linker", "--no-default-features", "--features"])
+        .args(["install", "--force", "--locked", "bpf-linker", "--version", BPF_LINKER_VERSION])
+        .args(["--no-default-features", "--features"])
         .arg(llvm_feature(&libllvm)?))?;
     if !bpf_linker_matches(&libllvm) {
         bail!("bpf-linker was installed but does not run against {libllvm}; is ~/.cargo/bin on PATH?");
