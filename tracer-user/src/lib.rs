@@ -7,6 +7,7 @@ pub mod check;
 pub mod dump;
 pub mod elf;
 pub mod sframe;
+pub mod table;
 
 #[cfg(feature = "ebpf")]
 pub mod bpf;

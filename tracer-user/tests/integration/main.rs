@@ -7,3 +7,4 @@ mod golden;
 #[cfg(feature = "ebpf")]
 mod privileged;
 mod reader;
+mod table;

@@ -1,0 +1,67 @@
+//! Unit tests of the table builder on functions and rows stated as data (no section bytes):
+//! the rule of every kind of row, the flat transitions (MASK expansion, overlap, merging),
+//! paging at page boundaries with the kernel-equivalent lookup, and the global rule table.
+
+mod build;
+mod global;
+mod rules;
+
+use crate::sframe::{
+    Abi, CfaRule, FdeType, FreType, Function, Header, PauthKey, PcType, Reg, Row, Rule,
+};
+
+/// A header of `abi` and `version` with binutils' fixed offsets (amd64: RA at CFA - 8).
+fn header(abi: Abi, version: u8) -> Header {
+    Header {
+        version,
+        flags: 0x5,
+        abi,
+        fixed_fp_offset: 0,
+        fixed_ra_offset: if abi == Abi::Amd64Le { -8 } else { 0 },
+        auxhdr_len: 0,
+        num_fdes: 0,
+        num_fres: 0,
+        fre_len: 0,
+        fdeoff: 0,
+        freoff: 0,
+    }
+}
+
+/// An INC DEFAULT function at `start` of `size` bytes.
+fn function(start: u64, size: u32) -> Function {
+    Function {
+        start,
+        size,
+        pc_type: PcType::Inc,
+        rep_size: 0,
+        fde_type: FdeType::Default,
+        signal: false,
+        pauth_key: PauthKey::A,
+        fre_type: FreType::Addr4,
+        num_fres: 0,
+        fre_offset: 0,
+        index: 0,
+    }
+}
+
+/// A row at `start`: `CFA = base + cfa`, RA and FP as given.
+fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
+    Row {
+        start,
+        cfa: CfaRule {
+            base,
+            offset: cfa,
+            deref: false,
+        },
+        ra,
+        fp,
+        ra_undefined: false,
+        mangled_ra: false,
+        offset: 0,
+    }
+}
+
+/// An amd64 row `CFA = SP + cfa` (RA from the header's fixed offset, FP unchanged).
+fn sp(start: u32, cfa: i64) -> Row {
+    row(start, Reg::Sp, cfa, Rule::Unchanged, Rule::Unchanged)
+}
