@@ -28,7 +28,9 @@ pub fn preflight() -> anyhow::Result<()> {
         bail!("sframe-trace needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF program: run it with sudo");
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): sframe-trace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+        bail!(
+            "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): sframe-trace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+        );
     }
     Ok(())
 }
@@ -85,7 +87,10 @@ impl Tracer {
 
 /// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lift it so loading does not fail there.
 fn raise_memlock_limit() {
-    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
     // SAFETY: setrlimit reads the struct we pass; failure only leaves the old limit in place.
     if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
         log::debug!("could not raise RLIMIT_MEMLOCK; loading may fail on kernels before 5.11");

@@ -2,7 +2,7 @@
 
 use std::{
     io::Write as _,
-    path::{Path, PathBuf},
+    path::Path,
     process::ExitCode,
 };
 
@@ -41,7 +41,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Dump { file, json, pc } => run_dump(&file, json, pc),
         Command::Check { file } => run_check(&file),
         #[cfg(feature = "ebpf")]
-        Command::Doctor { pid, frequency, duration } => run_doctor(pid, frequency, duration),
+        Command::Doctor {
+            pid,
+            frequency,
+            duration,
+        } => run_doctor(pid, frequency, duration),
     }
 }
 
@@ -62,13 +66,13 @@ fn no_sframe(file: &Path) -> String {
     format!("{} has no .sframe section (build with -Wa,--gsframe)", file.display())
 }
 
-fn run_dump(file: &PathBuf, json: bool, pc: Option<u64>) -> anyhow::Result<Status> {
+fn run_dump(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> {
     let bytes = read(file)?;
     let Some(sframe) = sframe_of(file, &bytes)? else {
         return Ok(Status::Findings);
     };
-    let section = Section::parse(&sframe.data, sframe.vaddr)
-        .with_context(|| format!("{}: malformed .sframe", file.display()))?;
+    let section =
+        Section::parse(&sframe.data, sframe.vaddr).with_context(|| format!("{}: malformed .sframe", file.display()))?;
     let mut out = std::io::stdout().lock();
     if let Some(pc) = pc {
         return dump_pc(&mut out, &section, pc, json, file);
@@ -104,7 +108,11 @@ fn dump_pc(
         writeln!(out)?;
     } else {
         let header = dump::model_header(section);
-        let index = section.functions().iter().position(|f| f.start == function.start).unwrap_or(0);
+        let index = section
+            .functions()
+            .iter()
+            .position(|f| f.start == function.start)
+            .unwrap_or(0);
         writeln!(out, "pc {pc:#x}:")?;
         write!(out, "{}", dump::render_function(index, &model, &header))?;
     }
@@ -128,7 +136,11 @@ fn run_check(file: &Path) -> anyhow::Result<Status> {
     }
     writeln!(out, "{}: {report}", file.display())?;
     out.flush()?;
-    Ok(if report.is_clean() { Status::Ok } else { Status::Findings })
+    Ok(if report.is_clean() {
+        Status::Ok
+    } else {
+        Status::Findings
+    })
 }
 
 #[cfg(feature = "ebpf")]
@@ -136,7 +148,10 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result
     use sframe_trace::bpf;
 
     bpf::preflight()?;
-    anyhow::ensure!(duration > 0.0 && duration.is_finite(), "--duration must be a positive number of seconds");
+    anyhow::ensure!(
+        duration > 0.0 && duration.is_finite(),
+        "--duration must be a positive number of seconds"
+    );
     anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {

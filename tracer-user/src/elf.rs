@@ -53,9 +53,7 @@ pub enum ElfError {
         what: &'static str,
         source: object::read::Error,
     },
-    #[error(
-        "{what} (file offset {offset:#x}, {size:#x} bytes) extends past the end of the {file_len}-byte file"
-    )]
+    #[error("{what} (file offset {offset:#x}, {size:#x} bytes) extends past the end of the {file_len}-byte file")]
     OutOfFile {
         what: String,
         offset: u64,
@@ -64,18 +62,14 @@ pub enum ElfError {
     },
     #[error("section {name} is compressed (SHF_COMPRESSED); only uncompressed sections are read")]
     Compressed { name: String },
-    #[error(
-        "unsupported relocation type {r_type} for ELF machine {machine} at {section}+{offset:#x}"
-    )]
+    #[error("unsupported relocation type {r_type} for ELF machine {machine} at {section}+{offset:#x}")]
     UnsupportedRelocation {
         section: String,
         machine: u16,
         r_type: u32,
         offset: u64,
     },
-    #[error(
-        "relocation at {section}+{offset:#x} ({size} bytes) reaches past the section's {section_size} bytes"
-    )]
+    #[error("relocation at {section}+{offset:#x} ({size} bytes) reaches past the section's {section_size} bytes")]
     RelocationOutOfSection {
         section: String,
         offset: u64,
@@ -123,19 +117,14 @@ fn find_section_in<'a, Elf: FileHeader<Endian = Endianness>>(
 ) -> Result<Option<SectionBytes<'a>>, ElfError> {
     let header = Elf::parse(file).map_err(malformed("file header"))?;
     let endian = header.endian().map_err(malformed("file header"))?;
-    let sections = header
-        .sections(endian, file)
-        .map_err(malformed("section headers"))?;
+    let sections = header.sections(endian, file).map_err(malformed("section headers"))?;
     let Some((_, sh)) = sections.section_by_name(endian, name.as_bytes()) else {
         return Ok(None);
     };
-    Ok(section_bytes(file, endian, sh, name)?
-        .map(|bytes| (Cow::Borrowed(bytes), sh.sh_addr(endian).into())))
+    Ok(section_bytes(file, endian, sh, name)?.map(|bytes| (Cow::Borrowed(bytes), sh.sh_addr(endian).into())))
 }
 
-fn find_sframe_in<Elf: FileHeader<Endian = Endianness>>(
-    file: &[u8],
-) -> Result<Option<SframeData<'_>>, ElfError> {
+fn find_sframe_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<SframeData<'_>>, ElfError> {
     let header = Elf::parse(file).map_err(malformed("file header"))?;
     let endian = header.endian().map_err(malformed("file header"))?;
     // Damaged section headers do not hide a usable PT_GNU_SFRAME: try the segment before failing.
@@ -158,10 +147,7 @@ fn find_sframe_in<Elf: FileHeader<Endian = Endianness>>(
     let segments = header
         .program_headers(endian, file)
         .map_err(malformed("program headers"))?;
-    if let Some(ph) = segments
-        .iter()
-        .find(|ph| ph.p_type(endian) == elf::PT_GNU_SFRAME)
-    {
+    if let Some(ph) = segments.iter().find(|ph| ph.p_type(endian) == elf::PT_GNU_SFRAME) {
         let (offset, size): (u64, u64) = (ph.p_offset(endian).into(), ph.p_filesz(endian).into());
         let data = file_range(file, offset, size, "PT_GNU_SFRAME segment")?;
         return Ok(Some(SframeData {
@@ -205,9 +191,7 @@ fn section_bytes<'a, S: SectionHeader<Endian = Endianness>>(
     name: &str,
 ) -> Result<Option<&'a [u8]>, ElfError> {
     if sh.sh_flags(endian).0 & elf::SHF_COMPRESSED.0 != 0 {
-        return Err(ElfError::Compressed {
-            name: name.to_owned(),
-        });
+        return Err(ElfError::Compressed { name: name.to_owned() });
     }
     let Some((offset, size)) = sh.file_range(endian) else {
         return Ok(None);
@@ -215,12 +199,7 @@ fn section_bytes<'a, S: SectionHeader<Endian = Endianness>>(
     file_range(file, offset, size, &format!("section {name}")).map(Some)
 }
 
-fn file_range<'a>(
-    file: &'a [u8],
-    offset: u64,
-    size: u64,
-    what: &str,
-) -> Result<&'a [u8], ElfError> {
+fn file_range<'a>(file: &'a [u8], offset: u64, size: u64, what: &str) -> Result<&'a [u8], ElfError> {
     let out_of_file = || ElfError::OutOfFile {
         what: what.to_owned(),
         offset,
@@ -292,11 +271,7 @@ fn relocate<'a, Elf: FileHeader<Endian = Endianness>>(
                     .st_value(endian)
                     .into(),
             };
-            let base = if pcrel {
-                vaddr.wrapping_add(r.offset)
-            } else {
-                vaddr
-            };
+            let base = if pcrel { vaddr.wrapping_add(r.offset) } else { vaddr };
             let value = s.wrapping_add_signed(addend).wrapping_sub(base) as i64;
             write_signed(&mut out[field], value, endian).ok_or(ElfError::RelocationOverflow {
                 section: ".sframe".into(),
@@ -315,10 +290,7 @@ fn reloc_entries<S: SectionHeader<Endian = Endianness>>(
     sh: &S,
 ) -> Result<(Vec<Reloc>, SectionIndex), ElfError> {
     use object::read::elf::{Rel as _, Rela as _};
-    if let Some((rela, link)) = sh
-        .rela(endian, file)
-        .map_err(malformed("relocation section"))?
-    {
+    if let Some((rela, link)) = sh.rela(endian, file).map_err(malformed("relocation section"))? {
         let relocs = rela.iter().map(|r| Reloc {
             offset: r.r_offset(endian).into(),
             r_type: r.r_type(endian, false).0,

@@ -18,7 +18,9 @@ pub fn sh(cmd: &mut Command) -> anyhow::Result<()> {
 /// Run a command quietly and return its stdout, or None if it cannot run or fails.
 pub fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn show(cmd: &Command) -> String {
@@ -41,7 +43,14 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
     let out = root.join("target/demo");
     std::fs::create_dir_all(&out)?;
     let demo = out.join("demo");
-    sh(Command::new("gcc").args(["-O2", "-fomit-frame-pointer", "-fno-optimize-sibling-calls", "-Wa,--gsframe", "-o"])
+    sh(Command::new("gcc")
+        .args([
+            "-O2",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-Wa,--gsframe",
+            "-o",
+        ])
         .arg(&demo)
         .arg(root.join("demo/demo.c")))?;
     let tracer = root.join("target/release/sframe-trace");
@@ -74,19 +83,40 @@ pub fn conformance(root: &Path) -> anyhow::Result<()> {
     sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
     sh(cargo()
         .env("SFRAME_TRACE_CONFORMANCE_DIR", &dir)
-        .args(["test", "--package", "tracer-user", "--test", "integration", "golden::conformance"])
-        .args(["--", "--ignored", "--exact", "golden::conformance_corpus_matches_readelf"]))
+        .args([
+            "test",
+            "--package",
+            "tracer-user",
+            "--test",
+            "integration",
+            "golden::conformance",
+        ])
+        .args([
+            "--",
+            "--ignored",
+            "--exact",
+            "golden::conformance_corpus_matches_readelf",
+        ]))
 }
 
 /// Clippy over the userspace crates, then over the eBPF crate for its own target.
 pub fn clippy() -> anyhow::Result<()> {
     sh(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    sh(cargo()
-        .env("RUSTC_BOOTSTRAP", "1")
-        .args([
-            "clippy", "--package", "tracer-ebpf", "--release", "--target", "bpfel-unknown-none",
-            "-Z", "build-std=core", "--target-dir", "target/ebpf-clippy", "--", "-D", "warnings",
-        ]))
+    sh(cargo().env("RUSTC_BOOTSTRAP", "1").args([
+        "clippy",
+        "--package",
+        "tracer-ebpf",
+        "--release",
+        "--target",
+        "bpfel-unknown-none",
+        "-Z",
+        "build-std=core",
+        "--target-dir",
+        "target/ebpf-clippy",
+        "--",
+        "-D",
+        "warnings",
+    ]))
 }
 
 /// Regenerate the checked-in fixture corpus (fetches newer binutils into fixtures/.toolchains).

@@ -106,13 +106,19 @@ fn bpf_linker() -> anyhow::Result<()> {
     for link in ["libLLVM.so", libllvm.as_str()] {
         let dst = prefix_lib.join(link);
         let _ = std::fs::remove_file(&dst);
-        std::os::unix::fs::symlink(lib.join(&libllvm), &dst)
-            .with_context(|| format!("linking {}", dst.display()))?;
+        std::os::unix::fs::symlink(lib.join(&libllvm), &dst).with_context(|| format!("linking {}", dst.display()))?;
     }
     eprintln!("setup: building bpf-linker against {libllvm} (about a minute)");
     sh(Command::new("cargo")
         .env("LLVM_PREFIX", &prefix)
-        .args(["install", "--force", "--locked", "bpf-linker", "--version", BPF_LINKER_VERSION])
+        .args([
+            "install",
+            "--force",
+            "--locked",
+            "bpf-linker",
+            "--version",
+            BPF_LINKER_VERSION,
+        ])
         .args(["--no-default-features", "--features"])
         .arg(llvm_feature(&libllvm)?))?;
     if !bpf_linker_matches(&libllvm) {

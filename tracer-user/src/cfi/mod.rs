@@ -166,7 +166,10 @@ impl CfiReg {
 impl CfiCfa {
     fn from_gimli<T: gimli::ReaderOffset>(rule: &gimli::CfaRule<T>) -> CfiCfa {
         match *rule {
-            gimli::CfaRule::RegisterAndOffset { register, offset } => CfiCfa::RegOffset { reg: register.0, offset },
+            gimli::CfaRule::RegisterAndOffset { register, offset } => CfiCfa::RegOffset {
+                reg: register.0,
+                offset,
+            },
             gimli::CfaRule::Expression(_) => CfiCfa::Expression,
         }
     }
@@ -224,9 +227,16 @@ impl CfiError {
     pub fn is_unsupported(&self) -> bool {
         matches!(
             self,
-            CfiError::Entry { source: gimli::Error::UnknownAugmentation, .. }
-                | CfiError::Lookup { source: gimli::Error::UnknownAugmentation, .. }
-                | CfiError::Evaluate { source: gimli::Error::UnknownAugmentation, .. }
+            CfiError::Entry {
+                source: gimli::Error::UnknownAugmentation,
+                ..
+            } | CfiError::Lookup {
+                source: gimli::Error::UnknownAugmentation,
+                ..
+            } | CfiError::Evaluate {
+                source: gimli::Error::UnknownAugmentation,
+                ..
+            }
         )
     }
 }

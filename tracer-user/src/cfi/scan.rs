@@ -10,7 +10,11 @@ use super::{CfiError, CfiSource, Slice, table::FdeRange};
 
 /// An entry (at `offset` in `section`) that gimli could not read.
 pub(super) fn entry_error(section: &'static str, offset: usize, source: gimli::Error) -> CfiError {
-    CfiError::Entry { section, offset: offset as u64, source }
+    CfiError::Entry {
+        section,
+        offset: offset as u64,
+        source,
+    }
 }
 
 /// Every readable FDE of a section with a non-empty range, in section order, and the entries
@@ -86,6 +90,10 @@ fn entry_header(entry: &[u8], endian: RunTimeEndian, source: CfiSource) -> gimli
     };
     let length = usize::try_from(length).map_err(|_| gimli::Error::UnsupportedOffset)?;
     // `.eh_frame`'s CIE id / pointer is 4 bytes even in the 64-bit format.
-    let id = if wide && source == CfiSource::DebugFrame { r.read_u64().ok() } else { r.read_u32().ok().map(u64::from) };
+    let id = if wide && source == CfiSource::DebugFrame {
+        r.read_u64().ok()
+    } else {
+        r.read_u32().ok().map(u64::from)
+    };
     Ok((Some((length, header)), id))
 }

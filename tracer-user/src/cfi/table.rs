@@ -59,7 +59,14 @@ struct Part<'a> {
 impl<'a> Part<'a> {
     /// A section to be scanned (what `from_sections` turns into a search-table part if it can).
     fn new(source: CfiSource, data: Cow<'a, [u8]>) -> Self {
-        Part { source, data, hdr: Cow::Borrowed(&[]), hdr_count: 0, index: Vec::new(), unreadable: Vec::new() }
+        Part {
+            source,
+            data,
+            hdr: Cow::Borrowed(&[]),
+            hdr_count: 0,
+            index: Vec::new(),
+            unreadable: Vec::new(),
+        }
     }
 }
 
@@ -77,7 +84,10 @@ pub struct CfiTable<'a> {
 
 impl fmt::Debug for CfiTable<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CfiTable").field("arch", &self.arch).field("sources", &self.sources()).finish_non_exhaustive()
+        f.debug_struct("CfiTable")
+            .field("arch", &self.arch)
+            .field("sources", &self.sources())
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,7 +110,11 @@ impl<'a> CfiTable<'a> {
             object::Architecture::S390x => Arch::S390x,
             other => return Err(CfiError::UnsupportedMachine(other)),
         };
-        let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let endian = if obj.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
         let address_size = if obj.is_64() { 8 } else { 4 };
         Self::from_sections(arch, endian, address_size, sections)
     }
@@ -124,7 +138,10 @@ impl<'a> CfiTable<'a> {
                 bases = bases.set_eh_frame_hdr(hdr_address);
                 let parsed = EhFrameHdr::new(&hdr, endian)
                     .parse(&bases, address_size)
-                    .map_err(|source| CfiError::Header { address: hdr_address, source })?;
+                    .map_err(|source| CfiError::Header {
+                        address: hdr_address,
+                        source,
+                    })?;
                 // An empty table (or none) is no table: the section is scanned instead.
                 let count = match parsed.table() {
                     None => 0,
@@ -132,7 +149,12 @@ impl<'a> CfiTable<'a> {
                     // offsets computed from it overflow).
                     Some(search) => match search.iter(&bases).size_hint().1 {
                         Some(count) if count <= hdr.len() / 4 => count,
-                        _ => return Err(CfiError::HeaderCount { address: hdr_address, len: hdr.len() }),
+                        _ => {
+                            return Err(CfiError::HeaderCount {
+                                address: hdr_address,
+                                len: hdr.len(),
+                            });
+                        }
                     },
                 };
                 if count > 0 {
@@ -149,11 +171,24 @@ impl<'a> CfiTable<'a> {
         if parts.is_empty() {
             return Ok(None);
         }
-        let mut table = CfiTable { arch, endian, address_size, bases, parts, ctx: RefCell::new(UnwindContext::new()) };
+        let mut table = CfiTable {
+            arch,
+            endian,
+            address_size,
+            bases,
+            parts,
+            ctx: RefCell::new(UnwindContext::new()),
+        };
         let scans: Vec<_> = table
             .parts
             .iter()
-            .map(|part| if part.source == CfiSource::EhFrameHdr { (Vec::new(), Vec::new()) } else { table.scan(part) })
+            .map(|part| {
+                if part.source == CfiSource::EhFrameHdr {
+                    (Vec::new(), Vec::new())
+                } else {
+                    table.scan(part)
+                }
+            })
             .collect();
         for (part, (index, unreadable)) in table.parts.iter_mut().zip(scans) {
             part.index = index;
@@ -204,8 +239,9 @@ impl<'a> CfiTable<'a> {
             CfiSource::EhFrameHdr => {
                 let eh = self.eh_frame(part);
                 let lookup = |source| CfiError::Lookup { section, pc, source };
-                let hdr =
-                    EhFrameHdr::new(&part.hdr, self.endian).parse(&self.bases, self.address_size).map_err(lookup)?;
+                let hdr = EhFrameHdr::new(&part.hdr, self.endian)
+                    .parse(&self.bases, self.address_size)
+                    .map_err(lookup)?;
                 let Some(search) = hdr.table() else {
                     return Ok(None);
                 };
@@ -248,8 +284,10 @@ impl<'a> CfiTable<'a> {
     /// unchecked arithmetic; this reads entries with gimli and does the arithmetic checked.)
     fn hdr_search(&self, search: &EhHdrTable<'_, Slice<'_>>, count: usize, pc: u64) -> gimli::Result<Option<usize>> {
         let entry = |i: usize| -> gimli::Result<(u64, u64)> {
-            let (initial, fde) =
-                search.iter(&self.bases).nth(i)?.ok_or(gimli::Error::UnexpectedEof(ReaderOffsetId(0)))?;
+            let (initial, fde) = search
+                .iter(&self.bases)
+                .nth(i)?
+                .ok_or(gimli::Error::UnexpectedEof(ReaderOffsetId(0)))?;
             Ok((initial.direct()?, fde.direct()?))
         };
         let (mut lo, mut hi) = (0, count);
@@ -265,7 +303,10 @@ impl<'a> CfiTable<'a> {
             return Ok(None);
         };
         let eh_frame = self.bases.eh_frame.section.unwrap_or(0);
-        Ok(entry(last)?.1.checked_sub(eh_frame).and_then(|offset| usize::try_from(offset).ok()))
+        Ok(entry(last)?
+            .1
+            .checked_sub(eh_frame)
+            .and_then(|offset| usize::try_from(offset).ok()))
     }
 
     /// Every readable FDE of one section with a non-empty range, sorted by start, and the
@@ -275,7 +316,13 @@ impl<'a> CfiTable<'a> {
             CfiSource::EhFrameHdr | CfiSource::EhFrame => {
                 scan(&self.eh_frame(part), &part.data, self.endian, &self.bases, part.source)
             }
-            CfiSource::DebugFrame => scan(&self.debug_frame(part), &part.data, self.endian, &self.bases, part.source),
+            CfiSource::DebugFrame => scan(
+                &self.debug_frame(part),
+                &part.data,
+                self.endian,
+                &self.bases,
+                part.source,
+            ),
         };
         fdes.sort_unstable_by_key(|f| (f.start, f.end));
         (fdes, unreadable)
@@ -337,7 +384,11 @@ impl<'a> CfiTable<'a> {
 fn indexed(index: &[FdeRange], pc: u64) -> Option<usize> {
     let after = index.partition_point(|f| f.start <= pc);
     let fde = index.get(after.checked_sub(1)?)?;
-    if pc < fde.end { usize::try_from(fde.offset).ok() } else { None }
+    if pc < fde.end {
+        usize::try_from(fde.offset).ok()
+    } else {
+        None
+    }
 }
 
 /// A non-empty section's bytes and address; `None` when absent, empty or `SHT_NOBITS`.
@@ -345,6 +396,8 @@ fn section<'a>(obj: &object::File<'a>, name: &'static str) -> Result<Option<Loca
     let Some(s) = obj.section_by_name(name) else {
         return Ok(None);
     };
-    let data = s.uncompressed_data().map_err(|source| CfiError::Section { section: name, source })?;
+    let data = s
+        .uncompressed_data()
+        .map_err(|source| CfiError::Section { section: name, source })?;
     Ok((!data.is_empty()).then(|| (data, s.address())))
 }

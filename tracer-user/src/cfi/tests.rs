@@ -14,7 +14,11 @@ const EH_FRAME_HDR: u64 = 0x1800;
 /// frame whose CFA becomes an expression.
 type Fn = (u64, u32, &'static [u8]);
 const FUNCTIONS: [Fn; 2] = [
-    (0x1000, 0x20, &[0x41, 0x0e, 0x10, 0x86, 0x02, 0x43, 0x0d, 0x06, 0x50, 0x0c, 0x07, 0x08]),
+    (
+        0x1000,
+        0x20,
+        &[0x41, 0x0e, 0x10, 0x86, 0x02, 0x43, 0x0d, 0x06, 0x50, 0x0c, 0x07, 0x08],
+    ),
     (0x1040, 0x10, &[0x07, 0x10, 0x42, 0x0f, 0x02, 0x77, 0x08]),
 ];
 /// CIE program: `CFA = rsp + 8; rip at CFA - 8`.
@@ -135,10 +139,21 @@ fn expected() -> Vec<(u64, CfiCfa, CfiReg, CfiReg, u64)> {
 
 fn assert_matches_hand_evaluation(table: &CfiTable<'_>) {
     for (pc, cfa, ra, fp, row_start) in expected() {
-        let rule = table.rule_at(pc).unwrap().unwrap_or_else(|| panic!("no rule at {pc:#x}"));
-        assert_eq!((rule.cfa, rule.ra, rule.fp, rule.row_start), (cfa, ra, fp, row_start), "at {pc:#x}");
+        let rule = table
+            .rule_at(pc)
+            .unwrap()
+            .unwrap_or_else(|| panic!("no rule at {pc:#x}"));
+        assert_eq!(
+            (rule.cfa, rule.ra, rule.fp, rule.row_start),
+            (cfa, ra, fp, row_start),
+            "at {pc:#x}"
+        );
         let (start, size, _) = FUNCTIONS[usize::from(pc >= 0x1040)];
-        assert_eq!((rule.fde_start, rule.fde_end), (start, start + u64::from(size)), "at {pc:#x}");
+        assert_eq!(
+            (rule.fde_start, rule.fde_end),
+            (start, start + u64::from(size)),
+            "at {pc:#x}"
+        );
         assert!(!rule.signal);
     }
     for pc in [0, 0xfff, 0x1020, 0x103f, 0x1050, u64::MAX] {
@@ -187,7 +202,11 @@ fn debug_frame_covers_what_eh_frame_does_not() {
     let sources: Vec<_> = table.fdes().iter().map(|f| (f.start, f.source)).collect();
     assert_eq!(
         sources,
-        [(0x1000, CfiSource::EhFrame), (0x1000, CfiSource::DebugFrame), (0x1040, CfiSource::DebugFrame)]
+        [
+            (0x1000, CfiSource::EhFrame),
+            (0x1000, CfiSource::DebugFrame),
+            (0x1040, CfiSource::DebugFrame)
+        ]
     );
 }
 
@@ -218,7 +237,10 @@ fn no_sections_is_none() {
 /// Bytes that are not an ELF file are a typed error.
 #[test]
 fn not_elf_is_an_error() {
-    assert!(matches!(CfiTable::from_elf(b"definitely not ELF"), Err(CfiError::Elf(_))));
+    assert!(matches!(
+        CfiTable::from_elf(b"definitely not ELF"),
+        Err(CfiError::Elf(_))
+    ));
 }
 
 /// Every truncation and every single-byte corruption of each section gives rules or typed
@@ -276,7 +298,16 @@ fn eh_frame_hdr_count_beyond_section_is_an_error() {
     let mut hdr = eh_frame_hdr(&offsets);
     hdr[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
     let err = table(Some(&eh), Some(&hdr), None).unwrap_err();
-    assert!(matches!(err, CfiError::HeaderCount { address: EH_FRAME_HDR, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            CfiError::HeaderCount {
+                address: EH_FRAME_HDR,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 /// An FDE whose CIE gimli cannot read (the aarch64 `B` augmentation) is skipped and listed as
@@ -292,8 +323,14 @@ fn unreadable_entry_does_not_hide_the_rest() {
     eh.extend_from_slice(&[0; 4]);
     let table = table(Some(&eh), None, None).unwrap().unwrap();
     let unreadable: Vec<_> = table.unreadable().collect();
-    assert!(matches!(unreadable[..], [CfiError::Entry { offset, .. }] if *offset == bad as u64), "{unreadable:?}");
-    assert!(unreadable[0].is_unsupported(), "an unknown augmentation is the reader's limit, not bad input");
+    assert!(
+        matches!(unreadable[..], [CfiError::Entry { offset, .. }] if *offset == bad as u64),
+        "{unreadable:?}"
+    );
+    assert!(
+        unreadable[0].is_unsupported(),
+        "an unknown augmentation is the reader's limit, not bad input"
+    );
     assert_eq!(table.rule_at(0x1001).unwrap(), None);
     assert_eq!(table.rule_at(0x1042).unwrap().unwrap().cfa, CfiCfa::Expression);
 }

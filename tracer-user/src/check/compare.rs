@@ -58,7 +58,12 @@ impl Target {
             Rule::Unchanged => Loc::Same,
             Rule::AtCfa(n) => Loc::AtCfa(n),
             Rule::ValCfa(n) => Loc::ValCfa(n),
-            Rule::InRegister(r) | Rule::Expr { base: r, offset: 0, deref: false } => Loc::Register(self.dwarf(r)),
+            Rule::InRegister(r)
+            | Rule::Expr {
+                base: r,
+                offset: 0,
+                deref: false,
+            } => Loc::Register(self.dwarf(r)),
             Rule::Expr { .. } => Loc::Other,
         }
     }
@@ -79,7 +84,11 @@ impl Target {
             return out;
         }
         if let CfiCfa::RegOffset { reg, offset } = cfi.cfa {
-            let CfaRule { base, offset: sframe_offset, deref } = row.cfa;
+            let CfaRule {
+                base,
+                offset: sframe_offset,
+                deref,
+            } = row.cfa;
             if deref || self.dwarf(base) != reg || sframe_offset != offset {
                 out.push(FindingKind::CfaMismatch);
             }
@@ -160,7 +169,11 @@ impl<'t> Comparer<'t> {
             version: header.version,
         };
         let marks_outermost = header.version >= 3 || (header.version == 2 && header.is_pcrel());
-        Comparer { table, target, marks_outermost }
+        Comparer {
+            table,
+            target,
+            marks_outermost,
+        }
     }
 
     /// Compares one function's rows (already decoded) and its start with the CFI.
@@ -225,8 +238,9 @@ impl<'t> Comparer<'t> {
         match rows.first() {
             Some(first) if first.start == 0 => {}
             first => {
-                let rows =
-                    first.map_or("has no rows".into(), |r| format!("has its first row at offset {:#x}", r.start));
+                let rows = first.map_or("has no rows".into(), |r| {
+                    format!("has its first row at offset {:#x}", r.start)
+                });
                 let message = format!("function {:#x} {rows}; the CFI has {cfi} at its start", f.start);
                 report.finding(FindingKind::MissingRow, f.start, message);
             }
@@ -243,12 +257,18 @@ impl<'t> Comparer<'t> {
             report.addresses += 1;
             let differences = self.target.differences(row, f.signal, &rule);
             if !differences.is_empty() {
-                let at = if pc == row_address { String::new() } else { format!(" (at CFI row {pc:#x})") };
+                let at = if pc == row_address {
+                    String::new()
+                } else {
+                    format!(" (at CFI row {pc:#x})")
+                };
                 let sframe = self.target.describe_sframe(row);
                 let cfi = self.target.describe_cfi(&rule);
                 for kind in differences {
-                    let message =
-                        format!("function {:#x}, row {row_address:#x}{at}: SFrame {sframe}; CFI {cfi}", f.start);
+                    let message = format!(
+                        "function {:#x}, row {row_address:#x}{at}: SFrame {sframe}; CFI {cfi}",
+                        f.start
+                    );
                     report.finding(kind, pc, message);
                 }
                 return;

@@ -170,7 +170,11 @@ impl fmt::Display for Report {
         if let Some(h) = &self.header {
             write!(f, "SFrame v{} {}, ", h.version, crate::dump::abi_name(h.abi as u8))?;
         }
-        write!(f, "{} functions, {} rows; {} rows compared", self.functions, self.rows, self.compared)?;
+        write!(
+            f,
+            "{} functions, {} rows; {} rows compared",
+            self.functions, self.rows, self.compared
+        )?;
         for (i, cfi) in self.cfi.iter().enumerate() {
             write!(f, "{}{cfi}", if i == 0 { " with " } else { " then " })?;
         }
@@ -233,13 +237,21 @@ pub fn check(file: &[u8]) -> Result<Report, CheckError> {
     structure::header(&header, &mut report);
     structure::function_order(&header, section.functions(), !relocatable, &mut report);
 
-    let cfi = if relocatable { Err(reason::RELOCATABLE) } else { open_cfi(file, &header, &mut report) };
+    let cfi = if relocatable {
+        Err(reason::RELOCATABLE)
+    } else {
+        open_cfi(file, &header, &mut report)
+    };
     for f in section.functions() {
         let rows = match section.rows(f) {
             Ok(rows) => rows,
             Err(e) => {
                 report.rows += u64::from(f.num_fres);
-                report.finding(kind_of(&e), f.start, format!("rows of function {:#x} do not decode: {e}", f.start));
+                report.finding(
+                    kind_of(&e),
+                    f.start,
+                    format!("rows of function {:#x} do not decode: {e}", f.start),
+                );
                 report.skip(reason::UNDECODED, u64::from(f.num_fres));
                 continue;
             }

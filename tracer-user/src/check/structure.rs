@@ -48,8 +48,13 @@ pub(super) fn function_order(h: &Header, functions: &[Function], overlaps: bool,
         if let Some(w) = widest
             && f.start < w.end()
         {
-            let message =
-                format!("function {:#x}..{:#x} overlaps function {:#x}..{:#x}", f.start, f.end(), w.start, w.end());
+            let message = format!(
+                "function {:#x}..{:#x} overlaps function {:#x}..{:#x}",
+                f.start,
+                f.end(),
+                w.start,
+                w.end()
+            );
             report.finding(FindingKind::Overlap, f.start, message);
         }
         if widest.is_none_or(|w| f.end() > w.end()) {
@@ -63,8 +68,10 @@ pub(super) fn rows(h: &Header, f: &Function, rows: &[Row], report: &mut Report) 
     for row in rows {
         let address = f.start.saturating_add(u64::from(row.start));
         if row.start >= f.size {
-            let message =
-                format!("row at offset {:#x} of function {:#x} is beyond its size {:#x}", row.start, f.start, f.size);
+            let message = format!(
+                "row at offset {:#x} of function {:#x} is beyond its size {:#x}",
+                row.start, f.start, f.size
+            );
             report.finding(FindingKind::RowOutsideFunction, address, message);
         } else if f.pc_type == PcType::Mask && f.rep_size != 0 && row.start >= u32::from(f.rep_size) {
             let message = format!(
@@ -154,7 +161,11 @@ mod tests {
     fn row(start: u32, base: Reg, cfa: i64, fp: Rule) -> Row {
         Row {
             start,
-            cfa: CfaRule { base, offset: cfa, deref: false },
+            cfa: CfaRule {
+                base,
+                offset: cfa,
+                deref: false,
+            },
             ra: Rule::Unchanged,
             fp,
             ra_undefined: false,
@@ -195,19 +206,33 @@ mod tests {
         super::rows(
             &h,
             &f,
-            &[row(0, Reg::Sp, 8, Rule::Unchanged), row(0x10, Reg::Sp, 8, Rule::Unchanged)],
+            &[
+                row(0, Reg::Sp, 8, Rule::Unchanged),
+                row(0x10, Reg::Sp, 8, Rule::Unchanged),
+            ],
             &mut report,
         );
-        let plt = Function { pc_type: PcType::Mask, rep_size: 16, size: 48, ..function(1, 0x2000, 48) };
+        let plt = Function {
+            pc_type: PcType::Mask,
+            rep_size: 16,
+            size: 48,
+            ..function(1, 0x2000, 48)
+        };
         super::rows(
             &h,
             &plt,
-            &[row(0, Reg::Sp, 8, Rule::Unchanged), row(0x11, Reg::Sp, 16, Rule::Unchanged)],
+            &[
+                row(0, Reg::Sp, 8, Rule::Unchanged),
+                row(0x11, Reg::Sp, 16, Rule::Unchanged),
+            ],
             &mut report,
         );
         assert_eq!(
             kinds(&report),
-            [(FindingKind::RowOutsideFunction, 0x1010), (FindingKind::RowOutsideFunction, 0x2011)]
+            [
+                (FindingKind::RowOutsideFunction, 0x1010),
+                (FindingKind::RowOutsideFunction, 0x2011)
+            ]
         );
     }
 
@@ -233,12 +258,18 @@ mod tests {
             ]
         );
         let mut ra_in_register = Report::default();
-        let flex = Row { ra: Rule::InRegister(Reg::Dwarf(11)), ..row(0, Reg::Sp, 0, Rule::Unchanged) };
+        let flex = Row {
+            ra: Rule::InRegister(Reg::Dwarf(11)),
+            ..row(0, Reg::Sp, 0, Rule::Unchanged)
+        };
         super::rows(&header(Abi::Amd64Le, -8), &f, &[flex], &mut ra_in_register);
         assert_eq!(kinds(&ra_in_register), []);
         let mut aarch64 = Report::default();
         super::rows(&header(Abi::Aarch64Le, 0), &f, &rows, &mut aarch64);
-        assert_eq!(kinds(&aarch64), [(FindingKind::BadCfaOffset, 0x1001), (FindingKind::BadCfaOffset, 0x1002)]);
+        assert_eq!(
+            kinds(&aarch64),
+            [(FindingKind::BadCfaOffset, 0x1001), (FindingKind::BadCfaOffset, 0x1002)]
+        );
     }
 
     /// FP/RA saved at or above the CFA, or off an 8-byte slot, is reported; outermost rows are not
@@ -250,7 +281,12 @@ mod tests {
         ra_above.ra = Rule::AtCfa(8);
         let mut outermost = row(3, Reg::Sp, 0, Rule::AtCfa(4));
         outermost.ra_undefined = true;
-        let rows = [row(0, Reg::Sp, 16, Rule::AtCfa(0)), row(1, Reg::Sp, 16, Rule::AtCfa(-12)), ra_above, outermost];
+        let rows = [
+            row(0, Reg::Sp, 16, Rule::AtCfa(0)),
+            row(1, Reg::Sp, 16, Rule::AtCfa(-12)),
+            ra_above,
+            outermost,
+        ];
         let mut report = Report::default();
         super::rows(&header(Abi::Amd64Le, -8), &f, &rows, &mut report);
         assert_eq!(
@@ -268,12 +304,23 @@ mod tests {
     #[test]
     fn overlaps_are_reported() {
         let h = header(Abi::Amd64Le, -8);
-        let functions =
-            [function(0, 0x1000, 0x100), function(1, 0x1010, 0x10), function(2, 0x1080, 0x10), function(3, 0x1100, 8)];
+        let functions = [
+            function(0, 0x1000, 0x100),
+            function(1, 0x1010, 0x10),
+            function(2, 0x1080, 0x10),
+            function(3, 0x1100, 8),
+        ];
         let mut report = Report::default();
         function_order(&h, &functions, true, &mut report);
-        assert_eq!(kinds(&report), [(FindingKind::Overlap, 0x1010), (FindingKind::Overlap, 0x1080)]);
-        assert!(report.findings[1].message.contains("0x1000..0x1100"), "{}", report.findings[1].message);
+        assert_eq!(
+            kinds(&report),
+            [(FindingKind::Overlap, 0x1010), (FindingKind::Overlap, 0x1080)]
+        );
+        assert!(
+            report.findings[1].message.contains("0x1000..0x1100"),
+            "{}",
+            report.findings[1].message
+        );
         let mut relocatable = Report::default();
         function_order(&h, &functions, false, &mut relocatable);
         assert_eq!(kinds(&relocatable), []);
@@ -283,7 +330,11 @@ mod tests {
     #[test]
     fn unsorted_descriptors_are_reported_only_when_flagged_sorted() {
         let mut h = header(Abi::Amd64Le, -8);
-        let functions = [function(0, 0x1000, 0x10), function(2, 0x1010, 0x10), function(1, 0x1020, 0x10)];
+        let functions = [
+            function(0, 0x1000, 0x10),
+            function(2, 0x1010, 0x10),
+            function(1, 0x1020, 0x10),
+        ];
         let mut report = Report::default();
         function_order(&h, &functions, true, &mut report);
         assert_eq!(kinds(&report), [(FindingKind::Unsorted, 0x1020)]);
@@ -300,6 +351,9 @@ mod tests {
         h.fixed_fp_offset = 8;
         let mut report = Report::default();
         super::header(&h, &mut report);
-        assert_eq!(kinds(&report), [(FindingKind::BadHeader, 0), (FindingKind::BadHeader, 0)]);
+        assert_eq!(
+            kinds(&report),
+            [(FindingKind::BadHeader, 0), (FindingKind::BadHeader, 0)]
+        );
     }
 }

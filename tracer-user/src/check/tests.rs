@@ -5,7 +5,11 @@ use super::*;
 /// A finding prints as `address: kind: message`.
 #[test]
 fn finding_display() {
-    let f = Finding { kind: FindingKind::CfaMismatch, address: 0x401004, message: "details".into() };
+    let f = Finding {
+        kind: FindingKind::CfaMismatch,
+        address: 0x401004,
+        message: "details".into(),
+    };
     assert_eq!(f.to_string(), "0x401004: cfa-mismatch: details");
 }
 
@@ -43,7 +47,10 @@ fn error_chain_joins_sources() {
         source: gimli::Error::UnexpectedEof(gimli::ReaderOffsetId(0)),
     };
     let text = error_chain(&e);
-    assert!(text.starts_with(".eh_frame: cannot find the FDE for pc 0x10: "), "{text}");
+    assert!(
+        text.starts_with(".eh_frame: cannot find the FDE for pc 0x10: "),
+        "{text}"
+    );
 }
 
 /// Notes are printed with the summary, once each, and do not make the report unclean.
@@ -54,5 +61,10 @@ fn notes_do_not_make_the_report_unclean() {
     report.note(UNSUPPORTED_CFI_NOTE);
     assert!(report.is_clean());
     assert_eq!(report.notes.len(), 1);
-    assert!(report.to_string().ends_with(&format!("0 findings; note: {UNSUPPORTED_CFI_NOTE}")), "{report}");
+    assert!(
+        report
+            .to_string()
+            .ends_with(&format!("0 findings; note: {UNSUPPORTED_CFI_NOTE}")),
+        "{report}"
+    );
 }

@@ -17,9 +17,7 @@ pub use text::{render_function, render_text};
 
 use serde::Serialize;
 
-use crate::sframe::{
-    Abi, CfaRule, FdeType, Function, PauthKey, PcType, Reg, Row, Rule, Section,
-};
+use crate::sframe::{Abi, CfaRule, FdeType, Function, PauthKey, PcType, Reg, Row, Rule, Section};
 
 /// `dump --pc --json`: the address asked for and the function covering it, with only the row
 /// that applies.
@@ -88,9 +86,19 @@ pub fn model(section: &Section<'_>) -> Result<DumpSection, crate::sframe::Error>
     dump.functions = section
         .functions()
         .iter()
-        .map(|f| Ok(function_model(f, &section.rows(f)?)))
+        .map(|f| Ok(function_model(f, &listed_rows(section, f)?)))
         .collect::<Result<Vec<_>, crate::sframe::Error>>()?;
     Ok(dump)
+}
+
+/// The rows a listing shows. A v3 function with no rows is an outermost marker; the reader
+/// hands out one synthetic outermost row for it (what `--pc` shows), but a listing, like
+/// readelf's, shows none.
+fn listed_rows(section: &Section<'_>, f: &Function) -> Result<Vec<Row>, crate::sframe::Error> {
+    if f.num_fres == 0 {
+        return Ok(Vec::new());
+    }
+    section.rows(f)
 }
 
 /// The header fields of a section, with no functions.
@@ -195,3 +203,6 @@ pub(crate) fn abi_name(abi: u8) -> &'static str {
         _ => "unknown",
     }
 }
+
+#[cfg(test)]
+mod tests;

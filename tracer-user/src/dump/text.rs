@@ -90,7 +90,12 @@ pub fn render_function(index: usize, f: &DumpFunction, dump: &DumpSection) -> St
     let startpc = if f.pc_type == "mask" { "STARTPC[m]" } else { "STARTPC" };
     let _ = writeln!(out, "    {startpc:<16}  {:<9} {:<9} {:<9}", "CFA", "FP", "RA");
     if f.rows.is_empty() {
-        let _ = writeln!(out, "    (no rows)");
+        let what = if dump.version >= 3 && f.fde_type == "default" {
+            "outermost frame"
+        } else {
+            "no unwind information"
+        };
+        let _ = writeln!(out, "    (no rows: {what})");
     }
     for row in &f.rows {
         out.push_str(&render_row(row, dump));
@@ -106,7 +111,12 @@ pub fn render_row(row: &DumpRow, dump: &DumpSection) -> String {
         base_plus(&row.cfa.base, row.cfa.offset)
     };
     let fp = cell(row.fp_offset, row.fp_rule.as_ref(), dump.fixed_fp_offset, false);
-    let mut ra = cell(row.ra_offset, row.ra_rule.as_ref(), dump.fixed_ra_offset, row.ra_undefined);
+    let mut ra = cell(
+        row.ra_offset,
+        row.ra_rule.as_ref(),
+        dump.fixed_ra_offset,
+        row.ra_undefined,
+    );
     if row.mangled_ra {
         ra.push_str("[s]");
     }
@@ -128,5 +138,9 @@ fn cell(offset: Option<i64>, rule: Option<&DumpRule>, fixed: i8, undefined: bool
 
 fn base_plus(base: &str, offset: i64) -> String {
     let base = if base == "cfa" { "c" } else { base };
-    if offset == 0 { base.to_owned() } else { format!("{base}{offset:+}") }
+    if offset == 0 {
+        base.to_owned()
+    } else {
+        format!("{base}{offset:+}")
+    }
 }

@@ -34,14 +34,8 @@ pub enum Error {
         limit: u64,
     },
     /// The header's FRE count differs from the sum of the functions' counts.
-    #[error(
-        "header num_fres {header} at offset {offset:#x} differs from the functions' total {total}"
-    )]
-    FreCountMismatch {
-        offset: u64,
-        header: u32,
-        total: u64,
-    },
+    #[error("header num_fres {header} at offset {offset:#x} differs from the functions' total {total}")]
+    FreCountMismatch { offset: u64, header: u32, total: u64 },
     #[error("unknown FRE type {value} in the info byte at offset {offset:#x}")]
     UnknownFreType { offset: u64, value: u8 },
     #[error("unknown FDE type {value} in the info2 byte at offset {offset:#x}")]
@@ -50,18 +44,10 @@ pub enum Error {
     #[error("reserved data word size 3 in the fre_info byte at offset {offset:#x}")]
     ReservedWordSize { offset: u64 },
     /// Row starts must be strictly ascending inside a function.
-    #[error(
-        "row at offset {offset:#x} starts at {start:#x}, not after the previous row's {previous:#x}"
-    )]
-    RowsOutOfOrder {
-        offset: u64,
-        start: u32,
-        previous: u32,
-    },
+    #[error("row at offset {offset:#x} starts at {start:#x}, not after the previous row's {previous:#x}")]
+    RowsOutOfOrder { offset: u64, start: u32, previous: u32 },
     /// A DEFAULT row with more data words than the ABI assigns (CFA, RA, FP minus fixed ones).
-    #[error(
-        "row at offset {offset:#x} has {count} data words; this ABI's DEFAULT rows have at most {max}"
-    )]
+    #[error("row at offset {offset:#x} has {count} data words; this ABI's DEFAULT rows have at most {max}")]
     TooManyWords { offset: u64, count: u8, max: u8 },
     #[error("invalid FLEX row at offset {offset:#x}: {reason}")]
     InvalidFlex { offset: u64, reason: &'static str },

@@ -9,12 +9,7 @@ use super::read::Bytes;
 use super::{Error, FdeType, FreType, Function, Header, PauthKey, PcType};
 
 /// Decode every descriptor, cross-check the header's FRE count, sort by resolved start.
-pub(crate) fn parse(
-    b: Bytes<'_>,
-    h: &Header,
-    l: &Layout,
-    vaddr: u64,
-) -> Result<Vec<Function>, Error> {
+pub(crate) fn parse(b: Bytes<'_>, h: &Header, l: &Layout, vaddr: u64) -> Result<Vec<Function>, Error> {
     // The header check guarantees `num_fdes * fde_len` bytes exist, which bounds this.
     let mut out = Vec::with_capacity(h.num_fdes as usize);
     let mut total = 0u64;
@@ -61,14 +56,7 @@ fn resolve(h: &Header, vaddr: u64, field_at: u64, raw: i64) -> u64 {
 }
 
 /// v1/v2: start i32, size u32, start_fre_off u32, num_fres u32, info u8 (v2: rep_size u8, pad u16).
-fn v1v2(
-    b: Bytes<'_>,
-    h: &Header,
-    l: &Layout,
-    vaddr: u64,
-    index: u32,
-    at: u64,
-) -> Result<Function, Error> {
+fn v1v2(b: Bytes<'_>, h: &Header, l: &Layout, vaddr: u64, index: u32, at: u64) -> Result<Function, Error> {
     let end = b.len();
     let what = "function descriptor";
     let raw = b.u32(at, end, what)? as i32;
@@ -76,11 +64,7 @@ fn v1v2(
     let fre_off = b.u32(at + 8, end, what)?;
     let num_fres = b.u32(at + 12, end, what)?;
     let info = b.u8(at + 16, end, what)?;
-    let rep_size = if h.version >= 2 {
-        b.u8(at + 17, end, what)?
-    } else {
-        0
-    };
+    let rep_size = if h.version >= 2 { b.u8(at + 17, end, what)? } else { 0 };
     let info = Info::decode(info, at + 16, false)?;
     check_rows_fit(l, fre_off, at + 8, num_fres, at + 12, info.fre_type)?;
     Ok(Function {
@@ -100,14 +84,7 @@ fn v1v2(
 
 /// v3: index entry (start i64, size u32, start_fre_off u32), then at FRE sub-section +
 /// start_fre_off the attribute record (num_fres u16, info u8, info2 u8, rep_size u8).
-fn v3(
-    b: Bytes<'_>,
-    h: &Header,
-    l: &Layout,
-    vaddr: u64,
-    index: u32,
-    at: u64,
-) -> Result<Function, Error> {
+fn v3(b: Bytes<'_>, h: &Header, l: &Layout, vaddr: u64, index: u32, at: u64) -> Result<Function, Error> {
     let end = b.len();
     let what = "function index entry";
     let raw = b.i64(at, end, what)?;
@@ -158,14 +135,7 @@ fn v3(
 
 /// A function's rows start inside the FRE sub-section and `num_fres` minimal rows fit after
 /// that start. The fields' own offsets (`off_at`, `num_at`) go in the error.
-fn check_rows_fit(
-    l: &Layout,
-    fre_off: u32,
-    off_at: u64,
-    num_fres: u32,
-    num_at: u64,
-    t: FreType,
-) -> Result<(), Error> {
+fn check_rows_fit(l: &Layout, fre_off: u32, off_at: u64, num_fres: u32, num_at: u64, t: FreType) -> Result<(), Error> {
     let fre_len = l.fre_end - l.fre_start;
     let Some(room) = fre_len.checked_sub(fre_off.into()) else {
         return Err(Error::OutOfBounds {
@@ -214,16 +184,8 @@ impl Info {
         };
         Ok(Self {
             fre_type,
-            pc_type: if byte & 0x10 == 0 {
-                PcType::Inc
-            } else {
-                PcType::Mask
-            },
-            pauth_key: if byte & 0x20 == 0 {
-                PauthKey::A
-            } else {
-                PauthKey::B
-            },
+            pc_type: if byte & 0x10 == 0 { PcType::Inc } else { PcType::Mask },
+            pauth_key: if byte & 0x20 == 0 { PauthKey::A } else { PauthKey::B },
             signal: v3 && byte & 0x80 != 0,
         })
     }

@@ -27,12 +27,7 @@ const MAX_WORDS: usize = 15;
 
 /// Decode all rows of `f`. A v3 DEFAULT function without rows yields one synthetic outermost
 /// row at start 0 whose `offset` is the function's attribute record (see `mod.rs`).
-pub(crate) fn decode(
-    b: Bytes<'_>,
-    h: &Header,
-    l: &Layout,
-    f: &Function,
-) -> Result<Vec<Row>, Error> {
+pub(crate) fn decode(b: Bytes<'_>, h: &Header, l: &Layout, f: &Function) -> Result<Vec<Row>, Error> {
     let first = l.fre_start + u64::from(f.fre_offset);
     let room = l.fre_end.saturating_sub(first);
     let cap = u64::from(f.num_fres).min(room / (addr_len(f.fre_type) + 1)) as usize;
@@ -49,18 +44,10 @@ pub(crate) fn count(b: Bytes<'_>, h: &Header, l: &Layout, f: &Function) -> Resul
 }
 
 /// Decode each row of `f` in order, checking that starts ascend, and hand it to `emit`.
-fn walk(
-    b: Bytes<'_>,
-    h: &Header,
-    l: &Layout,
-    f: &Function,
-    mut emit: impl FnMut(Row),
-) -> Result<(), Error> {
+fn walk(b: Bytes<'_>, h: &Header, l: &Layout, f: &Function, mut emit: impl FnMut(Row)) -> Result<(), Error> {
     let first = l.fre_start + u64::from(f.fre_offset);
     if h.version >= 3 && f.fde_type == FdeType::Default && f.num_fres == 0 {
-        let attr = first
-            .saturating_sub(super::header::V3_ATTR_LEN)
-            .min(b.len());
+        let attr = first.saturating_sub(super::header::V3_ATTR_LEN).min(b.len());
         emit(outermost(0, 1, attr));
         return Ok(());
     }
@@ -86,13 +73,7 @@ fn walk(
 }
 
 /// One row at `at`; returns it and the offset of the next one.
-fn decode_row(
-    b: Bytes<'_>,
-    h: &Header,
-    l: &Layout,
-    f: &Function,
-    at: u64,
-) -> Result<(Row, u64), Error> {
+fn decode_row(b: Bytes<'_>, h: &Header, l: &Layout, f: &Function, at: u64) -> Result<(Row, u64), Error> {
     let end = l.fre_end;
     let addr = addr_len(f.fre_type);
     let head = b.slice(at, addr + 1, end, "row")?;
@@ -152,30 +133,16 @@ fn cfa_base(info: u8) -> Reg {
 
 /// s390x stores the CFA offset as `(offset - 160) / 8` so that it fits one byte.
 fn cfa_offset(h: &Header, word: i64) -> i64 {
-    if h.abi == Abi::S390xBe {
-        word * 8 + 160
-    } else {
-        word
-    }
+    if h.abi == Abi::S390xBe { word * 8 + 160 } else { word }
 }
 
-fn default_row(
-    h: &Header,
-    start: u32,
-    info: u8,
-    words: &[(i64, u32)],
-    at: u64,
-) -> Result<Row, Error> {
+fn default_row(h: &Header, start: u32, info: u8, words: &[(i64, u32)], at: u64) -> Result<Row, Error> {
     let ra_tracked = h.fixed_ra_offset == 0;
     let fp_tracked = h.fixed_fp_offset == 0;
     let max = 1 + u8::from(ra_tracked) + u8::from(fp_tracked);
     let count = words.len() as u8;
     if count > max {
-        return Err(Error::TooManyWords {
-            offset: at,
-            count,
-            max,
-        });
+        return Err(Error::TooManyWords { offset: at, count, max });
     }
     let s390x = h.abi == Abi::S390xBe;
     let mut rest = words.iter().skip(1).map(|&(w, _)| w);
@@ -278,11 +245,7 @@ fn flex_rule(h: &Header, words: &[(i64, u32)], next: &mut usize, at: u64) -> Res
             if !deref && offset == 0 {
                 Rule::InRegister(base)
             } else {
-                Rule::Expr {
-                    base,
-                    offset,
-                    deref,
-                }
+                Rule::Expr { base, offset, deref }
             }
         }
     })
@@ -290,10 +253,7 @@ fn flex_rule(h: &Header, words: &[(i64, u32)], next: &mut usize, at: u64) -> Res
 
 /// A DWARF register number, with the ABI's stack and frame pointers named.
 fn reg(abi: Abi, n: i64, at: u64) -> Result<Reg, Error> {
-    let n = u16::try_from(n).map_err(|_| Error::BadRegister {
-        offset: at,
-        value: n,
-    })?;
+    let n = u16::try_from(n).map_err(|_| Error::BadRegister { offset: at, value: n })?;
     Ok(match (abi, n) {
         (Abi::Amd64Le, 7) | (Abi::Aarch64Le | Abi::Aarch64Be, 31) | (Abi::S390xBe, 15) => Reg::Sp,
         (Abi::Amd64Le, 6) | (Abi::Aarch64Le | Abi::Aarch64Be, 29) | (Abi::S390xBe, 11) => Reg::Fp,

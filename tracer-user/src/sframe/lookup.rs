@@ -36,9 +36,7 @@ pub(crate) fn row_for(
         PcType::Mask if f.rep_size != 0 => offset % u64::from(f.rep_size),
         PcType::Mask if version == 1 => return Ok(None),
         PcType::Mask => {
-            return Err(Error::ZeroRepSize {
-                offset: descriptor_at,
-            });
+            return Err(Error::ZeroRepSize { offset: descriptor_at });
         }
     };
     let after = rows.partition_point(|r| u64::from(r.start) <= key);

@@ -87,12 +87,7 @@ impl<'a> Section<'a> {
 
     /// Decode the rows of one function, in order (starts strictly ascending).
     pub fn rows(&self, f: &Function) -> Result<Vec<Row>, Error> {
-        fre::decode(
-            Bytes::new(self.data, self.endian),
-            &self.header,
-            &self.layout,
-            f,
-        )
+        fre::decode(Bytes::new(self.data, self.endian), &self.header, &self.layout, f)
     }
 
     /// The function covering `pc`: binary search on resolved start addresses.

@@ -22,13 +22,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// `len` bytes at `offset`, which must end at or before `limit` (and the end of the data).
-    pub(crate) fn slice(
-        &self,
-        offset: u64,
-        len: u64,
-        limit: u64,
-        what: &'static str,
-    ) -> Result<&'a [u8], Error> {
+    pub(crate) fn slice(&self, offset: u64, len: u64, limit: u64, what: &'static str) -> Result<&'a [u8], Error> {
         let end = limit.min(self.len());
         let found = offset
             .checked_add(len)
@@ -43,12 +37,7 @@ impl<'a> Bytes<'a> {
         })
     }
 
-    fn array<const N: usize>(
-        &self,
-        offset: u64,
-        limit: u64,
-        what: &'static str,
-    ) -> Result<[u8; N], Error> {
+    fn array<const N: usize>(&self, offset: u64, limit: u64, what: &'static str) -> Result<[u8; N], Error> {
         let s = self.slice(offset, N as u64, limit, what)?;
         // `slice` returned exactly N bytes.
         Ok(s.try_into().unwrap_or([0; N]))
@@ -59,13 +48,11 @@ impl<'a> Bytes<'a> {
     }
 
     pub(crate) fn u16(&self, offset: u64, limit: u64, what: &'static str) -> Result<u16, Error> {
-        self.array::<2>(offset, limit, what)
-            .map(|b| self.unsigned(&b) as u16)
+        self.array::<2>(offset, limit, what).map(|b| self.unsigned(&b) as u16)
     }
 
     pub(crate) fn u32(&self, offset: u64, limit: u64, what: &'static str) -> Result<u32, Error> {
-        self.array::<4>(offset, limit, what)
-            .map(|b| self.unsigned(&b))
+        self.array::<4>(offset, limit, what).map(|b| self.unsigned(&b))
     }
 
     pub(crate) fn i64(&self, offset: u64, limit: u64, what: &'static str) -> Result<i64, Error> {

@@ -17,8 +17,8 @@
 //!    `KIND_NO_INFO` of its unsupported rows: the walker checks it first.
 
 use tracer_common::unwind::{
-    FLAG_FP_SAVED, FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA,
-    KIND_CFA_DEREF, KIND_OUTERMOST, REG_DWARF_BASE, REG_FP, REG_SP, UnwindRule,
+    FLAG_FP_SAVED, FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_CFA_DEREF,
+    KIND_OUTERMOST, REG_DWARF_BASE, REG_FP, REG_SP, UnwindRule,
 };
 
 use crate::sframe::{Abi, Function, Header, Reg, Row, Rule};
@@ -115,11 +115,7 @@ pub fn convert(header: &Header, function: &Function, row: &Row) -> Result<Unwind
     }
     let (cfa_reg, cfa_topmost) = cfa_register(row.cfa.base)?;
     let mut rule = UnwindRule {
-        kind: if row.cfa.deref {
-            KIND_CFA_DEREF
-        } else {
-            KIND_CFA
-        },
+        kind: if row.cfa.deref { KIND_CFA_DEREF } else { KIND_CFA },
         cfa_reg,
         flags: signal | if cfa_topmost { FLAG_TOPMOST_ONLY } else { 0 },
         _pad: 0,

@@ -56,10 +56,7 @@ impl Flat {
         if self.transitions.last().is_some_and(|&(at, _)| at == addr) {
             self.transitions.pop();
         }
-        let in_effect = self
-            .transitions
-            .last()
-            .map_or(UnwindRule::NO_INFO, |&(_, r)| r);
+        let in_effect = self.transitions.last().map_or(UnwindRule::NO_INFO, |&(_, r)| r);
         if in_effect != rule {
             self.transitions.push((addr, rule));
         }

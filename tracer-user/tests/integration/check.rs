@@ -98,7 +98,11 @@ fn compile_with(compiler: &str, dir: &Path, flags: &[&str]) -> PathBuf {
         std::fs::write(&source, PROGRAM).expect("write program.c");
     }
     let out = dir.join(format!("{compiler}-program{}", flags.concat()));
-    run(Command::new(compiler).args(flags).args(["-Wa,--gsframe", "-o"]).arg(&out).arg(&source));
+    run(Command::new(compiler)
+        .args(flags)
+        .args(["-Wa,--gsframe", "-o"])
+        .arg(&out)
+        .arg(&source));
     out
 }
 
@@ -115,7 +119,11 @@ fn without_sections(input: &Path, names: &[&str]) -> PathBuf {
 
 fn run(cmd: &mut Command) -> Vec<u8> {
     let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(output.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     output.stdout
 }
 
@@ -124,7 +132,12 @@ fn check_file(path: &Path) -> Report {
     let report = check::check(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     println!("{}: {report}", path.display());
     let skipped: u64 = report.skipped_by_reason.values().sum();
-    assert_eq!(report.compared + skipped, report.rows, "{}: every row compared or skipped", path.display());
+    assert_eq!(
+        report.compared + skipped,
+        report.rows,
+        "{}: every row compared or skipped",
+        path.display()
+    );
     report
 }
 
@@ -136,9 +149,17 @@ fn assert_clean(path: &Path, report: &Report) {
 fn assert_clean_and_compared(binary: &Path) -> Report {
     let report = check_file(binary);
     assert_clean(binary, &report);
-    assert!(report.compared > 0 && report.compared * 10 >= report.rows * 8, "{}: {report}", binary.display());
-    let other: u64 =
-        report.skipped_by_reason.iter().filter(|(r, _)| **r != reason::PLT_EXPRESSION).map(|(_, n)| n).sum();
+    assert!(
+        report.compared > 0 && report.compared * 10 >= report.rows * 8,
+        "{}: {report}",
+        binary.display()
+    );
+    let other: u64 = report
+        .skipped_by_reason
+        .iter()
+        .filter(|(r, _)| **r != reason::PLT_EXPRESSION)
+        .map(|(_, n)| n)
+        .sum();
     assert_eq!(other, 0, "{}: {report}", binary.display());
     report
 }
@@ -159,15 +180,22 @@ fn gcc_builds_check_clean() {
 fn aarch64_builds_check_clean() {
     let compiler = "aarch64-linux-gnu-gcc";
     if Command::new(compiler).arg("--version").output().is_err() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{compiler} is needed under CI");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{compiler} is needed under CI"
+        );
         eprintln!(
             "\n!!!!! SKIPPED aarch64_builds_check_clean: no {compiler} (apt install gcc-aarch64-linux-gnu) !!!!!\n"
         );
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    for flags in [&["-O2"][..], &["-O0"], &["-O2", "-fno-omit-frame-pointer"], &["-O2", "-mbranch-protection=pac-ret"]]
-    {
+    for flags in [
+        &["-O2"][..],
+        &["-O0"],
+        &["-O2", "-fno-omit-frame-pointer"],
+        &["-O2", "-mbranch-protection=pac-ret"],
+    ] {
         let report = assert_clean_and_compared(&compile_with(compiler, dir.path(), flags));
         assert_eq!(report.header.map(|h| h.abi), Some(Abi::Aarch64Le));
     }
@@ -190,7 +218,10 @@ fn debug_frame_only_and_no_cfi() {
     let report = check_file(&no_cfi);
     assert_clean(&no_cfi, &report);
     assert!(report.cfi.is_empty());
-    assert_eq!((report.compared, report.skipped_by_reason.get(reason::NO_CFI).copied()), (0, Some(report.rows)));
+    assert_eq!(
+        (report.compared, report.skipped_by_reason.get(reason::NO_CFI).copied()),
+        (0, Some(report.rows))
+    );
 }
 
 /// A row of the program's SFrame, found through the parser: its address and the file offset of
@@ -209,7 +240,12 @@ fn find_row(file: &[u8], want: impl Fn(&Row) -> bool) -> Located {
     let (file_offset, _) = sframe.file_range().expect("in file");
     let section = Section::parse(sframe.data().expect("data"), sframe.address()).expect("parse");
     for f in section.functions().iter().filter(|f| f.pc_type == PcType::Inc) {
-        for row in section.rows(f).expect("rows").into_iter().filter(|r| r.start > 0 && want(r)) {
+        for row in section
+            .rows(f)
+            .expect("rows")
+            .into_iter()
+            .filter(|r| r.start > 0 && want(r))
+        {
             let start_size = match f.fre_type {
                 FreType::Addr1 => 1,
                 FreType::Addr2 => 2,
@@ -219,7 +255,12 @@ fn find_row(file: &[u8], want: impl Fn(&Row) -> bool) -> Located {
             let word_size = 1 << ((file[info_at] >> 5) & 3);
             if word_size == 1 {
                 let address = f.start + u64::from(row.start);
-                return Located { address, row, words: info_at as u64 + 1, word_size };
+                return Located {
+                    address,
+                    row,
+                    words: info_at as u64 + 1,
+                    word_size,
+                };
             }
         }
     }
@@ -240,8 +281,10 @@ fn corrupted_row_is_the_one_finding() {
         sp_row(r) && matches!(r.fp, Rule::AtCfa(-100..=-16))
     }
     // (which rows qualify, data word to patch, what to add to it, the finding it must cause)
-    let cases =
-        [(sp_row as fn(&Row) -> bool, 0, 8, FindingKind::CfaMismatch), (fp_row, 1, -8, FindingKind::FpMismatch)];
+    let cases = [
+        (sp_row as fn(&Row) -> bool, 0, 8, FindingKind::CfaMismatch),
+        (fp_row, 1, -8, FindingKind::FpMismatch),
+    ];
     for (want, word, delta, kind) in cases {
         let found = find_row(&original, want);
         let at = usize::try_from(found.words + word * found.word_size).unwrap();
@@ -258,10 +301,16 @@ fn corrupted_row_is_the_one_finding() {
             FindingKind::CfaMismatch => (format!("SFrame CFA=rsp+{}", cfa + 8), format!("CFI CFA=rsp+{cfa}")),
             _ => {
                 let Rule::AtCfa(slot) = fp else { unreachable!() };
-                (format!("FP=*(CFA{})", slot - 8), format!("CFI CFA=rsp+{cfa} FP=*(CFA{slot})"))
+                (
+                    format!("FP=*(CFA{})", slot - 8),
+                    format!("CFI CFA=rsp+{cfa} FP=*(CFA{slot})"),
+                )
             }
         };
-        assert!(message.contains(&expected.0) && message.contains(&expected.1), "{message}");
+        assert!(
+            message.contains(&expected.0) && message.contains(&expected.1),
+            "{message}"
+        );
     }
 }
 
@@ -309,14 +358,19 @@ fn cfi_rules_match_readelf() {
     let cases = [
         (binary.clone(), CfiSource::EhFrameHdr),
         (without_sections(&binary, &[".eh_frame_hdr"]), CfiSource::EhFrame),
-        (without_sections(&debug, &[".eh_frame", ".eh_frame_hdr"]), CfiSource::DebugFrame),
+        (
+            without_sections(&debug, &[".eh_frame", ".eh_frame_hdr"]),
+            CfiSource::DebugFrame,
+        ),
     ];
     for (path, source) in cases {
         let bytes = std::fs::read(&path).expect("read");
         let table = CfiTable::from_elf(&bytes).expect("CFI").expect("some CFI");
         assert_eq!(table.sources(), [source]);
-        let text = String::from_utf8(run(Command::new("readelf").arg("--debug-dump=frames-interp").arg(&path)))
-            .expect("utf-8");
+        let text = String::from_utf8(run(Command::new("readelf")
+            .arg("--debug-dump=frames-interp")
+            .arg(&path)))
+        .expect("utf-8");
         let fdes = readelf::parse(&text);
         assert!(fdes.len() > 5, "{}: readelf shows {} FDEs", path.display(), fdes.len());
         let checked = readelf::compare(&table, &fdes);
@@ -331,7 +385,10 @@ fn cfi_rules_match_readelf() {
 fn libc_every_fde_evaluates() {
     let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
     if !libc.exists() {
-        eprintln!("\n!!!!! SKIPPED libc_every_fde_evaluates: no {} on this machine !!!!!\n", libc.display());
+        eprintln!(
+            "\n!!!!! SKIPPED libc_every_fde_evaluates: no {} on this machine !!!!!\n",
+            libc.display()
+        );
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -339,7 +396,10 @@ fn libc_every_fde_evaluates() {
     let bytes = std::fs::read(libc).expect("read libc");
     let table = CfiTable::from_elf(&bytes).expect("CFI").expect("some CFI");
     let scanned = CfiTable::from_elf(&scanned_copy).expect("CFI").expect("some CFI");
-    assert_eq!((table.sources(), scanned.sources()), (vec![CfiSource::EhFrameHdr], vec![CfiSource::EhFrame]));
+    assert_eq!(
+        (table.sources(), scanned.sources()),
+        (vec![CfiSource::EhFrameHdr], vec![CfiSource::EhFrame])
+    );
     assert_eq!(scanned.unreadable().count(), 0, "{:?}", scanned.unreadable().next());
     let fdes = table.fdes();
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
@@ -350,7 +410,14 @@ fn libc_every_fde_evaluates() {
             assert_eq!((rule.fde_start, rule.fde_end), (fde.start, fde.end), "at {pc:#x}");
             assert!(rule.row_start <= pc && pc < rule.row_end, "at {pc:#x}: {rule:?}");
             let other = scanned.rule_at(pc).expect("scan lookup").expect("scan finds it");
-            assert_eq!(other, sframe_trace::cfi::CfiRule { source: CfiSource::EhFrame, ..rule }, "at {pc:#x}");
+            assert_eq!(
+                other,
+                sframe_trace::cfi::CfiRule {
+                    source: CfiSource::EhFrame,
+                    ..rule
+                },
+                "at {pc:#x}"
+            );
             let kind = match rule.cfa {
                 CfiCfa::RegOffset { .. } => "register + offset",
                 CfiCfa::Expression => "expression",

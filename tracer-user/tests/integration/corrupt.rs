@@ -123,16 +123,8 @@ fn run(data: &[u8], vaddr: u64, rng: &mut Rng) {
 /// Write `value`'s low `width` bytes at `at` in the section's byte order.
 fn put(data: &mut [u8], at: usize, width: usize, value: u64) {
     let big = data.first() == Some(&0xde);
-    let bytes = if big {
-        value.to_be_bytes()
-    } else {
-        value.to_le_bytes()
-    };
-    let src = if big {
-        &bytes[8 - width..]
-    } else {
-        &bytes[..width]
-    };
+    let bytes = if big { value.to_be_bytes() } else { value.to_le_bytes() };
+    let src = if big { &bytes[8 - width..] } else { &bytes[..width] };
     if let Some(dst) = data.get_mut(at..at + width) {
         dst.copy_from_slice(src);
     }
@@ -246,24 +238,19 @@ fn corrupted_elf_files_never_panic() {
             }
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 if let Ok(Some(found)) = elf::find_sframe(&data) {
-                    exercise(&found.data, found.vaddr, &mut Rng(7))
-                        .map_err(|e| format!("{name}: {e}"))
+                    exercise(&found.data, found.vaddr, &mut Rng(7)).map_err(|e| format!("{name}: {e}"))
                 } else {
                     Ok(())
                 }
             }));
-            assert!(
-                matches!(outcome, Ok(Ok(()))),
-                "{name} mutation {i}: {outcome:?}"
-            );
+            assert!(matches!(outcome, Ok(Ok(()))), "{name} mutation {i}: {outcome:?}");
         }
     }
 }
 
 /// ELF64 LE program and section header tables as (offset, size), to aim mutations at them.
 fn table_offsets(file: &[u8]) -> Vec<(usize, usize)> {
-    let word =
-        |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().expect("8 bytes")) as usize;
+    let word = |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().expect("8 bytes")) as usize;
     let half = |at: usize| usize::from(u16::from_le_bytes([file[at], file[at + 1]]));
     vec![(word(0x20), half(0x38) * 56), (word(0x28), half(0x3c) * 64)]
 }
@@ -279,9 +266,7 @@ fn elf_errors_name_what_and_where() {
     });
     assert_eq!(
         elf::find_sframe(&compressed),
-        Err(ElfError::Compressed {
-            name: ".sframe".into()
-        })
+        Err(ElfError::Compressed { name: ".sframe".into() })
     );
     let mut damaged = craft(&Craft {
         class64: true,
@@ -289,9 +274,7 @@ fn elf_errors_name_what_and_where() {
         ..Craft::default()
     });
     damaged[0x3a] = 1; // e_shentsize
-    let fallback = elf::find_sframe(&damaged)
-        .expect("falls back")
-        .expect("segment");
+    let fallback = elf::find_sframe(&damaged).expect("falls back").expect("segment");
     assert_eq!(fallback.found_by, FoundBy::ProgramHeader);
     damaged[64..68].fill(0); // p_type: no PT_GNU_SFRAME either
     let e = elf::find_sframe(&damaged);
@@ -352,8 +335,6 @@ fn rela_sframe(obj: &[u8]) -> usize {
     let header = object::elf::FileHeader64::<object::Endianness>::parse(obj).expect("ELF64");
     let endian = header.endian().expect("endian");
     let sections = header.sections(endian, obj).expect("sections");
-    let (_, rela) = sections
-        .section_by_name(endian, b".rela.sframe")
-        .expect(".rela.sframe");
+    let (_, rela) = sections.section_by_name(endian, b".rela.sframe").expect(".rela.sframe");
     rela.sh_offset(endian) as usize
 }

@@ -69,8 +69,7 @@ fn oracle_functions(sec: &SFrameSection<'_>) -> Vec<OFn> {
             (0..$s.get_fde_count())
                 .map(|i| {
                     let fde = $s.get_fde(i).expect("oracle fde").expect("in range");
-                    let fres: Vec<oracle::$v::SFrameFRE> =
-                        fde.iter_fre($s).collect().expect("oracle rows");
+                    let fres: Vec<oracle::$v::SFrameFRE> = fde.iter_fre($s).collect().expect("oracle rows");
                     let rows = fres
                         .into_iter()
                         .map(|f| {
@@ -140,15 +139,7 @@ fn same_flex(abi: Abi, ours: Rule, theirs: Option<SFrameFlexRecoveryRule>, word_
     match (t.control.reg_p(), t.control.deref_p(), ours) {
         (false, true, Rule::AtCfa(o)) | (false, false, Rule::ValCfa(o)) => o == off,
         (true, false, Rule::InRegister(r)) => off == 0 && dwarf(abi, r) == reg,
-        (
-            true,
-            d,
-            Rule::Expr {
-                base,
-                offset,
-                deref,
-            },
-        ) => d == deref && offset == off && dwarf(abi, base) == reg,
+        (true, d, Rule::Expr { base, offset, deref }) => d == deref && offset == off && dwarf(abi, base) == reg,
         _ => false,
     }
 }
@@ -163,10 +154,7 @@ fn compare_row(what: &str, s: &Section<'_>, fde_type: FdeType, row: &Row, o: &OR
     }
     assert!(!row.ra_undefined, "{what}");
     if fde_type == FdeType::Flex {
-        let flex = o
-            .flex
-            .as_ref()
-            .unwrap_or_else(|| panic!("{what}: oracle FLEX rules"));
+        let flex = o.flex.as_ref().unwrap_or_else(|| panic!("{what}: oracle FLEX rules"));
         let cfa = &flex.cfa;
         let reg = unsigned_reg(cfa.control.regnum(), o.word_size);
         let off = if abi == Abi::S390xBe {
@@ -193,11 +181,7 @@ fn compare_row(what: &str, s: &Section<'_>, fde_type: FdeType, row: &Row, o: &OR
         );
         return;
     }
-    assert_eq!(
-        o.base_reg,
-        u8::from(row.cfa.base == Reg::Sp),
-        "{what}: CFA base"
-    );
+    assert_eq!(o.base_reg, u8::from(row.cfa.base == Reg::Sp), "{what}: CFA base");
     assert_eq!(o.cfa, Some(row.cfa.offset as i32), "{what}: CFA offset");
     let ra = match (h.fixed_ra_offset, raw(abi, row.ra)) {
         (0, None) if o.ra == Some(0) => Some(0), // s390x RA padding
@@ -253,23 +237,15 @@ fn compare_lookups(name: &str, s: &Section<'_>, sec: &SFrameSection<'_>) {
             .find_fde(f.start)
             .expect("oracle lookup")
             .unwrap_or_else(|| panic!("{name}: oracle finds {:#x}", f.start));
-        assert_eq!(
-            s.find_function(f.start).map(|g| g.start),
-            Some(f.start),
-            "{name}"
-        );
-        let synthetic =
-            s.header().version >= 3 && f.fde_type == FdeType::Default && f.num_fres == 0;
+        assert_eq!(s.find_function(f.start).map(|g| g.start), Some(f.start), "{name}");
+        let synthetic = s.header().version >= 3 && f.fde_type == FdeType::Default && f.num_fres == 0;
         if f.pc_type == PcType::Mask || synthetic {
             continue;
         }
         for row in s.rows(f).expect("rows") {
             let pc = f.start + u64::from(row.start);
             let mine = s.find_row(pc).expect("lookup").map(|(_, r)| r.start);
-            let their = theirs
-                .find_fre(sec, pc)
-                .expect("oracle row")
-                .map(|r| start_of(&r));
+            let their = theirs.find_fre(sec, pc).expect("oracle row").map(|r| start_of(&r));
             assert_eq!(mine, their, "{name}: row at {pc:#x} of {:#x}", f.start);
         }
     }
@@ -320,12 +296,7 @@ fn agrees_with_simple_frame_rs() {
             crate::reader::PROGRAM,
             &["-fno-omit-frame-pointer"],
         ),
-        crate::reader::compile(
-            dir.path(),
-            "libprog.so",
-            crate::reader::PROGRAM,
-            &["-shared", "-fPIC"],
-        ),
+        crate::reader::compile(dir.path(), "libprog.so", crate::reader::PROGRAM, &["-shared", "-fPIC"]),
         crate::reader::compile(dir.path(), "prog.o", crate::reader::PROGRAM, &["-c"]),
     ];
     for path in &compiled {

@@ -56,9 +56,7 @@ fn elf_kind(bytes: &[u8]) -> Result<(u64, bool), String> {
         (62, false) => 3,
         (22, true) => 4,
         _ => {
-            return Err(format!(
-                "no SFrame ABI for e_machine {machine} (big-endian: {big})"
-            ));
+            return Err(format!("no SFrame ABI for e_machine {machine} (big-endian: {big})"));
         }
     };
     Ok((abi, e_type == 1))
@@ -115,11 +113,9 @@ fn canonical_func(abi: u64, mut f: Func) -> Func {
 /// Run `sframe-trace dump --json` on `binary` and compare it with the readelf listing at
 /// `readelf`. Returns the number of functions compared, or every difference found.
 pub(crate) fn compare(binary: &Path, readelf: &Path) -> Result<usize, String> {
-    let text =
-        std::fs::read_to_string(readelf).map_err(|e| format!("{}: {e}", readelf.display()))?;
+    let text = std::fs::read_to_string(readelf).map_err(|e| format!("{}: {e}", readelf.display()))?;
     let listing = parse_readelf(&text)?;
-    let (abi, relocatable) =
-        elf_kind(&std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?)?;
+    let (abi, relocatable) = elf_kind(&std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?)?;
     let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
         .args(["dump", "--json"])
         .arg(binary)
@@ -140,21 +136,9 @@ pub(crate) fn compare(binary: &Path, readelf: &Path) -> Result<usize, String> {
             diffs.push(format!("{what}: dump {ours}, readelf {t}"));
         }
     };
-    check(
-        "version",
-        json_i64(&dump, "version")?,
-        Some(listing.version.into()),
-    );
-    check(
-        "flags",
-        json_i64(&dump, "flags")?,
-        Some(listing.flags.into()),
-    );
-    check(
-        "abi (from the ELF header)",
-        json_i64(&dump, "abi")?,
-        Some(abi as i64),
-    );
+    check("version", json_i64(&dump, "version")?, Some(listing.version.into()));
+    check("flags", json_i64(&dump, "flags")?, Some(listing.flags.into()));
+    check("abi (from the ELF header)", json_i64(&dump, "abi")?, Some(abi as i64));
     check(
         "fixed_fp_offset",
         json_i64(&dump, "fixed_fp_offset")?,
@@ -166,12 +150,7 @@ pub(crate) fn compare(binary: &Path, readelf: &Path) -> Result<usize, String> {
         listing.fixed_ra_offset.map(i64::from),
     );
     if listing.functions.len() != listing.num_fdes
-        || listing
-            .functions
-            .iter()
-            .map(|f| f.rows.len())
-            .sum::<usize>()
-            != listing.num_fres
+        || listing.functions.iter().map(|f| f.rows.len()).sum::<usize>() != listing.num_fres
     {
         diffs.push(format!(
             "readelf parser: header says {} FDEs / {} FREs, parsed otherwise",
@@ -194,11 +173,7 @@ pub(crate) fn compare(binary: &Path, readelf: &Path) -> Result<usize, String> {
         .iter()
         .map(|f| json_func(f, version).map(|f| canonical_func(abi, f)))
         .collect::<Result<_, _>>()?;
-    let mut theirs: Vec<Func> = listing
-        .functions
-        .into_iter()
-        .map(|f| canonical_func(abi, f))
-        .collect();
+    let mut theirs: Vec<Func> = listing.functions.into_iter().map(|f| canonical_func(abi, f)).collect();
     // readelf 2.40 and 2.44 do not apply `.rela.sframe`: in a relocatable object they print the
     // unrelocated start field (pc = 0 for every function), where the dump applies relocations
     // (as the 2.47.50 snapshot's readelf does). Compare those objects relative to each start.
@@ -209,11 +184,7 @@ pub(crate) fn compare(binary: &Path, readelf: &Path) -> Result<usize, String> {
     ours.sort();
     theirs.sort();
     if ours.len() != theirs.len() {
-        diffs.push(format!(
-            "function count: dump {}, readelf {}",
-            ours.len(),
-            theirs.len()
-        ));
+        diffs.push(format!("function count: dump {}, readelf {}", ours.len(), theirs.len()));
     }
     for (o, t) in ours.iter().zip(&theirs).filter(|(o, t)| o != t) {
         let row = o.rows.iter().zip(&t.rows).find(|(a, b)| a != b);
@@ -230,8 +201,7 @@ pub(crate) fn compare(binary: &Path, readelf: &Path) -> Result<usize, String> {
                 ..t.clone()
             },
             match row {
-                Some((a, b)) =>
-                    format!("\n  first differing row:\n    dump:    {a:?}\n    readelf: {b:?}"),
+                Some((a, b)) => format!("\n  first differing row:\n    dump:    {a:?}\n    readelf: {b:?}"),
                 None if o.rows.len() != t.rows.len() => {
                     format!("\n  rows: dump {}, readelf {}", o.rows.len(), t.rows.len())
                 }
@@ -277,11 +247,7 @@ pub(crate) fn compare_tree(dir: &Path) -> usize {
     let pairs = listed_binaries(dir);
     let failures: Vec<String> = pairs
         .iter()
-        .filter_map(|(bin, listing)| {
-            compare(bin, listing)
-                .err()
-                .map(|e| format!("{}:\n{e}", bin.display()))
-        })
+        .filter_map(|(bin, listing)| compare(bin, listing).err().map(|e| format!("{}:\n{e}", bin.display())))
         .collect();
     assert!(
         failures.is_empty(),
@@ -342,11 +308,7 @@ fn conformance_corpus_matches_readelf() {
 #[test]
 fn readelf_parser_covers_the_checked_in_corpus() {
     let pairs = listed_binaries(&fixtures_dir().join("bin"));
-    assert!(
-        pairs.len() >= MIN_CHECKED_IN,
-        "only {} listings",
-        pairs.len()
-    );
+    assert!(pairs.len() >= MIN_CHECKED_IN, "only {} listings", pairs.len());
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut versions = BTreeMap::new();
     for (bin, path) in &pairs {
@@ -393,10 +355,7 @@ fn readelf_parser_covers_the_checked_in_corpus() {
                     mark(cfa.deref, "CFA dereference");
                     mark(cfa.base.starts_with('r'), "CFA on another register");
                     mark(cfa.offset > 0xffff, "CFA offset > 16 bits");
-                    mark(
-                        matches!(fp, Val::Reg(_)) || matches!(ra, Val::Reg(_)),
-                        "register rule",
-                    );
+                    mark(matches!(fp, Val::Reg(_)) || matches!(ra, Val::Reg(_)), "register rule");
                     mark(matches!(ra, Val::Cfa(_)), "tracked RA");
                 }
             }
@@ -422,9 +381,5 @@ fn readelf_parser_covers_the_checked_in_corpus() {
             "no checked-in fixture exercises {want}: {seen:?}"
         );
     }
-    assert_eq!(
-        versions.keys().copied().collect::<Vec<_>>(),
-        [1, 2, 3],
-        "{versions:?}"
-    );
+    assert_eq!(versions.keys().copied().collect::<Vec<_>>(), [1, 2, 3], "{versions:?}");
 }

@@ -1,6 +1,7 @@
 //! One integration-test binary; each module covers one area.
 
 mod check;
+mod cli;
 mod corrupt;
 mod differential;
 mod golden;

@@ -59,16 +59,34 @@ fn doctor_samples_only_the_target_process() {
     let busy = Busy::spawn();
     let _other = Busy::spawn();
     let out = sframe_trace()
-        .args(["doctor", "--pid", &busy.0.id().to_string(), "-F", "499", "--duration", "1"])
+        .args([
+            "doctor",
+            "--pid",
+            &busy.0.id().to_string(),
+            "-F",
+            "499",
+            "--duration",
+            "1",
+        ])
         .output()
         .expect("run sframe-trace doctor");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "doctor failed: {}{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "doctor failed: {}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sampled = counter(&stdout, "sampled");
     let not_traced = counter(&stdout, "not_traced");
     // One busy thread at 499 Hz for 1 s is ~499 samples; the other busy process is filtered out.
-    assert!((200..=700).contains(&sampled), "sampled {sampled} of the target, expected about 499");
-    assert!(not_traced >= 200, "the other busy process should be counted as not traced: {not_traced}");
+    assert!(
+        (200..=700).contains(&sampled),
+        "sampled {sampled} of the target, expected about 499"
+    );
+    assert!(
+        not_traced >= 200,
+        "the other busy process should be counted as not traced: {not_traced}"
+    );
 }
 
 /// Without root the tracer says in one sentence what is missing and exits with status 2.

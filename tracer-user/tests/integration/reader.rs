@@ -79,11 +79,7 @@ fn compiled_executable_has_rows_for_every_function() {
         let rows = s.rows(f).expect("rows decode");
         assert!(!rows.is_empty(), "function at {:#x} has rows", f.start);
     }
-    let main = nm(&exe)
-        .into_iter()
-        .find(|s| s.2 == "main")
-        .expect("main in nm")
-        .0;
+    let main = nm(&exe).into_iter().find(|s| s.2 == "main").expect("main in nm").0;
     let (f, row) = s.find_row(main).expect("lookup").expect("main is covered");
     assert!(f.contains(main) && u64::from(row.start) <= main - f.start);
 }
@@ -99,18 +95,12 @@ fn program_header_when_section_headers_are_stripped() {
     let mut stripped = bytes.clone();
     stripped[0x28..0x30].fill(0);
     stripped[0x3c..0x40].fill(0);
-    let by_segment = elf::find_sframe(&stripped)
-        .expect("ELF")
-        .expect("PT_GNU_SFRAME");
+    let by_segment = elf::find_sframe(&stripped).expect("ELF").expect("PT_GNU_SFRAME");
     assert_eq!(by_segment.found_by, FoundBy::ProgramHeader);
     // ld 2.40 sizes the segment before merging shrinks the section: it may carry padding.
     assert!(by_segment.data.starts_with(&by_name.data) && by_segment.vaddr == by_name.vaddr);
     let s = Section::parse(&by_segment.data, by_segment.vaddr).expect("parses");
-    let main = nm(&exe)
-        .into_iter()
-        .find(|s| s.2 == "main")
-        .expect("main")
-        .0;
+    let main = nm(&exe).into_iter().find(|s| s.2 == "main").expect("main").0;
     assert!(s.find_row(main).expect("lookup").is_some());
 }
 
@@ -122,13 +112,8 @@ fn shared_object() {
     let bytes = std::fs::read(&so).expect("read");
     let found = elf::find_sframe(&bytes).expect("ELF").expect(".sframe");
     let s = Section::parse(&found.data, found.vaddr).expect("parses");
-    assert_eq!(
-        sframe_trace::sframe::decode_all(&s),
-        Ok(u64::from(s.num_rows()))
-    );
-    let (_, sh_addr) = elf::find_section(&bytes, ".sframe")
-        .expect("ELF")
-        .expect("section");
+    assert_eq!(sframe_trace::sframe::decode_all(&s), Ok(u64::from(s.num_rows())));
+    let (_, sh_addr) = elf::find_section(&bytes, ".sframe").expect("ELF").expect("section");
     assert_eq!(sh_addr, found.vaddr);
 }
 
@@ -139,10 +124,7 @@ fn relocatable_object_starts_are_section_offsets() {
     let obj = compile(dir.path(), "prog.o", PROGRAM, &["-c"]);
     let bytes = std::fs::read(&obj).expect("read");
     let found = elf::find_sframe(&bytes).expect("ELF").expect(".sframe");
-    assert!(
-        matches!(found.data, std::borrow::Cow::Owned(_)),
-        "relocated copy"
-    );
+    assert!(matches!(found.data, std::borrow::Cow::Owned(_)), "relocated copy");
     let s = Section::parse(&found.data, found.vaddr).expect("parses");
     let mut starts: Vec<u64> = s.functions().iter().map(|f| f.start).collect();
     let mut symbols: Vec<u64> = nm(&obj)
@@ -186,10 +168,7 @@ fn absent_and_invalid() {
     });
     assert!(matches!(
         elf::find_sframe(&past),
-        Err(ElfError::OutOfFile {
-            offset: 0x100000,
-            ..
-        })
+        Err(ElfError::OutOfFile { offset: 0x100000, .. })
     ));
 }
 
@@ -256,11 +235,7 @@ pub struct Craft {
 
 pub fn craft(c: &Craft) -> Vec<u8> {
     let w = if c.class64 { 8 } else { 4 };
-    let (eh, ph, sh) = if c.class64 {
-        (64, 56, 64)
-    } else {
-        (52, 32, 40)
-    };
+    let (eh, ph, sh) = if c.class64 { (64, 56, 64) } else { (52, 32, 40) };
     let data = sframe_hex();
     let strtab = b"\0.sframe\0.shstrtab\0";
     let (data_at, vaddr, len) = (eh + ph, 0x402000, data.len() as u64);
@@ -270,26 +245,10 @@ pub fn craft(c: &Craft) -> Vec<u8> {
     } else {
         (0, 0, 0)
     };
-    let mut out = vec![
-        0x7f,
-        b'E',
-        b'L',
-        b'F',
-        1 + u8::from(c.class64),
-        1 + u8::from(c.big),
-        1,
-    ];
+    let mut out = vec![0x7f, b'E', b'L', b'F', 1 + u8::from(c.class64), 1 + u8::from(c.big), 1];
     out.resize(16, 0);
     let machine = if c.big { 22 } else { 62 };
-    let mut fields = vec![
-        (2, 2),
-        (machine, 2),
-        (1, 4),
-        (0, w),
-        (eh, w),
-        (shoff, w),
-        (0, 4),
-    ];
+    let mut fields = vec![(2, 2), (machine, 2), (1, 4), (0, w), (eh, w), (shoff, w), (0, 4)];
     fields.extend([eh, ph, 1, sh, shnum, shstrndx].map(|v| (v, 2)));
     // PT_GNU_SFRAME; p_flags comes second in ELF64, second to last in ELF32.
     fields.push((0x6474_e554, 4));
@@ -316,18 +275,8 @@ pub fn craft(c: &Craft) -> Vec<u8> {
             [1, ty, flags, vaddr, at, len, 8],
             [9, 3, 0, 0, strtab_at, strtab_len, 1],
         ] {
-            let header = [
-                (name, 4),
-                (ty, 4),
-                (flags, w),
-                (addr, w),
-                (offset, w),
-                (size, w),
-            ];
-            for (v, n) in header
-                .into_iter()
-                .chain([(0, 4), (0, 4), (align, w), (0, w)])
-            {
+            let header = [(name, 4), (ty, 4), (flags, w), (addr, w), (offset, w), (size, w)];
+            for (v, n) in header.into_iter().chain([(0, 4), (0, 4), (align, w), (0, w)]) {
                 put(&mut out, v, n, c.big);
             }
         }
@@ -337,10 +286,6 @@ pub fn craft(c: &Craft) -> Vec<u8> {
 
 /// The low `n` bytes of `v` in the chosen byte order.
 fn put(out: &mut Vec<u8>, v: u64, n: usize, big: bool) {
-    let b = if big {
-        v.to_be_bytes()
-    } else {
-        v.to_le_bytes()
-    };
+    let b = if big { v.to_be_bytes() } else { v.to_le_bytes() };
     out.extend_from_slice(if big { &b[8 - n..] } else { &b[..n] });
 }

@@ -91,23 +91,10 @@ fn check_shape(name: &str, t: &ObjectTable) {
     assert_eq!(t.rules().first(), Some(&UnwindRule::NO_INFO), "{name}");
     assert!(t.pages().windows(2).all(|w| w[0].0 < w[1].0), "{name}");
     for (page, rows) in t.pages() {
-        assert_eq!(
-            rows.first().map(|r| r.addr_lo),
-            Some(0),
-            "{name} page {page:#x}"
-        );
-        assert!(
-            rows.windows(2).all(|w| w[0].addr_lo < w[1].addr_lo),
-            "{name} {page:#x}"
-        );
-        assert!(
-            rows.windows(2).all(|w| w[0].rule != w[1].rule),
-            "{name} page {page:#x}"
-        );
-        assert!(
-            rows.iter().any(|r| t.rule(r.rule) != UnwindRule::NO_INFO),
-            "{name}"
-        );
+        assert_eq!(rows.first().map(|r| r.addr_lo), Some(0), "{name} page {page:#x}");
+        assert!(rows.windows(2).all(|w| w[0].addr_lo < w[1].addr_lo), "{name} {page:#x}");
+        assert!(rows.windows(2).all(|w| w[0].rule != w[1].rule), "{name} page {page:#x}");
+        assert!(rows.iter().any(|r| t.rule(r.rule) != UnwindRule::NO_INFO), "{name}");
     }
 }
 
@@ -121,11 +108,7 @@ fn check_section(name: &str, s: &Section<'_>) -> (ObjectTable, usize) {
         for pc in addresses(s, f) {
             assert_eq!(t.lookup(pc), expected(s, pc), "{name} at {pc:#x}");
             if s.find_function(pc).is_none() {
-                assert_eq!(
-                    t.lookup(pc),
-                    UnwindRule::NO_INFO,
-                    "{name} outside at {pc:#x}"
-                );
+                assert_eq!(t.lookup(pc), UnwindRule::NO_INFO, "{name} outside at {pc:#x}");
             }
             checked += 1;
         }
@@ -179,10 +162,7 @@ fn lookup_equals_reader_over_the_corpus() {
         totals.pages += st.pages;
         totals.local_rules += st.rules;
     }
-    assert!(
-        totals.objects >= 40,
-        "the corpus has x86_64 and aarch64 files of v1-v3"
-    );
+    assert!(totals.objects >= 40, "the corpus has x86_64 and aarch64 files of v1-v3");
     let index = totals.rows * 4 + totals.pages * 16;
     let per_row = |bytes: u64| bytes as f64 / totals.sframe_rows as f64;
     let shared = index + global.rules().len() as u64 * 12;
@@ -212,25 +192,14 @@ fn lookup_equals_reader_over_the_corpus() {
 #[test]
 fn s390x_tables_are_empty_with_a_reason() {
     let mut seen = 0;
-    for path in corpus()
-        .iter()
-        .filter(|p| p.to_string_lossy().contains("s390x"))
-    {
+    for path in corpus().iter().filter(|p| p.to_string_lossy().contains("s390x")) {
         let bytes = std::fs::read(path).expect("read");
         let found = elf::find_sframe(&bytes).expect("ELF").expect(".sframe");
         let s = Section::parse(&found.data, found.vaddr).expect("parses");
         let t = build_from_sframe(&s).expect("builds");
         assert!(t.pages().is_empty(), "{}", path.display());
-        let counts: Vec<(&str, u64)> = t
-            .stats()
-            .unsupported
-            .iter()
-            .map(|(r, n)| (r.name(), *n))
-            .collect();
-        assert_eq!(
-            counts.first(),
-            Some(&("unsupported abi", t.stats().sframe_rows))
-        );
+        let counts: Vec<(&str, u64)> = t.stats().unsupported.iter().map(|(r, n)| (r.name(), *n)).collect();
+        assert_eq!(counts.first(), Some(&("unsupported abi", t.stats().sframe_rows)));
         seen += 1;
     }
     assert!(seen >= 3, "chain, chain.o and libshlib.so");

@@ -3,13 +3,27 @@
 use super::*;
 use crate::cfi::CfiSource;
 
-const AMD64: Target = Target { arch: Arch::X86_64, fixed_ra: -8, fixed_fp: 0, version: 2 };
-const AARCH64: Target = Target { arch: Arch::Aarch64, fixed_ra: 0, fixed_fp: 0, version: 2 };
+const AMD64: Target = Target {
+    arch: Arch::X86_64,
+    fixed_ra: -8,
+    fixed_fp: 0,
+    version: 2,
+};
+const AARCH64: Target = Target {
+    arch: Arch::Aarch64,
+    fixed_ra: 0,
+    fixed_fp: 0,
+    version: 2,
+};
 
 fn row(base: Reg, offset: i64, fp: Rule, ra: Rule) -> Row {
     Row {
         start: 0,
-        cfa: CfaRule { base, offset, deref: false },
+        cfa: CfaRule {
+            base,
+            offset,
+            deref: false,
+        },
         ra,
         fp,
         ra_undefined: false,
@@ -36,9 +50,15 @@ fn cfi(reg: u16, offset: i64, fp: CfiReg, ra: CfiReg) -> CfiRule {
 #[test]
 fn amd64_equal_rules_agree() {
     let r = row(Reg::Sp, 16, Rule::AtCfa(-16), Rule::Unchanged);
-    assert_eq!(AMD64.differences(&r, false, &cfi(7, 16, CfiReg::Offset(-16), CfiReg::Offset(-8))), []);
+    assert_eq!(
+        AMD64.differences(&r, false, &cfi(7, 16, CfiReg::Offset(-16), CfiReg::Offset(-8))),
+        []
+    );
     let r = row(Reg::Fp, 16, Rule::AtCfa(-16), Rule::Unchanged);
-    assert_eq!(AMD64.differences(&r, false, &cfi(6, 16, CfiReg::Offset(-16), CfiReg::Offset(-8))), []);
+    assert_eq!(
+        AMD64.differences(&r, false, &cfi(6, 16, CfiReg::Offset(-16), CfiReg::Offset(-8))),
+        []
+    );
 }
 
 /// A different CFA offset, base register, or a dereferenced SFrame CFA is a CFA mismatch.
@@ -49,7 +69,11 @@ fn cfa_differences_are_found() {
         row(Reg::Sp, 24, Rule::Unchanged, Rule::Unchanged),
         row(Reg::Fp, 16, Rule::Unchanged, Rule::Unchanged),
         Row {
-            cfa: CfaRule { base: Reg::Sp, offset: 16, deref: true },
+            cfa: CfaRule {
+                base: Reg::Sp,
+                offset: 16,
+                deref: true,
+            },
             ..row(Reg::Sp, 16, Rule::Unchanged, Rule::Unchanged)
         },
     ] {
@@ -82,35 +106,65 @@ fn ra_difference_is_found() {
 #[test]
 fn aarch64_ra_rules() {
     let leaf = row(Reg::Sp, 0, Rule::Unchanged, Rule::Unchanged);
-    assert_eq!(AARCH64.differences(&leaf, false, &cfi(31, 0, CfiReg::SameValue, CfiReg::SameValue)), []);
+    assert_eq!(
+        AARCH64.differences(&leaf, false, &cfi(31, 0, CfiReg::SameValue, CfiReg::SameValue)),
+        []
+    );
     assert_eq!(
         AARCH64.differences(&leaf, false, &cfi(31, 0, CfiReg::SameValue, CfiReg::Offset(-8))),
         [FindingKind::RaMismatch]
     );
     let framed = row(Reg::Fp, 16, Rule::AtCfa(-16), Rule::AtCfa(-8));
-    assert_eq!(AARCH64.differences(&framed, false, &cfi(29, 16, CfiReg::Offset(-16), CfiReg::Offset(-8))), []);
-    let flex = row(Reg::Sp, 0, Rule::Unchanged, Rule::Expr { base: Reg::Dwarf(30), offset: 0, deref: false });
-    assert_eq!(AARCH64.differences(&flex, false, &cfi(31, 0, CfiReg::SameValue, CfiReg::Register(30))), []);
+    assert_eq!(
+        AARCH64.differences(&framed, false, &cfi(29, 16, CfiReg::Offset(-16), CfiReg::Offset(-8))),
+        []
+    );
+    let flex = row(
+        Reg::Sp,
+        0,
+        Rule::Unchanged,
+        Rule::Expr {
+            base: Reg::Dwarf(30),
+            offset: 0,
+            deref: false,
+        },
+    );
+    assert_eq!(
+        AARCH64.differences(&flex, false, &cfi(31, 0, CfiReg::SameValue, CfiReg::Register(30))),
+        []
+    );
 }
 
 /// Outermost frames: SFrame's RA-undefined row must meet CFI's undefined RA, and vice versa;
 /// nothing else is compared then.
 #[test]
 fn outermost_frames_must_agree() {
-    let outermost = Row { ra_undefined: true, ..row(Reg::Sp, 0, Rule::Unchanged, Rule::Unchanged) };
+    let outermost = Row {
+        ra_undefined: true,
+        ..row(Reg::Sp, 0, Rule::Unchanged, Rule::Unchanged)
+    };
     let cfi_outermost = cfi(7, 8, CfiReg::SameValue, CfiReg::Undefined);
     let normal = cfi(7, 8, CfiReg::SameValue, CfiReg::Offset(-8));
     assert_eq!(AMD64.differences(&outermost, false, &cfi_outermost), []);
-    assert_eq!(AMD64.differences(&outermost, false, &normal), [FindingKind::OutermostMismatch]);
+    assert_eq!(
+        AMD64.differences(&outermost, false, &normal),
+        [FindingKind::OutermostMismatch]
+    );
     let r = row(Reg::Sp, 8, Rule::Unchanged, Rule::Unchanged);
-    assert_eq!(AMD64.differences(&r, false, &cfi_outermost), [FindingKind::OutermostMismatch]);
+    assert_eq!(
+        AMD64.differences(&r, false, &cfi_outermost),
+        [FindingKind::OutermostMismatch]
+    );
 }
 
 /// The SIGNAL bit exists from v3 on; before, the CIE's `S` is not compared.
 #[test]
 fn signal_bit_compared_from_v3() {
     let r = row(Reg::Sp, 8, Rule::Unchanged, Rule::Unchanged);
-    let rule = CfiRule { signal: true, ..cfi(7, 8, CfiReg::SameValue, CfiReg::Offset(-8)) };
+    let rule = CfiRule {
+        signal: true,
+        ..cfi(7, 8, CfiReg::SameValue, CfiReg::Offset(-8))
+    };
     assert_eq!(AMD64.differences(&r, false, &rule), []);
     let v3 = Target { version: 3, ..AMD64 };
     assert_eq!(v3.differences(&r, false, &rule), [FindingKind::SignalMismatch]);
@@ -124,9 +178,15 @@ fn descriptions_use_one_notation() {
     assert_eq!(AMD64.describe_sframe(&r), "CFA=rsp+24 FP=*(CFA-24) RA=*(CFA-8)");
     let rule = cfi(6, 16, CfiReg::SameValue, CfiReg::Offset(-8));
     assert_eq!(AMD64.describe_cfi(&rule), "CFA=rbp+16 FP=same RA=*(CFA-8)");
-    let expr = CfiRule { cfa: CfiCfa::Expression, ..rule };
+    let expr = CfiRule {
+        cfa: CfiCfa::Expression,
+        ..rule
+    };
     assert_eq!(AMD64.describe_cfi(&expr), "CFA=expr FP=same RA=*(CFA-8)");
-    let outermost = Row { ra_undefined: true, ..r };
+    let outermost = Row {
+        ra_undefined: true,
+        ..r
+    };
     assert_eq!(AMD64.describe_sframe(&outermost), "outermost (RA undefined)");
     assert_eq!(
         AARCH64.describe_sframe(&row(Reg::Fp, 16, Rule::AtCfa(-16), Rule::AtCfa(-8))),

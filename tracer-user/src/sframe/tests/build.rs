@@ -134,10 +134,7 @@ impl Spec {
                     2 => 1,
                     _ => 2,
                 };
-                fres.u8(u8::from(r.sp)
-                    | (r.words.len() as u8) << 1
-                    | code << 5
-                    | u8::from(r.mangled) << 7);
+                fres.u8(u8::from(r.sp) | (r.words.len() as u8) << 1 | code << 5 | u8::from(r.mangled) << 7);
                 for &w in &r.words {
                     fres.int(w, r.size);
                 }
@@ -163,11 +160,7 @@ impl Spec {
         out.buf.extend_from_slice(&self.aux);
         for (i, f) in self.fdes.iter().enumerate() {
             let field = self.vaddr + self.fde_at(i) as u64;
-            let base = if self.flags & 0x4 != 0 {
-                field
-            } else {
-                self.vaddr
-            };
+            let base = if self.flags & 0x4 != 0 { field } else { self.vaddr };
             let raw = f.start.wrapping_sub(base) as i64;
             if self.version >= 3 {
                 out.int(raw, 8);

@@ -41,10 +41,7 @@ fn header_errors() {
             have: 12
         }
     );
-    assert_eq!(
-        e.to_string(),
-        "truncated header: need 28 bytes at offset 0x0, have 12"
-    );
+    assert_eq!(e.to_string(), "truncated header: need 28 bytes at offset 0x0, have 12");
     let spec = worked(2);
     parse_err(
         &spec,
@@ -57,16 +54,9 @@ fn header_errors() {
     parse_err(
         &spec,
         |b, _| b[2] = 4,
-        |_| Error::UnsupportedVersion {
-            offset: 2,
-            version: 4,
-        },
+        |_| Error::UnsupportedVersion { offset: 2, version: 4 },
     );
-    parse_err(
-        &spec,
-        |b, _| b[4] = 5,
-        |_| Error::UnknownAbi { offset: 4, abi: 5 },
-    );
+    parse_err(&spec, |b, _| b[4] = 5, |_| Error::UnknownAbi { offset: 4, abi: 5 });
     parse_err(
         &spec,
         |b, _| b[7] = 255,
@@ -151,10 +141,7 @@ fn descriptor_errors() {
     parse_err(
         &v2,
         |b, _| b[fde + 16] = 3,
-        |_| Error::UnknownFreType {
-            offset: 44,
-            value: 3,
-        },
+        |_| Error::UnknownFreType { offset: 44, value: 3 },
     );
     let v3 = worked(3);
     let attr = v3.fre_at();
@@ -171,18 +158,12 @@ fn descriptor_errors() {
     parse_err(
         &v3,
         |b, _| b[attr + 2] = 7,
-        |_| Error::UnknownFreType {
-            offset: 46,
-            value: 7,
-        },
+        |_| Error::UnknownFreType { offset: 46, value: 7 },
     );
     parse_err(
         &v3,
         |b, _| b[attr + 3] = 2,
-        |_| Error::UnknownFdeType {
-            offset: 47,
-            value: 2,
-        },
+        |_| Error::UnknownFdeType { offset: 47, value: 2 },
     );
 }
 

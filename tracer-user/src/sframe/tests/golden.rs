@@ -92,23 +92,14 @@ fn worked_example_decodes_in_every_version_and_byte_order() {
             assert_eq!(s.endian(), endian);
             assert_eq!(s.header().version, version);
             assert_eq!(s.num_rows(), 4);
-            let [f] = s.functions() else {
-                panic!("one function")
-            };
-            assert_eq!(
-                (f.start, f.size, f.num_fres, f.pc_type),
-                (0x401000, 25, 4, PcType::Inc)
-            );
+            let [f] = s.functions() else { panic!("one function") };
+            assert_eq!((f.start, f.size, f.num_fres, f.pc_type), (0x401000, 25, 4, PcType::Inc));
             let first = match version {
                 1 => 45,
                 2 => 48,
                 _ => 49,
             };
-            assert_eq!(
-                s.rows(f).expect("rows"),
-                expected_rows(first),
-                "v{version} {endian:?}"
-            );
+            assert_eq!(s.rows(f).expect("rows"), expected_rows(first), "v{version} {endian:?}");
             let at = |pc| s.find_row(pc).expect("lookup").map(|(_, r)| r.start);
             assert_eq!(at(0x401000), Some(0));
             assert_eq!(at(0x401003), Some(1));
@@ -133,10 +124,7 @@ fn auxiliary_header_is_skipped() {
             assert_eq!(s.header().auxhdr_len, 5);
             assert_eq!(s.functions()[0].start, 0x401000);
             let first = spec.fre_at() as u32 + if version >= 3 { 5 } else { 0 };
-            assert_eq!(
-                s.rows(&s.functions()[0]).expect("rows"),
-                expected_rows(first)
-            );
+            assert_eq!(s.rows(&s.functions()[0]).expect("rows"), expected_rows(first));
         }
     }
 }
@@ -156,11 +144,7 @@ fn start_and_word_widths() {
         for endian in [Endian::Little, Endian::Big] {
             let bytes = amd64(version, vec![f2.clone(), f4.clone()]).build(endian);
             let s = Section::parse(&bytes, 0x402000).expect("parses");
-            let rows: Vec<Vec<Row>> = s
-                .functions()
-                .iter()
-                .map(|f| s.rows(f).expect("rows"))
-                .collect();
+            let rows: Vec<Vec<Row>> = s.functions().iter().map(|f| s.rows(f).expect("rows")).collect();
             assert_eq!(
                 (rows[0][1].start, rows[0][1].cfa.offset, rows[0][1].fp),
                 (0x1234, 300, Rule::AtCfa(-300))
@@ -176,10 +160,7 @@ fn start_and_word_widths() {
                     }
                 )
             );
-            let (f, r) = s
-                .find_row(0x600000 + 0x12346)
-                .expect("lookup")
-                .expect("covered");
+            let (f, r) = s.find_row(0x600000 + 0x12346).expect("lookup").expect("covered");
             assert_eq!((f.start, r.start), (0x600000, 0x12345));
         }
     }
@@ -247,18 +228,10 @@ fn functions_are_sorted_by_resolved_start() {
 /// Start resolution wraps like pointer arithmetic instead of panicking on extreme values.
 #[test]
 fn start_resolution_wraps() {
-    let spec = amd64(
-        3,
-        vec![fde(u64::MAX - 0x10, 0x100, vec![fre(0, true, &[8])])],
-    );
+    let spec = amd64(3, vec![fde(u64::MAX - 0x10, 0x100, vec![fre(0, true, &[8])])]);
     let bytes = spec.build(Endian::Little);
     let s = Section::parse(&bytes, 0x402000).expect("parses");
     let f = s.functions()[0];
     assert_eq!((f.start, f.end()), (u64::MAX - 0x10, u64::MAX));
-    assert_eq!(
-        s.find_row(u64::MAX - 1)
-            .expect("lookup")
-            .map(|(_, r)| r.start),
-        Some(0)
-    );
+    assert_eq!(s.find_row(u64::MAX - 1).expect("lookup").map(|(_, r)| r.start), Some(0));
 }

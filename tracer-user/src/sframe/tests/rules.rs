@@ -51,44 +51,20 @@ fn flex(version: u8, abi: u8, fixed_ra: i8, words: &[i64]) -> Spec {
 fn aarch64_default_rows() {
     let mut signed = fre(8, false, &[16, -8, -16]);
     signed.mangled = true;
-    let mut s = spec(
-        2,
-        2,
-        0,
-        0,
-        vec![fre(0, true, &[0]), fre(4, true, &[16, -8]), signed],
-    );
+    let mut s = spec(2, 2, 0, 0, vec![fre(0, true, &[0]), fre(4, true, &[16, -8]), signed]);
     s.fdes[0].pauth_b = true;
     let got = strip(rows(&s).expect("rows"));
     assert_eq!(
         got[0],
-        (
-            cfa(Reg::Sp, 0),
-            Rule::Unchanged,
-            Rule::Unchanged,
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 0), Rule::Unchanged, Rule::Unchanged, false, false)
     );
     assert_eq!(
         got[1],
-        (
-            cfa(Reg::Sp, 16),
-            Rule::AtCfa(-8),
-            Rule::Unchanged,
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 16), Rule::AtCfa(-8), Rule::Unchanged, false, false)
     );
     assert_eq!(
         got[2],
-        (
-            cfa(Reg::Fp, 16),
-            Rule::AtCfa(-8),
-            Rule::AtCfa(-16),
-            false,
-            true
-        )
+        (cfa(Reg::Fp, 16), Rule::AtCfa(-8), Rule::AtCfa(-16), false, true)
     );
     let bytes = s.build(Endian::Big);
     assert_eq!(
@@ -103,24 +79,12 @@ fn fixed_offsets_remove_words() {
     let got = strip(rows(&spec(2, 3, 0, -8, vec![fre(0, true, &[16, -16])])).expect("rows"));
     assert_eq!(
         got[0],
-        (
-            cfa(Reg::Sp, 16),
-            Rule::Unchanged,
-            Rule::AtCfa(-16),
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 16), Rule::Unchanged, Rule::AtCfa(-16), false, false)
     );
     let got = strip(rows(&spec(2, 2, -16, 0, vec![fre(0, true, &[16, -8])])).expect("rows"));
     assert_eq!(
         got[0],
-        (
-            cfa(Reg::Sp, 16),
-            Rule::AtCfa(-8),
-            Rule::Unchanged,
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 16), Rule::AtCfa(-8), Rule::Unchanged, false, false)
     );
     let both = spec(2, 3, -16, -8, vec![fre(0, true, &[16, -16])]);
     let bytes = both.build(Endian::Little);
@@ -156,70 +120,28 @@ fn s390x_default_rows() {
     assert_eq!(got[0].0, cfa(Reg::Sp, 160));
     assert_eq!(
         got[1],
-        (
-            cfa(Reg::Sp, 320),
-            Rule::AtCfa(-48),
-            Rule::AtCfa(-72),
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 320), Rule::AtCfa(-48), Rule::AtCfa(-72), false, false)
     );
     assert_eq!(
         got[2],
-        (
-            cfa(Reg::Sp, 320),
-            Rule::Unchanged,
-            Rule::AtCfa(-72),
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 320), Rule::Unchanged, Rule::AtCfa(-72), false, false)
     );
-    let regs = (
-        Rule::InRegister(Reg::Dwarf(14)),
-        Rule::InRegister(Reg::Dwarf(17)),
-    );
+    let regs = (Rule::InRegister(Reg::Dwarf(14)), Rule::InRegister(Reg::Dwarf(17)));
     assert_eq!((got[3].1, got[3].2), regs);
-    assert_eq!(
-        (got[4].0, got[4].1),
-        (cfa(Reg::Fp, 160), Rule::InRegister(Reg::Sp))
-    );
+    assert_eq!((got[4].0, got[4].1), (cfa(Reg::Fp, 160), Rule::InRegister(Reg::Sp)));
     let v3 = strip(rows(&spec(3, 4, 0, 0, vec![fre(0, true, &[0, 29])])).expect("rows"));
     assert_eq!(v3[0].1, Rule::AtCfa(29));
     let bad = spec(2, 4, 0, 0, vec![fre(0, true, &[0, -3])]);
     let at = bad.fre_at() as u64;
-    assert_eq!(
-        rows(&bad),
-        Err(Error::BadRegister {
-            offset: at,
-            value: -2
-        })
-    );
+    assert_eq!(rows(&bad), Err(Error::BadRegister { offset: at, value: -2 }));
 }
 
 /// A row without data words is the outermost frame (RA undefined), in every version.
 #[test]
 fn rows_without_words_are_outermost() {
     for version in 1..=3 {
-        let got = strip(
-            rows(&spec(
-                version,
-                3,
-                0,
-                -8,
-                vec![fre(0, true, &[8]), fre(5, true, &[])],
-            ))
-            .expect("rows"),
-        );
-        assert_eq!(
-            got[1],
-            (
-                cfa(Reg::Sp, 0),
-                Rule::Unchanged,
-                Rule::Unchanged,
-                true,
-                false
-            )
-        );
+        let got = strip(rows(&spec(version, 3, 0, -8, vec![fre(0, true, &[8]), fre(5, true, &[])])).expect("rows"));
+        assert_eq!(got[1], (cfa(Reg::Sp, 0), Rule::Unchanged, Rule::Unchanged, true, false));
     }
 }
 
@@ -258,13 +180,7 @@ fn flex_rules() {
     let r = |words: &[i64]| strip(rows(&flex(3, 3, -8, words)).expect("rows"))[0];
     assert_eq!(
         r(&[0x39, 8]),
-        (
-            cfa(Reg::Sp, 8),
-            Rule::Unchanged,
-            Rule::Unchanged,
-            false,
-            false
-        )
+        (cfa(Reg::Sp, 8), Rule::Unchanged, Rule::Unchanged, false, false)
     );
     assert_eq!(r(&[0x51, 0]).0, cfa(Reg::Dwarf(10), 0));
     assert_eq!(
@@ -290,10 +206,7 @@ fn flex_rules() {
     let saved = r(&[0x39, 16, 2, -8, 2, -16]);
     assert_eq!((saved.1, saved.2), (Rule::AtCfa(-8), Rule::AtCfa(-16)));
     let other = r(&[0x39, 16, (3 << 3) | 1, 0, 8, 16]);
-    assert_eq!(
-        (other.1, other.2),
-        (Rule::InRegister(Reg::Dwarf(3)), Rule::ValCfa(16))
-    );
+    assert_eq!((other.1, other.2), (Rule::InRegister(Reg::Dwarf(3)), Rule::ValCfa(16)));
     let plus = r(&[0x39, 16, (3 << 3) | 1, 8]);
     assert_eq!(
         plus.1,
@@ -303,18 +216,10 @@ fn flex_rules() {
             deref: false
         }
     );
-    let aarch64 =
-        strip(rows(&flex(3, 2, 0, &[(31 << 3) | 1, 16, 0, (29 << 3) | 1, 0])).expect("rows"))[0];
-    assert_eq!(
-        (aarch64.0.base, aarch64.2),
-        (Reg::Sp, Rule::InRegister(Reg::Fp))
-    );
-    let s390x =
-        strip(rows(&flex(3, 4, 0, &[(11 << 3) | 1, 20, (15 << 3) | 1, 0])).expect("rows"))[0];
-    assert_eq!(
-        (s390x.0, s390x.1),
-        (cfa(Reg::Fp, 320), Rule::InRegister(Reg::Sp))
-    );
+    let aarch64 = strip(rows(&flex(3, 2, 0, &[(31 << 3) | 1, 16, 0, (29 << 3) | 1, 0])).expect("rows"))[0];
+    assert_eq!((aarch64.0.base, aarch64.2), (Reg::Sp, Rule::InRegister(Reg::Fp)));
+    let s390x = strip(rows(&flex(3, 4, 0, &[(11 << 3) | 1, 20, (15 << 3) | 1, 0])).expect("rows"))[0];
+    assert_eq!((s390x.0, s390x.1), (cfa(Reg::Fp, 320), Rule::InRegister(Reg::Sp)));
     assert!(r(&[]).3, "no words: outermost");
 }
 
@@ -330,11 +235,7 @@ fn flex_errors() {
     for (words, reason) in cases {
         let s = flex(3, 3, -8, words);
         let at = s.fre_at() as u64 + 5;
-        assert_eq!(
-            rows(&s),
-            Err(Error::InvalidFlex { offset: at, reason }),
-            "{words:?}"
-        );
+        assert_eq!(rows(&s), Err(Error::InvalidFlex { offset: at, reason }), "{words:?}");
     }
     let mut big = fre(0, false, &[(70_000 << 3) | 1, 0]);
     big.size = 4;

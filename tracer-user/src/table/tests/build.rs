@@ -59,15 +59,9 @@ fn check_shape(t: &ObjectTable) {
     for (page, rows) in t.pages() {
         assert_eq!(rows.first().map(|r| r.addr_lo), Some(0), "page {page:#x}");
         assert!(rows.windows(2).all(|w| w[0].addr_lo < w[1].addr_lo));
-        assert!(
-            rows.windows(2).all(|w| w[0].rule != w[1].rule),
-            "page {page:#x}"
-        );
+        assert!(rows.windows(2).all(|w| w[0].rule != w[1].rule), "page {page:#x}");
         assert!(rows.iter().all(|r| usize::from(r.rule) < t.rules().len()));
-        assert!(
-            rows.iter().any(|r| r.rule != 0),
-            "page {page:#x} is all NO_INFO"
-        );
+        assert!(rows.iter().any(|r| r.rule != 0), "page {page:#x} is all NO_INFO");
     }
     let rows: usize = t.pages().iter().map(|(_, r)| r.len()).sum();
     assert_eq!(t.stats().rows, rows as u64);
@@ -76,17 +70,11 @@ fn check_shape(t: &ObjectTable) {
 
 fn rows_of(t: &ObjectTable, page: u32) -> Vec<(u16, UnwindRule)> {
     let (_, rows) = t.pages().iter().find(|(p, _)| *p == page).expect("page");
-    rows.iter()
-        .map(|r: &UnwindRow| (r.addr_lo, t.rule(r.rule)))
-        .collect()
+    rows.iter().map(|r: &UnwindRow| (r.addr_lo, t.rule(r.rule))).collect()
 }
 
 fn reasons(t: &ObjectTable) -> Vec<(Unsupported, u64)> {
-    t.stats()
-        .unsupported
-        .iter()
-        .map(|(r, n)| (*r, *n))
-        .collect()
+    t.stats().unsupported.iter().map(|(r, n)| (*r, *n)).collect()
 }
 
 /// Adjacent functions leave no NO_INFO between them, a gap and a late first row do, equal
@@ -143,10 +131,7 @@ fn function_spanning_pages() {
     assert_eq!(t.lookup(0x6_0000), no);
     assert_eq!(t.lookup(u64::MAX), no);
     assert_eq!(t.map_bytes(), 8 * 4 + 5 * 16 + 3 * 12);
-    assert_eq!(
-        t.stats().bytes_per_sframe_row(),
-        (8.0 * 4.0 + 5.0 * 16.0) / 3.0
-    );
+    assert_eq!(t.stats().bytes_per_sframe_row(), (8.0 * 4.0 + 5.0 * 16.0) / 3.0);
 }
 
 /// MASK functions repeat their rows per block (the last block partial); v1 amd64 uses
@@ -159,10 +144,7 @@ fn mask_expansion() {
         ..function(start, size)
     };
     let rows = vec![sp(0, 8), sp(11, 16)];
-    let spec = vec![
-        (plt(0x1000, 40, 16), rows.clone()),
-        (plt(0x1030, 48, 0), rows.clone()),
-    ];
+    let spec = vec![(plt(0x1000, 40, 16), rows.clone()), (plt(0x1030, 48, 0), rows.clone())];
     for version in [1, 2] {
         let h = header(Abi::Amd64Le, version);
         let t = table(&h, &spec);
@@ -186,10 +168,7 @@ fn mask_expansion() {
     let h = header(Abi::Aarch64Le, 1);
     let t = table(&h, &spec);
     agrees(&h, &spec, &t, 0x1030..0x1060);
-    assert_eq!(
-        reasons(&t).first(),
-        Some(&(Unsupported::MaskWithoutRepSize, 1))
-    );
+    assert_eq!(reasons(&t).first(), Some(&(Unsupported::MaskWithoutRepSize, 1)));
 }
 
 /// Overlapping functions (a `.o`): the later one wins from its start, also with equal
@@ -268,16 +247,10 @@ fn row_budget() {
         rep_size: 1,
         ..function(0, u32::MAX)
     };
-    let t = table(
-        &h,
-        &vec![(function(0, 0x20), vec![sp(0, 16)]), (plt, vec![sp(0, 8)])],
-    );
+    let t = table(&h, &vec![(function(0, 0x20), vec![sp(0, 16)]), (plt, vec![sp(0, 8)])]);
     assert_eq!(
         reasons(&t),
-        [
-            (Unsupported::OverlappingFunctions, 1),
-            (Unsupported::TooManyRows, 1)
-        ]
+        [(Unsupported::OverlappingFunctions, 1), (Unsupported::TooManyRows, 1)]
     );
     assert_eq!(
         t.lookup(0),

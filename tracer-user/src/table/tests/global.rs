@@ -50,10 +50,7 @@ fn remap_shares_rules_between_objects() {
             assert_eq!(page, local_page);
             for (row, local) in rows.iter().zip(local_rows) {
                 assert_eq!(row.addr_lo, local.addr_lo);
-                assert_eq!(
-                    global.rules()[usize::from(row.rule)],
-                    table.rule(local.rule)
-                );
+                assert_eq!(global.rules()[usize::from(row.rule)], table.rule(local.rule));
             }
         }
     }
@@ -72,9 +69,5 @@ fn failed_remap_changes_nothing() {
     assert_eq!(global.remap(&t), Err(RulesFull));
     assert_eq!(global.rules(), before.rules());
     assert_eq!(global.intern(numbered(1000)), Some(0));
-    assert_eq!(
-        global.intern(numbered(5)),
-        Some(65_534),
-        "the removed rules are gone"
-    );
+    assert_eq!(global.intern(numbered(5)), Some(65_534), "the removed rules are gone");
 }

@@ -6,9 +6,7 @@ mod build;
 mod global;
 mod rules;
 
-use crate::sframe::{
-    Abi, CfaRule, FdeType, FreType, Function, Header, PauthKey, PcType, Reg, Row, Rule,
-};
+use crate::sframe::{Abi, CfaRule, FdeType, FreType, Function, Header, PauthKey, PcType, Reg, Row, Rule};
 
 /// A header of `abi` and `version` with binutils' fixed offsets (amd64: RA at CFA - 8).
 fn header(abi: Abi, version: u8) -> Header {

@@ -1,8 +1,8 @@
 //! `convert`: the kernel rule (or reason) of each kind of SFrame row, per ABI and FDE type.
 
 use tracer_common::unwind::{
-    FLAG_FP_SAVED, FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA,
-    KIND_CFA_DEREF, KIND_OUTERMOST, REG_DWARF_BASE, REG_FP, REG_SP, UnwindRule,
+    FLAG_FP_SAVED, FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_CFA_DEREF,
+    KIND_OUTERMOST, REG_DWARF_BASE, REG_FP, REG_SP, UnwindRule,
 };
 
 use super::{function, header, row, sp};
@@ -33,14 +33,7 @@ fn amd64_default_rows() {
     let framed = row(4, Reg::Fp, 16, Rule::Unchanged, Rule::AtCfa(-16));
     assert_eq!(
         convert(&h, &f, &framed),
-        Ok(rule(
-            KIND_CFA,
-            REG_FP,
-            FLAG_RA_SAVED | FLAG_FP_SAVED,
-            16,
-            -16,
-            -8
-        ))
+        Ok(rule(KIND_CFA, REG_FP, FLAG_RA_SAVED | FLAG_FP_SAVED, 16, -16, -8))
     );
 }
 
@@ -51,14 +44,7 @@ fn fixed_fp_offset_applies_to_untracked_fp() {
     h.fixed_fp_offset = -16;
     assert_eq!(
         convert(&h, &function(0, 8), &sp(0, 16)),
-        Ok(rule(
-            KIND_CFA,
-            REG_SP,
-            FLAG_RA_SAVED | FLAG_FP_SAVED,
-            16,
-            -16,
-            -8
-        ))
+        Ok(rule(KIND_CFA, REG_SP, FLAG_RA_SAVED | FLAG_FP_SAVED, 16, -16, -8))
     );
 }
 
@@ -71,26 +57,13 @@ fn aarch64_ra_saved_or_in_link_register() {
     let entry = row(0, Reg::Sp, 0, Rule::Unchanged, Rule::Unchanged);
     let in_lr = rule(KIND_CFA, REG_SP, FLAG_TOPMOST_ONLY, 0, 0, 0);
     assert_eq!(convert(&h, &f, &entry), Ok(in_lr));
-    let explicit = row(
-        0,
-        Reg::Sp,
-        0,
-        Rule::InRegister(Reg::Dwarf(30)),
-        Rule::Unchanged,
-    );
+    let explicit = row(0, Reg::Sp, 0, Rule::InRegister(Reg::Dwarf(30)), Rule::Unchanged);
     assert_eq!(convert(&h, &f, &explicit), Ok(in_lr));
     let mut signed = entry;
     signed.mangled_ra = true;
     assert_eq!(
         convert(&h, &f, &signed),
-        Ok(rule(
-            KIND_CFA,
-            REG_SP,
-            FLAG_TOPMOST_ONLY | FLAG_MANGLED_RA,
-            0,
-            0,
-            0
-        ))
+        Ok(rule(KIND_CFA, REG_SP, FLAG_TOPMOST_ONLY | FLAG_MANGLED_RA, 0, 0, 0))
     );
     let mut saved = row(8, Reg::Sp, 16, Rule::AtCfa(-8), Rule::AtCfa(-16));
     saved.mangled_ra = true;
@@ -123,25 +96,12 @@ fn outermost_and_signal() {
     let mut end = sp(0, 0);
     end.ra_undefined = true;
     let mut f = function(0, 8);
-    assert_eq!(
-        convert(&h, &f, &end),
-        Ok(rule(KIND_OUTERMOST, 0, 0, 0, 0, 0))
-    );
+    assert_eq!(convert(&h, &f, &end), Ok(rule(KIND_OUTERMOST, 0, 0, 0, 0, 0)));
     f.signal = true;
-    assert_eq!(
-        convert(&h, &f, &end),
-        Ok(rule(KIND_OUTERMOST, 0, FLAG_SIGNAL, 0, 0, 0))
-    );
+    assert_eq!(convert(&h, &f, &end), Ok(rule(KIND_OUTERMOST, 0, FLAG_SIGNAL, 0, 0, 0)));
     assert_eq!(
         convert(&h, &f, &sp(0, 8)),
-        Ok(rule(
-            KIND_CFA,
-            REG_SP,
-            FLAG_SIGNAL | FLAG_RA_SAVED,
-            8,
-            0,
-            -8
-        ))
+        Ok(rule(KIND_CFA, REG_SP, FLAG_SIGNAL | FLAG_RA_SAVED, 8, 0, -8))
     );
     assert_eq!(unsupported_rule(&f).flags, FLAG_SIGNAL);
     assert_eq!(unsupported_rule(&function(0, 8)), UnwindRule::NO_INFO);
@@ -209,10 +169,7 @@ fn inexpressible_rules_are_reasons() {
     }
     let mut untracked = header(Abi::Amd64Le, 3);
     untracked.fixed_ra_offset = 0;
-    assert_eq!(
-        convert(&untracked, &f, &sp(0, 8)),
-        Err(Unsupported::RaUntracked)
-    );
+    assert_eq!(convert(&untracked, &f, &sp(0, 8)), Err(Unsupported::RaUntracked));
 }
 
 /// Offsets are checked against the field widths: CFA i32, RA and FP i16, at both ends.
@@ -220,13 +177,7 @@ fn inexpressible_rules_are_reasons() {
 fn offsets_must_fit_their_fields() {
     let h = header(Abi::Aarch64Le, 2);
     let f = function(0, 8);
-    let fits = row(
-        0,
-        Reg::Sp,
-        i64::from(i32::MIN),
-        Rule::AtCfa(-32768),
-        Rule::AtCfa(32767),
-    );
+    let fits = row(0, Reg::Sp, i64::from(i32::MIN), Rule::AtCfa(-32768), Rule::AtCfa(32767));
     assert!(convert(&h, &f, &fits).is_ok());
     let cases = [
         (i64::from(i32::MAX) + 1, -8, -16, Unsupported::CfaOffset),

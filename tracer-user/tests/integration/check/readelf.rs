@@ -41,15 +41,30 @@ pub fn parse(text: &str) -> Vec<Fde> {
             }
             [_, _, _, "FDE", cie, pc, ..] => {
                 let cie = cie.strip_prefix("cie=").expect("cie=").to_owned();
-                let (start, end) = pc.strip_prefix("pc=").and_then(|r| r.split_once("..")).expect("pc=a..b");
-                fdes.push((Fde { start: hex(start), end: hex(end), rows: Vec::new() }, cie));
+                let (start, end) = pc
+                    .strip_prefix("pc=")
+                    .and_then(|r| r.split_once(".."))
+                    .expect("pc=a..b");
+                fdes.push((
+                    Fde {
+                        start: hex(start),
+                        end: hex(end),
+                        rows: Vec::new(),
+                    },
+                    cie,
+                ));
                 current_cie = None;
                 columns.clear();
             }
             ["LOC", ..] => columns = fields.clone(),
             [loc, cfa, ..] if loc.len() == 16 && !columns.is_empty() => {
                 let cell = |name: &str| columns.iter().position(|c| *c == name).map(|i| fields[i].to_owned());
-                let row = Row { loc: hex(loc), cfa: (*cfa).to_owned(), fp: cell("rbp"), ra: cell("ra") };
+                let row = Row {
+                    loc: hex(loc),
+                    cfa: (*cfa).to_owned(),
+                    fp: cell("rbp"),
+                    ra: cell("ra"),
+                };
                 match (&current_cie, fdes.last_mut()) {
                     (Some(cie), _) => cies.get_mut(cie).expect("CIE seen").push(row),
                     (None, Some((fde, _))) => fde.rows.push(row),
@@ -63,7 +78,10 @@ pub fn parse(text: &str) -> Vec<Fde> {
         .map(|(mut fde, cie)| {
             if fde.rows.is_empty() {
                 let initial = cies.get(&cie).and_then(|rows| rows.first()).expect("CIE rows");
-                fde.rows.push(Row { loc: fde.start, ..initial.clone() });
+                fde.rows.push(Row {
+                    loc: fde.start,
+                    ..initial.clone()
+                });
             }
             fde
         })
@@ -71,9 +89,13 @@ pub fn parse(text: &str) -> Vec<Fde> {
 }
 
 fn dwarf(name: &str) -> u16 {
-    const NAMES: [&str; 16] =
-        ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"];
-    let n = NAMES.iter().position(|n| *n == name).unwrap_or_else(|| panic!("register {name}"));
+    const NAMES: [&str; 16] = [
+        "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+    ];
+    let n = NAMES
+        .iter()
+        .position(|n| *n == name)
+        .unwrap_or_else(|| panic!("register {name}"));
     u16::try_from(n).unwrap()
 }
 
@@ -83,7 +105,10 @@ fn cfa_matches(cell: &str, cfa: CfiCfa) -> bool {
     }
     let split = cell.find(['+', '-']).unwrap_or_else(|| panic!("CFA cell {cell}"));
     let offset: i64 = cell[split..].trim_start_matches('+').parse().expect("offset");
-    cfa == CfiCfa::RegOffset { reg: dwarf(&cell[..split]), offset }
+    cfa == CfiCfa::RegOffset {
+        reg: dwarf(&cell[..split]),
+        offset,
+    }
 }
 
 /// readelf cells: `u` undefined (also every column not yet set, which gimli leaves unspecified,

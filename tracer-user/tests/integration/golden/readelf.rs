@@ -105,20 +105,14 @@ pub(crate) fn parse_readelf(text: &str) -> Result<Listing, String> {
             l.functions
                 .push(parse_func_line(line).ok_or_else(|| err("function line"))?);
         } else if line.starts_with("STARTPC") {
-            let f = l
-                .functions
-                .last_mut()
-                .ok_or_else(|| err("rows before a function"))?;
+            let f = l.functions.last_mut().ok_or_else(|| err("rows before a function"))?;
             f.mask = line.starts_with("STARTPC[m]");
         } else if line
             .split_whitespace()
             .next()
             .is_some_and(|w| w.len() == 16 && w.bytes().all(|b| b.is_ascii_hexdigit()))
         {
-            let f = l
-                .functions
-                .last_mut()
-                .ok_or_else(|| err("row before a function"))?;
+            let f = l.functions.last_mut().ok_or_else(|| err("row before a function"))?;
             f.rows.push(parse_row(line).ok_or_else(|| err("row"))?);
         } else if !(line.is_empty()
             || line.starts_with("Contents of the SFrame section")
@@ -134,11 +128,7 @@ pub(crate) fn parse_readelf(text: &str) -> Result<Listing, String> {
     // From 2.41 on readelf prints the fixed offsets whenever they are non-zero; 2.40 (the only
     // readelf that writes v1 here) never does, so an absent line means 0 only from v2 on.
     let known = |v: Option<i8>| {
-        if l.version >= 2 {
-            Some(v.unwrap_or(0))
-        } else {
-            v
-        }
+        if l.version >= 2 { Some(v.unwrap_or(0)) } else { v }
     };
     l.fixed_fp_offset = known(fixed_fp);
     l.fixed_ra_offset = known(fixed_ra);

@@ -8,16 +8,14 @@ use sframe_trace::elf;
 use sframe_trace::sframe::{PcType, Section};
 use sframe_trace::table::ObjectTable;
 use tracer_common::unwind::{
-    FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_NO_INFO,
-    KIND_OUTERMOST, REG_DWARF_BASE, UnwindRule,
+    FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_NO_INFO, KIND_OUTERMOST,
+    REG_DWARF_BASE, UnwindRule,
 };
 
 use super::check_section;
 
 fn fixture(rel: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/bin")
-        .join(rel);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bin").join(rel);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -32,17 +30,11 @@ fn with_table(rel: &str, f: impl FnOnce(&Section<'_>, &ObjectTable)) {
 
 /// Addresses in `[from, to]` where the looked-up rule differs from the one before.
 fn changes(t: &ObjectTable, from: u64, to: u64) -> Vec<u64> {
-    (from..=to)
-        .filter(|&pc| t.lookup(pc) != t.lookup(pc - 1))
-        .collect()
+    (from..=to).filter(|&pc| t.lookup(pc) != t.lookup(pc - 1)).collect()
 }
 
 fn reasons(t: &ObjectTable) -> Vec<(&'static str, u64)> {
-    t.stats()
-        .unsupported
-        .iter()
-        .map(|(r, n)| (r.name(), *n))
-        .collect()
+    t.stats().unsupported.iter().map(|(r, n)| (r.name(), *n)).collect()
 }
 
 /// The 48-byte `.plt` (rows at 0 and 11 of each 16-byte entry) becomes a transition at every
@@ -51,11 +43,7 @@ fn reasons(t: &ObjectTable) -> Vec<(&'static str, u64)> {
 fn plt_is_expanded_per_entry() {
     for v in ["v1", "v2", "v3"] {
         with_table(&format!("{v}/x86_64/chain"), |s, t| {
-            let plt = s
-                .functions()
-                .iter()
-                .find(|f| f.pc_type == PcType::Mask)
-                .expect("plt");
+            let plt = s.functions().iter().find(|f| f.pc_type == PcType::Mask).expect("plt");
             assert_eq!(plt.size, 48, "{v}");
             let at = |o: u64| plt.start + o;
             let want = [0, 11, 16, 27, 32, 43].map(at);
@@ -74,20 +62,12 @@ fn function_over_a_page_boundary() {
         with_table(&format!("{v}/x86_64/addr4.o"), |_, t| {
             let pages: Vec<u32> = t.pages().iter().map(|(p, _)| *p).collect();
             assert_eq!(pages, [0, 1], "{v}");
-            let page1: Vec<(u16, UnwindRule)> = t.pages()[1]
-                .1
-                .iter()
-                .map(|r| (r.addr_lo, t.rule(r.rule)))
-                .collect();
+            let page1: Vec<(u16, UnwindRule)> = t.pages()[1].1.iter().map(|r| (r.addr_lo, t.rule(r.rule))).collect();
             let carried = t.lookup(0xffff);
             assert_eq!(carried.cfa_offset, 16);
             assert_eq!(
                 page1,
-                [
-                    (0, carried),
-                    (0x1177, t.lookup(0x11177)),
-                    (0x1178, UnwindRule::NO_INFO)
-                ]
+                [(0, carried), (0x1177, t.lookup(0x11177)), (0x1178, UnwindRule::NO_INFO)]
             );
         });
     }
@@ -107,16 +87,8 @@ fn aarch64_cfi_rules() {
         let signed = t.lookup(f[2].start + 4);
         assert_eq!(signed.flags, FLAG_TOPMOST_ONLY | FLAG_MANGLED_RA);
         let saved = t.lookup(f[2].start + 8);
-        assert_eq!(
-            saved.flags,
-            FLAG_RA_SAVED | FLAG_MANGLED_RA | 1,
-            "FP saved too"
-        );
-        assert_eq!(
-            t.lookup(f[3].start + 12).kind,
-            KIND_NO_INFO,
-            "RA at CFA - 70000"
-        );
+        assert_eq!(saved.flags, FLAG_RA_SAVED | FLAG_MANGLED_RA | 1, "FP saved too");
+        assert_eq!(t.lookup(f[3].start + 12).kind, KIND_NO_INFO, "RA at CFA - 70000");
         assert!((f[4].start..f[4].end()).all(|pc| t.lookup(pc).flags & FLAG_SIGNAL != 0));
         assert_eq!(reasons(t), [("ra offset out of range", 1)]);
     });
@@ -134,11 +106,7 @@ fn amd64_flex_rules() {
             (r10.cfa_reg, r10.flags),
             (REG_DWARF_BASE + 10, FLAG_RA_SAVED | FLAG_TOPMOST_ONLY)
         );
-        assert_eq!(
-            t.lookup(f[3].start + 0x13).kind,
-            KIND_NO_INFO,
-            "DRAP: FP = *(FP + 0)"
-        );
+        assert_eq!(t.lookup(f[3].start + 0x13).kind, KIND_NO_INFO, "DRAP: FP = *(FP + 0)");
         assert_eq!(t.lookup(f[5].start + 2).kind, KIND_NO_INFO, "RA in r11");
         assert_eq!(t.lookup(f[6].start + 3).kind, KIND_NO_INFO, "FP in r8");
         assert_ne!(t.lookup(f[4].start).flags & FLAG_SIGNAL, 0);
