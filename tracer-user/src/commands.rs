@@ -1,10 +1,6 @@
 //! The body of each subcommand: read the file, call the library, print, pick the exit status.
 
-use std::{
-    io::Write as _,
-    path::Path,
-    process::ExitCode,
-};
+use std::{io::Write as _, path::Path, process::ExitCode};
 
 use anyhow::Context as _;
 use sframe_trace::{

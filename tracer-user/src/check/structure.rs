@@ -124,7 +124,7 @@ fn cfa_problem(abi: Abi, row: &Row) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sframe::{FdeType, FreType, PauthKey};
+    use crate::sframe::testing;
 
     fn header(abi: Abi, fixed_ra: i8) -> Header {
         Header {
@@ -144,34 +144,13 @@ mod tests {
 
     fn function(index: u32, start: u64, size: u32) -> Function {
         Function {
-            start,
-            size,
-            pc_type: PcType::Inc,
-            rep_size: 0,
-            fde_type: FdeType::Default,
-            signal: false,
-            pauth_key: PauthKey::A,
-            fre_type: FreType::Addr1,
-            num_fres: 1,
-            fre_offset: 0,
             index,
+            ..testing::function(start, size)
         }
     }
 
     fn row(start: u32, base: Reg, cfa: i64, fp: Rule) -> Row {
-        Row {
-            start,
-            cfa: CfaRule {
-                base,
-                offset: cfa,
-                deref: false,
-            },
-            ra: Rule::Unchanged,
-            fp,
-            ra_undefined: false,
-            mangled_ra: false,
-            offset: 0,
-        }
+        testing::row(start, base, cfa, Rule::Unchanged, fp)
     }
 
     fn kinds(report: &Report) -> Vec<(FindingKind, u64)> {

@@ -31,6 +31,9 @@ mod read;
 mod types;
 
 #[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
 mod tests;
 
 pub use error::Error;

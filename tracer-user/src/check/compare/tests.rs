@@ -17,19 +17,7 @@ const AARCH64: Target = Target {
 };
 
 fn row(base: Reg, offset: i64, fp: Rule, ra: Rule) -> Row {
-    Row {
-        start: 0,
-        cfa: CfaRule {
-            base,
-            offset,
-            deref: false,
-        },
-        ra,
-        fp,
-        ra_undefined: false,
-        mangled_ra: false,
-        offset: 0,
-    }
+    crate::sframe::testing::row(0, base, offset, ra, fp)
 }
 
 fn cfi(reg: u16, offset: i64, fp: CfiReg, ra: CfiReg) -> CfiRule {

@@ -3,6 +3,7 @@
 //! MASK lookup, descriptor sorting.
 
 use super::build::{Fde, Spec, amd64, fde, fre, hex, worked};
+use crate::sframe::testing;
 use crate::sframe::{CfaRule, Endian, Error, FLAG_FDE_SORTED, PcType, Reg, Row, Rule, Section};
 
 const ROWS_HEX: &str = "00 03 08 | 01 05 10 f0 | 04 04 10 f0 | 18 05 08 f0";
@@ -47,17 +48,8 @@ fn swap_fields(bytes: &[u8], fields: &[(usize, usize)]) -> Vec<u8> {
 
 fn row(start: u32, base: Reg, cfa: i64, fp: Rule, offset: u32) -> Row {
     Row {
-        start,
-        cfa: CfaRule {
-            base,
-            offset: cfa,
-            deref: false,
-        },
-        ra: Rule::Unchanged,
-        fp,
-        ra_undefined: false,
-        mangled_ra: false,
         offset,
+        ..testing::row(start, base, cfa, Rule::Unchanged, fp)
     }
 }
 

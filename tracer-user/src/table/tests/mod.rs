@@ -6,7 +6,7 @@ mod build;
 mod global;
 mod rules;
 
-use crate::sframe::{Abi, CfaRule, FdeType, FreType, Function, Header, PauthKey, PcType, Reg, Row, Rule};
+use crate::sframe::{Abi, Function, Header, Reg, Row, Rule, testing, testing::row};
 
 /// A header of `abi` and `version` with binutils' fixed offsets (amd64: RA at CFA - 8).
 fn header(abi: Abi, version: u8) -> Header {
@@ -25,37 +25,11 @@ fn header(abi: Abi, version: u8) -> Header {
     }
 }
 
-/// An INC DEFAULT function at `start` of `size` bytes.
+/// An INC DEFAULT function at `start` of `size` bytes, with no rows yet.
 fn function(start: u64, size: u32) -> Function {
     Function {
-        start,
-        size,
-        pc_type: PcType::Inc,
-        rep_size: 0,
-        fde_type: FdeType::Default,
-        signal: false,
-        pauth_key: PauthKey::A,
-        fre_type: FreType::Addr4,
         num_fres: 0,
-        fre_offset: 0,
-        index: 0,
-    }
-}
-
-/// A row at `start`: `CFA = base + cfa`, RA and FP as given.
-fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
-    Row {
-        start,
-        cfa: CfaRule {
-            base,
-            offset: cfa,
-            deref: false,
-        },
-        ra,
-        fp,
-        ra_undefined: false,
-        mangled_ra: false,
-        offset: 0,
+        ..testing::function(start, size)
     }
 }
 

@@ -1,0 +1,38 @@
+//! Test-only constructors of the typed SFrame data, shared by the unit tests of every module
+//! that consumes it (reader, check, table). Not compiled outside tests.
+
+use super::{CfaRule, FdeType, FreType, Function, PauthKey, PcType, Reg, Row, Rule};
+
+/// An INC DEFAULT function at `start` of `size` bytes, first in its section.
+pub(crate) fn function(start: u64, size: u32) -> Function {
+    Function {
+        start,
+        size,
+        pc_type: PcType::Inc,
+        rep_size: 0,
+        fde_type: FdeType::Default,
+        signal: false,
+        pauth_key: PauthKey::A,
+        fre_type: FreType::Addr4,
+        num_fres: 1,
+        fre_offset: 0,
+        index: 0,
+    }
+}
+
+/// A row at `start`: `CFA = base + cfa`, RA and FP as given.
+pub(crate) fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
+    Row {
+        start,
+        cfa: CfaRule {
+            base,
+            offset: cfa,
+            deref: false,
+        },
+        ra,
+        fp,
+        ra_undefined: false,
+        mangled_ra: false,
+        offset: 0,
+    }
+}
