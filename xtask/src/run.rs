@@ -99,9 +99,22 @@ pub fn conformance(root: &Path) -> anyhow::Result<()> {
         ]))
 }
 
-/// Clippy over the userspace crates, then over the eBPF crate for its own target.
+/// Formatting, then clippy over the userspace crates (with and without the eBPF feature), then
+/// over the eBPF crate for its own target.
 pub fn clippy() -> anyhow::Result<()> {
-    sh(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    sh(cargo().args(["fmt", "--all", "--check"]))?;
+    // default-members: the eBPF crate is linted below, for its own target.
+    sh(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    sh(cargo().args([
+        "clippy",
+        "--package",
+        "tracer-user",
+        "--no-default-features",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     sh(cargo().env("RUSTC_BOOTSTRAP", "1").args([
         "clippy",
         "--package",

@@ -1,6 +1,6 @@
 //! `cargo xtask setup`: install what building and testing need, idempotently, saying what it
-//! does. Apt packages (gcc, binutils), the rust-src component of the toolchain in use (the eBPF
-//! crate builds `core` for the bpf target), and bpf-linker built against this rustc's own
+//! does. Apt packages (gcc, binutils), the rust-src, clippy and rustfmt components of the
+//! toolchain in use, and bpf-linker built against this rustc's own
 //! libLLVM (the linker must use the LLVM major of the rustc that compiles the eBPF crate).
 
 use std::{
@@ -20,7 +20,7 @@ const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make"];
 
 pub fn setup() -> anyhow::Result<()> {
     apt_packages()?;
-    rust_src()?;
+    rust_components()?;
     bpf_linker()?;
     eprintln!("setup: done");
     Ok(())
@@ -46,14 +46,20 @@ fn apt_packages() -> anyhow::Result<()> {
         .args(&missing))
 }
 
-fn rust_src() -> anyhow::Result<()> {
+/// rust-src (the eBPF crate builds `core` for the bpf target), clippy and rustfmt (the test run
+/// lints and checks formatting), for the toolchain in use.
+fn rust_components() -> anyhow::Result<()> {
     let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))
-        .context("rustup is needed to add rust-src")?;
-    if installed.lines().any(|l| l.starts_with("rust-src")) {
-        eprintln!("setup: rust-src present");
+        .context("rustup is needed to add toolchain components")?;
+    let missing: Vec<&str> = ["rust-src", "clippy", "rustfmt"]
+        .into_iter()
+        .filter(|c| !installed.lines().any(|l| l.starts_with(c)))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("setup: rust-src, clippy and rustfmt present");
         return Ok(());
     }
-    sh(Command::new("rustup").args(["component", "add", "rust-src"]))
+    sh(Command::new("rustup").args(["component", "add"]).args(&missing))
 }
 
 /// The versioned libLLVM shipped in this rustc's sysroot, e.g. `libLLVM.so.22.1-rust-1.95.0-stable`.
