@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod unwind;
+pub mod walk;
 
 /// Name of the perf_event program that runs on every cpu-clock sample.
 pub const PROG_ON_SAMPLE: &str = "on_sample";

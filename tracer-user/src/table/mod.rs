@@ -24,7 +24,8 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use tracer_common::unwind::{PAGE_SEARCH_STEPS, PAGE_SHIFT, UnwindRow, UnwindRule};
+use tracer_common::unwind::{PAGE_SHIFT, UnwindRow, UnwindRule};
+use tracer_common::walk;
 
 pub use global::{RuleTable, RulesFull};
 pub use rules::{Unsupported, convert, unsupported_rule};
@@ -140,8 +141,9 @@ impl ObjectTable {
     /// The rule the kernel finds for object-relative `addr`, by its algorithm:
     /// 1. the page `addr >> PAGE_SHIFT` (a missing page, or an address whose page does not
     ///    fit `u32`, is `NO_INFO`);
-    /// 2. binary search, in at most `PAGE_SEARCH_STEPS` steps, for the last row with
-    ///    `addr_lo <= addr & 0xffff` (the first row is at 0, so there always is one).
+    /// 2. the kernel's own search ([`walk::search_page`]): at most `PAGE_SEARCH_STEPS` steps
+    ///    for the last row with `addr_lo <= addr & 0xffff` (the first row is at 0, so there
+    ///    always is one).
     pub fn lookup(&self, addr: u64) -> UnwindRule {
         let Ok(page) = u32::try_from(addr >> PAGE_SHIFT) else {
             return UnwindRule::NO_INFO;
@@ -152,20 +154,10 @@ impl ObjectTable {
         let Some((_, rows)) = self.pages.get(at) else {
             return UnwindRule::NO_INFO;
         };
-        let key = (addr & 0xffff) as u16;
-        let (mut lo, mut hi) = (0usize, rows.len());
-        for _ in 0..PAGE_SEARCH_STEPS {
-            if lo >= hi {
-                break;
-            }
-            let mid = lo + (hi - lo) / 2;
-            match rows.get(mid) {
-                Some(row) if row.addr_lo <= key => lo = mid + 1,
-                _ => hi = mid,
-            }
-        }
-        lo.checked_sub(1)
-            .and_then(|i| rows.get(i))
-            .map_or(UnwindRule::NO_INFO, |row| self.rule(row.rule))
+        let Ok(num_rows) = u32::try_from(rows.len()) else {
+            return UnwindRule::NO_INFO;
+        };
+        let row_at = |i: u32| rows.get(usize::try_from(i).ok()?).copied();
+        walk::search_page(num_rows, (addr & 0xffff) as u16, row_at).map_or(UnwindRule::NO_INFO, |rule| self.rule(rule))
     }
 }

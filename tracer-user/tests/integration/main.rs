@@ -7,5 +7,6 @@ mod differential;
 mod golden;
 #[cfg(feature = "ebpf")]
 mod privileged;
+mod procmaps;
 mod reader;
 mod table;
