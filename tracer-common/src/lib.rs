@@ -6,6 +6,7 @@
 //! Nothing here may depend on aya-ebpf or std.
 #![no_std]
 
+pub mod trace;
 pub mod unwind;
 pub mod walk;
 
@@ -13,32 +14,50 @@ pub mod walk;
 pub const PROG_ON_SAMPLE: &str = "on_sample";
 /// Per-CPU array of `u64` counters indexed by [`Counter`].
 pub const MAP_COUNTERS: &str = "COUNTERS";
-/// Read-only global (set before load): the thread-group id to sample, 0 = every process.
-pub const GLOBAL_TARGET_TGID: &str = "TARGET_TGID";
 
-/// Outcome counters bumped by the kernel side, one slot each in [`MAP_COUNTERS`].
+/// Outcome counters bumped by the kernel side, one slot each in [`MAP_COUNTERS`]. (Why each
+/// user walk ended is counted apart, by `walk::StopReason`, in `trace::MAP_STOPS`.)
 ///
 /// Travels as its `u32` index; [`Counter::try_from`] is the typed twin for userspace.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
-    /// A sample of a traced process was taken.
+    /// A sample of a traced process was taken and walked.
     Sampled = 0,
     /// A sample hit a process that is not traced and was dropped.
     NotTraced = 1,
+    /// The ring buffer was full: the sample was lost.
+    EventsLost = 2,
+    /// `bpf_get_stack` failed for the kernel stack (the sample keeps its user stack).
+    KernelStackFailed = 3,
+    /// The user registers of the interrupted task could not be read: the sample was dropped.
+    NoUserRegs = 4,
+    /// The tail call that continues a walk failed: the walk stopped early (counted as MaxDepth).
+    TailCallFailed = 5,
 }
 
 impl Counter {
     /// Number of counter slots (the size of [`MAP_COUNTERS`]).
-    pub const COUNT: u32 = 2;
+    pub const COUNT: u32 = 6;
     /// Every counter, in index order.
-    pub const ALL: [Counter; Self::COUNT as usize] = [Counter::Sampled, Counter::NotTraced];
+    pub const ALL: [Counter; Self::COUNT as usize] = [
+        Counter::Sampled,
+        Counter::NotTraced,
+        Counter::EventsLost,
+        Counter::KernelStackFailed,
+        Counter::NoUserRegs,
+        Counter::TailCallFailed,
+    ];
 
     /// Stable name for summaries and logs.
     pub const fn name(self) -> &'static str {
         match self {
             Counter::Sampled => "sampled",
             Counter::NotTraced => "not_traced",
+            Counter::EventsLost => "events_lost",
+            Counter::KernelStackFailed => "kernel_stack_failed",
+            Counter::NoUserRegs => "no_user_regs",
+            Counter::TailCallFailed => "tail_call_failed",
         }
     }
 }
@@ -46,11 +65,7 @@ impl Counter {
 impl TryFrom<u32> for Counter {
     type Error = u32;
     fn try_from(v: u32) -> Result<Self, u32> {
-        match v {
-            0 => Ok(Counter::Sampled),
-            1 => Ok(Counter::NotTraced),
-            other => Err(other),
-        }
+        Counter::ALL.get(v as usize).copied().ok_or(v)
     }
 }
 

@@ -11,13 +11,63 @@ use clap::{Parser, Subcommand};
 /// reads it (and `.eh_frame` where it is missing) and unwinds user stacks in the kernel without
 /// frame pointers and without copying stacks to userspace.
 ///
+/// Without a subcommand it traces: `sframe-trace --pid PID` or `sframe-trace -- COMMAND ARGS...`
+/// prints one folded line per distinct stack when the processes exit, at --duration or on
+/// Ctrl-C, and a summary on stderr.
+///
 /// Exit status: 0 success, 1 nothing to report or findings (no `.sframe`, check found problems,
 /// no function at --pc), 2 error (unreadable or malformed input, cannot trace on this host).
 #[derive(Debug, Parser)]
-#[command(name = "sframe-trace", version, propagate_version = true)]
+#[command(
+    name = "sframe-trace",
+    version,
+    propagate_version = true,
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  \
+        sudo sframe-trace --pid 1234 -d 10 > stacks.folded\n  \
+        sudo sframe-trace -F 999 --no-kernel -- ./my-app --its-flags\n  \
+        sframe-trace dump --pc 0x401136 ./my-app"
+)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+/// Tracing (the default mode): sample the user and kernel stacks of processes on CPU.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    /// Trace these running processes (and all their threads): PID[,PID...].
+    #[arg(short, long, value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Sampling frequency per CPU, in Hz.
+    #[arg(short = 'F', long, default_value_t = 99, value_name = "HZ")]
+    pub frequency: u64,
+    /// Stop after this many seconds (default: when the traced processes exit, or on Ctrl-C).
+    #[arg(short, long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Output format. `folded`: one line per distinct stack, `comm;outer;...;inner COUNT`
+    /// (flamegraph.pl, inferno, speedscope read it).
+    #[arg(short, long, value_enum, default_value_t = Format::Folded)]
+    pub format: Format,
+    /// Write the stacks here instead of stdout.
+    #[arg(short, long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// The deepest user stack to walk (1-512).
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_depth: u32,
+    /// Do not record kernel stacks.
+    #[arg(long)]
+    pub no_kernel: bool,
+    /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Folded,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,7 +9,7 @@ use sframe_trace::{
     sframe::Section,
 };
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, TraceArgs};
 
 /// Outcome of a command, as an exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,15 +34,66 @@ impl From<Status> for ExitCode {
 
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
     match cli.command {
-        Command::Dump { file, json, pc } => run_dump(&file, json, pc),
-        Command::Check { file } => run_check(&file),
+        Some(Command::Dump { file, json, pc }) => run_dump(&file, json, pc),
+        Some(Command::Check { file }) => run_check(&file),
         #[cfg(feature = "ebpf")]
-        Command::Doctor {
+        Some(Command::Doctor {
             pid,
             frequency,
             duration,
-        } => run_doctor(pid, frequency, duration),
+        }) => run_doctor(pid, frequency, duration),
+        None => run_trace(cli.trace),
     }
+}
+
+/// Validate the tracing flags (what clap cannot check alone) into a configuration.
+#[cfg(feature = "ebpf")]
+fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceConfig> {
+    use tracer_common::trace::MAX_USER_FRAMES;
+    let crate::cli::Format::Folded = args.format;
+    anyhow::ensure!(
+        !args.pid.is_empty() || !args.command.is_empty(),
+        "nothing to trace: give --pid PID[,PID...] or -- COMMAND ARGS... (system-wide tracing is not available yet)"
+    );
+    anyhow::ensure!(
+        args.pid.is_empty() || args.command.is_empty(),
+        "give either --pid or a command after --, not both"
+    );
+    anyhow::ensure!(
+        args.frequency > 0 && args.frequency <= 100_000,
+        "--frequency must be between 1 and 100000 Hz"
+    );
+    anyhow::ensure!(
+        (1..=MAX_USER_FRAMES as u32).contains(&args.max_depth),
+        "--max-depth must be between 1 and {MAX_USER_FRAMES}"
+    );
+    let duration = match args.duration {
+        Some(secs) if secs > 0.0 && secs.is_finite() => Some(std::time::Duration::from_secs_f64(secs)),
+        Some(_) => anyhow::bail!("--duration must be a positive number of seconds"),
+        None => None,
+    };
+    Ok(sframe_trace::trace::TraceConfig {
+        pids: args.pid,
+        command: args.command,
+        frequency: args.frequency,
+        duration,
+        max_depth: args.max_depth,
+        kernel_stacks: !args.no_kernel,
+        output: args.output,
+    })
+}
+
+#[cfg(feature = "ebpf")]
+fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
+    let config = trace_config(args)?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(sframe_trace::trace::run(config))?;
+    Ok(Status::Ok)
+}
+
+#[cfg(not(feature = "ebpf"))]
+fn run_trace(_args: TraceArgs) -> anyhow::Result<Status> {
+    anyhow::bail!("this build of sframe-trace has no tracing (built without the `ebpf` feature)")
 }
 
 fn read(file: &Path) -> anyhow::Result<Vec<u8>> {
@@ -141,7 +192,8 @@ fn run_check(file: &Path) -> anyhow::Result<Status> {
 
 #[cfg(feature = "ebpf")]
 fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result<Status> {
-    use sframe_trace::bpf;
+    use sframe_trace::{bpf, table::TableSet};
+    use tracer_common::trace::DEFAULT_MAX_DEPTH;
 
     bpf::preflight()?;
     anyhow::ensure!(
@@ -151,13 +203,49 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result
     anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let tracer = bpf::Tracer::start(pid.unwrap_or(0), frequency)?;
+        let config = bpf::KernelConfig {
+            frequency,
+            max_depth: DEFAULT_MAX_DEPTH,
+            kernel_stacks: true,
+            all_processes: pid.is_none(),
+            max_processes: 1,
+        };
+        let mut kernel = bpf::Kernel::load(&config, &TableSet::new())?;
+        // Without mappings, the walk of a traced process stops at frame 0 (no_mapping); every
+        // other process is walked with frame pointers.
+        if let Some(pid) = pid {
+            kernel.set_process(pid, &[])?;
+        }
+        let mut events = kernel.events()?;
+        kernel.attach()?;
         let scope = pid.map_or_else(|| "every process".to_owned(), |p| format!("pid {p}"));
         eprintln!("sampling {scope} at {frequency} Hz for {duration} s ...");
-        tokio::time::sleep(std::time::Duration::from_secs_f64(duration)).await;
+        let mut received = 0u64;
+        let deadline = tokio::time::sleep(std::time::Duration::from_secs_f64(duration));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                () = &mut deadline => break,
+                sample = events.next() => match sample {
+                    Some(_) => received += 1,
+                    None => break,
+                },
+            }
+        }
+        kernel.detach();
+        while events.try_next().is_some() {
+            received += 1;
+        }
         let mut out = std::io::stdout().lock();
-        for (counter, value) in tracer.counters()? {
+        for (counter, value) in kernel.counters()? {
             writeln!(out, "{}: {value}", counter.name())?;
+        }
+        writeln!(out, "samples_received: {received}")?;
+        for (reason, value) in kernel.stop_reasons()? {
+            writeln!(out, "stop_{}: {value}", reason.name())?;
+        }
+        for (program, instructions) in kernel.program_sizes()? {
+            writeln!(out, "verified_insns_{program}: {instructions}")?;
         }
         out.flush()?;
         Ok(Status::Ok)

@@ -12,3 +12,5 @@ pub mod table;
 
 #[cfg(feature = "ebpf")]
 pub mod bpf;
+#[cfg(feature = "ebpf")]
+pub mod trace;

@@ -67,6 +67,9 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
 /// CI=true), then both clippy passes.
 pub fn test(root: &Path) -> anyhow::Result<()> {
+    // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
+    // tracing tests build their workloads with every SFrame version.
+    sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
     sh(cargo().args(["test", "--no-fail-fast"]))?;
     // The pure readers also build alone, as fuzz/ uses them.

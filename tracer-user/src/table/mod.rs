@@ -17,6 +17,7 @@
 mod global;
 mod paging;
 mod rules;
+pub mod set;
 mod transitions;
 
 #[cfg(test)]
@@ -29,6 +30,7 @@ use tracer_common::walk;
 
 pub use global::{RuleTable, RulesFull};
 pub use rules::{Unsupported, convert, unsupported_rule};
+pub use set::TableSet;
 
 use crate::sframe::{self, Function, Header, Row, Section};
 

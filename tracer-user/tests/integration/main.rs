@@ -10,3 +10,7 @@ mod privileged;
 mod procmaps;
 mod reader;
 mod table;
+#[cfg(feature = "ebpf")]
+mod trace;
+#[cfg(feature = "ebpf")]
+mod walker;

@@ -1,0 +1,185 @@
+//! What the sampling program and userspace exchange besides the unwind tables: the per-process
+//! mapping table the walker resolves PCs with, the sample record sent through the ring buffer,
+//! and the names and limits of the maps, programs and globals involved.
+//!
+//! Maps (names below; sizes set by userspace before load from what it loads):
+//! - [`MAP_PROCS`]: hash `tgid -> ProcInfo` — the traced processes and their executable
+//!   mappings, sorted by `start`, searched in at most [`MAPPING_SEARCH_STEPS`] steps.
+//! - [`MAP_PAGES`] (`PageKey -> PageEntry`), [`MAP_ROWS`] (array of [`RowChunk`]: global row `i`
+//!   is `ROWS[i / ROW_CHUNK].rows[i % ROW_CHUNK]`, so loading needs one update per 1024 rows),
+//!   [`MAP_RULES`] (array of `UnwindRule`): the tables of `unwind.rs`.
+//! - [`MAP_EVENTS`]: ring buffer of [`Sample`]s. [`MAP_SCRATCH`]: per-CPU [`WalkState`], the
+//!   walk in progress (too big for the 512-byte BPF stack). [`MAP_STOPS`]: per-CPU `u64`
+//!   counters indexed by `walk::StopReason`; [`crate::MAP_COUNTERS`]: by [`crate::Counter`].
+//! - [`MAP_PROGS`]: program array for the walker's tail calls ([`PROG_WALK`] at [`PROG_WALK_SLOT`]).
+
+use crate::walk::Regs;
+
+/// The tail-called program that walks [`FRAMES_PER_PROG`] frames per invocation.
+pub const PROG_WALK: &str = "walk_user";
+/// Index of [`PROG_WALK`] in [`MAP_PROGS`].
+pub const PROG_WALK_SLOT: u32 = 0;
+
+pub const MAP_PROCS: &str = "PROCS";
+pub const MAP_PAGES: &str = "PAGES";
+pub const MAP_ROWS: &str = "ROWS";
+pub const MAP_RULES: &str = "RULES";
+pub const MAP_EVENTS: &str = "EVENTS";
+pub const MAP_SCRATCH: &str = "SCRATCH";
+pub const MAP_STOPS: &str = "STOPS";
+pub const MAP_PROGS: &str = "PROGS";
+
+/// Read-only global (set before load): user frames to walk at most (1..=[`MAX_USER_FRAMES`]).
+pub const GLOBAL_MAX_DEPTH: &str = "MAX_DEPTH";
+/// Read-only global: 1 to sample every process (those not in [`MAP_PROCS`] are walked with
+/// frame pointers only), 0 to sample only the processes in [`MAP_PROCS`].
+pub const GLOBAL_ALL_PROCESSES: &str = "ALL_PROCESSES";
+/// Read-only global: 1 to record the kernel stack, 0 not to (`--no-kernel`).
+pub const GLOBAL_KERNEL_STACK: &str = "KERNEL_STACK";
+/// Read-only global: 1 when perf_event programs may call `bpf_get_current_task_btf` and
+/// `bpf_task_pt_regs` (Linux 5.15+; userspace probes), so samples that hit the kernel are
+/// walked from the task's saved user registers; 0 to count those samples as
+/// `Counter::NoUserRegs` instead (the verifier then drops the calls as dead code, so the
+/// program still loads on older kernels).
+pub const GLOBAL_TASK_REGS: &str = "TASK_REGS";
+
+/// Rows per [`MAP_ROWS`] value.
+pub const ROW_CHUNK: usize = 1024;
+/// Executable mappings per process; a process with more is traced through its first ones and
+/// userspace counts the rest.
+pub const MAX_MAPPINGS: usize = 256;
+/// `log2(MAX_MAPPINGS) + 1`.
+pub const MAPPING_SEARCH_STEPS: u32 = 9;
+/// Frames walked per program invocation before a tail call continues the walk.
+pub const FRAMES_PER_PROG: u32 = 16;
+/// The deepest walk possible: 33 tail calls (the kernel's limit) of [`FRAMES_PER_PROG`] frames
+/// reach 528; the record holds 512.
+pub const MAX_USER_FRAMES: usize = 512;
+/// The default of `--max-depth`.
+pub const DEFAULT_MAX_DEPTH: u32 = 256;
+/// Kernel frames kept (the kernel's default `perf_event_max_stack` is 127).
+pub const MAX_KERNEL_FRAMES: usize = 127;
+
+/// [`ExecMapping::object`] of a mapping without a table: only frame pointers can unwind it.
+pub const NO_OBJECT: u32 = u32::MAX;
+
+/// One executable mapping of a process: `[start, end)` holds code of `object`, whose own
+/// addresses are `pc - bias`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecMapping {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    /// Dense object id (`PageKey::object`), or [`NO_OBJECT`].
+    pub object: u32,
+    pub _pad: u32,
+}
+
+/// The value of [`MAP_PROCS`]: a traced process's executable mappings, sorted by `start`,
+/// non-overlapping; only the first `num_mappings` are valid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProcInfo {
+    pub num_mappings: u32,
+    pub _pad: u32,
+    pub mappings: [ExecMapping; MAX_MAPPINGS],
+}
+
+/// The value of [`MAP_ROWS`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RowChunk {
+    pub rows: [crate::unwind::UnwindRow; ROW_CHUNK],
+}
+
+/// How a user frame was found ([`Sample::user_source`]).
+pub const SOURCE_TABLE: u8 = 0;
+/// The frame came from the frame-pointer fallback (no table covered the callee's PC).
+pub const SOURCE_FP: u8 = 1;
+
+/// One sample, as sent through [`MAP_EVENTS`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    /// `bpf_ktime_get_ns` at the sample.
+    pub time_ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// `walk::StopReason` code of the user walk.
+    pub stop: u32,
+    /// Valid entries of `user` (frame 0 = the sampled PC, then callers).
+    pub num_user: u32,
+    /// Valid entries of `kernel`, or 0 (`--no-kernel`, or no kernel stack: user-mode sample).
+    pub num_kernel: u32,
+    pub comm: [u8; 16],
+    pub kernel: [u64; MAX_KERNEL_FRAMES],
+    pub user: [u64; MAX_USER_FRAMES],
+    /// [`SOURCE_TABLE`] or [`SOURCE_FP`] per user frame: how the frame's *caller* was found
+    /// is recorded on the caller (frame 0's source is always `SOURCE_TABLE`).
+    pub user_source: [u8; MAX_USER_FRAMES],
+}
+
+/// The per-CPU state of a walk in progress ([`MAP_SCRATCH`]): the registers of the frame to
+/// unwind next and the sample being filled.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WalkState {
+    pub regs: WalkRegs,
+    pub sample: Sample,
+}
+
+/// [`Regs`] as a `#[repr(C)]` record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkRegs {
+    pub pc: u64,
+    pub sp: u64,
+    pub fp: u64,
+    pub lr: u64,
+}
+
+impl From<WalkRegs> for Regs {
+    fn from(r: WalkRegs) -> Regs {
+        Regs {
+            pc: r.pc,
+            sp: r.sp,
+            fp: r.fp,
+            lr: r.lr,
+        }
+    }
+}
+
+impl From<Regs> for WalkRegs {
+    fn from(r: Regs) -> WalkRegs {
+        WalkRegs {
+            pc: r.pc,
+            sp: r.sp,
+            fp: r.fp,
+            lr: r.lr,
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
+const _: () = assert!(core::mem::size_of::<ProcInfo>() == 8 + 32 * MAX_MAPPINGS);
+const _: () = assert!(core::mem::size_of::<RowChunk>() == 4 * ROW_CHUNK);
+const _: () = assert!(core::mem::size_of::<Sample>() == 48 + 8 * MAX_KERNEL_FRAMES + 9 * MAX_USER_FRAMES);
+const _: () = assert!(1 << (MAPPING_SEARCH_STEPS - 1) >= MAX_MAPPINGS);
+const _: () = assert!(FRAMES_PER_PROG as usize * 33 >= MAX_USER_FRAMES);
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: `#[repr(C)]` records of integers and arrays of them, explicit padding fields,
+    // sizes pinned above: every bit pattern is valid and there are no implicit padding bytes.
+    unsafe impl aya::Pod for super::ExecMapping {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::ProcInfo {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::RowChunk {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Sample {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::WalkState {}
+}

@@ -1,0 +1,241 @@
+//! The user stack walk: up to `FRAMES_PER_PROG` frames per program invocation over the per-CPU
+//! walk state, with the step semantics of `tracer_common::walk`. It owns the table lookups
+//! (mapping, page, row, rule) and the recording of frames; it does not ship samples, bump
+//! counters or tail-call (the programs in `main.rs` do).
+//!
+//! Per frame (frame `n - 1` is the last recorded one, its registers in `state.regs`):
+//! 1. stop with `MaxDepth` once `n` frames are recorded;
+//! 2. find the mapping of `lookup_pc` in the process's sorted mappings: binary search for the
+//!    last mapping starting at or below it, at most `MAPPING_SEARCH_STEPS` steps, then check
+//!    its end (`NoMapping` if none; a process not in `PROCS`, sampled because every process is,
+//!    has no mappings and is walked with frame pointers only);
+//! 3. with a table (`object != NO_OBJECT`), look up the page `(lookup_pc - bias) >> 16`, search
+//!    its rows with `walk::search_page` (rows read from `ROWS` chunks), read the rule from
+//!    `RULES`, and apply it with `walk::step`; where there is no table, no page, or a
+//!    `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step` instead, which
+//!    refuses frame pointers that do not look valid rather than inventing a frame;
+//! 4. the caller's PC must be in a mapping of the process (step 2 for it, reused by the next
+//!    frame), else stop with `NoMapping` without recording it; then record it with how it was
+//!    found (`SOURCE_TABLE`/`SOURCE_FP`) and continue from its registers.
+
+use aya_ebpf::helpers::bpf_probe_read_user;
+use tracer_common::{
+    trace::{
+        ExecMapping, FRAMES_PER_PROG, MAPPING_SEARCH_STEPS, MAX_MAPPINGS, MAX_USER_FRAMES, NO_OBJECT, ProcInfo,
+        ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
+    },
+    unwind::{FLAG_SIGNAL, KIND_NO_INFO, PAGE_SHIFT, PageKey, UnwindRow},
+    walk::{self, Regs, Step, StopReason},
+};
+
+use crate::{OPAQUE, PAGES, PROCS, ROWS, RULES};
+
+/// A per-CPU word that binary-search bounds pass through, so the verifier forgets them.
+///
+/// Why: the verifier never prunes states that differ in a "precise" value, and a value becomes
+/// precise (with everything it was computed from, by backtracking) when it is used as a
+/// map-value offset or decides a branch the verifier can predict, e.g. `lo >= hi` while both
+/// are known constants. Then each search step doubles the paths (2^9 * 2^17 per frame: "BPF
+/// program is too large"). A value loaded from map memory is an unknown scalar that starts a
+/// new chain, so after a volatile round trip through this word the bounds are neither
+/// constant nor precise and the two branches of every step merge again at the next one.
+pub struct Opaque(*mut [u64; 2]);
+
+/// Word of [`Opaque`] used by [`Opaque::launder`] and for a search's lower bound.
+const LO: usize = 0;
+/// Word of [`Opaque`] holding a search's upper bound.
+const HI: usize = 1;
+
+impl Opaque {
+    pub fn get() -> Option<Opaque> {
+        OPAQUE.get_ptr_mut(0).map(Opaque)
+    }
+
+    #[inline(always)]
+    fn store(&self, word: usize, value: u32) {
+        // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs and used by
+        // nothing else meanwhile (programs do not nest on a CPU); `word` is LO or HI.
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.0)[word]), u64::from(value)) }
+    }
+
+    #[inline(always)]
+    fn load(&self, word: usize) -> u32 {
+        // SAFETY: as in `store`.
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.0)[word])) as u32 }
+    }
+
+    #[inline(always)]
+    fn launder(&self, value: u32) -> u32 {
+        self.store(LO, value);
+        self.load(LO)
+    }
+}
+
+/// The mapping of a frame without a table: a process not in `PROCS` (frame pointers only).
+const NO_TABLE: ExecMapping = ExecMapping {
+    start: 0,
+    end: 0,
+    bias: 0,
+    object: NO_OBJECT,
+    _pad: 0,
+};
+
+/// Walk up to `FRAMES_PER_PROG` frames; true when the walk is over (the reason is then in
+/// `state.sample.stop`), false when it should continue in another invocation.
+///
+/// Verifier-friendliness: every stop path stores its reason to memory and meets the others at
+/// one exit, and the frame count is re-read from memory each frame, so no constant (reason,
+/// topmost) or range (frame count) tells the paths apart: the verifier merges them at the exit
+/// and at the top of each frame instead of exploring the rest once per path.
+pub fn walk_frames(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> bool {
+    match frames(opaque, state, max_depth) {
+        Some(reason) => {
+            // SAFETY: a plain store into the walk state; volatile so the reason goes through
+            // memory (see above) and `finish` reads it back.
+            unsafe { core::ptr::write_volatile(&mut state.sample.stop, reason as u32) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`walk_frames`], with the stop reason as a value.
+#[inline(always)]
+fn frames(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopReason> {
+    let max_depth = max_depth.clamp(1, MAX_USER_FRAMES as u32);
+    let procs = PROCS.get_ptr(state.sample.tgid);
+    // The mapping of the frame to unwind next, when the previous iteration already found it.
+    let mut known = NO_TABLE;
+    let mut have_known = false;
+    for _ in 0..FRAMES_PER_PROG {
+        // SAFETY: a plain load from the walk state; volatile, see `walk_frames`.
+        let n = unsafe { core::ptr::read_volatile(&state.sample.num_user) };
+        if n >= max_depth {
+            return Some(StopReason::MaxDepth);
+        }
+        let regs = Regs::from(state.regs);
+        let pc = walk::lookup_pc(&regs, n <= 1);
+        let mapping = match procs {
+            Some(_) if have_known => known,
+            Some(procs) => {
+                let found = find_mapping(opaque, procs, pc);
+                if found.end == 0 {
+                    return Some(StopReason::NoMapping);
+                }
+                found
+            }
+            None => NO_TABLE,
+        };
+        let (next, source) = match unwind_one(opaque, &mapping, &regs, &state.sample.num_user, pc) {
+            (Step::Next(next), source) => (next, source),
+            (Step::Stop(reason), _) => return Some(reason),
+        };
+        if let Some(procs) = procs {
+            known = find_mapping(opaque, procs, walk::lookup_pc(&next, false));
+            if known.end == 0 {
+                return Some(StopReason::NoMapping);
+            }
+            have_known = true;
+        }
+        // Laundered: as an offset `n` would become precise, and then so would every range
+        // the verifier derived for it, splitting the states of whole frames.
+        let at = opaque.launder(n) as usize;
+        let (Some(slot), Some(source_slot)) = (state.sample.user.get_mut(at), state.sample.user_source.get_mut(at))
+        else {
+            return Some(StopReason::MaxDepth);
+        };
+        *slot = next.pc;
+        *source_slot = source;
+        state.sample.num_user = n + 1;
+        state.regs = next.into();
+    }
+    None
+}
+
+/// Step 2: the mapping holding `pc`, or [`NO_TABLE`] (`end == 0`, which no real mapping has)
+/// when none does.
+#[inline(always)]
+fn find_mapping(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMapping {
+    // SAFETY: a value pointer from a PROCS lookup in this program run (valid under RCU until it
+    // returns); fields are read through it without references into the map.
+    let (num, mappings) = unsafe { ((*procs).num_mappings, core::ptr::addr_of!((*procs).mappings)) };
+    // The bounds live in memory and each step stores one of them: one branch per step, whose
+    // two sides the verifier merges at the next step (registers would become selects, i.e.
+    // two branches on the same condition and four paths per step).
+    opaque.store(LO, 0);
+    opaque.store(HI, num.min(MAX_MAPPINGS as u32));
+    for _ in 0..MAPPING_SEARCH_STEPS {
+        let (lo, hi) = (opaque.load(LO), opaque.load(HI));
+        if lo >= hi {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2;
+        let at = mid as usize & (MAX_MAPPINGS - 1);
+        // SAFETY: `at < MAX_MAPPINGS` (masked), inside the value's array.
+        let start = unsafe { (*mappings)[at].start };
+        if start <= pc {
+            opaque.store(LO, mid + 1);
+        } else {
+            opaque.store(HI, mid);
+        }
+    }
+    let (lo, hi) = (opaque.load(LO), opaque.load(HI));
+    if lo == 0 || lo < hi {
+        return NO_TABLE;
+    }
+    let at = (lo.wrapping_sub(1)) as usize & (MAX_MAPPINGS - 1);
+    // SAFETY: as above.
+    let found = unsafe { (*mappings)[at] };
+    if pc < found.end { found } else { NO_TABLE }
+}
+
+/// Step 3: the caller of the frame `regs` (PC in mapping `m`), and how it was found.
+// Inlined so `Step` never goes through memory: storing its undefined `Next` payload for a
+// `Stop` is a read of an uninitialized register to the verifier ("!read_ok").
+#[inline(always)]
+fn unwind_one(opaque: &Opaque, m: &ExecMapping, regs: &Regs, num_user: &u32, pc: u64) -> (Step, u8) {
+    if m.object != NO_OBJECT {
+        let addr = pc.wrapping_sub(m.bias);
+        let key = PageKey {
+            object: m.object,
+            page: (addr >> PAGE_SHIFT) as u32,
+        };
+        // An address whose page does not fit u32 cannot have a page; the truncated key must
+        // not find another's.
+        let entry = if addr >> PAGE_SHIFT <= u64::from(u32::MAX) {
+            // SAFETY: a copy out of the map value, valid during this run.
+            unsafe { PAGES.get(key) }.copied()
+        } else {
+            None
+        };
+        if let Some(entry) = entry {
+            let rule = walk::search_page(entry.num_rows, addr as u16, |i| {
+                row_at(opaque.launder(entry.first_row.wrapping_add(i)))
+            })
+            .and_then(|rule| RULES.get(u32::from(rule)));
+            let Some(rule) = rule else {
+                return (Step::Stop(StopReason::TableLookupFailed), SOURCE_TABLE);
+            };
+            if rule.kind != KIND_NO_INFO || rule.flags & FLAG_SIGNAL != 0 {
+                // Re-read here rather than passed in, so "topmost" is not a constant the
+                // verifier carries (and explores twice) through the searches above.
+                // SAFETY: a plain load from the walk state.
+                let topmost = unsafe { core::ptr::read_volatile(num_user) } <= 1;
+                return (walk::step(rule, regs, topmost, read_user), SOURCE_TABLE);
+            }
+        }
+    }
+    (walk::frame_pointer_step(regs, read_user), SOURCE_FP)
+}
+
+/// Global row `index`: `ROWS[index / ROW_CHUNK].rows[index % ROW_CHUNK]`.
+fn row_at(index: u32) -> Option<UnwindRow> {
+    let chunk = ROWS.get(index / ROW_CHUNK as u32)?;
+    chunk.rows.get(index as usize % ROW_CHUNK).copied()
+}
+
+/// One user word.
+fn read_user(addr: u64) -> Option<u64> {
+    // SAFETY: a probe read: an unmapped or kernel address fails instead of faulting.
+    unsafe { bpf_probe_read_user(addr as *const u64) }.ok()
+}

@@ -1,0 +1,140 @@
+//! The traced processes: given pids, or a command launched for the purpose; and the moment to
+//! stop (they all exited, the duration ended, Ctrl-C or SIGTERM).
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use tokio::{
+    process::{Child, Command},
+    signal::unix::{SignalKind, signal},
+    time::sleep,
+};
+
+pub struct Targets {
+    pids: Vec<u32>,
+    child: Option<Child>,
+}
+
+/// How often exits of `--pid` processes are polled for.
+const EXIT_POLL: Duration = Duration::from_millis(100);
+
+impl Targets {
+    /// Check the given pids exist, or launch the command and wait until its program and
+    /// libraries are mapped.
+    pub async fn start(pids: &[u32], command: &[String]) -> anyhow::Result<Targets> {
+        if let Some(program) = command.first() {
+            let child = Command::new(program)
+                .args(&command[1..])
+                .spawn()
+                .with_context(|| format!("cannot launch `{program}`"))?;
+            let pid = child.id().context("the launched command exited at once")?;
+            wait_until_mapped(pid).await;
+            return Ok(Targets {
+                pids: vec![pid],
+                child: Some(child),
+            });
+        }
+        for &pid in pids {
+            if !alive(pid) {
+                bail!("no process with pid {pid}");
+            }
+        }
+        Ok(Targets {
+            pids: pids.to_vec(),
+            child: None,
+        })
+    }
+
+    pub fn pids(&self) -> &[u32] {
+        &self.pids
+    }
+
+    /// "pid 12" / "pids 12, 13" / "`cmd` (pid 12)", for messages.
+    pub fn describe(&self) -> String {
+        let list = self.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        match (&self.child, self.pids.len()) {
+            (Some(_), _) => format!("the launched command (pid {list})"),
+            (None, 1) => format!("pid {list}"),
+            (None, _) => format!("pids {list}"),
+        }
+    }
+
+    /// Resolves when tracing should stop, with the reason.
+    pub async fn until_done(&mut self, duration: Option<Duration>) -> anyhow::Result<&'static str> {
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let deadline = async {
+            match duration {
+                Some(d) => sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let pids = self.pids.clone();
+        let exited = async {
+            match self.child.as_mut() {
+                Some(child) => {
+                    let _ = child.wait().await;
+                }
+                None => {
+                    while pids.iter().any(|&pid| alive(pid)) {
+                        sleep(EXIT_POLL).await;
+                    }
+                }
+            }
+        };
+        Ok(tokio::select! {
+            _ = tokio::signal::ctrl_c() => "interrupted",
+            _ = term.recv() => "terminated",
+            () = deadline => "the duration ended",
+            () = exited => "the traced processes exited",
+        })
+    }
+
+    /// Stop a launched command that is still running (SIGTERM) and reap it.
+    pub async fn finish(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            if let (Ok(None), Some(pid)) = (child.try_wait(), child.id()) {
+                // SAFETY: kill(2) on our own child's pid, which cannot have been reused: it is
+                // not reaped yet.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            }
+            let _ = child.wait().await;
+        }
+    }
+}
+
+/// Whether a process exists (zombies count as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+/// Wait until a freshly launched process has exec'ed its program and its mappings stop
+/// changing (the dynamic loader has mapped the libraries), at most one second. Samples
+/// taken before are not traced: the tables of its code are not known yet.
+async fn wait_until_mapped(pid: u32) {
+    let ours = std::fs::read_link("/proc/self/exe").ok();
+    let mut last = String::new();
+    let mut stable = 0;
+    for _ in 0..200 {
+        sleep(Duration::from_millis(5)).await;
+        if std::fs::read_link(format!("/proc/{pid}/exe")).ok() == ours {
+            continue;
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return;
+        };
+        let exec: String = maps
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
+            .collect();
+        if exec == last {
+            stable += 1;
+            if stable >= 3 {
+                return;
+            }
+        } else {
+            stable = 0;
+            last = exec;
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Unit tests of the session's pure parts: folding samples into stacks, the folded writer and
+//! the summary, on hand-made samples and mappings.
+
+use std::collections::HashMap;
+
+use tracer_common::{
+    Counter,
+    trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE, Sample},
+    walk::StopReason,
+};
+
+use super::{
+    folded,
+    objects::{Catalog, NoTable, Object, ResolvedMapping},
+    profile::{Frame, Profile},
+    summary::Summary,
+    symbolize::Names,
+};
+
+fn catalog() -> Catalog {
+    let mut catalog = Catalog::default();
+    catalog.objects.push(Object {
+        path: "/app".into(),
+        name: "app".into(),
+        table: Ok(0),
+        rows: 10,
+    });
+    catalog.objects.push(Object {
+        path: "/lib.so".into(),
+        name: "lib.so".into(),
+        table: Err(NoTable::NoSframe),
+        rows: 0,
+    });
+    catalog.processes.insert(
+        7,
+        vec![
+            ResolvedMapping {
+                start: 0x1000,
+                end: 0x2000,
+                bias: 0x1000,
+                object: Some(0),
+            },
+            ResolvedMapping {
+                start: 0x8000,
+                end: 0x9000,
+                bias: 0x7000,
+                object: Some(1),
+            },
+        ],
+    );
+    catalog
+}
+
+fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
+    let mut s = Sample {
+        time_ns: 1,
+        tgid: 7,
+        tid: 8,
+        cpu: 0,
+        stop: StopReason::Outermost as u32,
+        num_user: user.len() as u32,
+        num_kernel: kernel.len() as u32,
+        comm: [0; 16],
+        kernel: [0; MAX_KERNEL_FRAMES],
+        user: [0; MAX_USER_FRAMES],
+        user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+    };
+    s.comm[..3].copy_from_slice(b"app");
+    s.user[..user.len()].copy_from_slice(user);
+    s.user_source[..sources.len()].copy_from_slice(sources);
+    s.kernel[..kernel.len()].copy_from_slice(kernel);
+    s
+}
+
+/// Frame 0 keeps its PC, callers are looked up at `ra - 1`, all object-relative; addresses in no
+/// mapping stay absolute; identical samples count together; frame sources are tallied.
+#[test]
+fn samples_fold_into_object_relative_frames() {
+    let catalog = catalog();
+    let mut profile = Profile::default();
+    let s = sample(
+        &[0x1100, 0x8201, 0x1000, 0x5000],
+        &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP, SOURCE_TABLE],
+        &[0xffff_fff1],
+    );
+    profile.add(&s, &catalog);
+    profile.add(&s, &catalog);
+    assert_eq!(profile.samples, 2);
+    assert_eq!((profile.table_frames, profile.fp_frames), (4, 2));
+    let (stack, count) = profile.stacks.iter().next().expect("one stack");
+    assert_eq!(*count, 2);
+    assert_eq!(stack.comm, "app");
+    assert_eq!(
+        stack.user,
+        [
+            Frame::User { object: 0, addr: 0x100 },
+            Frame::User {
+                object: 1,
+                addr: 0x1200
+            },
+            // 0x1000 - 1 lies before the first mapping.
+            Frame::UserUnknown { addr: 0xfff },
+            Frame::UserUnknown { addr: 0x4fff },
+        ]
+    );
+    assert_eq!(stack.kernel, [Frame::Kernel { addr: 0xffff_fff1 }]);
+}
+
+/// A folded line is `comm;outermost user;...;innermost user;outermost kernel;...;innermost kernel COUNT`.
+#[test]
+fn folded_lines_go_from_outermost_to_innermost() {
+    let catalog = catalog();
+    let mut profile = Profile::default();
+    profile.add(&sample(&[0x1100, 0x1201], &[], &[0xa, 0xb]), &catalog);
+    let names = Names::from_map(HashMap::from([
+        (Frame::User { object: 0, addr: 0x100 }, "leaf".to_owned()),
+        (Frame::User { object: 0, addr: 0x200 }, "main;weird".to_owned()),
+        (Frame::Kernel { addr: 0xa }, "k_inner".to_owned()),
+        (Frame::Kernel { addr: 0xb }, "k_outer".to_owned()),
+    ]));
+    let mut out = Vec::new();
+    folded::write(&mut out, &profile, &names).expect("write");
+    assert_eq!(
+        String::from_utf8(out).expect("utf-8"),
+        "app;main_weird;leaf;k_outer;k_inner 1\n"
+    );
+}
+
+/// The summary counts complete and truncated stacks by reason, frames by source, and tables.
+#[test]
+fn summary_reports_stops_sources_and_tables() {
+    let catalog = catalog();
+    let mut profile = Profile::default();
+    profile.add(
+        &sample(&[0x1100, 0x1201, 0x1301], &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP], &[]),
+        &catalog,
+    );
+    let summary = Summary {
+        elapsed: std::time::Duration::from_millis(1500),
+        why: "the duration ended",
+        profile: &profile,
+        catalog: &catalog,
+        counters: vec![(Counter::Sampled, 1), (Counter::EventsLost, 3)],
+        stops: vec![
+            (StopReason::Outermost, 5),
+            (StopReason::NoMapping, 2),
+            (StopReason::ZeroRa, 1),
+        ],
+        table_bytes: 2048,
+    };
+    let text = summary.to_string();
+    assert!(
+        text.contains("1 samples in 1.5 s (the duration ended), 3 lost"),
+        "{text}"
+    );
+    assert!(
+        text.contains("stacks: 5 complete, 3 truncated (zero_ra 1, no_mapping 2)")
+            || text.contains("stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("user frames: 1 from SFrame tables, 1 from frame pointers"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tables: 1 objects with SFrame (10 rows, 2 KiB in kernel maps), 1 without (1 no .sframe)"),
+        "{text}"
+    );
+}

@@ -1,0 +1,408 @@
+//! End-to-end accuracy of `sframe-trace` tracing: build the workloads of fixtures/workloads (each
+//! spends all its time at one known call chain) with SFrame v1, v2 and v3, trace each one both
+//! launched (`-- COMMAND`) and attached (`--pid`), and require at least 99% of the samples to be
+//! exactly the known chain. Without SFrame, frame pointers must give the same chain, and with no
+//! unwind information at all every stack must be a true innermost part of it. Privileged: they
+//! need root (skip loudly without it, fail under CI=true). Tracer runs are serialised, so the
+//! tracers never compete with each other for the two CPUs of a small machine.
+
+mod folded;
+
+use std::{
+    fs::File,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::Mutex,
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+use folded::Verdict;
+
+/// The bar for SFrame and frame-pointer workloads: exactly the known chain.
+const MIN_EXACT: f64 = 0.99;
+/// Sampling frequency of every run.
+const HZ: u32 = 499;
+/// Tracing time of a launched workload (which itself runs for [`LAUNCHED_RUNS_FOR`]).
+const LAUNCH_SECS: u32 = 2;
+const LAUNCHED_RUNS_FOR: u32 = 4;
+/// Tracing time of an attached workload.
+const ATTACH_SECS: u32 = 1;
+/// A run must give at least this fraction of the nominal HZ x seconds samples, so that a tracer
+/// that samples nothing cannot pass. Low on purpose: a busy single thread gives nearly all of
+/// them on an idle machine, but on a small one the builds of the other sets and other tests
+/// running in parallel took up to 70% of the CPU time of a run.
+const MIN_SAMPLE_FRACTION: f64 = 0.1;
+
+/// Held during every tracer run.
+static TRACER_RUNS: Mutex<()> = Mutex::new(());
+
+/// True when the test may run; skips loudly (or fails under CI) when not root.
+fn privileged(test: &str) -> bool {
+    let uid = Command::new("id").arg("-u").output().expect("run id -u");
+    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: privileged tests must run under CI, but this is not root"
+    );
+    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
+    false
+}
+
+/// A workload program and the chain it spends its time at (outermost first, after `comm;`).
+struct Workload {
+    name: &'static str,
+    chain: Vec<String>,
+    max_depth: Option<u32>,
+}
+
+impl Workload {
+    fn new(name: &'static str, chain: &[&str]) -> Workload {
+        Workload {
+            name,
+            chain: chain.iter().map(|f| (*f).to_owned()).collect(),
+            max_depth: None,
+        }
+    }
+
+    /// `_start;main;run;recurse x depth;leaf` (fixtures/workloads/deep.c).
+    fn deep(name: &'static str, depth: usize) -> Workload {
+        let mut w = Workload::new(name, &["_start", "main", "run"]);
+        w.chain.extend(std::iter::repeat_n("recurse".to_owned(), depth));
+        w.chain.push("leaf".to_owned());
+        w
+    }
+}
+
+/// The SFrame workloads, built for each of v1, v2, v3.
+fn sframe_workloads() -> Vec<Workload> {
+    let mut deeper = Workload::deep("deeper", 300);
+    deeper.max_depth = Some(512);
+    vec![
+        Workload::deep("deep", 100),
+        deeper,
+        Workload::new("bigframe", &["_start", "main", "big", "spin"]),
+        Workload::new("alloca", &["_start", "main", "dyn", "spin"]),
+        Workload::new("plt", &["_start", "main", "lib_entry", "callback", "spin"]),
+    ]
+}
+
+/// Run fixtures/workloads/build.sh for these sets into a fresh directory.
+fn build(sets: &[&str]) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");
+    let build = Command::new(&script)
+        .arg(out.path())
+        .args(sets)
+        .output()
+        .expect("run fixtures/workloads/build.sh (needs bash, gcc, binutils)");
+    assert!(
+        build.status.success(),
+        "fixtures/workloads/build.sh {} failed ({}):\n{}",
+        sets.join(" "),
+        build.status,
+        String::from_utf8_lossy(&build.stderr)
+    );
+    out
+}
+
+/// A workload started by the test; killed and reaped on drop, even when an assertion fails.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What one tracer run left: its exit status, the folded text and the summary (stderr).
+struct Traced {
+    command: String,
+    status: ExitStatus,
+    folded: String,
+    summary: String,
+}
+
+/// Run `sframe-trace ARGS` with stdout and stderr in files under `scratch`; kill it if it is
+/// still running `secs + 30` seconds later.
+fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path>) -> Traced {
+    let _serial = TRACER_RUNS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let stdout_path = scratch.join("stdout");
+    let stderr_path = scratch.join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout_path).expect("create stdout file"))
+        .stderr(File::create(&stderr_path).expect("create stderr file"))
+        .spawn()
+        .expect("spawn sframe-trace");
+    let limit = Instant::now() + Duration::from_secs(u64::from(secs) + 30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for sframe-trace") {
+            break status;
+        }
+        if Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "sframe-trace {} still running after {} s: killed",
+                args.join(" "),
+                secs + 30
+            );
+        }
+        sleep(Duration::from_millis(50));
+    };
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_else(|e| format!("<cannot read {path:?}: {e}>"));
+    Traced {
+        command: format!("sframe-trace {}", args.join(" ")),
+        status,
+        folded: read(output.unwrap_or(&stdout_path)),
+        summary: read(&stderr_path),
+    }
+}
+
+/// The flags every run shares.
+fn common_args(w: &Workload, secs: u32) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "-F".into(),
+        HZ.to_string(),
+        "-d".into(),
+        secs.to_string(),
+        "--no-kernel".into(),
+    ];
+    if let Some(depth) = w.max_depth {
+        args.extend(["--max-depth".into(), depth.to_string()]);
+    }
+    args
+}
+
+/// `sframe-trace ... -o FILE -- WORKLOAD 4`: the tracer launches the workload.
+fn trace_launched(bin: &Path, w: &Workload) -> Traced {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let output = scratch.path().join("folded");
+    let mut args = common_args(w, LAUNCH_SECS);
+    args.extend([
+        "-o".into(),
+        output.display().to_string(),
+        "--".into(),
+        bin.display().to_string(),
+    ]);
+    args.push(LAUNCHED_RUNS_FOR.to_string());
+    sframe_trace(&args, LAUNCH_SECS, scratch.path(), Some(&output))
+}
+
+/// `sframe-trace ... --pid PID` on a workload the test started (folded output on stdout).
+fn trace_attached(bin: &Path, w: &Workload) -> Traced {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let running = Running(
+        Command::new(bin)
+            .arg("60")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display())),
+    );
+    // Past ld.so (about a millisecond) and into the busy loop.
+    sleep(Duration::from_millis(200));
+    let mut args = common_args(w, ATTACH_SECS);
+    args.extend(["--pid".into(), running.0.id().to_string()]);
+    sframe_trace(&args, ATTACH_SECS, scratch.path(), None)
+}
+
+/// How a run is judged: every sample exactly the chain, or an innermost part of it.
+#[derive(Clone, Copy)]
+enum Check {
+    /// At least [`MIN_EXACT`] of the samples are exactly the chain.
+    Exact,
+    /// Every sample is a non-empty innermost part of the chain.
+    InnermostPart,
+}
+
+/// An extra check of a run that passed the basic ones, given its verdict.
+type Extra = fn(&Workload, &Traced, &Verdict) -> Result<(), String>;
+
+/// Judge one run: `Ok` with the one-line result, or `Err` describing every problem (command,
+/// accuracy, wrong stacks, the tracer's stderr).
+fn judge(traced: &Traced, w: &Workload, secs: u32, check: Check, extra: Extra) -> Result<String, String> {
+    let fail = |problems: &[String]| {
+        Err(format!(
+            "{}:\n    {}\n    stderr:\n{}",
+            traced.command,
+            problems.join("\n    "),
+            indent(&traced.summary)
+        ))
+    };
+    if !traced.status.success() {
+        return fail(&[format!("exited with {}", traced.status)]);
+    }
+    let stacks = match folded::parse(&traced.folded) {
+        Ok(stacks) => stacks,
+        Err(e) => return fail(&[e]),
+    };
+    let (verdict, passed, bar) = match check {
+        Check::Exact => {
+            let v = Verdict::exact(&stacks, w.name, &w.chain);
+            let passed = v.accuracy() >= MIN_EXACT;
+            (v, passed, format!("need >= {:.0}% exactly", MIN_EXACT * 100.0))
+        }
+        Check::InnermostPart => {
+            let v = Verdict::innermost_part(&stacks, w.name, &w.chain);
+            let passed = v.good == v.total;
+            (v, passed, "need 100% innermost parts of".to_owned())
+        }
+    };
+    let mut problems = Vec::new();
+    let min_samples = (f64::from(HZ * secs) * MIN_SAMPLE_FRACTION) as u64;
+    if verdict.total < min_samples {
+        problems.push(format!(
+            "only {} samples, expected about {} (at least {min_samples})",
+            verdict.total,
+            HZ * secs
+        ));
+    }
+    if !passed {
+        problems.push(format!("{bar} `{};{}`", w.name, folded::compress(&w.chain)));
+    }
+    let repeated = folded::repeated_lines(&stacks);
+    if !repeated.is_empty() {
+        let list: Vec<String> = repeated
+            .iter()
+            .map(|(stack, n)| format!("`{stack}` on {n} lines"))
+            .collect();
+        problems.push(format!(
+            "the folded format has one line per distinct stack, but {} stacks are repeated: {}",
+            repeated.len(),
+            list.join(", ")
+        ));
+    }
+    if let Err(e) = extra(w, traced, &verdict) {
+        problems.push(e);
+    }
+    if problems.is_empty() {
+        Ok(format!("{}: {verdict}", traced.command))
+    } else {
+        problems.push(format!("accuracy: {verdict}"));
+        fail(&problems)
+    }
+}
+
+/// `text` indented for a failure message; a long one (a verifier log) cut to its first 10 and
+/// last 20 lines.
+fn indent(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let shown: Vec<String> = if lines.len() > 40 {
+        let cut = format!("... {} lines cut ...", lines.len() - 30);
+        lines[..10]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .chain([cut])
+            .chain(lines[lines.len() - 20..].iter().map(|l| (*l).to_owned()))
+            .collect()
+    } else {
+        lines.iter().map(|l| (*l).to_owned()).collect()
+    };
+    shown.iter().map(|l| format!("      | {l}\n")).collect()
+}
+
+/// Trace every workload of one set, launched and attached; collect every failure, then fail
+/// once with all of them (one broken workload does not hide another).
+fn trace_set(set: &str, workloads: &[Workload], check: Check, extra: Extra) {
+    let out = build(&[set]);
+    let mut failures = Vec::new();
+    for w in workloads {
+        let bin: PathBuf = out.path().join(set).join(w.name);
+        for (traced, secs) in [
+            (trace_launched(&bin, w), LAUNCH_SECS),
+            (trace_attached(&bin, w), ATTACH_SECS),
+        ] {
+            match judge(&traced, w, secs, check, extra) {
+                Ok(result) => eprintln!("ok   {set}/{}: {result}", w.name),
+                Err(e) => failures.push(format!("{set}/{}: {e}", w.name)),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} runs failed:\n{}",
+        failures.len(),
+        workloads.len() * 2,
+        failures.join("\n")
+    );
+}
+
+fn no_extra_check(_: &Workload, _: &Traced, _: &Verdict) -> Result<(), String> {
+    Ok(())
+}
+
+/// nosframe: every exact sample took at least chain.len() - 1 frame-pointer steps, and the
+/// summary must count them.
+fn counts_frame_pointer_frames(w: &Workload, traced: &Traced, verdict: &Verdict) -> Result<(), String> {
+    let want = verdict.good * (w.chain.len() as u64 - 1);
+    match folded::frame_pointer_frames(&traced.summary) {
+        Some(fp) if fp >= want => Ok(()),
+        Some(fp) => Err(format!(
+            "the summary counts {fp} frame-pointer frames, expected at least {want}"
+        )),
+        None => Err(
+            "no frame-pointer frame count in the summary (expected a line like `user frames: N from \
+                     SFrame tables, M from frame pointers`)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// SFrame v1 (binutils 2.40): >= 99% of samples of every workload are exactly its chain.
+#[test]
+fn sframe_v1_workloads_unwind_exactly() {
+    if privileged("sframe_v1_workloads_unwind_exactly") {
+        trace_set("v1", &sframe_workloads(), Check::Exact, no_extra_check);
+    }
+}
+
+/// SFrame v2 (binutils 2.44): >= 99% of samples of every workload are exactly its chain.
+#[test]
+fn sframe_v2_workloads_unwind_exactly() {
+    if privileged("sframe_v2_workloads_unwind_exactly") {
+        trace_set("v2", &sframe_workloads(), Check::Exact, no_extra_check);
+    }
+}
+
+/// SFrame v3 (binutils 2.47.50, outermost markers): >= 99% of samples are exactly the chain.
+#[test]
+fn sframe_v3_workloads_unwind_exactly() {
+    if privileged("sframe_v3_workloads_unwind_exactly") {
+        trace_set("v3", &sframe_workloads(), Check::Exact, no_extra_check);
+    }
+}
+
+/// Without any unwind tables, frame pointers give >= 99% exact chains, and the summary counts
+/// those frames as frame-pointer frames.
+#[test]
+fn frame_pointers_give_exact_chains_without_sframe() {
+    if privileged("frame_pointers_give_exact_chains_without_sframe") {
+        trace_set(
+            "none",
+            &[Workload::deep("nosframe", 100)],
+            Check::Exact,
+            counts_frame_pointer_frames,
+        );
+    }
+}
+
+/// Without unwind tables or frame pointers, stacks may be truncated but are never wrong: every
+/// sample is a non-empty innermost part of the true chain.
+#[test]
+fn no_unwind_info_truncates_but_never_invents_frames() {
+    if privileged("no_unwind_info_truncates_but_never_invents_frames") {
+        trace_set(
+            "none",
+            &[Workload::deep("noinfo", 100)],
+            Check::InnermostPart,
+            no_extra_check,
+        );
+    }
+}

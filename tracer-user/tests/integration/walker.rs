@@ -1,0 +1,369 @@
+//! The in-kernel walker end to end: programs compiled here spin in `main -> a -> b -> c`; their
+//! tables are built from `/proc/PID/maps` as the tracer does, the real eBPF program samples them,
+//! and every user stack is checked against the known call chain (symbols from `nm`). They need
+//! root; under `CI=true` they fail instead of skipping, elsewhere they skip with a loud message.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sframe_trace::bpf::{Kernel, KernelConfig};
+use sframe_trace::elf::find_sframe;
+use sframe_trace::procmaps::{MappingKind, ObjectKey, executable_mappings};
+use sframe_trace::sframe::Section;
+use sframe_trace::table::{TableSet, build_from_sframe};
+use tracer_common::trace::{ExecMapping, NO_OBJECT, SOURCE_FP, Sample};
+use tracer_common::walk::StopReason;
+
+/// The program: `c` spins (volatile work, so it stays in `c`), every call is a real call.
+/// `c`'s counter lives on the stack so that `c` gets a frame pointer when built with them: gcc
+/// gives a leaf that uses no stack none, hiding its caller from any frame-pointer unwinder.
+const SOURCE: &str = r#"
+volatile unsigned long sink;
+volatile int forever = 1;
+__attribute__((noinline)) void c(void) { for (volatile unsigned long i = 0; i < 100000000UL && forever; i++) sink += i; }
+__attribute__((noinline)) void b(void) { c(); sink++; }
+__attribute__((noinline)) void a(void) { b(); sink++; }
+int main(void) { while (forever) a(); return 0; }
+"#;
+
+/// Flags shared by every build: calls stay calls.
+const COMMON: &[&str] = &["-O2", "-fno-optimize-sibling-calls"];
+
+/// True when the test may run; skips loudly (or fails under CI) when not root.
+fn privileged(test: &str) -> bool {
+    let uid = Command::new("id").arg("-u").output().expect("run id -u");
+    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: privileged tests must run under CI, but this is not root"
+    );
+    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
+    false
+}
+
+/// Compile [`SOURCE`] with `flags` into `dir/name`.
+fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join("chain.c");
+    std::fs::write(&src, SOURCE).expect("write source");
+    let out = dir.join(name);
+    let status = Command::new("gcc")
+        .args(COMMON)
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc {flags:?} failed");
+    out
+}
+
+/// Kills the child on drop, so a failed assertion does not leave it spinning.
+struct Spinner(Child);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The function symbols of `exe`: `(object-relative start, size, name)`.
+fn functions(exe: &Path) -> Vec<(u64, u64, String)> {
+    let out = Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(exe)
+        .output()
+        .expect("run nm");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (addr, size, kind, name) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            let kind = kind.chars().next()?;
+            (kind == 't' || kind == 'T').then_some(())?;
+            Some((
+                u64::from_str_radix(addr, 16).ok()?,
+                u64::from_str_radix(size, 16).ok()?,
+                name.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// A traced process: its mappings as loaded, and how to name its frames.
+struct Traced {
+    mappings: Vec<ExecMapping>,
+    /// `[start, end)` and bias of the executable's own mappings.
+    exe: Vec<(u64, u64, u64)>,
+    symbols: Vec<(u64, u64, String)>,
+}
+
+impl Traced {
+    /// The function of the executable holding runtime address `addr`, `None` outside it.
+    fn function(&self, addr: u64) -> Option<&str> {
+        let &(_, _, bias) = self.exe.iter().find(|&&(s, e, _)| (s..e).contains(&addr))?;
+        let rel = addr.wrapping_sub(bias);
+        let found = self
+            .symbols
+            .iter()
+            .find(|(start, size, _)| (*start..start + size.max(&1)).contains(&rel));
+        Some(found.map_or("?", |(_, _, name)| name.as_str()))
+    }
+
+    /// Names of the user frames: frame 0 at its pc, callers at `ra - 1`; `None` outside the
+    /// executable.
+    fn names(&self, sample: &Sample) -> Vec<Option<&str>> {
+        let n = (sample.num_user as usize).min(sample.user.len());
+        (0..n)
+            .map(|i| self.function(if i == 0 { sample.user[i] } else { sample.user[i] - 1 }))
+            .collect()
+    }
+}
+
+/// Build the tables of `pid`'s objects (the executable's `.sframe`; objects without one get
+/// `NO_OBJECT`) and its mappings, deduplicated by object key.
+fn tables_for(pid: u32, exe: &Path) -> (TableSet, Traced) {
+    let mut set = TableSet::new();
+    let mut ids: HashMap<ObjectKey, u32> = HashMap::new();
+    let mut mappings = Vec::new();
+    let mut exe_ranges = Vec::new();
+    let exe = exe.canonicalize().expect("canonical exe path");
+    for m in executable_mappings(pid).expect("read mappings") {
+        let (object, bias) = match &m.kind {
+            MappingKind::File { key, bias } => {
+                if m.path == exe {
+                    exe_ranges.push((m.start, m.end, *bias));
+                }
+                let object = match ids.get(key) {
+                    Some(&id) => id,
+                    None => {
+                        let bytes =
+                            std::fs::read(format!("/proc/{pid}/root{}", m.path.display())).expect("read object");
+                        let id = match find_sframe(&bytes).expect("elf") {
+                            Some(sframe) => {
+                                let section = Section::parse(&sframe.data, sframe.vaddr).expect("parse .sframe");
+                                set.add(&build_from_sframe(&section).expect("build table"))
+                                    .expect("room")
+                            }
+                            None => NO_OBJECT,
+                        };
+                        ids.insert(key.clone(), id);
+                        id
+                    }
+                };
+                (object, *bias)
+            }
+            _ => (NO_OBJECT, 0),
+        };
+        mappings.push(ExecMapping {
+            start: m.start,
+            end: m.end,
+            bias,
+            object,
+            _pad: 0,
+        });
+    }
+    assert!(!exe_ranges.is_empty(), "the executable is not mapped");
+    let traced = Traced {
+        mappings,
+        exe: exe_ranges,
+        symbols: functions(&exe),
+    };
+    (set, traced)
+}
+
+/// What one traced run produced.
+struct Run {
+    samples: Vec<Sample>,
+    stops: BTreeMap<&'static str, u64>,
+    traced: Traced,
+}
+
+/// Start `exe`, trace it for about a second, and return its samples.
+fn trace(exe: &Path) -> Run {
+    let child = Command::new(exe)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the program");
+    let spinner = Spinner(child);
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = spinner.0.id();
+    let (tables, traced) = tables_for(pid, exe);
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let (mut samples, stops) = runtime.block_on(async {
+        let config = KernelConfig {
+            frequency: 499,
+            max_depth: 64,
+            kernel_stacks: false,
+            all_processes: false,
+            max_processes: 4,
+        };
+        let mut kernel = Kernel::load(&config, &tables).expect("load the eBPF program");
+        for (program, instructions) in kernel.program_sizes().expect("program info") {
+            eprintln!("{program}: {instructions} instructions verified");
+            assert!(
+                instructions < 100_000,
+                "{program} needs {instructions} verifier instructions"
+            );
+        }
+        kernel.set_process(pid, &traced.mappings).expect("set the process");
+        let mut events = kernel.events().expect("events");
+        kernel.attach().expect("attach");
+        let mut samples = Vec::new();
+        let end = Instant::now() + Duration::from_secs(1);
+        while let Ok(Some(sample)) = tokio::time::timeout_at(end.into(), events.next()).await {
+            samples.push(sample);
+        }
+        kernel.detach();
+        while let Some(sample) = events.try_next() {
+            samples.push(sample);
+        }
+        let stops: BTreeMap<_, _> = kernel
+            .stop_reasons()
+            .expect("stop reasons")
+            .into_iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(r, n)| (r.name(), n))
+            .collect();
+        (samples, stops)
+    });
+    drop(spinner);
+    samples.retain(|s| s.tgid == pid);
+    Run { samples, stops, traced }
+}
+
+/// The real caller of each function of the program.
+fn caller(function: &str) -> Option<&'static str> {
+    match function {
+        "c" => Some("b"),
+        "b" => Some("a"),
+        "a" => Some("main"),
+        _ => None,
+    }
+}
+
+/// Every frame is the real caller of the frame below it as far as the executable tells:
+/// `c -> b -> a -> main`, then only frames outside the executable (libc) or `_start`. Returns
+/// the violation.
+fn check_chain(names: &[Option<&str>]) -> Result<(), String> {
+    for pair in names.windows(2) {
+        let (callee, found) = (pair[0], pair[1]);
+        let ok = match (callee, found) {
+            (Some(f), None) => caller(f).is_none(),
+            (Some(f), Some(g)) => caller(f) == Some(g),
+            (None, Some(g)) => g == "_start",
+            (None, None) => true,
+        };
+        if !ok {
+            return Err(format!("{found:?} is not the caller of {callee:?} in {names:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Samples whose first frames read exactly `c, b, a, main`, out of those sampled in `c`.
+fn complete_chains(run: &Run) -> (usize, usize) {
+    let in_c: Vec<_> = run
+        .samples
+        .iter()
+        .map(|s| run.traced.names(s))
+        .filter(|names| names.first() == Some(&Some("c")))
+        .collect();
+    let full = [Some("c"), Some("b"), Some("a"), Some("main")];
+    let complete = in_c.iter().filter(|names| names.starts_with(&full)).count();
+    (complete, in_c.len())
+}
+
+fn report(what: &str, run: &Run) {
+    let depths: BTreeMap<u32, usize> = run.samples.iter().fold(BTreeMap::new(), |mut m, s| {
+        *m.entry(s.num_user).or_default() += 1;
+        m
+    });
+    eprintln!(
+        "{what}: {} samples, depths {depths:?}, stops {:?}",
+        run.samples.len(),
+        run.stops
+    );
+    if let Some(s) = run.samples.first() {
+        eprintln!("  e.g. {:?}", run.traced.names(s));
+    }
+}
+
+/// With SFrame and no frame pointers, most samples unwind exactly through c, b, a, main, and no
+/// walk ever records a frame that is not the real caller.
+#[test]
+fn sframe_stacks_are_exact() {
+    if !privileged("sframe_stacks_are_exact") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile(dir.path(), "sframe", &["-fomit-frame-pointer", "-Wa,--gsframe"]);
+    let run = trace(&exe);
+    report("sframe", &run);
+    assert!(run.samples.len() >= 200, "too few samples: {}", run.samples.len());
+    for s in &run.samples {
+        check_chain(&run.traced.names(s)).unwrap_or_else(|e| panic!("invented frame: {e}"));
+        assert!(StopReason::try_from(s.stop).is_ok(), "stop code {}", s.stop);
+    }
+    let (complete, in_c) = complete_chains(&run);
+    assert!(
+        complete * 10 >= in_c * 9 && in_c * 2 >= run.samples.len(),
+        "only {complete} of {in_c} samples in c unwound to main ({} samples)",
+        run.samples.len()
+    );
+    assert!(run.stops.values().sum::<u64>() >= run.samples.len() as u64);
+}
+
+/// Without SFrame but with frame pointers, the fallback finds the same chain and marks every
+/// caller it found as a frame-pointer frame.
+#[test]
+fn frame_pointer_fallback_finds_the_chain() {
+    if !privileged("frame_pointer_fallback_finds_the_chain") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile(dir.path(), "fp", &["-fno-omit-frame-pointer"]);
+    let run = trace(&exe);
+    report("frame pointers", &run);
+    assert!(run.samples.len() >= 200, "too few samples: {}", run.samples.len());
+    for s in &run.samples {
+        let n = s.num_user as usize;
+        assert!(
+            s.user_source[1..n].iter().all(|&src| src == SOURCE_FP),
+            "not all FP: {:?}",
+            &s.user_source[..n]
+        );
+    }
+    let (complete, in_c) = complete_chains(&run);
+    assert!(
+        complete * 10 >= in_c * 9 && in_c * 2 >= run.samples.len(),
+        "only {complete} of {in_c} samples in c unwound to main"
+    );
+}
+
+/// Without SFrame and without frame pointers there is nothing to unwind with: stacks are
+/// truncated, but no walk records a frame that is not the real caller.
+#[test]
+fn no_unwind_info_truncates_but_never_invents() {
+    if !privileged("no_unwind_info_truncates_but_never_invents") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile(dir.path(), "bare", &["-fomit-frame-pointer"]);
+    let run = trace(&exe);
+    report("no unwind info", &run);
+    assert!(run.samples.len() >= 200, "too few samples: {}", run.samples.len());
+    for s in &run.samples {
+        check_chain(&run.traced.names(s)).unwrap_or_else(|e| panic!("invented frame: {e}"));
+    }
+    let (complete, _) = complete_chains(&run);
+    assert!(
+        complete * 10 <= run.samples.len(),
+        "{complete} complete stacks without unwind info?"
+    );
+}
