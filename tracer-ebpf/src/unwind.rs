@@ -87,15 +87,33 @@ const NO_TABLE: ExecMapping = ExecMapping {
 /// one exit, and the frame count is re-read from memory each frame, so no constant (reason,
 /// topmost) or range (frame count) tells the paths apart: the verifier merges them at the exit
 /// and at the top of each frame instead of exploring the rest once per path.
-pub fn walk_frames(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> bool {
+pub fn walk_frames(_opaque: &Opaque, _state: &mut WalkState, max_depth: u32) -> bool {
+    for _ in 0..FRAMES_PER_PROG {
+        if sframe_trace_walk_frame(u64::from(max_depth)) != 0 {
+            return true;
+        }
+    }
+    false
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn sframe_trace_walk_frame(max_depth: u64) -> u64 {
+    let Some(state) = crate::SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    let state = unsafe { &mut *state };
+    let Some(opaque) = Opaque::get() else { return 1 };
+    let opaque = &opaque;
+    let max_depth = max_depth as u32;
     match frames(opaque, state, max_depth) {
         Some(reason) => {
             // SAFETY: a plain store into the walk state; volatile so the reason goes through
             // memory (see above) and `finish` reads it back.
             unsafe { core::ptr::write_volatile(&mut state.sample.stop, reason as u32) };
-            true
+            1
         }
-        None => false,
+        None => 0,
     }
 }
 
@@ -107,7 +125,7 @@ fn frames(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<Stop
     // The mapping of the frame to unwind next, when the previous iteration already found it.
     let mut known = NO_TABLE;
     let mut have_known = false;
-    for _ in 0..FRAMES_PER_PROG {
+    for _ in 0..1 {
         // SAFETY: a plain load from the walk state; volatile, see `walk_frames`.
         let n = unsafe { core::ptr::read_volatile(&state.sample.num_user) };
         if n >= max_depth {

@@ -6,9 +6,13 @@ mod corrupt;
 mod differential;
 mod golden;
 #[cfg(feature = "ebpf")]
+mod lifecycle;
+#[cfg(feature = "ebpf")]
 mod privileged;
 mod procmaps;
 mod reader;
+#[cfg(feature = "ebpf")]
+mod support;
 mod table;
 #[cfg(feature = "ebpf")]
 mod trace;

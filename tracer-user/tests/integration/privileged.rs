@@ -3,43 +3,20 @@
 
 use std::process::{Command, Stdio};
 
-/// True when the test may run; skips loudly (or fails under CI) when not root.
-fn privileged(test: &str) -> bool {
-    let uid = Command::new("id").arg("-u").output().expect("run id -u");
-    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: privileged tests must run under CI, but this is not root"
-    );
-    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
-    false
-}
+use crate::support::{Running, privileged};
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
 }
 
-/// Kills the child on drop, so a failed assertion does not leave a busy loop running.
-struct Busy(std::process::Child);
-
-impl Busy {
-    fn spawn() -> Self {
-        let child = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn a busy shell");
-        Busy(child)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A busy shell loop, killed when the test ends.
+fn busy_loop() -> Running {
+    let child = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn a busy shell");
+    Running(child)
 }
 
 fn counter(output: &str, name: &str) -> u64 {
@@ -56,13 +33,13 @@ fn doctor_samples_only_the_target_process() {
     if !privileged("doctor_samples_only_the_target_process") {
         return;
     }
-    let busy = Busy::spawn();
-    let _other = Busy::spawn();
+    let busy = busy_loop();
+    let _other = busy_loop();
     let out = sframe_trace()
         .args([
             "doctor",
             "--pid",
-            &busy.0.id().to_string(),
+            &busy.pid().to_string(),
             "-F",
             "499",
             "--duration",

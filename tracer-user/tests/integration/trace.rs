@@ -11,13 +11,15 @@ mod folded;
 use std::{
     fs::File,
     path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Stdio},
+    process::{Command, ExitStatus, Stdio},
     sync::Mutex,
     thread::sleep,
     time::{Duration, Instant},
 };
 
 use folded::Verdict;
+
+use crate::support::{Running, build_workloads as build, privileged};
 
 /// The bar for SFrame and frame-pointer workloads: exactly the known chain.
 const MIN_EXACT: f64 = 0.99;
@@ -36,20 +38,6 @@ const MIN_SAMPLE_FRACTION: f64 = 0.1;
 
 /// Held during every tracer run.
 static TRACER_RUNS: Mutex<()> = Mutex::new(());
-
-/// True when the test may run; skips loudly (or fails under CI) when not root.
-fn privileged(test: &str) -> bool {
-    let uid = Command::new("id").arg("-u").output().expect("run id -u");
-    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: privileged tests must run under CI, but this is not root"
-    );
-    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
-    false
-}
 
 /// A workload program and the chain it spends its time at (outermost first, after `comm;`).
 struct Workload {
@@ -90,33 +78,6 @@ fn sframe_workloads() -> Vec<Workload> {
 }
 
 /// Run fixtures/workloads/build.sh for these sets into a fresh directory.
-fn build(sets: &[&str]) -> tempfile::TempDir {
-    let out = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");
-    let build = Command::new(&script)
-        .arg(out.path())
-        .args(sets)
-        .output()
-        .expect("run fixtures/workloads/build.sh (needs bash, gcc, binutils)");
-    assert!(
-        build.status.success(),
-        "fixtures/workloads/build.sh {} failed ({}):\n{}",
-        sets.join(" "),
-        build.status,
-        String::from_utf8_lossy(&build.stderr)
-    );
-    out
-}
-
-/// A workload started by the test; killed and reaped on drop, even when an assertion fails.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// What one tracer run left: its exit status, the folded text and the summary (stderr).
 struct Traced {

@@ -1,0 +1,58 @@
+//! Helpers shared by the test modules: the privileged-test gate, a child process that cannot
+//! outlive its test, and the build of the tracing workloads.
+
+use std::{
+    path::Path,
+    process::{Child, Command},
+};
+
+/// True when a privileged test may run; skips loudly without root, and fails under `CI=true`
+/// (where privileged tests must run).
+pub fn privileged(test: &str) -> bool {
+    let uid = Command::new("id").arg("-u").output().expect("run id -u");
+    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: privileged tests must run under CI, but this is not root"
+    );
+    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
+    false
+}
+
+/// A process started by a test; killed and reaped on drop, even when an assertion fails.
+pub struct Running(pub Child);
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
+/// fresh temporary directory.
+pub fn build_workloads(sets: &[&str]) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");
+    let build = Command::new(&script)
+        .arg(out.path())
+        .args(sets)
+        .output()
+        .expect("run fixtures/workloads/build.sh (needs bash, gcc, binutils)");
+    assert!(
+        build.status.success(),
+        "fixtures/workloads/build.sh {} failed ({}):\n{}",
+        sets.join(" "),
+        build.status,
+        String::from_utf8_lossy(&build.stderr)
+    );
+    out
+}
