@@ -77,8 +77,6 @@ fn sframe_workloads() -> Vec<Workload> {
     ]
 }
 
-/// Run fixtures/workloads/build.sh for these sets into a fresh directory.
-
 /// What one tracer run left: its exit status, the folded text and the summary (stderr).
 struct Traced {
     command: String,
