@@ -1,12 +1,17 @@
 //! The in-kernel half of sframe-trace: two perf_event programs and their maps.
 //!
 //! [`on_sample`] runs on every cpu-clock sample: it filters by process, captures the user
-//! registers and the kernel stack into the per-CPU walk state, and tail-calls [`walk_user`],
-//! which walks up to `FRAMES_PER_PROG` user frames per invocation (`unwind.rs`) and tail-calls
-//! itself until the walk stops, then ships the sample through the ring buffer. Names, layouts
-//! and limits are `tracer_common`'s; this file only wires them. It must stay verifier-friendly:
-//! constant loop bounds, no recursion, no `bpf_loop` (kernels before 5.17 lack it), every
-//! memory access checked; and it logs (aya-log) only what should never happen, never per sample.
+//! registers (`regs.rs`) and the kernel stack into the per-CPU walk state, and tail-calls
+//! [`walk_user`], which walks up to `FRAMES_PER_PROG` user frames per invocation (`unwind.rs`,
+//! one global-function call per frame) and tail-calls itself until the walk stops, then ships
+//! the sample through the ring buffer. Names, layouts and limits are `tracer_common`'s; this
+//! file only wires them. It must stay verifier-friendly: constant loop bounds, no recursion, no
+//! `bpf_loop` (kernels before 5.17 lack it), every memory access checked; and it logs (aya-log)
+//! only what should never happen, never per sample.
+//!
+//! Kernels: loads and walks on 5.10, 6.1, 6.12 and 6.18 (walker tests run in VMs); global
+//! functions need 5.6, ring buffers 5.8; samples that hit the kernel need `bpf_task_pt_regs`
+//! (5.15, `regs.rs`), before that they are counted as `no_user_regs`.
 #![no_std]
 #![cfg_attr(not(test), no_main)]
 
@@ -69,8 +74,8 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 23, 0);
 /// The walk in progress on each CPU (`MAP_SCRATCH`).
 #[map]
 static SCRATCH: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1, 0);
-/// Kernel-only: the walker's verifier-opaque words (see `unwind::Opaque`); userspace never
-/// touches them.
+/// Kernel-only: the walker's verifier-opaque words (`unwind.rs`); userspace never touches
+/// them.
 #[map]
 static OPAQUE: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
 /// `walk_user` at `PROG_WALK_SLOT` (`MAP_PROGS`), set by userspace after load.
@@ -159,11 +164,7 @@ pub fn walk_user(ctx: PerfEventContext) -> u32 {
     let Some(state) = scratch(&ctx) else {
         return 0;
     };
-    let Some(opaque) = unwind::Opaque::get() else {
-        error!(&ctx, "OPAQUE has no slot 0");
-        return 0;
-    };
-    if !unwind::walk_frames(&opaque, state, MAX_DEPTH.load()) {
+    if !unwind::walk_frames(MAX_DEPTH.load()) {
         // SAFETY: as in `on_sample`: this very program, continuing the walk.
         unsafe { PROGS.tail_call(&ctx, PROG_WALK_SLOT) };
         bump(Counter::TailCallFailed);
@@ -176,7 +177,7 @@ pub fn walk_user(ctx: PerfEventContext) -> u32 {
 /// Count why the walk ended (`state.sample.stop`) and ship the sample.
 fn finish(state: &mut WalkState) {
     // SAFETY: a plain load from the walk state; volatile so the verifier sees an unknown
-    // value here rather than one constant per stop path (see `unwind::walk_frames`).
+    // value here rather than one constant per stop path (see `unwind::walk_frame`).
     let reason = unsafe { core::ptr::read_volatile(&state.sample.stop) };
     // Every reason has a slot (see `bump`).
     if let Some(slot) = STOPS.get_ptr_mut(reason) {

@@ -11,7 +11,6 @@ mod lifecycle;
 mod privileged;
 mod procmaps;
 mod reader;
-#[cfg(feature = "ebpf")]
 mod support;
 mod table;
 #[cfg(feature = "ebpf")]

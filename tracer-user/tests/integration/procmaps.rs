@@ -11,6 +11,8 @@ use sframe_trace::procmaps::{Mapping, MappingKind, ObjectKey, ProcError, executa
 
 use super::reader::compile;
 
+use crate::support::privileged;
+
 /// Prints `&main` and waits; with an argument, first maps that file executable.
 const WAITER: &str = r#"
 #include <fcntl.h>
@@ -156,7 +158,7 @@ fn exited_process_is_gone() {
 /// deleted, with the build-id and bias of the file it was started from.
 #[test]
 fn deleted_executable_resolves_through_map_files() {
-    if !may_open_map_files("deleted_executable_resolves_through_map_files") {
+    if !privileged("deleted_executable_resolves_through_map_files") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -194,18 +196,4 @@ fn non_elf_mapping_is_unreadable_alone() {
         other => panic!("expected Unreadable, got {other:?}"),
     }
     build_id(containing(&mappings, running.main));
-}
-
-/// True when `/proc/PID/map_files` can be opened (root); skips loudly, or fails under CI.
-fn may_open_map_files(test: &str) -> bool {
-    let uid = Command::new("id").arg("-u").output().expect("run id -u");
-    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: must run under CI, but this is not root"
-    );
-    eprintln!("\n!!!!! SKIPPED {test}: opening /proc/PID/map_files needs root !!!!!\n");
-    false
 }

@@ -1,10 +1,9 @@
-//! Helpers shared by the test modules: the privileged-test gate, a child process that cannot
+//! Helpers shared by the test modules: the gate of tests that need root (privileged), a child process that cannot
 //! outlive its test, and the build of the tracing workloads.
 
-use std::{
-    path::Path,
-    process::{Child, Command},
-};
+use std::process::Command;
+#[cfg(feature = "ebpf")]
+use std::{path::Path, process::Child};
 
 /// True when a privileged test may run; skips loudly without root, and fails under `CI=true`
 /// (where privileged tests must run).
@@ -22,14 +21,17 @@ pub fn privileged(test: &str) -> bool {
 }
 
 /// A process started by a test; killed and reaped on drop, even when an assertion fails.
+#[cfg(feature = "ebpf")]
 pub struct Running(pub Child);
 
+#[cfg(feature = "ebpf")]
 impl Running {
     pub fn pid(&self) -> u32 {
         self.0.id()
     }
 }
 
+#[cfg(feature = "ebpf")]
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -39,6 +41,7 @@ impl Drop for Running {
 
 /// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
 /// fresh temporary directory.
+#[cfg(feature = "ebpf")]
 pub fn build_workloads(sets: &[&str]) -> tempfile::TempDir {
     let out = tempfile::tempdir().expect("tempdir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");

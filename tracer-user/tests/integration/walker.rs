@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sframe_trace::bpf::{Kernel, KernelConfig};
@@ -14,15 +14,26 @@ use sframe_trace::procmaps::{MappingKind, ObjectKey, executable_mappings};
 use sframe_trace::sframe::Section;
 use sframe_trace::table::{TableSet, build_from_sframe};
 use tracer_common::trace::{ExecMapping, NO_OBJECT, SOURCE_FP, Sample};
+
+use crate::support::{Running, privileged};
 use tracer_common::walk::StopReason;
 
-/// The program: `c` spins (volatile work, so it stays in `c`), every call is a real call.
-/// `c`'s counter lives on the stack so that `c` gets a frame pointer when built with them: gcc
-/// gives a leaf that uses no stack none, hiding its caller from any frame-pointer unwinder.
+/// The program: `c` spins (volatile work, so it stays in `c`; with `-DSYSCALLS` it mostly
+/// waits in `getppid`'s system call), every call is a real call. `c`'s counter lives on the
+/// stack so that `c` gets a frame pointer when built with them: gcc gives a leaf that uses no
+/// stack none, hiding its caller from any frame-pointer unwinder.
 const SOURCE: &str = r#"
+#include <unistd.h>
 volatile unsigned long sink;
 volatile int forever = 1;
-__attribute__((noinline)) void c(void) { for (volatile unsigned long i = 0; i < 100000000UL && forever; i++) sink += i; }
+__attribute__((noinline)) void c(void) {
+    for (volatile unsigned long i = 0; i < 100000000UL && forever; i++) {
+        sink += i;
+#ifdef SYSCALLS
+        sink += getppid();
+#endif
+    }
+}
 __attribute__((noinline)) void b(void) { c(); sink++; }
 __attribute__((noinline)) void a(void) { b(); sink++; }
 int main(void) { while (forever) a(); return 0; }
@@ -30,20 +41,6 @@ int main(void) { while (forever) a(); return 0; }
 
 /// Flags shared by every build: calls stay calls.
 const COMMON: &[&str] = &["-O2", "-fno-optimize-sibling-calls"];
-
-/// True when the test may run; skips loudly (or fails under CI) when not root.
-fn privileged(test: &str) -> bool {
-    let uid = Command::new("id").arg("-u").output().expect("run id -u");
-    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: privileged tests must run under CI, but this is not root"
-    );
-    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
-    false
-}
 
 /// Compile [`SOURCE`] with `flags` into `dir/name`.
 fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
@@ -60,16 +57,6 @@ fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
         .expect("run gcc");
     assert!(status.success(), "gcc {flags:?} failed");
     out
-}
-
-/// Kills the child on drop, so a failed assertion does not leave it spinning.
-struct Spinner(Child);
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The function symbols of `exe`: `(object-relative start, size, name)`.
@@ -181,25 +168,26 @@ fn tables_for(pid: u32, exe: &Path) -> (TableSet, Traced) {
 struct Run {
     samples: Vec<Sample>,
     stops: BTreeMap<&'static str, u64>,
+    counters: BTreeMap<&'static str, u64>,
     traced: Traced,
 }
 
 /// Start `exe`, trace it for about a second, and return its samples.
-fn trace(exe: &Path) -> Run {
+fn trace(exe: &Path, kernel_stacks: bool) -> Run {
     let child = Command::new(exe)
         .stdout(Stdio::null())
         .spawn()
         .expect("start the program");
-    let spinner = Spinner(child);
+    let spinner = Running(child);
     std::thread::sleep(Duration::from_millis(100));
     let pid = spinner.0.id();
     let (tables, traced) = tables_for(pid, exe);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let (mut samples, stops) = runtime.block_on(async {
+    let (mut samples, stops, counters) = runtime.block_on(async {
         let config = KernelConfig {
             frequency: 499,
             max_depth: 64,
-            kernel_stacks: false,
+            kernel_stacks,
             all_processes: false,
             max_processes: 4,
         };
@@ -230,16 +218,29 @@ fn trace(exe: &Path) -> Run {
             .filter(|&(_, n)| n > 0)
             .map(|(r, n)| (r.name(), n))
             .collect();
-        (samples, stops)
+        let counters: BTreeMap<_, _> = kernel
+            .counters()
+            .expect("counters")
+            .into_iter()
+            .map(|(c, n)| (c.name(), n))
+            .collect();
+        (samples, stops, counters)
     });
     drop(spinner);
     samples.retain(|s| s.tgid == pid);
-    Run { samples, stops, traced }
+    Run {
+        samples,
+        stops,
+        counters,
+        traced,
+    }
 }
 
-/// The real caller of each function of the program.
+/// The real caller of each function of the program. `?` is code of the executable without a
+/// symbol: the PLT stub of `getppid`, which only `c` calls.
 fn caller(function: &str) -> Option<&'static str> {
     match function {
+        "?" => Some("c"),
         "c" => Some("b"),
         "b" => Some("a"),
         "a" => Some("main"),
@@ -303,7 +304,7 @@ fn sframe_stacks_are_exact() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "sframe", &["-fomit-frame-pointer", "-Wa,--gsframe"]);
-    let run = trace(&exe);
+    let run = trace(&exe, false);
     report("sframe", &run);
     assert!(run.samples.len() >= 200, "too few samples: {}", run.samples.len());
     for s in &run.samples {
@@ -328,7 +329,7 @@ fn frame_pointer_fallback_finds_the_chain() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "fp", &["-fno-omit-frame-pointer"]);
-    let run = trace(&exe);
+    let run = trace(&exe, false);
     report("frame pointers", &run);
     assert!(run.samples.len() >= 200, "too few samples: {}", run.samples.len());
     for s in &run.samples {
@@ -355,7 +356,7 @@ fn no_unwind_info_truncates_but_never_invents() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "bare", &["-fomit-frame-pointer"]);
-    let run = trace(&exe);
+    let run = trace(&exe, false);
     report("no unwind info", &run);
     assert!(run.samples.len() >= 200, "too few samples: {}", run.samples.len());
     for s in &run.samples {
@@ -366,4 +367,49 @@ fn no_unwind_info_truncates_but_never_invents() {
         complete * 10 <= run.samples.len(),
         "{complete} complete stacks without unwind info?"
     );
+}
+
+/// Samples that hit the kernel (a system call) carry the kernel stack, and their user stack
+/// starts in libc from the task's saved user registers, without invented frames; kernels
+/// without `bpf_task_pt_regs` count them as `no_user_regs` instead.
+#[test]
+fn kernel_samples_have_both_stacks() {
+    if !privileged("kernel_samples_have_both_stacks") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile(
+        dir.path(),
+        "syscalls",
+        &["-fomit-frame-pointer", "-Wa,--gsframe", "-DSYSCALLS"],
+    );
+    let run = trace(&exe, true);
+    report("system calls", &run);
+    for s in &run.samples {
+        check_chain(&run.traced.names(s)).unwrap_or_else(|e| panic!("invented frame: {e}"));
+    }
+    let in_kernel: Vec<_> = run.samples.iter().filter(|s| s.num_kernel > 0).collect();
+    let task_regs = aya::sys::is_helper_supported(
+        aya::programs::ProgramType::PerfEvent,
+        aya::sys::BpfHelper::BPF_FUNC_task_pt_regs,
+    )
+    .expect("probe bpf_task_pt_regs");
+    if !task_regs {
+        assert!(
+            run.counters["no_user_regs"] >= 100,
+            "kernel-mode samples: {:?}",
+            run.counters
+        );
+        return;
+    }
+    assert!(
+        in_kernel.len() >= 100,
+        "only {} samples with a kernel stack",
+        in_kernel.len()
+    );
+    assert!(
+        in_kernel.iter().all(|s| run.traced.names(s)[0].is_none()),
+        "a kernel-mode sample whose user pc is not in libc"
+    );
+    assert_eq!(run.counters["kernel_stack_failed"], 0);
 }
