@@ -152,7 +152,14 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
         }
         None => NO_TABLE,
     };
-    let (next, source) = match unwind_one(opaque, &mapping, &regs, &state.sample.num_user, pc) {
+    let (next, source) = match unwind_one(
+        opaque,
+        &mapping,
+        &regs,
+        &state.sample.num_user,
+        &state.sample.user_source,
+        pc,
+    ) {
         (Step::Next(next), source) => (next, source),
         (Step::Stop(reason), _) => return Some(reason),
     };
@@ -215,7 +222,14 @@ fn find_mapping(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMapping
 // Inlined so `Step` never goes through memory: storing its undefined `Next` payload for a
 // `Stop` is a read of an uninitialized register to the verifier ("!read_ok").
 #[inline(always)]
-fn unwind_one(opaque: &Opaque, m: &ExecMapping, regs: &Regs, num_user: &u32, pc: u64) -> (Step, u8) {
+fn unwind_one(
+    opaque: &Opaque,
+    m: &ExecMapping,
+    regs: &Regs,
+    num_user: &u32,
+    sources: &[u8; MAX_USER_FRAMES],
+    pc: u64,
+) -> (Step, u8) {
     if m.object != NO_OBJECT {
         let addr = pc.wrapping_sub(m.bias);
         let key = PageKey {
@@ -247,7 +261,14 @@ fn unwind_one(opaque: &Opaque, m: &ExecMapping, regs: &Regs, num_user: &u32, pc:
             }
         }
     }
-    (walk::frame_pointer_step(regs, read_user), SOURCE_FP)
+    // The current FP came from the chain when this frame was itself found by the fallback.
+    // SAFETY: plain loads from the walk state.
+    let n = unsafe { core::ptr::read_volatile(num_user) };
+    let chained = n >= 2
+        && sources
+            .get(opaque.launder(n - 1) as usize)
+            .is_some_and(|s| *s == SOURCE_FP);
+    (walk::frame_pointer_step(regs, chained, read_user), SOURCE_FP)
 }
 
 /// Global row `index`: `ROWS[index / ROW_CHUNK].rows[index % ROW_CHUNK]`.

@@ -109,6 +109,33 @@ pub fn find_section<'a>(file: &'a [u8], name: &str) -> Result<Option<SectionByte
     }
 }
 
+/// The entry point of a program: `e_entry` of an executable (`ET_EXEC`, or `ET_DYN` with a
+/// `PT_INTERP`, i.e. a position-independent executable). `None` for shared libraries and
+/// relocatable objects, whose `e_entry`, if any, is not where a process starts.
+pub fn entry_point(file: &[u8]) -> Result<Option<u64>, ElfError> {
+    match FileKind::parse(file) {
+        Ok(FileKind::Elf32) => entry_point_in::<elf::FileHeader32<Endianness>>(file),
+        Ok(FileKind::Elf64) => entry_point_in::<elf::FileHeader64<Endianness>>(file),
+        _ => Err(ElfError::NotElf),
+    }
+}
+
+fn entry_point_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<u64>, ElfError> {
+    let header = Elf::parse(file).map_err(malformed("file header"))?;
+    let endian = header.endian().map_err(malformed("file header"))?;
+    let program = match header.e_type(endian) {
+        elf::ET_EXEC => true,
+        elf::ET_DYN => header
+            .program_headers(endian, file)
+            .map_err(malformed("program headers"))?
+            .iter()
+            .any(|ph| ph.p_type(endian) == elf::PT_INTERP),
+        _ => false,
+    };
+    let entry: u64 = header.e_entry(endian).into();
+    Ok((program && entry != 0).then_some(entry))
+}
+
 type Sections<'a, Elf> = SectionTable<'a, Elf, &'a [u8]>;
 
 fn find_section_in<'a, Elf: FileHeader<Endian = Endianness>>(

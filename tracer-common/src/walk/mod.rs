@@ -277,15 +277,22 @@ pub fn step(rule: &UnwindRule, regs: &Regs, topmost: bool, mut read: impl FnMut(
 /// The x86-64 frame-pointer fallback (`push rbp; mov rbp, rsp` prologues):
 /// `(pc, sp, fp) = (*(fp + 8), fp + 16, *fp)`.
 ///
-/// Checks instead of inventing a frame: `fp == 0` -> `Outermost` (`_start` zeroes RBP);
-/// `fp` not 8-aligned or below `sp`, or `fp + 16` overflowing -> `BadFramePointer`; failed
+/// `chained` says that `fp` itself was read from a frame-pointer chain (the frame was found by
+/// this fallback): only then does `fp == 0` mean the end of the chain (`_start` zeroes RBP)
+/// -> `Outermost`; an FP of 0 in a register nothing saved says nothing -> `NoInfo`.
+///
+/// Checks instead of inventing a frame: `fp` not 8-aligned or below `sp`, or `fp + 16` overflowing -> `BadFramePointer`; failed
 /// reads -> `RaReadFailed`/`FpReadFailed`; `ra == 0` -> `ZeroRa`; a saved FP that is neither
 /// 0 (the caller is the outermost frame) nor above `fp` -> `BadFramePointer`. In frame 0 a PC
 /// inside a prologue or epilogue makes this skip the real caller; only the rules know better.
-pub fn frame_pointer_step(regs: &Regs, mut read: impl FnMut(u64) -> Option<u64>) -> Step {
+pub fn frame_pointer_step(regs: &Regs, chained: bool, mut read: impl FnMut(u64) -> Option<u64>) -> Step {
     let fp = regs.fp;
     if fp == 0 {
-        return Step::Stop(StopReason::Outermost);
+        return Step::Stop(if chained {
+            StopReason::Outermost
+        } else {
+            StopReason::NoInfo
+        });
     }
     if !fp.is_multiple_of(8) || fp < regs.sp {
         return Step::Stop(StopReason::BadFramePointer);

@@ -303,15 +303,29 @@ fn frame_pointer_chain() {
     words[7] = 0x3333;
     let stack = FakeStack::new(&words);
     let read = |a| stack.read(a);
-    let Step::Next(caller) = frame_pointer_step(&regs(0x1111, BASE, fp1), read) else {
+    let Step::Next(caller) = frame_pointer_step(&regs(0x1111, BASE, fp1), false, read) else {
         panic!("first step");
     };
     assert_eq!(caller, regs(0x2222, fp1 + 16, fp2));
-    let Step::Next(outer) = frame_pointer_step(&caller, read) else {
+    let Step::Next(outer) = frame_pointer_step(&caller, true, read) else {
         panic!("second step");
     };
     assert_eq!(outer, regs(0x3333, fp2 + 16, 0));
-    assert_eq!(frame_pointer_step(&outer, read), Step::Stop(StopReason::Outermost));
+    assert_eq!(
+        frame_pointer_step(&outer, true, read),
+        Step::Stop(StopReason::Outermost)
+    );
+}
+
+/// An FP of 0 that no frame-pointer step loaded (frame 0, or after table-unwound frames that
+/// left RBP alone) is no chain at all: the walk stops without information, not as complete.
+#[test]
+fn unchained_zero_frame_pointer_is_no_information() {
+    let stack = FakeStack::new(&[0u64; 2]);
+    assert_eq!(
+        frame_pointer_step(&regs(0x1111, BASE, 0), false, |a| stack.read(a)),
+        Step::Stop(StopReason::NoInfo)
+    );
 }
 
 /// The frame-pointer fallback refuses misaligned or below-SP FPs, saved FPs that do not
@@ -320,7 +334,7 @@ fn frame_pointer_chain() {
 fn frame_pointer_sanity_checks() {
     let words = [BASE + 0x10, 0x2222, BASE, 0x3333, BASE + 0x20, 0];
     let stack = FakeStack::new(&words);
-    let fp_step = |sp, fp| frame_pointer_step(&regs(0x1000, sp, fp), |a| stack.read(a));
+    let fp_step = |sp, fp| frame_pointer_step(&regs(0x1000, sp, fp), true, |a| stack.read(a));
     let bad = Step::Stop(StopReason::BadFramePointer);
     assert_eq!(fp_step(BASE, BASE), Step::Next(regs(0x2222, BASE + 16, BASE + 0x10)));
     assert_eq!(fp_step(BASE, BASE + 4), bad);
@@ -331,7 +345,7 @@ fn frame_pointer_sanity_checks() {
     assert_eq!(fp_step(0, u64::MAX - 7), bad, "fp + 16 overflows");
     let failing = FakeStack::failing_at(&words, BASE);
     assert_eq!(
-        frame_pointer_step(&regs(0x1000, BASE, BASE), |a| failing.read(a)),
+        frame_pointer_step(&regs(0x1000, BASE, BASE), true, |a| failing.read(a)),
         Step::Stop(StopReason::FpReadFailed)
     );
 }

@@ -84,7 +84,13 @@ impl TableStats {
 /// Build the table of the object `section` belongs to. Errors are rows the reader cannot
 /// decode; rows the kernel format cannot express are reasons in the stats.
 pub fn build_from_sframe(section: &Section<'_>) -> Result<ObjectTable, sframe::Error> {
-    build(section.header(), section.functions(), |f| section.rows(f))
+    build(section.header(), section.functions(), None, |f| section.rows(f))
+}
+
+/// [`build_from_sframe`] for a program whose entry point is `entry` (`elf::entry_point`): the
+/// function holding it is the outermost frame.
+pub fn build_from_sframe_with_entry(section: &Section<'_>, entry: Option<u64>) -> Result<ObjectTable, sframe::Error> {
+    build(section.header(), section.functions(), entry, |f| section.rows(f))
 }
 
 /// [`build_from_sframe`] over already parsed parts (`functions` sorted by start, each one's
@@ -92,9 +98,10 @@ pub fn build_from_sframe(section: &Section<'_>) -> Result<ObjectTable, sframe::E
 pub(crate) fn build(
     header: &Header,
     functions: &[Function],
+    entry: Option<u64>,
     decode: impl FnMut(&Function) -> Result<Vec<Row>, sframe::Error>,
 ) -> Result<ObjectTable, sframe::Error> {
-    let mut flat = transitions::flatten(header, functions, decode)?;
+    let mut flat = transitions::flatten(header, functions, entry, decode)?;
     let paged = paging::page(&flat.transitions, &mut flat.reasons);
     let stats = TableStats {
         functions: flat.functions,

@@ -15,7 +15,9 @@
 //!    may be partial): the expansion is bounded by the function size, not by any count field.
 //!    v1 writes no repetition size: amd64 uses 16, the size of a `.plt` entry (SysV x86-64
 //!    psABI, and what binutils 2.41+ writes there); other ABIs get `NO_INFO` (a reason).
-//! 4. Rows starting at or past the function end are unreachable and skipped.
+//! 4. Rows starting at or past the function end are unreachable and skipped. Every row of the
+//!    function holding the program's entry point (when given) is `OUTERMOST`: the kernel
+//!    enters it with no return address, which SFrame v1/v2 cannot express.
 //! 5. `NO_INFO` at the function end; the next function's start replaces it when equal.
 //! 6. Budget: a function whose expansion would take the object past `MAX_TRANSITIONS` is left
 //!    out (step 1), so a hostile section (a 4 GiB MASK function with 1-byte blocks) cannot
@@ -25,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use tracer_common::unwind::UnwindRule;
+use tracer_common::unwind::{KIND_OUTERMOST, UnwindRule};
 
 use super::rules::{Unsupported, convert, unsupported_rule};
 use crate::sframe::{Abi, Error, Function, Header, PcType, Row};
@@ -73,6 +75,7 @@ impl Flat {
 pub(crate) fn flatten(
     header: &Header,
     functions: &[Function],
+    entry: Option<u64>,
     mut decode: impl FnMut(&Function) -> Result<Vec<Row>, Error>,
 ) -> Result<Flat, Error> {
     let mut flat = Flat::default();
@@ -111,13 +114,18 @@ pub(crate) fn flatten(
             flat.push(f.start, UnwindRule::NO_INFO);
             continue;
         }
+        // The function holding the program's entry point is entered with no return address:
+        // outermost, whatever its rows say (v1/v2 cannot say it).
+        let is_entry = entry.is_some_and(|e| f.contains(e));
         let converted: Vec<UnwindRule> = rows
             .iter()
-            .map(|row| {
-                convert(header, f, row).unwrap_or_else(|reason| {
+            .map(|row| match convert(header, f, row) {
+                _ if is_entry => OUTERMOST,
+                Ok(rule) => rule,
+                Err(reason) => {
                     count(&mut flat.reasons, reason, 1);
                     unsupported_rule(f)
-                })
+                }
             })
             .collect();
         let mut at = f.start;
@@ -130,6 +138,12 @@ pub(crate) fn flatten(
     }
     Ok(flat)
 }
+
+/// The rule of the entry point's function (step 4).
+const OUTERMOST: UnwindRule = UnwindRule {
+    kind: KIND_OUTERMOST,
+    ..UnwindRule::NO_INFO
+};
 
 /// Step 3: the repeating block of a MASK function, `None` when unknown.
 fn block_size(header: &Header, f: &Function) -> Option<u64> {

@@ -11,7 +11,7 @@ use crate::{
     elf,
     procmaps::{Mapping, MappingKind, ObjectKey},
     sframe::Section,
-    table::{TableSet, build_from_sframe},
+    table::{TableSet, build_from_sframe_with_entry},
 };
 
 /// Why an object has no table (counted in the summary).
@@ -117,7 +117,8 @@ impl Catalog {
         let sframe = found.ok_or(NoTable::NoSframe)?;
         let section = Section::parse(&sframe.data, sframe.vaddr)
             .map_err(|e| NoTable::Unreadable(format!("{}: .sframe: {e}", path.display())))?;
-        let table = build_from_sframe(&section)
+        let entry = elf::entry_point(&bytes).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
+        let table = build_from_sframe_with_entry(&section, entry)
             .map_err(|e| NoTable::Unreadable(format!("{}: .sframe: {e}", path.display())))?;
         let rows = table.stats().sframe_rows;
         let id = self.tables.add(&table).map_err(|_| NoTable::RulesFull)?;

@@ -58,9 +58,9 @@ fn assert_flushed(out: &Output, why: &str) {
 /// SIGINT (Ctrl-C) stops a launched trace and still writes all stacks and the summary.
 #[test]
 fn sigint_flushes_the_stacks() {
-    if !privileged("sigint_flushes_the_stacks") {
+    let Some(_serial) = privileged("sigint_flushes_the_stacks") else {
         return;
-    }
+    };
     let dir = build_workloads(&["v1"]);
     let deep = dir.path().join("v1/deep");
     let out = interrupted(&["-F", "199", "--", deep.to_str().expect("path"), "20"], libc::SIGINT);
@@ -70,9 +70,9 @@ fn sigint_flushes_the_stacks() {
 /// SIGTERM stops a `--pid` trace and still writes all stacks; the traced process keeps running.
 #[test]
 fn sigterm_flushes_the_stacks_and_spares_the_target() {
-    if !privileged("sigterm_flushes_the_stacks_and_spares_the_target") {
+    let Some(_serial) = privileged("sigterm_flushes_the_stacks_and_spares_the_target") else {
         return;
-    }
+    };
     let dir = build_workloads(&["v1"]);
     let target = Running(
         Command::new(dir.path().join("v1/deep"))
@@ -92,9 +92,9 @@ fn sigterm_flushes_the_stacks_and_spares_the_target() {
 /// A trace without --duration ends when the traced process exits.
 #[test]
 fn the_session_ends_when_the_target_exits() {
-    if !privileged("the_session_ends_when_the_target_exits") {
+    let Some(_serial) = privileged("the_session_ends_when_the_target_exits") else {
         return;
-    }
+    };
     let dir = build_workloads(&["v1"]);
     let started = Instant::now();
     let out = sframe_trace()
@@ -117,9 +117,9 @@ fn the_session_ends_when_the_target_exits() {
 /// Bad targets and bad flags are one sentence with status 2.
 #[test]
 fn bad_targets_are_one_clear_sentence() {
-    if !privileged("bad_targets_are_one_clear_sentence") {
+    let Some(_serial) = privileged("bad_targets_are_one_clear_sentence") else {
         return;
-    }
+    };
     for (args, says) in [
         (&["--pid", "999999999"][..], "no process with pid 999999999"),
         (&["-F", "199"][..], "nothing to trace"),
@@ -143,9 +143,9 @@ fn bad_targets_are_one_clear_sentence() {
 /// Without root, tracing says in one sentence what is missing.
 #[test]
 fn tracing_without_root_says_so() {
-    if !privileged("tracing_without_root_says_so") {
+    let Some(_serial) = privileged("tracing_without_root_says_so") else {
         return;
-    }
+    };
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_sframe-trace"))

@@ -30,9 +30,9 @@ fn counter(output: &str, name: &str) -> u64 {
 /// The embedded program loads, attaches to cpu-clock and counts samples of exactly the target pid.
 #[test]
 fn doctor_samples_only_the_target_process() {
-    if !privileged("doctor_samples_only_the_target_process") {
+    let Some(_serial) = privileged("doctor_samples_only_the_target_process") else {
         return;
-    }
+    };
     let busy = busy_loop();
     let _other = busy_loop();
     let out = sframe_trace()
@@ -69,9 +69,9 @@ fn doctor_samples_only_the_target_process() {
 /// Without root the tracer says in one sentence what is missing and exits with status 2.
 #[test]
 fn doctor_refuses_clearly_without_root() {
-    if !privileged("doctor_refuses_clearly_without_root") {
+    let Some(_serial) = privileged("doctor_refuses_clearly_without_root") else {
         return;
-    }
+    };
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_sframe-trace"))

@@ -158,9 +158,9 @@ fn exited_process_is_gone() {
 /// deleted, with the build-id and bias of the file it was started from.
 #[test]
 fn deleted_executable_resolves_through_map_files() {
-    if !privileged("deleted_executable_resolves_through_map_files") {
+    let Some(_serial) = privileged("deleted_executable_resolves_through_map_files") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = waiter(dir.path());
     let copy = dir.path().join("copy of waiter");

@@ -1,23 +1,30 @@
 //! Helpers shared by the test modules: the gate of tests that need root (privileged), a child process that cannot
 //! outlive its test, and the build of the tracing workloads.
 
-use std::process::Command;
 #[cfg(feature = "ebpf")]
 use std::{path::Path, process::Child};
+use std::{
+    process::Command,
+    sync::{Mutex, MutexGuard},
+};
 
-/// True when a privileged test may run; skips loudly without root, and fails under `CI=true`
-/// (where privileged tests must run).
-pub fn privileged(test: &str) -> bool {
+/// Tests that need root (they load BPF and sample real processes) run one at a time, so that
+/// none of them measures another's load on a small machine.
+static PRIVILEGED: Mutex<()> = Mutex::new(());
+
+/// The turn of a privileged test: `Some(guard)` when it may run (hold the guard for the whole
+/// test), `None` after skipping loudly without root. Under `CI=true`, not being root fails.
+pub fn privileged(test: &str) -> Option<MutexGuard<'static, ()>> {
     let uid = Command::new("id").arg("-u").output().expect("run id -u");
     if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
-        return true;
+        return Some(PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
     }
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "{test}: privileged tests must run under CI, but this is not root"
     );
     eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
-    false
+    None
 }
 
 /// A process started by a test; killed and reaped on drop, even when an assertion fails.

@@ -3,8 +3,8 @@
 //! launched (`-- COMMAND`) and attached (`--pid`), and require at least 99% of the samples to be
 //! exactly the known chain. Without SFrame, frame pointers must give the same chain, and with no
 //! unwind information at all every stack must be a true innermost part of it. Privileged: they
-//! need root (skip loudly without it, fail under CI=true). Tracer runs are serialised, so the
-//! tracers never compete with each other for the two CPUs of a small machine.
+//! need root (skip loudly without it, fail under CI=true); like every privileged test they run
+//! one at a time, so the tracers never compete with each other for the CPUs of a small machine.
 
 mod folded;
 
@@ -12,7 +12,6 @@ use std::{
     fs::File,
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
-    sync::Mutex,
     thread::sleep,
     time::{Duration, Instant},
 };
@@ -35,9 +34,6 @@ const ATTACH_SECS: u32 = 1;
 /// them on an idle machine, but on a small one the builds of the other sets and other tests
 /// running in parallel took up to 70% of the CPU time of a run.
 const MIN_SAMPLE_FRACTION: f64 = 0.1;
-
-/// Held during every tracer run.
-static TRACER_RUNS: Mutex<()> = Mutex::new(());
 
 /// A workload program and the chain it spends its time at (outermost first, after `comm;`).
 struct Workload {
@@ -88,7 +84,6 @@ struct Traced {
 /// Run `sframe-trace ARGS` with stdout and stderr in files under `scratch`; kill it if it is
 /// still running `secs + 30` seconds later.
 fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path>) -> Traced {
-    let _serial = TRACER_RUNS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let stdout_path = scratch.join("stdout");
     let stderr_path = scratch.join("stderr");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
@@ -314,27 +309,43 @@ fn counts_frame_pointer_frames(w: &Workload, traced: &Traced, verdict: &Verdict)
     }
 }
 
+/// The summary counts at least 99% of the walks as complete (ended at the outermost frame,
+/// `_start`: marked in v3, the ELF entry point's function in v1/v2).
+fn complete_walks(_: &Workload, traced: &Traced, _: &Verdict) -> Result<(), String> {
+    let line = traced.summary.lines().find_map(|l| l.trim().strip_prefix("stacks: "));
+    let counts = line.and_then(|l| {
+        let (complete, rest) = l.split_once(" complete, ")?;
+        let truncated = rest.split_whitespace().next()?;
+        Some((complete.parse::<u64>().ok()?, truncated.parse::<u64>().ok()?))
+    });
+    match counts {
+        Some((complete, truncated)) if complete as f64 >= MIN_EXACT * (complete + truncated) as f64 => Ok(()),
+        Some((complete, truncated)) => Err(format!("only {complete} complete walks, {truncated} truncated")),
+        None => Err("no `stacks: N complete, M truncated` line in the summary".to_owned()),
+    }
+}
+
 /// SFrame v1 (binutils 2.40): >= 99% of samples of every workload are exactly its chain.
 #[test]
 fn sframe_v1_workloads_unwind_exactly() {
-    if privileged("sframe_v1_workloads_unwind_exactly") {
-        trace_set("v1", &sframe_workloads(), Check::Exact, no_extra_check);
+    if let Some(_serial) = privileged("sframe_v1_workloads_unwind_exactly") {
+        trace_set("v1", &sframe_workloads(), Check::Exact, complete_walks);
     }
 }
 
 /// SFrame v2 (binutils 2.44): >= 99% of samples of every workload are exactly its chain.
 #[test]
 fn sframe_v2_workloads_unwind_exactly() {
-    if privileged("sframe_v2_workloads_unwind_exactly") {
-        trace_set("v2", &sframe_workloads(), Check::Exact, no_extra_check);
+    if let Some(_serial) = privileged("sframe_v2_workloads_unwind_exactly") {
+        trace_set("v2", &sframe_workloads(), Check::Exact, complete_walks);
     }
 }
 
 /// SFrame v3 (binutils 2.47.50, outermost markers): >= 99% of samples are exactly the chain.
 #[test]
 fn sframe_v3_workloads_unwind_exactly() {
-    if privileged("sframe_v3_workloads_unwind_exactly") {
-        trace_set("v3", &sframe_workloads(), Check::Exact, no_extra_check);
+    if let Some(_serial) = privileged("sframe_v3_workloads_unwind_exactly") {
+        trace_set("v3", &sframe_workloads(), Check::Exact, complete_walks);
     }
 }
 
@@ -342,7 +353,7 @@ fn sframe_v3_workloads_unwind_exactly() {
 /// those frames as frame-pointer frames.
 #[test]
 fn frame_pointers_give_exact_chains_without_sframe() {
-    if privileged("frame_pointers_give_exact_chains_without_sframe") {
+    if let Some(_serial) = privileged("frame_pointers_give_exact_chains_without_sframe") {
         trace_set(
             "none",
             &[Workload::deep("nosframe", 100)],
@@ -356,7 +367,7 @@ fn frame_pointers_give_exact_chains_without_sframe() {
 /// sample is a non-empty innermost part of the true chain.
 #[test]
 fn no_unwind_info_truncates_but_never_invents_frames() {
-    if privileged("no_unwind_info_truncates_but_never_invents_frames") {
+    if let Some(_serial) = privileged("no_unwind_info_truncates_but_never_invents_frames") {
         trace_set(
             "none",
             &[Workload::deep("noinfo", 100)],

@@ -299,9 +299,9 @@ fn report(what: &str, run: &Run) {
 /// walk ever records a frame that is not the real caller.
 #[test]
 fn sframe_stacks_are_exact() {
-    if !privileged("sframe_stacks_are_exact") {
+    let Some(_serial) = privileged("sframe_stacks_are_exact") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "sframe", &["-fomit-frame-pointer", "-Wa,--gsframe"]);
     let run = trace(&exe, false);
@@ -324,9 +324,9 @@ fn sframe_stacks_are_exact() {
 /// caller it found as a frame-pointer frame.
 #[test]
 fn frame_pointer_fallback_finds_the_chain() {
-    if !privileged("frame_pointer_fallback_finds_the_chain") {
+    let Some(_serial) = privileged("frame_pointer_fallback_finds_the_chain") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "fp", &["-fno-omit-frame-pointer"]);
     let run = trace(&exe, false);
@@ -351,9 +351,9 @@ fn frame_pointer_fallback_finds_the_chain() {
 /// truncated, but no walk records a frame that is not the real caller.
 #[test]
 fn no_unwind_info_truncates_but_never_invents() {
-    if !privileged("no_unwind_info_truncates_but_never_invents") {
+    let Some(_serial) = privileged("no_unwind_info_truncates_but_never_invents") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "bare", &["-fomit-frame-pointer"]);
     let run = trace(&exe, false);
@@ -374,9 +374,9 @@ fn no_unwind_info_truncates_but_never_invents() {
 /// without `bpf_task_pt_regs` count them as `no_user_regs` instead.
 #[test]
 fn kernel_samples_have_both_stacks() {
-    if !privileged("kernel_samples_have_both_stacks") {
+    let Some(_serial) = privileged("kernel_samples_have_both_stacks") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(
         dir.path(),

@@ -1,7 +1,7 @@
 //! `build` on functions stated as data: every address agrees with a direct per-address
 //! reference (the reader's lookup rules), and the paged form has the shape the kernel expects.
 
-use tracer_common::unwind::{KIND_NO_INFO, UnwindRow, UnwindRule};
+use tracer_common::unwind::{KIND_NO_INFO, KIND_OUTERMOST, UnwindRow, UnwindRule};
 
 use super::{function, header, sp};
 use crate::sframe::{Abi, Error, Function, Header, PcType, Row};
@@ -10,8 +10,12 @@ use crate::table::{ObjectTable, Unsupported, build, convert, unsupported_rule};
 type Spec = Vec<(Function, Vec<Row>)>;
 
 fn table(h: &Header, spec: &Spec) -> ObjectTable {
+    table_with_entry(h, spec, None)
+}
+
+fn table_with_entry(h: &Header, spec: &Spec, entry: Option<u64>) -> ObjectTable {
     let functions: Vec<Function> = spec.iter().map(|(f, _)| *f).collect();
-    let table = build(h, &functions, |f| {
+    let table = build(h, &functions, entry, |f| {
         Ok(spec
             .iter()
             .find(|(g, _)| g == f)
@@ -107,6 +111,25 @@ fn functions_gaps_and_merging() {
     assert_eq!(t.stats().functions, 3);
     assert_eq!(t.stats().sframe_rows, 7);
     assert_eq!(t.rules().len(), 3, "NO_INFO, SP+8, SP+16 and nothing else");
+}
+
+/// Every row of the function holding the entry point is outermost; the others are untouched.
+#[test]
+fn entry_point_function_is_outermost() {
+    let h = header(Abi::Amd64Le, 2);
+    let spec = vec![
+        (function(0x1000, 0x10), vec![sp(0, 8), sp(4, 16)]),
+        (function(0x1010, 0x10), vec![sp(0, 8), sp(1, 16)]),
+    ];
+    let plain = table(&h, &spec);
+    let t = table_with_entry(&h, &spec, Some(0x1012));
+    for pc in 0x1000..0x1010 {
+        assert_eq!(t.lookup(pc), plain.lookup(pc), "{pc:#x} is not in the entry function");
+    }
+    for pc in 0x1010..0x1020 {
+        assert_eq!(t.lookup(pc).kind, KIND_OUTERMOST, "{pc:#x}");
+    }
+    assert_eq!(t.lookup(0x1020).kind, KIND_NO_INFO);
 }
 
 /// A function over three page boundaries: an exact row at a page start, a synthetic row
@@ -291,6 +314,6 @@ fn page_limit() {
 fn decode_errors_propagate() {
     let h = header(Abi::Amd64Le, 3);
     let err = Error::ZeroRepSize { offset: 7 };
-    let got = build(&h, &[function(0, 8)], |_| Err(err.clone()));
+    let got = build(&h, &[function(0, 8)], None, |_| Err(err.clone()));
     assert_eq!(got.map(|_| ()), Err(err));
 }

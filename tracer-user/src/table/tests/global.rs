@@ -15,7 +15,7 @@ fn numbered(i: u32) -> UnwindRule {
 
 fn object(functions: &[(Function, Vec<Row>)]) -> ObjectTable {
     let list: Vec<Function> = functions.iter().map(|(f, _)| *f).collect();
-    build(&header(Abi::Amd64Le, 3), &list, |f| {
+    build(&header(Abi::Amd64Le, 3), &list, None, |f| {
         Ok(functions
             .iter()
             .find(|(g, _)| g == f)
