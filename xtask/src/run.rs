@@ -36,8 +36,8 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
 }
 
-/// Build the release binary, compile the demo with SFrame, dump and check it, and (as root)
-/// take cpu-clock samples of the running demo with the eBPF program.
+/// Build the release binary, compile the demo with SFrame, dump and check its table, and trace
+/// it: the folded stacks go to target/demo/stacks.folded, the summary to the terminal.
 pub fn demo(root: &Path) -> anyhow::Result<()> {
     sh(cargo().args(["build", "--release", "--package", "tracer-user"]))?;
     let out = root.join("target/demo");
@@ -56,12 +56,24 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
     let tracer = root.join("target/release/sframe-trace");
     sh(Command::new(&tracer).arg("dump").arg(&demo))?;
     sh(Command::new(&tracer).arg("check").arg(&demo))?;
-    let mut child = Command::new(&demo).arg("3").spawn().context("starting the demo")?;
-    let pid = child.id().to_string();
-    let sampled = sh(Command::new(&tracer).args(["doctor", "--pid", &pid, "--duration", "2"]));
-    let _ = child.kill();
-    let _ = child.wait();
-    sampled
+    let stacks = out.join("stacks.folded");
+    sh(Command::new(&tracer)
+        .args(["-F", "499", "-o"])
+        .arg(&stacks)
+        .arg("--")
+        .arg(&demo)
+        .arg("3"))?;
+    let folded = std::fs::read_to_string(&stacks).with_context(|| format!("reading {}", stacks.display()))?;
+    let mut lines: Vec<(u64, &str)> = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(s, n)| Some((n.parse().ok()?, s))))
+        .collect();
+    lines.sort_unstable_by(|a, b| b.cmp(a));
+    println!("\nhottest stacks of the demo ({}):", stacks.display());
+    for (count, stack) in lines.iter().take(3) {
+        println!("{count:>6}  {stack}");
+    }
+    Ok(())
 }
 
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
