@@ -127,19 +127,7 @@ mod tests {
     use crate::sframe::testing;
 
     fn header(abi: Abi, fixed_ra: i8) -> Header {
-        Header {
-            version: 2,
-            flags: crate::sframe::FLAG_FDE_SORTED,
-            abi,
-            fixed_fp_offset: 0,
-            fixed_ra_offset: fixed_ra,
-            auxhdr_len: 0,
-            num_fdes: 0,
-            num_fres: 0,
-            fre_len: 0,
-            fdeoff: 0,
-            freoff: 0,
-        }
+        testing::header(abi, 2, fixed_ra)
     }
 
     fn function(index: u32, start: u64, size: u32) -> Function {

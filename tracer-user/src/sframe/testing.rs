@@ -1,7 +1,7 @@
 //! Test-only constructors of the typed SFrame data, shared by the unit tests of every module
 //! that consumes it (reader, check, table). Not compiled outside tests.
 
-use super::{CfaRule, FdeType, FreType, Function, PauthKey, PcType, Reg, Row, Rule};
+use super::{Abi, CfaRule, FLAG_FDE_SORTED, FdeType, FreType, Function, Header, PauthKey, PcType, Reg, Row, Rule};
 
 /// An INC DEFAULT function at `start` of `size` bytes, first in its section.
 pub(crate) fn function(start: u64, size: u32) -> Function {
@@ -34,5 +34,22 @@ pub(crate) fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
         ra_undefined: false,
         mangled_ra: false,
         offset: 0,
+    }
+}
+
+/// A sorted header of `abi` and `version`, RA at `CFA + fixed_ra`, no FP offset, no counts.
+pub(crate) fn header(abi: Abi, version: u8, fixed_ra: i8) -> Header {
+    Header {
+        version,
+        flags: FLAG_FDE_SORTED,
+        abi,
+        fixed_fp_offset: 0,
+        fixed_ra_offset: fixed_ra,
+        auxhdr_len: 0,
+        num_fdes: 0,
+        num_fres: 0,
+        fre_len: 0,
+        fdeoff: 0,
+        freoff: 0,
     }
 }

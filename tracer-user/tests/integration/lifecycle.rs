@@ -139,20 +139,3 @@ fn bad_targets_are_one_clear_sentence() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line expected: {stderr}");
     }
 }
-
-/// Without root, tracing says in one sentence what is missing.
-#[test]
-fn tracing_without_root_says_so() {
-    let Some(_serial) = privileged("tracing_without_root_says_so") else {
-        return;
-    };
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_sframe-trace"))
-        .args(["--pid", "1"])
-        .output()
-        .expect("run setpriv");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("needs root") && stderr.lines().count() == 1, "{stderr}");
-}

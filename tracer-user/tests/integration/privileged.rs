@@ -66,20 +66,22 @@ fn doctor_samples_only_the_target_process() {
     );
 }
 
-/// Without root the tracer says in one sentence what is missing and exits with status 2.
+/// Without root, tracing and the doctor say in one sentence what is missing, with status 2.
 #[test]
-fn doctor_refuses_clearly_without_root() {
-    let Some(_serial) = privileged("doctor_refuses_clearly_without_root") else {
+fn refuses_clearly_without_root() {
+    let Some(_serial) = privileged("refuses_clearly_without_root") else {
         return;
     };
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_sframe-trace"))
-        .arg("doctor")
-        .output()
-        .expect("run setpriv");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert!(stderr.contains("needs root"), "stderr: {stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one sentence expected: {stderr}");
+    for args in [&["doctor"][..], &["--pid", "1"][..]] {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_sframe-trace"))
+            .args(args)
+            .output()
+            .expect("run setpriv");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("needs root"), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one sentence expected: {stderr}");
+    }
 }

@@ -11,17 +11,8 @@ use crate::sframe::{Abi, Function, Header, Reg, Row, Rule, testing, testing::row
 /// A header of `abi` and `version` with binutils' fixed offsets (amd64: RA at CFA - 8).
 fn header(abi: Abi, version: u8) -> Header {
     Header {
-        version,
         flags: 0x5,
-        abi,
-        fixed_fp_offset: 0,
-        fixed_ra_offset: if abi == Abi::Amd64Le { -8 } else { 0 },
-        auxhdr_len: 0,
-        num_fdes: 0,
-        num_fres: 0,
-        fre_len: 0,
-        fdeoff: 0,
-        freoff: 0,
+        ..testing::header(abi, version, if abi == Abi::Amd64Le { -8 } else { 0 })
     }
 }
 
