@@ -66,6 +66,13 @@ pub struct TraceArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Source {
+    Sframe,
+    #[value(name = "eh_frame")]
+    EhFrame,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Folded,
 }
@@ -78,6 +85,7 @@ pub enum Command {
     ///   sframe-trace dump ./app
     ///   sframe-trace dump --pc 0x401136 ./app
     ///   sframe-trace dump --json ./libfoo.so | jq '.functions | length'
+    ///   sframe-trace dump --source eh_frame /lib/x86_64-linux-gnu/libc.so.6
     #[command(verbatim_doc_comment)]
     Dump {
         /// ELF file (executable, shared object or relocatable object).
@@ -89,6 +97,10 @@ pub enum Command {
         /// ELF file places it.
         #[arg(long, value_name = "ADDR", value_parser = parse_address)]
         pc: Option<u64>,
+        /// What to dump: the `.sframe` section, or the rows sframe-trace converts the file's
+        /// call-frame information (`.eh_frame`, else `.debug_frame`) into, as the kernel gets them.
+        #[arg(long, value_enum, default_value_t = Source::Sframe)]
+        source: Source,
     },
     /// Validate a file's SFrame section and compare it with the file's `.eh_frame`.
     ///

@@ -9,7 +9,7 @@ use sframe_trace::{
     sframe::Section,
 };
 
-use crate::cli::{Cli, Command, TraceArgs};
+use crate::cli::{Cli, Command, Source, TraceArgs};
 
 /// Outcome of a command, as an exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,18 @@ impl From<Status> for ExitCode {
 
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
     match cli.command {
-        Some(Command::Dump { file, json, pc }) => run_dump(&file, json, pc),
+        Some(Command::Dump {
+            file,
+            json,
+            pc,
+            source: Source::Sframe,
+        }) => run_dump(&file, json, pc),
+        Some(Command::Dump {
+            file,
+            json,
+            pc,
+            source: Source::EhFrame,
+        }) => run_dump_cfi(&file, json, pc),
         Some(Command::Check { file }) => run_check(&file),
         #[cfg(feature = "ebpf")]
         Some(Command::Doctor {
@@ -130,6 +141,37 @@ fn run_dump(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> 
         writeln!(out)?;
     } else {
         write!(out, "{}", dump::render_text(&model, ".sframe"))?;
+    }
+    out.flush()?;
+    Ok(Status::Ok)
+}
+
+/// `dump --source eh_frame`: the kernel rows converted from the file's call-frame information.
+fn run_dump_cfi(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> {
+    let bytes = read(file)?;
+    let entry = elf::entry_point(&bytes).with_context(|| format!("{}", file.display()))?;
+    let table = sframe_trace::table::build_from_cfi(&bytes, entry)
+        .with_context(|| format!("{}: malformed call-frame information", file.display()))?;
+    let Some(table) = table else {
+        eprintln!("sframe-trace: {} has no .eh_frame or .debug_frame", file.display());
+        return Ok(Status::Findings);
+    };
+    let rows = match pc {
+        Some(pc) => vec![dump::row_of(pc, &table.lookup(pc))],
+        None => dump::table_rows(&table),
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(
+            &mut out,
+            &dump::TableDump {
+                source: "eh_frame",
+                rows,
+            },
+        )?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", dump::render_table(&rows))?;
     }
     out.flush()?;
     Ok(Status::Ok)

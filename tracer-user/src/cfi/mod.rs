@@ -10,6 +10,7 @@ mod scan;
 mod table;
 
 pub use table::{CfiTable, FdeRange};
+pub(crate) use table::{FdeRow, FdeRows};
 
 use std::fmt;
 

@@ -13,7 +13,7 @@ use std::{borrow::Cow, cell::RefCell, fmt};
 
 use gimli::{
     BaseAddresses, DebugFrame, DebugFrameOffset, EhFrame, EhFrameHdr, EhFrameOffset, EhHdrTable, FrameDescriptionEntry,
-    ReaderOffsetId, Register, RunTimeEndian, UnwindContext, UnwindSection, Vendor,
+    ReaderOffsetId, Register, RunTimeEndian, UnwindContext, UnwindSection, UnwindTable, Vendor,
 };
 use object::{Object as _, ObjectSection as _};
 
@@ -377,6 +377,98 @@ impl<'a> CfiTable<'a> {
             row_end: row.end_address(),
             signal: fde.is_signal_trampoline(),
         }))
+    }
+}
+
+/// One row of an FDE's unwind table, as the table builder converts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FdeRow {
+    /// `[start, end)`: the addresses the row covers (as gimli computes them: not clipped to
+    /// the FDE, and not checked to be ascending, on malformed input).
+    pub start: u64,
+    pub end: u64,
+    pub cfa: CfiCfa,
+    /// The bytes of the CFA expression when `cfa` is [`CfiCfa::Expression`], else empty.
+    pub cfa_expression: Vec<u8>,
+    pub ra: CfiReg,
+    pub fp: CfiReg,
+    /// aarch64: the return address is signed (the RA_SIGN_STATE pseudo-register is 1).
+    pub mangled_ra: bool,
+}
+
+/// Every row of one FDE and whether its CIE marks a signal trampoline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FdeRows {
+    pub signal: bool,
+    pub rows: Vec<FdeRow>,
+}
+
+impl CfiTable<'_> {
+    /// Every row of `fde` (one of [`CfiTable::fdes`]) in program order, from gimli's
+    /// `UnwindTable`: one evaluation per FDE instead of one per address. The row count is
+    /// bounded by the FDE's instruction bytes.
+    pub(crate) fn fde_rows(&self, fde: &FdeRange) -> Result<FdeRows, CfiError> {
+        let Some(part) = self.parts.iter().find(|p| p.source == fde.source) else {
+            return Ok(FdeRows {
+                signal: false,
+                rows: Vec::new(),
+            });
+        };
+        let section = part.source.section();
+        let offset = usize::try_from(fde.offset).unwrap_or(usize::MAX);
+        let evaluate = |source| CfiError::Evaluate {
+            section,
+            fde_offset: fde.offset,
+            pc: fde.start,
+            source,
+        };
+        match part.source {
+            CfiSource::EhFrameHdr | CfiSource::EhFrame => {
+                let eh = self.eh_frame(part);
+                let entry = eh
+                    .fde_from_offset(&self.bases, EhFrameOffset(offset), EhFrame::cie_from_offset)
+                    .map_err(|source| entry_error(section, offset, source))?;
+                self.rows_of(&eh, &entry).map_err(evaluate)
+            }
+            CfiSource::DebugFrame => {
+                let debug = self.debug_frame(part);
+                let entry = debug
+                    .fde_from_offset(&self.bases, DebugFrameOffset(offset), DebugFrame::cie_from_offset)
+                    .map_err(|source| entry_error(section, offset, source))?;
+                self.rows_of(&debug, &entry).map_err(evaluate)
+            }
+        }
+    }
+
+    fn rows_of<'d, S: UnwindSection<Slice<'d>>>(
+        &self,
+        section: &S,
+        fde: &FrameDescriptionEntry<Slice<'d>>,
+    ) -> gimli::Result<FdeRows> {
+        let mut ctx = self.ctx.borrow_mut();
+        let mut table = UnwindTable::new(section, &self.bases, &mut ctx, fde)?;
+        let mut rows = Vec::new();
+        while let Some(row) = table.next_row()? {
+            let cfa_expression = match row.cfa() {
+                gimli::CfaRule::Expression(expr) => expr.get(section)?.0.slice().to_vec(),
+                gimli::CfaRule::RegisterAndOffset { .. } => Vec::new(),
+            };
+            let mangled_ra = self.arch == Arch::Aarch64
+                && row.register(gimli::AArch64::RA_SIGN_STATE) == Some(gimli::RegisterRule::Constant(1));
+            rows.push(FdeRow {
+                start: row.start_address(),
+                end: row.end_address(),
+                cfa: CfiCfa::from_gimli(row.cfa()),
+                cfa_expression,
+                ra: CfiReg::from_gimli(row.register(Register(self.arch.ra()))),
+                fp: CfiReg::from_gimli(row.register(Register(self.arch.fp()))),
+                mangled_ra,
+            });
+        }
+        Ok(FdeRows {
+            signal: fde.is_signal_trampoline(),
+            rows,
+        })
     }
 }
 

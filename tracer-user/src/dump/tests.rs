@@ -151,3 +151,39 @@ fn flex_and_register_rules_render() {
     let cells: Vec<&str> = text.lines().last().unwrap_or_default().split_whitespace().collect();
     assert_eq!(cells, ["0000000000000004", "r10", "*(fp-8)", "r11[s]"]);
 }
+
+/// The kernel table of the worked example lists each transition once, as loaded: the four
+/// rows with RA at the fixed CFA-8, then "no information" past the function.
+#[test]
+fn table_rows_of_the_worked_example() {
+    let section = Section::parse(WORKED_V1, 0x402000).expect("parses");
+    let table = crate::table::build_from_sframe(&section).expect("builds");
+    let rows = table_rows(&table);
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.start,
+                r.kind,
+                r.cfa.as_ref().map(|c| (c.base.clone(), c.offset)),
+                r.fp_offset,
+                r.ra_offset,
+            )
+        })
+        .collect();
+    let cfa = |base: &str, offset| Some((base.to_owned(), offset));
+    assert_eq!(
+        got,
+        [
+            (0x401000, "cfa", cfa("sp", 8), None, Some(-8)),
+            (0x401001, "cfa", cfa("sp", 16), Some(-16), Some(-8)),
+            (0x401004, "cfa", cfa("fp", 16), Some(-16), Some(-8)),
+            (0x401018, "cfa", cfa("sp", 8), Some(-16), Some(-8)),
+            (0x401019, "no_info", None, None, None),
+        ]
+    );
+    let text = render_table(&rows);
+    let first: Vec<&str> = text.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(first, ["0000000000401000", "CFA=SP+8", "RA=*(CFA-8)", "FP=same"]);
+    assert_eq!(text.lines().last(), Some("0000000000401019  no information"));
+}

@@ -10,11 +10,16 @@
 //! 3. `paging`: the transitions become 64 KiB pages of 4-byte rows plus local rules.
 //! 4. `global`: [`RuleTable`] merges the local rules of many objects into the shared table.
 //!
+//! `cfi` does steps 1-2 for call-frame information, and `object` merges an object's SFrame and
+//! CFI transitions (SFrame first) before paging.
+//!
 //! Addresses are object-relative: what the ELF file places the code at (`Function::start`).
 //! [`ObjectTable::lookup`] is the host-side twin of the kernel's lookup, used by tests and
 //! table dumps.
 
+mod cfi;
 mod global;
+mod object;
 mod paging;
 mod rules;
 pub mod set;
@@ -28,7 +33,9 @@ use std::collections::BTreeMap;
 use tracer_common::unwind::{PAGE_SHIFT, UnwindRow, UnwindRule};
 use tracer_common::walk;
 
+pub use cfi::build_from_cfi;
 pub use global::{RuleTable, RulesFull};
+pub use object::{BuiltFrom, ObjectError, build_object};
 pub use rules::{Unsupported, convert, unsupported_rule};
 pub use set::TableSet;
 
@@ -101,7 +108,11 @@ pub(crate) fn build(
     entry: Option<u64>,
     decode: impl FnMut(&Function) -> Result<Vec<Row>, sframe::Error>,
 ) -> Result<ObjectTable, sframe::Error> {
-    let mut flat = transitions::flatten(header, functions, entry, decode)?;
+    Ok(finish(transitions::flatten(header, functions, entry, decode)?))
+}
+
+/// Page a flat transition list into an object's table, with its stats.
+pub(crate) fn finish(mut flat: transitions::Flat) -> ObjectTable {
     let paged = paging::page(&flat.transitions, &mut flat.reasons);
     let stats = TableStats {
         functions: flat.functions,
@@ -111,11 +122,11 @@ pub(crate) fn build(
         rules: paged.rules.len() as u64,
         unsupported: flat.reasons,
     };
-    Ok(ObjectTable {
+    ObjectTable {
         pages: paged.pages,
         rules: paged.rules,
         stats,
-    })
+    }
 }
 
 impl ObjectTable {

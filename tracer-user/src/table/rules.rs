@@ -28,9 +28,9 @@ const AARCH64_LR: u16 = 30;
 
 /// Why an address got `KIND_NO_INFO` (or was left out) although SFrame describes it.
 ///
-/// Row reasons count SFrame rows (once, however often a MASK function repeats them);
-/// function reasons (overlap, MASK size, address range, row budget) count functions;
-/// `TooManyRules` counts the rules left out and `TooManyPages` objects.
+/// Row reasons count SFrame rows (once, however often a MASK function repeats them) or CFI
+/// rows; function reasons (overlap, MASK size, address range, row budget) count functions
+/// (FDEs for CFI); `TooManyRules` counts the rules left out and `TooManyPages` objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Unsupported {
@@ -71,6 +71,19 @@ pub enum Unsupported {
     TooManyRules,
     /// The object needs more pages than the builder's limit (`MAX_PAGES`).
     TooManyPages,
+    /// DWARF CFI: a CFA computed by a DWARF expression other than the x86-64 PLT one.
+    CfaExpression,
+    /// DWARF CFI: RA found by a DWARF expression (`DW_CFA_expression`/`val_expression`).
+    RaDwarfExpression,
+    /// DWARF CFI: FP found by a DWARF expression (`DW_CFA_expression`/`val_expression`).
+    FpDwarfExpression,
+    /// DWARF CFI: FP undefined while RA is not (the caller's FP cannot be recovered).
+    FpUndefined,
+    /// DWARF CFI: an architectural or constant register rule for RA or FP.
+    RegisterRuleOther,
+    /// DWARF CFI: an FDE whose program (or an entry gimli cannot read) could not be evaluated;
+    /// counts FDEs and skipped entries.
+    UnreadableCfi,
 }
 
 impl Unsupported {
@@ -95,6 +108,12 @@ impl Unsupported {
             Unsupported::TooManyRows => "too many rows",
             Unsupported::TooManyRules => "more than 65536 rules",
             Unsupported::TooManyPages => "too many pages",
+            Unsupported::CfaExpression => "cfa expression",
+            Unsupported::RaDwarfExpression => "ra dwarf expression",
+            Unsupported::FpDwarfExpression => "fp dwarf expression",
+            Unsupported::FpUndefined => "fp undefined",
+            Unsupported::RegisterRuleOther => "architectural or constant register rule",
+            Unsupported::UnreadableCfi => "unreadable cfi",
         }
     }
 }

@@ -54,7 +54,7 @@ pub(crate) struct Flat {
 
 impl Flat {
     /// Step 7: add a transition, keeping the list strictly ascending and free of repeats.
-    fn push(&mut self, addr: u64, rule: UnwindRule) {
+    pub(crate) fn push(&mut self, addr: u64, rule: UnwindRule) {
         if self.transitions.last().is_some_and(|&(at, _)| at == addr) {
             self.transitions.pop();
         }
@@ -65,7 +65,7 @@ impl Flat {
     }
 
     /// Step 2: forget everything at or after `addr`.
-    fn truncate_from(&mut self, addr: u64) {
+    pub(crate) fn truncate_from(&mut self, addr: u64) {
         let keep = self.transitions.partition_point(|&(at, _)| at < addr);
         self.transitions.truncate(keep);
     }

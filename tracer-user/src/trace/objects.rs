@@ -1,28 +1,49 @@
 //! The objects the traced processes map, and their unwind tables: each object (keyed by
-//! build-id, else file identity) is read and flattened once, however many processes map it;
+//! build-id, else file identity) is read and flattened once, however many processes map it,
+//! from its `.sframe`, else its `.eh_frame` (or `.debug_frame`), else not at all;
 //! each process gets the mapping table the kernel resolves its PCs with, and userspace keeps a
 //! copy to tell, per sample, which object and address each frame is in.
 
-use std::{collections::HashMap, path::PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
-    elf,
     procmaps::{Mapping, MappingKind, ObjectKey},
-    sframe::Section,
-    table::{TableSet, build_from_sframe_with_entry},
+    table::{TableSet, build_object},
 };
 
 /// Why an object has no table (counted in the summary).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum NoTable {
-    /// The file has no `.sframe` (frame pointers are the fallback).
-    NoSframe,
+    /// Neither `.sframe` nor call-frame information (frame pointers are the fallback).
+    NoUnwindInfo,
     /// The file could not be read or parsed; the message says why.
     Unreadable(String),
     /// The shared rule table is full.
     RulesFull,
+}
+
+/// Where an object's table came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TableSource {
+    /// `.sframe` (gaps in it filled from the call-frame information).
+    Sframe,
+    /// `.eh_frame`, or `.debug_frame` when there is no `.eh_frame`.
+    Cfi,
+}
+
+/// An object's table in the kernel maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Table {
+    /// Its id in the kernel tables (`PageKey::object`).
+    pub id: u32,
+    pub source: TableSource,
+    /// Rows of its sources (SFrame FREs and CFI rows) flattened for it.
+    pub rows: u64,
 }
 
 /// One object the traced processes map.
@@ -32,10 +53,8 @@ pub struct Object {
     pub path: PathBuf,
     /// Short name for frames without a symbol.
     pub name: String,
-    /// Its id in the kernel tables, or why it has none.
-    pub table: Result<u32, NoTable>,
-    /// SFrame rows flattened for it.
-    pub rows: u64,
+    /// Its table, or why it has none.
+    pub table: Result<Table, NoTable>,
 }
 
 /// One executable mapping of a traced process, as userspace resolves frames with it.
@@ -68,7 +87,7 @@ impl Catalog {
                 MappingKind::File { key, bias } => (Some(self.object(pid, m, key)), *bias),
                 _ => (None, 0),
             };
-            let table = object.and_then(|i| self.objects[i].table.as_ref().ok().copied());
+            let table = object.and_then(|i| self.objects[i].table.as_ref().ok().map(|t| t.id));
             resolved.push(ResolvedMapping {
                 start: m.start,
                 end: m.end,
@@ -92,37 +111,32 @@ impl Catalog {
             return i;
         }
         let path = readable_path(pid, m);
-        let (table, rows) = match self.build(&path) {
-            Ok((id, rows)) => (Ok(id), rows),
-            Err(why) => (Err(why), 0),
-        };
+        let table = self.build(&path);
         let name = m
             .path
             .file_name()
             .map_or_else(|| m.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        self.objects.push(Object {
-            path,
-            name,
-            table,
-            rows,
-        });
+        self.objects.push(Object { path, name, table });
         let index = self.objects.len() - 1;
         self.by_key.insert(key.clone(), index);
         index
     }
 
-    fn build(&mut self, path: &std::path::Path) -> Result<(u32, u64), NoTable> {
-        let bytes = std::fs::read(path).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
-        let found = elf::find_sframe(&bytes).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
-        let sframe = found.ok_or(NoTable::NoSframe)?;
-        let section = Section::parse(&sframe.data, sframe.vaddr)
-            .map_err(|e| NoTable::Unreadable(format!("{}: .sframe: {e}", path.display())))?;
-        let entry = elf::entry_point(&bytes).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
-        let table = build_from_sframe_with_entry(&section, entry)
-            .map_err(|e| NoTable::Unreadable(format!("{}: .sframe: {e}", path.display())))?;
+    /// The object's table from its `.sframe` and its call-frame information.
+    fn build(&mut self, path: &Path) -> Result<Table, NoTable> {
+        let unreadable = |what: &dyn std::fmt::Display| NoTable::Unreadable(format!("{}: {what}", path.display()));
+        let bytes = std::fs::read(path).map_err(|e| unreadable(&e))?;
+        let (table, built) = build_object(&bytes)
+            .map_err(|e| unreadable(&e))?
+            .ok_or(NoTable::NoUnwindInfo)?;
+        let source = if built.sframe {
+            TableSource::Sframe
+        } else {
+            TableSource::Cfi
+        };
         let rows = table.stats().sframe_rows;
         let id = self.tables.add(&table).map_err(|_| NoTable::RulesFull)?;
-        Ok((id, rows))
+        Ok(Table { id, source, rows })
     }
 
     /// The mapping of `pid` that holds `addr`.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use tracer_common::trace::{SOURCE_FP, Sample};
 
-use super::objects::Catalog;
+use super::objects::{Catalog, TableSource};
 
 /// One frame of a stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,7 +40,9 @@ pub struct Stack {
 pub struct Profile {
     pub stacks: HashMap<Stack, u64>,
     pub samples: u64,
-    pub table_frames: u64,
+    /// Caller frames found with an SFrame table, a CFI table, or the frame-pointer fallback.
+    pub sframe_frames: u64,
+    pub cfi_frames: u64,
     pub fp_frames: u64,
 }
 
@@ -59,14 +61,17 @@ impl Profile {
                 },
                 _ => Frame::UserUnknown { addr: lookup },
             };
-            user.push(frame);
-            if i > 0 {
+            // Frame i was found by unwinding frame i - 1 with the table of that frame's object.
+            if let Some(callee) = user.last() {
                 if sample.user_source[i] == SOURCE_FP {
                     self.fp_frames += 1;
+                } else if table_source(callee, catalog) == Some(TableSource::Cfi) {
+                    self.cfi_frames += 1;
                 } else {
-                    self.table_frames += 1;
+                    self.sframe_frames += 1;
                 }
             }
+            user.push(frame);
         }
         let num_kernel = (sample.num_kernel as usize).min(sample.kernel.len());
         let kernel = sample.kernel[..num_kernel]
@@ -83,4 +88,10 @@ impl Profile {
 fn comm_of(raw: &[u8; 16]) -> String {
     let len = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
     String::from_utf8_lossy(&raw[..len]).into_owned()
+}
+
+/// The source of the table that unwinds `frame`.
+fn table_source(frame: &Frame, catalog: &Catalog) -> Option<TableSource> {
+    let Frame::User { object, .. } = frame else { return None };
+    catalog.objects.get(*object)?.table.as_ref().ok().map(|t| t.source)
 }

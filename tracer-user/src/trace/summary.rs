@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 use tracer_common::{Counter, walk::StopReason};
 
 use super::{
-    objects::{Catalog, NoTable},
+    objects::{Catalog, NoTable, TableSource},
     profile::Profile,
 };
 
@@ -55,16 +55,22 @@ impl fmt::Display for Summary<'_> {
         writeln!(f)?;
         writeln!(
             f,
-            "  user frames: {} from SFrame tables, {} from frame pointers",
-            self.profile.table_frames, self.profile.fp_frames
+            "  user frames: {} from SFrame, {} from .eh_frame, {} from frame pointers",
+            self.profile.sframe_frames, self.profile.cfi_frames, self.profile.fp_frames
         )?;
-        let with: Vec<_> = self.catalog.objects.iter().filter(|o| o.table.is_ok()).collect();
-        let rows: u64 = with.iter().map(|o| o.rows).sum();
+        let tables: Vec<_> = self
+            .catalog
+            .objects
+            .iter()
+            .filter_map(|o| o.table.as_ref().ok())
+            .collect();
+        let with = |source| tables.iter().filter(|t| t.source == source).count();
+        let rows: u64 = tables.iter().map(|t| t.rows).sum();
         let mut without: BTreeMap<&str, u64> = BTreeMap::new();
         for o in &self.catalog.objects {
             if let Err(why) = &o.table {
                 let reason = match why {
-                    NoTable::NoSframe => "no .sframe",
+                    NoTable::NoUnwindInfo => "no unwind information",
                     NoTable::Unreadable(_) => "unreadable",
                     NoTable::RulesFull => "rule table full",
                 };
@@ -74,10 +80,11 @@ impl fmt::Display for Summary<'_> {
         let without: Vec<String> = without.iter().map(|(why, n)| format!("{n} {why}")).collect();
         writeln!(
             f,
-            "  tables: {} objects with SFrame ({rows} rows, {} KiB in kernel maps), {} without{}",
-            with.len(),
+            "  tables: {} with SFrame, {} with .eh_frame ({rows} rows, {} KiB in kernel maps), {} without{}",
+            with(TableSource::Sframe),
+            with(TableSource::Cfi),
             self.table_bytes.div_ceil(1024),
-            self.catalog.objects.len() - with.len(),
+            self.catalog.objects.len() - tables.len(),
             if without.is_empty() {
                 String::new()
             } else {

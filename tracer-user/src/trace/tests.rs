@@ -11,7 +11,7 @@ use tracer_common::{
 
 use super::{
     folded,
-    objects::{Catalog, NoTable, Object, ResolvedMapping},
+    objects::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource},
     profile::{Frame, Profile},
     summary::Summary,
     symbolize::Names,
@@ -19,17 +19,30 @@ use super::{
 
 fn catalog() -> Catalog {
     let mut catalog = Catalog::default();
+    let sframe = Table {
+        id: 0,
+        source: TableSource::Sframe,
+        rows: 10,
+    };
+    let cfi = Table {
+        id: 1,
+        source: TableSource::Cfi,
+        rows: 5,
+    };
     catalog.objects.push(Object {
         path: "/app".into(),
         name: "app".into(),
-        table: Ok(0),
-        rows: 10,
+        table: Ok(sframe),
     });
     catalog.objects.push(Object {
         path: "/lib.so".into(),
         name: "lib.so".into(),
-        table: Err(NoTable::NoSframe),
-        rows: 0,
+        table: Ok(cfi),
+    });
+    catalog.objects.push(Object {
+        path: "/x.so".into(),
+        name: "x.so".into(),
+        table: Err(NoTable::NoUnwindInfo),
     });
     catalog.processes.insert(
         7,
@@ -80,13 +93,17 @@ fn samples_fold_into_object_relative_frames() {
     let mut profile = Profile::default();
     let s = sample(
         &[0x1100, 0x8201, 0x1000, 0x5000],
-        &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP, SOURCE_TABLE],
+        &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP],
         &[0xffff_fff1],
     );
     profile.add(&s, &catalog);
     profile.add(&s, &catalog);
     assert_eq!(profile.samples, 2);
-    assert_eq!((profile.table_frames, profile.fp_frames), (4, 2));
+    // Frame 1 unwound from app (SFrame), frame 2 from lib.so (CFI), frame 3 by frame pointer.
+    assert_eq!(
+        (profile.sframe_frames, profile.cfi_frames, profile.fp_frames),
+        (2, 2, 2)
+    );
     let (stack, count) = profile.stacks.iter().next().expect("one stack");
     assert_eq!(*count, 2);
     assert_eq!(stack.comm, "app");
@@ -126,7 +143,7 @@ fn folded_lines_go_from_outermost_to_innermost() {
     );
 }
 
-/// The summary counts complete and truncated stacks by reason, frames by source, and tables.
+/// The summary counts complete and truncated stacks by reason, frames and tables by source.
 #[test]
 fn summary_reports_stops_sources_and_tables() {
     let catalog = catalog();
@@ -159,11 +176,13 @@ fn summary_reports_stops_sources_and_tables() {
         "{text}"
     );
     assert!(
-        text.contains("user frames: 1 from SFrame tables, 1 from frame pointers"),
+        text.contains("user frames: 1 from SFrame, 0 from .eh_frame, 1 from frame pointers"),
         "{text}"
     );
     assert!(
-        text.contains("tables: 1 objects with SFrame (10 rows, 2 KiB in kernel maps), 1 without (1 no .sframe)"),
+        text.contains(
+            "tables: 1 with SFrame, 1 with .eh_frame (15 rows, 2 KiB in kernel maps), 1 without (1 no unwind information)"
+        ),
         "{text}"
     );
 }

@@ -4,6 +4,7 @@ mod check;
 mod cli;
 mod corrupt;
 mod differential;
+mod eh_frame;
 mod golden;
 #[cfg(feature = "ebpf")]
 mod lifecycle;

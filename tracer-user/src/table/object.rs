@@ -1,0 +1,165 @@
+//! One object's table from every source it has: `.sframe` rows where SFrame describes the code,
+//! call-frame information (`.eh_frame`, else `.debug_frame`) where it does not — code
+//! assembled without `--gsframe` inside an SFrame object, such as crt1.o's `_start`. Reads the
+//! ELF bytes given; does no I/O.
+//!
+//! 1. Flatten each source into `(address, rule)` transitions (`transitions`, `cfi`), both with
+//!    the entry point's function outermost.
+//! 2. Merge: at every address the SFrame rule applies unless it is `NO_INFO`, then the CFI rule.
+//! 3. Page the merged list like any other (`finish`).
+
+use super::{
+    ObjectTable, cfi, finish,
+    transitions::{Flat, Reasons},
+};
+use crate::{cfi::CfiError, elf, sframe};
+use tracer_common::unwind::UnwindRule;
+
+/// Which sources an object's table holds rows of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuiltFrom {
+    pub sframe: bool,
+    pub cfi: bool,
+}
+
+/// Why an object's table could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectError {
+    #[error(transparent)]
+    Elf(#[from] elf::ElfError),
+    #[error(".sframe: {0}")]
+    Sframe(#[from] sframe::Error),
+    #[error("call-frame information: {0}")]
+    Cfi(#[from] CfiError),
+}
+
+/// The table of an ELF file from its `.sframe` and its call-frame information; `Ok(None)` when
+/// it has neither.
+pub fn build_object(file: &[u8]) -> Result<Option<(ObjectTable, BuiltFrom)>, ObjectError> {
+    let entry = elf::entry_point(file)?;
+    let sframe = match elf::find_sframe(file)? {
+        Some(found) => {
+            let section = sframe::Section::parse(&found.data, found.vaddr)?;
+            Some(super::transitions::flatten(
+                section.header(),
+                section.functions(),
+                entry,
+                |f| section.rows(f),
+            )?)
+        }
+        None => None,
+    };
+    let cfi = cfi::flatten_file(file, entry)?;
+    let built = BuiltFrom {
+        sframe: sframe.is_some(),
+        cfi: cfi.is_some(),
+    };
+    let flat = match (sframe, cfi) {
+        (Some(primary), Some(fallback)) => merge(primary, fallback),
+        (Some(only), None) | (None, Some(only)) => only,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some((finish(flat), built)))
+}
+
+/// Step 2: `primary`'s rule wherever it has one, `fallback`'s elsewhere.
+pub(crate) fn merge(primary: Flat, fallback: Flat) -> Flat {
+    let mut reasons: Reasons = primary.reasons;
+    for (reason, n) in fallback.reasons {
+        *reasons.entry(reason).or_default() += n;
+    }
+    let mut out = Flat {
+        functions: primary.functions + fallback.functions,
+        sframe_rows: primary.sframe_rows + fallback.sframe_rows,
+        reasons,
+        ..Flat::default()
+    };
+    let (p, f) = (&primary.transitions, &fallback.transitions);
+    let (mut i, mut j) = (0, 0);
+    let (mut in_p, mut in_f) = (UnwindRule::NO_INFO, UnwindRule::NO_INFO);
+    while i < p.len() || j < f.len() {
+        let at = match (p.get(i), f.get(j)) {
+            (Some(&(a, _)), Some(&(b, _))) => a.min(b),
+            (Some(&(a, _)), None) => a,
+            (None, Some(&(b, _))) => b,
+            (None, None) => break,
+        };
+        if let Some(&(a, rule)) = p.get(i)
+            && a == at
+        {
+            in_p = rule;
+            i += 1;
+        }
+        if let Some(&(b, rule)) = f.get(j)
+            && b == at
+        {
+            in_f = rule;
+            j += 1;
+        }
+        out.push(at, if in_p == UnwindRule::NO_INFO { in_f } else { in_p });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::unwind::{KIND_CFA, KIND_OUTERMOST, UnwindRule};
+
+    use super::{Flat, merge};
+
+    fn rule(cfa: i32) -> UnwindRule {
+        UnwindRule {
+            kind: KIND_CFA,
+            cfa_offset: cfa,
+            ..UnwindRule::NO_INFO
+        }
+    }
+
+    fn flat(transitions: &[(u64, UnwindRule)]) -> Flat {
+        let mut flat = Flat::default();
+        for &(at, r) in transitions {
+            flat.push(at, r);
+        }
+        flat
+    }
+
+    /// SFrame rows win where they exist; CFI rows fill the gaps between and around them, and
+    /// where neither has a rule there is none.
+    #[test]
+    fn cfi_fills_the_gaps_of_sframe() {
+        let no = UnwindRule::NO_INFO;
+        let outermost = UnwindRule {
+            kind: KIND_OUTERMOST,
+            ..no
+        };
+        let sframe = flat(&[
+            (0x1000, rule(8)),
+            (0x1004, rule(16)),
+            (0x1010, no),
+            (0x1020, rule(8)),
+            (0x1030, no),
+        ]);
+        let cfi = flat(&[
+            (0x0f00, outermost),
+            (0x0f10, no),
+            (0x1000, rule(99)),
+            (0x1030, rule(24)),
+            (0x1040, no),
+        ]);
+        let merged = merge(sframe, cfi);
+        assert_eq!(
+            merged.transitions,
+            [
+                (0x0f00, outermost),
+                (0x0f10, no),
+                (0x1000, rule(8)),
+                (0x1004, rule(16)),
+                (0x1010, rule(99)),
+                (0x1020, rule(8)),
+                (0x1030, rule(24)),
+                (0x1040, no),
+            ]
+        );
+    }
+}
