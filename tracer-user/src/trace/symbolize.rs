@@ -11,6 +11,21 @@ use blazesym::symbolize::{
 
 use super::{objects::Catalog, profile::Frame};
 
+/// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
+/// demangled, anything else (C) as it is.
+pub fn demangle(name: &str) -> String {
+    if let Ok(rust) = rustc_demangle::try_demangle(name) {
+        return format!("{rust:#}");
+    }
+    if name.starts_with("_Z")
+        && let Ok(symbol) = cpp_demangle::Symbol::new(name)
+        && let Ok(text) = symbol.demangle()
+    {
+        return text;
+    }
+    name.to_owned()
+}
+
 /// Names of every frame of a profile.
 pub struct Names {
     names: HashMap<Frame, String>,
@@ -29,7 +44,9 @@ impl Names {
                 Frame::UserUnknown { .. } => {}
             }
         }
-        let symbolizer = Symbolizer::new();
+        // blazesym would demangle plain C names that happen to read as mangled types (`c` ->
+        // `char`); names are demangled here, and only when they carry a mangling prefix.
+        let symbolizer = Symbolizer::builder().enable_demangling(false).build();
         let mut names = HashMap::with_capacity(unique.len());
         for (object, addrs) in by_object {
             let Some(obj) = catalog.objects.get(object) else {
@@ -41,7 +58,7 @@ impl Names {
                 .unwrap_or_default();
             for (i, &addr) in addrs.iter().enumerate() {
                 let name = match symbols.get(i) {
-                    Some(Symbolized::Sym(sym)) => sym.name.to_string(),
+                    Some(Symbolized::Sym(sym)) => demangle(&sym.name),
                     _ => format!("[{}+{addr:#x}]", obj.name),
                 };
                 names.insert(Frame::User { object, addr }, name);

@@ -186,3 +186,14 @@ fn summary_reports_stops_sources_and_tables() {
         "{text}"
     );
 }
+
+/// C names stay as they are even when they read like mangled types; Rust and C++ names are
+/// demangled.
+#[test]
+fn only_mangled_names_are_demangled() {
+    use super::symbolize::demangle;
+    assert_eq!(demangle("c"), "c");
+    assert_eq!(demangle("main"), "main");
+    assert_eq!(demangle("_ZN3foo3barE"), "foo::bar");
+    assert_eq!(demangle("_Z3fooi"), "foo(int)");
+}

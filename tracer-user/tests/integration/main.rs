@@ -5,6 +5,8 @@ mod cli;
 mod corrupt;
 mod differential;
 mod eh_frame;
+#[cfg(feature = "ebpf")]
+mod glibc_start;
 mod golden;
 #[cfg(feature = "ebpf")]
 mod lifecycle;
