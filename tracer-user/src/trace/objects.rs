@@ -12,7 +12,7 @@ use std::{
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
-    procmaps::{Mapping, MappingKind, ObjectKey},
+    procmaps::{self, Mapping, MappingKind, ObjectKey},
     table::{TableSet, build_object},
 };
 
@@ -72,6 +72,8 @@ pub struct ResolvedMapping {
 pub struct Catalog {
     pub objects: Vec<Object>,
     by_key: HashMap<ObjectKey, usize>,
+    /// Where images without a file (the vDSO) are kept for symbolization.
+    scratch: Option<Scratch>,
     pub tables: TableSet,
     pub processes: HashMap<u32, Vec<ResolvedMapping>>,
 }
@@ -85,6 +87,10 @@ impl Catalog {
         for m in mappings {
             let (object, bias) = match &m.kind {
                 MappingKind::File { key, bias } => (Some(self.object(pid, m, key)), *bias),
+                MappingKind::Vdso => match self.vdso(pid, m) {
+                    Some((object, bias)) => (Some(object), bias),
+                    None => (None, 0),
+                },
                 _ => (None, 0),
             };
             let table = object.and_then(|i| self.objects[i].table.as_ref().ok().map(|t| t.id));
@@ -122,11 +128,40 @@ impl Catalog {
         index
     }
 
+    /// The vDSO of `pid`: its image is read from the process (it has no file) and kept in a
+    /// private file for symbolization; the kernel's vDSO is one object for every process.
+    /// `None` when it cannot be read (the mapping then has no table).
+    fn vdso(&mut self, pid: u32, m: &Mapping) -> Option<(usize, u64)> {
+        let image = read_memory(pid, m.start, m.end).ok()?;
+        let facts = procmaps::inspect(image.as_slice(), m.start, m.end, 0).ok()?;
+        let key = ObjectKey::BuildId(facts.build_id.clone()?);
+        if let Some(&i) = self.by_key.get(&key) {
+            return Some((i, facts.bias));
+        }
+        let path = self
+            .scratch
+            .get_or_insert_with(Scratch::new)
+            .keep("vdso", &image)
+            .ok()?;
+        let table = self.build_from_bytes(&path, &image);
+        self.objects.push(Object {
+            path,
+            name: "[vdso]".to_owned(),
+            table,
+        });
+        self.by_key.insert(key, self.objects.len() - 1);
+        Some((self.objects.len() - 1, facts.bias))
+    }
+
     /// The object's table from its `.sframe` and its call-frame information.
     fn build(&mut self, path: &Path) -> Result<Table, NoTable> {
+        let bytes = std::fs::read(path).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
+        self.build_from_bytes(path, &bytes)
+    }
+
+    fn build_from_bytes(&mut self, path: &Path, bytes: &[u8]) -> Result<Table, NoTable> {
         let unreadable = |what: &dyn std::fmt::Display| NoTable::Unreadable(format!("{}: {what}", path.display()));
-        let bytes = std::fs::read(path).map_err(|e| unreadable(&e))?;
-        let (table, built) = build_object(&bytes)
+        let (table, built) = build_object(bytes)
             .map_err(|e| unreadable(&e))?
             .ok_or(NoTable::NoUnwindInfo)?;
         let source = if built.sframe {
@@ -159,5 +194,42 @@ fn readable_path(pid: u32, m: &Mapping) -> PathBuf {
         m.path.clone()
     } else {
         rooted
+    }
+}
+
+/// `[start, end)` of a process's memory (at most 1 MiB: a vDSO is a few pages).
+fn read_memory(pid: u32, start: u64, end: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0).min(1 << 20);
+    let mut image = vec![0; len];
+    std::fs::File::open(format!("/proc/{pid}/mem"))?.read_exact_at(&mut image, start)?;
+    Ok(image)
+}
+
+/// A private directory for images that have no file, removed with the catalog.
+#[derive(Debug)]
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            dir: std::env::temp_dir().join(format!("sframe-trace.{}", std::process::id())),
+        }
+    }
+
+    /// Write `bytes` to a file named `name` in the directory, and return its path.
+    fn keep(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.dir.join(name);
+        std::fs::write(&path, bytes)?;
+        Ok(path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

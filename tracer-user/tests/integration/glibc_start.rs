@@ -1,7 +1,8 @@
-//! A program started the ordinary way, through glibc's `_start` and `__libc_start_main`, whose
+//! Programs started the ordinary way, through glibc's `_start` and `__libc_start_main`, whose
 //! own code has `.sframe` and whose libc has only `.eh_frame`: the walk crosses from SFrame rows
 //! to `.eh_frame` rows and ends, complete, at `_start` (whose crt1.o code carries CFI but no
-//! SFrame, so its rows come from the program's own `.eh_frame`).
+//! SFrame, so its rows come from the program's own `.eh_frame`); samples in the vDSO unwind
+//! through the vDSO's own `.eh_frame`, read from the process.
 
 use std::process::Command;
 
@@ -16,17 +17,12 @@ __attribute__((noipa)) void a(long n) { b(n); sink++; }
 int main(int argc, char **argv) { for (;;) a(1L << 20); }
 "#;
 
-/// At least 99% of samples are exactly `_start;__libc_start_main;__libc_start_call_main;main;a;b;c`
-/// and at least 99% of the walks end complete.
-#[test]
-fn stacks_cross_from_sframe_into_glibc_eh_frame() {
-    let Some(_serial) = privileged("stacks_cross_from_sframe_into_glibc_eh_frame") else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let src = dir.path().join("chain.c");
-    std::fs::write(&src, PROGRAM).expect("write source");
-    let exe = dir.path().join("chain");
+/// Compile `source` with SFrame into `dir/name` and trace it for 2 s; the folded stacks (glibc's
+/// `__libc_start_main_impl` named `__libc_start_main`), the sample count, and the summary.
+fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>, u64, String) {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).expect("write source");
+    let exe = dir.join(name);
     let gcc = Command::new("gcc")
         .args([
             "-O2",
@@ -47,25 +43,21 @@ fn stacks_cross_from_sframe_into_glibc_eh_frame() {
         .expect("run sframe-trace");
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     assert!(out.status.success(), "{stderr}");
-    let expected = "chain;_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
-    let (mut exact, mut total) = (0u64, 0u64);
-    for line in stdout.lines() {
-        let (stack, count) = line.rsplit_once(' ').expect("folded line");
-        let count: u64 = count.parse().expect("count");
-        // glibc 2.34+ names the implementation `__libc_start_main_impl`.
-        if stack.replace("__libc_start_main_impl", "__libc_start_main") == expected {
-            exact += count;
-        }
-        total += count;
-    }
+    let stacks: Vec<(String, u64)> = stdout
+        .lines()
+        .map(|line| {
+            let (stack, count) = line.rsplit_once(' ').expect("folded line");
+            (
+                stack.replace("__libc_start_main_impl", "__libc_start_main"),
+                count.parse().expect("count"),
+            )
+        })
+        .collect();
+    let total = stacks.iter().map(|(_, n)| n).sum();
     assert!(total >= 100, "too few samples ({total}): {stderr}");
-    assert!(
-        exact as f64 >= 0.99 * total as f64,
-        "{exact} of {total} exact:\n{stdout}\n{stderr}"
-    );
     let complete = stderr
         .lines()
         .find_map(|l| {
@@ -81,5 +73,67 @@ fn stacks_cross_from_sframe_into_glibc_eh_frame() {
         complete as f64 >= 0.99 * total as f64,
         "{complete} complete of {total}: {stderr}"
     );
+    (stacks, total, stderr)
+}
+
+/// At least 99% of samples are exactly `_start;__libc_start_main;__libc_start_call_main;main;a;b;c`
+/// and at least 99% of the walks end complete.
+#[test]
+fn stacks_cross_from_sframe_into_glibc_eh_frame() {
+    let Some(_serial) = privileged("stacks_cross_from_sframe_into_glibc_eh_frame") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stacks, total, stderr) = trace(dir.path(), "chain", PROGRAM);
+    let expected = "chain;_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
+    let exact: u64 = stacks.iter().filter(|(s, _)| s == expected).map(|(_, n)| n).sum();
+    assert!(
+        exact as f64 >= 0.99 * total as f64,
+        "{exact} of {total} exact:\n{stacks:?}\n{stderr}"
+    );
     assert!(stderr.contains(" from .eh_frame"), "{stderr}");
 }
+
+/// A loop reading the clock spends its time in the vDSO: those samples unwind through the
+/// vDSO's `.eh_frame` and glibc's back to `_start`, complete.
+#[test]
+fn samples_in_the_vdso_unwind_completely() {
+    let Some(_serial) = privileged("samples_in_the_vdso_unwind_completely") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stacks, total, stderr) = trace(dir.path(), "clock", CLOCK);
+    let chain = "clock;_start;__libc_start_main;__libc_start_call_main;main;tick";
+    let on_chain: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.starts_with(chain))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        on_chain as f64 >= 0.99 * total as f64,
+        "{on_chain} of {total} on the chain:\n{stacks:?}"
+    );
+    // The vDSO's clock_gettime, called from glibc's, called from tick.
+    let in_vdso: u64 = stacks
+        .iter()
+        .filter(|(s, _)| {
+            let callees: Vec<&str> = s.strip_prefix(chain).unwrap_or_default().split(';').skip(1).collect();
+            matches!(callees.as_slice(), [libc, vdso] if libc.contains("clock_gettime") && vdso.contains("clock_gettime"))
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        in_vdso as f64 >= 0.3 * total as f64,
+        "{in_vdso} of {total} in the vDSO:\n{stacks:?}\n{stderr}"
+    );
+}
+
+const CLOCK: &str = r#"
+#include <time.h>
+static volatile long sink;
+__attribute__((noipa)) void tick(void) {
+    struct timespec t;
+    for (;;) { clock_gettime(CLOCK_MONOTONIC, &t); sink += t.tv_nsec; }
+}
+int main(void) { tick(); }
+"#;
