@@ -137,3 +137,52 @@ __attribute__((noipa)) void tick(void) {
 }
 int main(void) { tick(); }
 "#;
+
+/// A callback through libc: `qsort` (libc, `.eh_frame`) calls back into the program (SFrame).
+/// Every sample in the comparator unwinds completely through glibc's merge sort to `_start`.
+#[test]
+fn callbacks_through_libc_unwind_completely() {
+    let Some(_serial) = privileged("callbacks_through_libc_unwind_completely") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stacks, total, _) = trace(dir.path(), "qsort", QSORT);
+    let chain = "qsort;_start;__libc_start_main;__libc_start_call_main;main;sort;";
+    let (mut in_cmp, mut exact) = (0, 0);
+    for (stack, n) in &stacks {
+        if !stack.ends_with(";cmp") {
+            continue;
+        }
+        in_cmp += n;
+        // Between `sort` and `cmp`: glibc's qsort and its recursive merge sort, nothing else.
+        let inner = stack.strip_prefix(chain).and_then(|s| s.strip_suffix(";cmp"));
+        if inner.is_some_and(|frames| frames.split(';').all(|f| f.contains("qsort") || f.contains("msort"))) {
+            exact += n;
+        }
+    }
+    assert!(
+        in_cmp as f64 >= 0.8 * total as f64,
+        "{in_cmp} of {total} in cmp:\n{stacks:?}"
+    );
+    assert!(
+        exact as f64 >= 0.99 * in_cmp as f64,
+        "{exact} of {in_cmp} exact:\n{stacks:?}"
+    );
+}
+
+const QSORT: &str = r#"
+#include <stdlib.h>
+static volatile long sink;
+__attribute__((noipa)) int cmp(const void *a, const void *b) {
+    for (int i = 0; i < 2000; i++) sink += i;
+    return *(const int *)a - *(const int *)b;
+}
+__attribute__((noipa)) void sort(int *v, int n) { qsort(v, n, sizeof *v, cmp); }
+int main(void) {
+    static int v[4096];
+    for (;;) {
+        for (int i = 0; i < 4096; i++) v[i] = (i * 7919) % 4096;
+        sort(v, 4096);
+    }
+}
+"#;
