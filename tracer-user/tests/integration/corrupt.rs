@@ -11,22 +11,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use sframe_trace::elf::{self, ElfError, FoundBy};
 
 use crate::reader::{Craft, craft};
+use crate::support::Rng;
 use sframe_trace::sframe::Section;
-
-/// xorshift64*: deterministic, no extra crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 const GOLDEN: [(&str, &[(usize, usize)]); 3] = [
     (

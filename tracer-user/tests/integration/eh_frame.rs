@@ -11,6 +11,7 @@ use std::{
     process::Command,
 };
 
+use crate::support::Rng;
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use sframe_trace::{
     cfi::{CfiCfa, CfiReg, CfiRule, CfiTable},
@@ -384,21 +385,6 @@ fn assert_well_formed(table: &ObjectTable) {
     }
 }
 
-/// xorshift64*: deterministic, no extra crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// Builds a table from `data` without panicking: `Ok` tables are well formed and answer lookups.
 fn build_never_panics(data: &[u8], what: &str) -> bool {
     let outcome = catch_unwind(AssertUnwindSafe(|| match build_from_cfi(data, Some(0x1000)) {
@@ -461,9 +447,9 @@ fn corrupted_eh_frame_never_panics() {
             let range = &ranges[n % ranges.len()];
             for _ in 0..1 + rng.below(4) {
                 let i = if n % 4 == 3 {
-                    rng.below(bytes.len() as u64) as usize
+                    rng.below(bytes.len())
                 } else {
-                    range.start + rng.below(range.len() as u64) as usize
+                    range.start + rng.below(range.len())
                 };
                 copy[i] = rng.next() as u8;
             }

@@ -66,3 +66,20 @@ pub fn build_workloads(sets: &[&str]) -> tempfile::TempDir {
     );
     out
 }
+
+/// xorshift64*: a deterministic stream of numbers for mutation tests, with no extra crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
