@@ -37,11 +37,18 @@ struct Running {
 
 impl Running {
     fn start(path: &Path, args: &[&Path]) -> Self {
-        let mut child = Command::new(path)
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the test program");
+        // A file this process just wrote can be "busy" for a moment: a child another test
+        // thread forks meanwhile holds the written descriptor until it execs.
+        let mut attempts = 0;
+        let mut child = loop {
+            match Command::new(path).args(args).stdout(Stdio::piped()).spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && attempts < 50 => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                spawned => break spawned.expect("start the test program"),
+            }
+        };
         let mut line = String::new();
         let stdout = child.stdout.take().expect("piped stdout");
         BufReader::new(stdout).read_line(&mut line).expect("read &main");
