@@ -55,13 +55,15 @@ fn doctor_samples_only_the_target_process() {
     );
     let sampled = counter(&stdout, "sampled");
     let not_traced = counter(&stdout, "not_traced");
-    // One busy thread at 499 Hz for 1 s is ~499 samples; the other busy process is filtered out.
+    // One busy thread at 499 Hz for 1 s is ~499 samples when it has a CPU to itself; the other
+    // tests of the suite may take some of its time, hence the low floor. Never more than the
+    // CPU time it can have had, and the other busy process is filtered out.
     assert!(
-        (200..=700).contains(&sampled),
+        (50..=700).contains(&sampled),
         "sampled {sampled} of the target, expected about 499"
     );
     assert!(
-        not_traced >= 200,
+        not_traced >= 50,
         "the other busy process should be counted as not traced: {not_traced}"
     );
 }
