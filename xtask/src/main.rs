@@ -5,6 +5,7 @@
 mod bench;
 mod run;
 mod setup;
+mod vmtest;
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,12 @@ enum Task {
     Fixtures,
     /// Measure decode throughput and write target/bench/report.md and report.json.
     Bench,
+    /// Run the privileged end-to-end tests inside other Debian kernels under qemu.
+    VmTest {
+        /// Debian suites (or kernel ABI names) to boot, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "bullseye,bookworm,trixie,sid")]
+        kernels: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,6 +58,10 @@ fn main() -> anyhow::Result<()> {
             run::clippy()
         }
         Task::Fixtures => run::fixtures(&root),
+        Task::VmTest { kernels } => {
+            setup::setup()?;
+            vmtest::vm_test(&root, &kernels)
+        }
         Task::Bench => {
             setup::setup()?;
             bench::bench(&root)

@@ -27,7 +27,12 @@ pub fn setup() -> anyhow::Result<()> {
 }
 
 fn apt_packages() -> anyhow::Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
+    apt(APT_PACKAGES)
+}
+
+/// Install the Debian packages of `packages` that are missing (one `apt-get update` first).
+pub fn apt(packages: &[&str]) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
         .filter(|pkg| {
@@ -36,7 +41,7 @@ fn apt_packages() -> anyhow::Result<()> {
         })
         .collect();
     if missing.is_empty() {
-        eprintln!("setup: apt packages present ({})", APT_PACKAGES.join(", "));
+        eprintln!("setup: apt packages present ({})", packages.join(", "));
         return Ok(());
     }
     sh(Command::new("apt-get").arg("update").arg("-q"))?;
