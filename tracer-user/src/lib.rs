@@ -14,3 +14,5 @@ pub mod table;
 pub mod bpf;
 #[cfg(feature = "ebpf")]
 pub mod trace;
+#[cfg(feature = "ebpf")]
+pub mod export;

@@ -1,0 +1,90 @@
+//! The symbolized profile every output format is written from: distinct stacks with their
+//! process, thread and event, each frame already named (with file:line and inlined frames
+//! when debug information has them) and tagged with the object it is in and how it was found.
+//! Formats only translate this model; they never symbolize or look at kernel records.
+
+/// How a frame was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FrameSource {
+    /// Its callee was unwound with an SFrame table (frame 0 of a user stack is `Sframe` when its
+    /// own object has an SFrame table, like the frames found through it).
+    Sframe,
+    /// Its callee was unwound with a table converted from `.eh_frame` / `.debug_frame`.
+    EhFrame,
+    /// The frame-pointer fallback.
+    Fp,
+    /// A kernel frame.
+    Kernel,
+}
+
+impl FrameSource {
+    /// The name formats print: `sframe`, `eh_frame`, `fp`, `kernel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameSource::Sframe => "sframe",
+            FrameSource::EhFrame => "eh_frame",
+            FrameSource::Fp => "fp",
+            FrameSource::Kernel => "kernel",
+        }
+    }
+}
+
+/// An object (executable, shared library, vDSO, or the kernel) frames are in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Path as the process maps it (for the kernel: `[kernel.kallsyms]`).
+    pub path: String,
+    /// Short name (file name).
+    pub name: String,
+    /// GNU build-id, when the object has one.
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// One symbolized frame. An address whose debug information shows inlining yields several
+/// frames for the same `addr`: the inlined ones first (innermost first, `inlined: true`), then
+/// the function they were inlined into.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResolvedFrame {
+    /// Absolute address in the process (the sampled PC, or a return address minus one).
+    pub addr: u64,
+    /// Index into [`Resolved::objects`], `None` for code in no known object.
+    pub object: Option<usize>,
+    /// Object-relative address (file offset space the symbolizer used), or `addr` without object.
+    pub offset: u64,
+    /// Function name (demangled), `None` when unknown: formats print `[unknown]`-style names
+    /// with the object and offset, never a neighbour's symbol.
+    pub symbol: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub inlined: bool,
+    pub source: FrameSource,
+}
+
+/// One distinct stack with how often (and how much) it was seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedStack {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// The event that took it: `cpu-clock`, `uprobe:...`, `offcpu`, ...
+    pub event: String,
+    /// Frames innermost first: kernel frames (where the sample hit, when it hit the kernel),
+    /// then user frames from the sampled PC down to `_start`.
+    pub frames: Vec<ResolvedFrame>,
+    /// Number of samples or events.
+    pub count: u64,
+    /// The summed weight: nanoseconds for cpu-clock (count × period) and off-CPU time.
+    pub weight_ns: u64,
+}
+
+/// A profile ready to be written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    pub objects: Vec<ObjectInfo>,
+    pub stacks: Vec<ResolvedStack>,
+    /// Wall-clock start and duration of the collection, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    /// Sampling period of cpu-clock in nanoseconds (1e9 / frequency).
+    pub period_ns: u64,
+}
