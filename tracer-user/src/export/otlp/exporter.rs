@@ -1,0 +1,299 @@
+//! The export task and its handle. [`Exporter::submit`] puts a snapshot into a bounded queue
+//! without ever waiting (a full queue drops the snapshot and counts it); a tokio task of its
+//! own takes snapshots off the queue one at a time, encodes them and sends them, retrying what
+//! may succeed later with exponential backoff. [`Exporter::shutdown`] lets it drain for a
+//! bounded time and reports what was sent and what was lost.
+
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering::Relaxed},
+    },
+    time::Duration,
+};
+
+use tokio::{sync::mpsc, task::JoinHandle, time::MissedTickBehavior};
+
+use super::{
+    Destination, EndpointError, OtlpConfig,
+    encode::encode,
+    resource::ResourceInfo,
+    transport::{Collector, Transport},
+};
+use crate::export::model::Resolved;
+
+/// Snapshots waiting for the collector; more are dropped.
+pub const QUEUE_CAPACITY: usize = 4;
+
+/// How a failed export is retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// The wait before the first retry; it doubles up to `max_delay`.
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            attempts: 5,
+            first_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+        }
+    }
+}
+
+/// One queued snapshot with the resource facts of its processes.
+struct Batch {
+    profile: Resolved,
+    resource: ResourceInfo,
+    samples: u64,
+}
+
+/// Counters shared by the handle and the task.
+#[derive(Debug, Default)]
+struct Stats {
+    submitted: AtomicU64,
+    submitted_samples: AtomicU64,
+    sent: AtomicU64,
+    sent_samples: AtomicU64,
+    queue_full: AtomicU64,
+    failed: AtomicU64,
+    retries: AtomicU64,
+    rejected_profiles: AtomicU64,
+}
+
+/// The handle the session holds.
+pub struct Exporter {
+    queue: mpsc::Sender<Batch>,
+    task: JoinHandle<()>,
+    stats: Arc<Stats>,
+    resource: ResourceInfo,
+    destination: Destination,
+    interval: Duration,
+}
+
+impl Exporter {
+    /// Start exporting to the configured collector; `pids` are the processes traced so far
+    /// (their executables are read now, while they run). Needs a tokio runtime.
+    pub fn start(config: &OtlpConfig, pids: &[u32]) -> Result<Exporter, EndpointError> {
+        let collector = Collector::new(&config.destination)?;
+        Ok(Exporter::with_transport(collector, config, pids, Retry::default()))
+    }
+
+    /// [`Exporter::start`] over any transport, with a given retry policy.
+    pub(super) fn with_transport(
+        transport: impl Transport,
+        config: &OtlpConfig,
+        pids: &[u32],
+        retry: Retry,
+    ) -> Exporter {
+        let mut resource = ResourceInfo::for_host(config.service_name.clone());
+        resource.note(pids.iter().copied());
+        let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        let stats = Arc::new(Stats::default());
+        let task = tokio::spawn(drain(transport, receiver, Arc::clone(&stats), retry));
+        Exporter {
+            queue,
+            task,
+            stats,
+            resource,
+            destination: config.destination.clone(),
+            interval: config.interval,
+        }
+    }
+
+    /// The export interval, for a [`Ticker`].
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Queue a snapshot for export; never waits. An empty snapshot is not sent; one that does
+    /// not fit in the queue is dropped and counted.
+    pub fn submit(&mut self, profile: Resolved) {
+        if profile.stacks.is_empty() {
+            return;
+        }
+        let samples: u64 = profile.stacks.iter().map(|s| s.count).sum();
+        self.resource.note(profile.stacks.iter().map(|s| s.pid));
+        let mut resource = ResourceInfo {
+            host_name: self.resource.host_name.clone(),
+            service_name: self.resource.service_name.clone(),
+            processes: Default::default(),
+        };
+        for stack in &profile.stacks {
+            if let Some(info) = self.resource.processes.get(&stack.pid) {
+                resource.processes.entry(stack.pid).or_insert_with(|| info.clone());
+            }
+        }
+        self.stats.submitted.fetch_add(1, Relaxed);
+        self.stats.submitted_samples.fetch_add(samples, Relaxed);
+        let batch = Batch {
+            profile,
+            resource,
+            samples,
+        };
+        if self.queue.try_send(batch).is_err() {
+            self.stats.queue_full.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Let the task send what is queued for at most `flush`, then stop it and report.
+    pub async fn shutdown(self, flush: Duration) -> ExportReport {
+        let Exporter {
+            queue,
+            mut task,
+            stats,
+            destination,
+            ..
+        } = self;
+        drop(queue);
+        if tokio::time::timeout(flush, &mut task).await.is_err() {
+            task.abort();
+        }
+        let get = |counter: &AtomicU64| counter.load(Relaxed);
+        let sent = get(&stats.sent);
+        let failed = get(&stats.failed);
+        let queue_full = get(&stats.queue_full);
+        let sent_samples = get(&stats.sent_samples);
+        let lost_samples = get(&stats.submitted_samples).saturating_sub(sent_samples);
+        ExportReport {
+            destination,
+            sent,
+            sent_samples,
+            queue_full,
+            failed,
+            unsent: get(&stats.submitted).saturating_sub(sent + failed + queue_full),
+            lost_samples,
+            retries: get(&stats.retries),
+            rejected_profiles: get(&stats.rejected_profiles),
+        }
+    }
+}
+
+/// The task: send each queued snapshot in turn, with retries, until the queue closes.
+async fn drain(mut transport: impl Transport, mut queue: mpsc::Receiver<Batch>, stats: Arc<Stats>, retry: Retry) {
+    let mut warned = false;
+    while let Some(batch) = queue.recv().await {
+        let request = encode(&batch.profile, &batch.resource);
+        let mut delay = retry.first_delay;
+        let mut attempt = 1;
+        loop {
+            match transport.send(&request).await {
+                Ok(accepted) => {
+                    stats.sent.fetch_add(1, Relaxed);
+                    stats.sent_samples.fetch_add(batch.samples, Relaxed);
+                    if accepted.rejected_profiles > 0 {
+                        stats
+                            .rejected_profiles
+                            .fetch_add(accepted.rejected_profiles.unsigned_abs(), Relaxed);
+                        log::warn!(
+                            "the collector rejected {} profiles: {}",
+                            accepted.rejected_profiles,
+                            accepted.message
+                        );
+                    }
+                    break;
+                }
+                Err(err) if err.retryable && attempt < retry.attempts => {
+                    log::debug!("OTLP export attempt {attempt} failed, retrying in {delay:?}: {err}");
+                    stats.retries.fetch_add(1, Relaxed);
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(retry.max_delay);
+                    attempt += 1;
+                }
+                Err(err) => {
+                    // Once is enough on stderr; the summary counts every failure.
+                    if warned {
+                        log::debug!("OTLP export failed after {attempt} attempts: {err}");
+                    } else {
+                        log::warn!("OTLP export failed after {attempt} attempts: {err}");
+                        warned = true;
+                    }
+                    stats.failed.fetch_add(1, Relaxed);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// What became of the exports, for the summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportReport {
+    pub destination: Destination,
+    /// Snapshots the collector accepted, and their samples.
+    pub sent: u64,
+    pub sent_samples: u64,
+    /// Snapshots dropped because the queue was full.
+    pub queue_full: u64,
+    /// Snapshots given up on after their retries (or refused for good).
+    pub failed: u64,
+    /// Snapshots still queued or in flight when the flush time ran out.
+    pub unsent: u64,
+    /// The samples of every snapshot not sent.
+    pub lost_samples: u64,
+    pub retries: u64,
+    /// Profiles the collector took but reported as rejected (partial success).
+    pub rejected_profiles: u64,
+}
+
+impl ExportReport {
+    /// Snapshots that never reached the collector.
+    pub fn dropped(&self) -> u64 {
+        self.queue_full + self.failed + self.unsent
+    }
+}
+
+impl fmt::Display for ExportReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "  otlp: {} exports sent to {}, {} samples; {} dropped",
+            self.sent,
+            self.destination,
+            self.sent_samples,
+            self.dropped()
+        )?;
+        if self.dropped() > 0 {
+            write!(
+                f,
+                ", {} samples ({} queue full, {} failed, {} unsent at exit)",
+                self.lost_samples, self.queue_full, self.failed, self.unsent
+            )?;
+        }
+        if self.retries > 0 {
+            write!(f, "; {} retries", self.retries)?;
+        }
+        if self.rejected_profiles > 0 {
+            write!(f, "; {} profiles rejected by the collector", self.rejected_profiles)?;
+        }
+        writeln!(f)
+    }
+}
+
+/// The export clock: ticks every interval, or never without an exporter.
+pub struct Ticker(Option<tokio::time::Interval>);
+
+impl Ticker {
+    pub fn new(interval: Option<Duration>) -> Ticker {
+        Ticker(interval.map(|period| {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            ticks
+        }))
+    }
+
+    /// The next tick (pending forever without an interval).
+    pub async fn tick(&mut self) {
+        match &mut self.0 {
+            Some(ticks) => {
+                ticks.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! What the resource attributes say about the host and each traced process: the host name, the
+//! service name, and each process's executable, read from `/proc` while the process is alive
+//! (snapshots of exited processes fall back to the main thread's command name).
+
+use std::collections::HashMap;
+
+/// The executable of one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// `process.executable.name`: the file name of the executable.
+    pub executable_name: String,
+    /// `process.executable.path`, when `/proc/PID/exe` could be read.
+    pub executable_path: Option<String>,
+}
+
+impl ProcessInfo {
+    /// Read `/proc/PID/exe`; `None` when the process is gone or hides it.
+    pub fn read(pid: u32) -> Option<ProcessInfo> {
+        let link = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+        let path = link.to_string_lossy();
+        // A binary replaced or removed while it runs still names its old path.
+        let path = path.strip_suffix(" (deleted)").unwrap_or(&path).to_owned();
+        let executable_name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+        Some(ProcessInfo {
+            executable_name,
+            executable_path: Some(path),
+        })
+    }
+}
+
+/// The resource side of every export: host, service, and the processes seen so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceInfo {
+    pub host_name: String,
+    /// `--service-name`; `None`: each process's executable name.
+    pub service_name: Option<String>,
+    pub processes: HashMap<u32, ProcessInfo>,
+}
+
+impl ResourceInfo {
+    /// This host's name (the kernel's `hostname`), with the configured service name.
+    pub fn for_host(service_name: Option<String>) -> ResourceInfo {
+        let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default();
+        ResourceInfo {
+            host_name,
+            service_name,
+            processes: HashMap::new(),
+        }
+    }
+
+    /// Learn the executables of processes not seen before (those already gone are left out).
+    pub fn note(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            if !self.processes.contains_key(&pid) {
+                if let Some(info) = ProcessInfo::read(pid) {
+                    self.processes.insert(pid, info);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,505 @@
+//! Unit tests of the OTLP encoder (a hand-built profile, decoded back from the wire and read
+//! through the dictionary), endpoint parsing, and the exporter's queue, retries and report
+//! against a fake collector.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use opentelemetry_proto::tonic::{
+    collector::profiles::v1development::ExportProfilesServiceRequest,
+    common::v1::{KeyValue, any_value::Value},
+    profiles::v1development::{KeyValueAndUnit, ProfilesDictionary},
+};
+use prost::Message as _;
+
+use super::{
+    Destination, EndpointError, OtlpConfig, ProcessInfo, Protocol, ResourceInfo, encode,
+    exporter::{Exporter, Retry},
+    transport::{Accepted, SendError, Transport},
+};
+use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack};
+
+fn object(path: &str, build_id: Option<Vec<u8>>) -> ObjectInfo {
+    ObjectInfo {
+        path: path.to_owned(),
+        name: path.rsplit('/').next().unwrap_or(path).to_owned(),
+        build_id,
+    }
+}
+
+fn frame(symbol: Option<&str>, object: Option<usize>, offset: u64) -> ResolvedFrame {
+    ResolvedFrame {
+        addr: offset.wrapping_add(0x5555_0000_0000),
+        object,
+        offset,
+        symbol: symbol.map(str::to_owned),
+        file: symbol.map(|_| "app.c".to_owned()),
+        line: symbol.map(|_| 10),
+        inlined: false,
+        source: FrameSource::Sframe,
+    }
+}
+
+fn stack(pid: u32, tid: u32, comm: &str, event: &str, frames: Vec<ResolvedFrame>, count: u64) -> ResolvedStack {
+    ResolvedStack {
+        pid,
+        tid,
+        comm: comm.to_owned(),
+        event: event.to_owned(),
+        frames,
+        count,
+        weight_ns: count * 1_000_000,
+    }
+}
+
+/// `spin` (with `step` inlined into it) <- main <- _start in /app; one kernel frame above.
+fn app_frames() -> Vec<ResolvedFrame> {
+    let mut step = frame(Some("step"), Some(0), 0x1130);
+    step.inlined = true;
+    let mut kernel = frame(Some("do_syscall_64"), Some(2), 0xffff_ffff_8100_0000);
+    kernel.source = FrameSource::Kernel;
+    vec![
+        kernel,
+        step,
+        frame(Some("spin"), Some(0), 0x1130),
+        frame(Some("main"), Some(0), 0x1050),
+        frame(Some("__libc_start_call_main"), Some(1), 0x2a1c9),
+        frame(Some("_start"), Some(0), 0x1020),
+    ]
+}
+
+fn sample_profile() -> Resolved {
+    Resolved {
+        objects: vec![
+            object("/usr/bin/app", Some(vec![0xde, 0xad, 0xbe, 0xef, 0x01])),
+            object("/lib/x86_64-linux-gnu/libc.so.6", None),
+            object("[kernel.kallsyms]", None),
+        ],
+        stacks: vec![
+            stack(100, 100, "app", "cpu-clock", app_frames(), 7),
+            stack(100, 101, "worker", "cpu-clock", app_frames(), 3),
+            stack(
+                200,
+                200,
+                "other",
+                "cpu-clock",
+                vec![frame(None, Some(0), 0x1999), frame(None, None, 0x42)],
+                2,
+            ),
+        ],
+        start_unix_ns: 1_700_000_000_000_000_000,
+        duration_ns: 10_000_000_000,
+        period_ns: 10_101_010,
+    }
+}
+
+fn resource() -> ResourceInfo {
+    ResourceInfo {
+        host_name: "host-1".to_owned(),
+        service_name: None,
+        processes: HashMap::from([(
+            100,
+            ProcessInfo {
+                executable_name: "app".to_owned(),
+                executable_path: Some("/usr/bin/app".to_owned()),
+            },
+        )]),
+    }
+}
+
+/// Encode, then decode from the wire: what a collector would see.
+fn round_trip(profile: &Resolved, resource: &ResourceInfo) -> ExportProfilesServiceRequest {
+    let bytes = encode(profile, resource).encode_to_vec();
+    ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("decode the request")
+}
+
+/// The stack of a sample as function names per location (innermost first), `[]` for a location
+/// without lines.
+fn names(dict: &ProfilesDictionary, stack_index: i32) -> Vec<Vec<String>> {
+    let stack = &dict.stack_table[stack_index as usize];
+    stack
+        .location_indices
+        .iter()
+        .map(|&l| {
+            dict.location_table[l as usize]
+                .lines
+                .iter()
+                .map(|line| {
+                    let function = &dict.function_table[line.function_index as usize];
+                    dict.string_table[function.name_strindex as usize].clone()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn attributes(dict: &ProfilesDictionary, indices: &[i32]) -> HashMap<String, Value> {
+    indices
+        .iter()
+        .map(|&i| {
+            let KeyValueAndUnit {
+                key_strindex, value, ..
+            } = &dict.attribute_table[i as usize];
+            (
+                dict.string_table[*key_strindex as usize].clone(),
+                value.clone().and_then(|v| v.value).expect("a value"),
+            )
+        })
+        .collect()
+}
+
+fn resource_attributes(attributes: &[KeyValue]) -> HashMap<String, Value> {
+    attributes
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value).expect("a value")))
+        .collect()
+}
+
+fn text(s: &str) -> Value {
+    Value::StringValue(s.to_owned())
+}
+
+/// Every dictionary table starts with its zero value, and strings are not repeated.
+#[test]
+fn dictionary_tables_start_with_zero_values_and_are_deduplicated() {
+    let request = round_trip(&sample_profile(), &resource());
+    let dict = request.dictionary.expect("a dictionary");
+    assert_eq!(dict.string_table[0], "");
+    assert_eq!(dict.mapping_table[0], Default::default());
+    assert_eq!(dict.location_table[0], Default::default());
+    assert_eq!(dict.function_table[0], Default::default());
+    assert_eq!(dict.link_table[0], Default::default());
+    assert_eq!(dict.attribute_table[0], Default::default());
+    assert_eq!(dict.stack_table[0], Default::default());
+    let mut strings = dict.string_table.clone();
+    strings.sort();
+    strings.dedup();
+    assert_eq!(strings.len(), dict.string_table.len(), "duplicate strings");
+    // The two threads of pid 100 share one stack; pid 200 has its own.
+    assert_eq!(dict.stack_table.len(), 3);
+}
+
+/// Stacks read back through the dictionary give the model's frames, the inlined function first
+/// in the location of the function it was inlined into, and a symbol-less frame a location
+/// without lines in its object's mapping, at its object-relative address.
+#[test]
+fn stacks_resolve_through_the_dictionary() {
+    let request = round_trip(&sample_profile(), &resource());
+    let dict = request.dictionary.as_ref().expect("a dictionary");
+    let app = &request.resource_profiles[0].scope_profiles[0].profiles[0];
+    let stacks: Vec<_> = app.samples.iter().map(|s| names(dict, s.stack_index)).collect();
+    let expected: Vec<Vec<String>> = [
+        &["do_syscall_64"][..],
+        &["step", "spin"],
+        &["main"],
+        &["__libc_start_call_main"],
+        &["_start"],
+    ]
+    .iter()
+    .map(|l| l.iter().map(|s| (*s).to_owned()).collect())
+    .collect();
+    assert_eq!(stacks, vec![expected.clone(), expected]);
+
+    let other = &request.resource_profiles[1].scope_profiles[0].profiles[0];
+    let stack = &dict.stack_table[other.samples[0].stack_index as usize];
+    let unknown = &dict.location_table[stack.location_indices[0] as usize];
+    assert!(unknown.lines.is_empty());
+    assert_eq!(unknown.address, 0x1999);
+    let mapping = &dict.mapping_table[unknown.mapping_index as usize];
+    assert_eq!(dict.string_table[mapping.filename_strindex as usize], "/usr/bin/app");
+    let anonymous = &dict.location_table[stack.location_indices[1] as usize];
+    assert_eq!((anonymous.mapping_index, anonymous.address), (0, 0x5555_0000_0042));
+
+    let kernel =
+        &dict.location_table[dict.stack_table[app.samples[0].stack_index as usize].location_indices[0] as usize];
+    assert_eq!(
+        attributes(dict, &kernel.attribute_indices)["profile.frame.type"],
+        text("kernel")
+    );
+}
+
+/// Mappings carry the object's path and GNU build-id (hex) as `process.executable.build_id.gnu`;
+/// objects without one carry no attribute.
+#[test]
+fn mappings_carry_build_ids() {
+    let request = round_trip(&sample_profile(), &resource());
+    let dict = request.dictionary.expect("a dictionary");
+    let by_path: HashMap<_, _> = dict.mapping_table[1..]
+        .iter()
+        .map(|m| (dict.string_table[m.filename_strindex as usize].clone(), m))
+        .collect();
+    assert_eq!(
+        attributes(&dict, &by_path["/usr/bin/app"].attribute_indices)["process.executable.build_id.gnu"],
+        text("deadbeef01")
+    );
+    assert!(by_path["/lib/x86_64-linux-gnu/libc.so.6"].attribute_indices.is_empty());
+    assert!(by_path.contains_key("[kernel.kallsyms]"));
+}
+
+/// One resource per process with host, service, pid and executable; a process whose executable
+/// was never read is named after its main thread; `--service-name` overrides the executable.
+#[test]
+fn resources_describe_each_process() {
+    let request = round_trip(&sample_profile(), &resource());
+    let resources: Vec<_> = request
+        .resource_profiles
+        .iter()
+        .map(|r| resource_attributes(&r.resource.as_ref().expect("a resource").attributes))
+        .collect();
+    assert_eq!(resources.len(), 2);
+    assert_eq!(resources[0]["host.name"], text("host-1"));
+    assert_eq!(resources[0]["service.name"], text("app"));
+    assert_eq!(resources[0]["process.pid"], Value::IntValue(100));
+    assert_eq!(resources[0]["process.executable.name"], text("app"));
+    assert_eq!(resources[0]["process.executable.path"], text("/usr/bin/app"));
+    assert_eq!(resources[1]["process.pid"], Value::IntValue(200));
+    assert_eq!(resources[1]["process.executable.name"], text("other"));
+    assert!(!resources[1].contains_key("process.executable.path"));
+
+    let mut named = resource();
+    named.service_name = Some("checkout".to_owned());
+    let request = round_trip(&sample_profile(), &named);
+    for r in &request.resource_profiles {
+        let attributes = resource_attributes(&r.resource.as_ref().expect("a resource").attributes);
+        assert_eq!(attributes["service.name"], text("checkout"));
+    }
+}
+
+/// cpu-clock profiles count samples with the sampling period, per thread (`thread.id`,
+/// `thread.name`), over the collection's time window.
+#[test]
+fn samples_count_per_thread_with_the_period() {
+    let request = round_trip(&sample_profile(), &resource());
+    let dict = request.dictionary.as_ref().expect("a dictionary");
+    let profile = &request.resource_profiles[0].scope_profiles[0].profiles[0];
+    let string = |i: i32| dict.string_table[i as usize].as_str();
+    let sample_type = profile.sample_type.expect("a sample type");
+    assert_eq!(
+        (string(sample_type.type_strindex), string(sample_type.unit_strindex)),
+        ("samples", "count")
+    );
+    let period_type = profile.period_type.expect("a period type");
+    assert_eq!(
+        (string(period_type.type_strindex), string(period_type.unit_strindex)),
+        ("cpu", "nanoseconds")
+    );
+    assert_eq!(profile.period, 10_101_010);
+    assert_eq!(profile.time_unix_nano, 1_700_000_000_000_000_000);
+    assert_eq!(profile.duration_nano, 10_000_000_000);
+    assert_eq!(
+        attributes(dict, &profile.attribute_indices)["sframe_trace.event"],
+        text("cpu-clock")
+    );
+    let threads: Vec<_> = profile
+        .samples
+        .iter()
+        .map(|s| {
+            let a = attributes(dict, &s.attribute_indices);
+            (a["thread.id"].clone(), a["thread.name"].clone(), s.values.clone())
+        })
+        .collect();
+    assert_eq!(
+        threads,
+        vec![
+            (Value::IntValue(100), text("app"), vec![7]),
+            (Value::IntValue(101), text("worker"), vec![3]),
+        ]
+    );
+}
+
+/// Stacks that only differ in what OTLP does not keep (here: the absolute address of frames in
+/// an object) become one sample with the summed value; off-CPU samples weigh their time.
+#[test]
+fn identical_samples_merge_and_offcpu_weighs_time() {
+    let mut moved = app_frames();
+    for f in &mut moved {
+        f.addr += 0x1000;
+    }
+    let profile = Resolved {
+        objects: sample_profile().objects,
+        stacks: vec![
+            stack(100, 100, "app", "cpu-clock", app_frames(), 7),
+            stack(100, 100, "app", "cpu-clock", moved, 5),
+            stack(100, 100, "app", "offcpu", app_frames(), 2),
+        ],
+        ..sample_profile()
+    };
+    let request = round_trip(&profile, &resource());
+    let dict = request.dictionary.as_ref().expect("a dictionary");
+    let profiles = &request.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2, "one profile per event");
+    assert_eq!(profiles[0].samples.len(), 1);
+    assert_eq!(profiles[0].samples[0].values, vec![12]);
+    let offcpu = &profiles[1];
+    let sample_type = offcpu.sample_type.expect("a sample type");
+    assert_eq!(dict.string_table[sample_type.type_strindex as usize], "off_cpu");
+    assert_eq!(offcpu.samples[0].values, vec![2_000_000]);
+    assert_eq!(offcpu.period_type, None);
+}
+
+/// Endpoints: the scheme defaults to http, the protocol follows the port or path unless given,
+/// HTTP endpoints without a path get the profiles path, and TLS or paths on gRPC are refused.
+#[test]
+fn endpoints_parse() {
+    let parse = |e: &str, p| Destination::parse(e, p);
+    let dest = |url: &str, protocol| {
+        Ok(Destination {
+            url: url.to_owned(),
+            protocol,
+        })
+    };
+    assert_eq!(
+        parse("localhost:4317", None),
+        dest("http://localhost:4317", Protocol::Grpc)
+    );
+    assert_eq!(
+        parse("http://10.0.0.1:4317/", None),
+        dest("http://10.0.0.1:4317", Protocol::Grpc)
+    );
+    assert_eq!(
+        parse("http://collector:4318", None),
+        dest("http://collector:4318/v1development/profiles", Protocol::Http)
+    );
+    assert_eq!(
+        parse("http://collector:8080/v1development/profiles", None),
+        dest("http://collector:8080/v1development/profiles", Protocol::Http)
+    );
+    assert_eq!(
+        parse("http://collector:8080/custom/path", Some(Protocol::Http)),
+        dest("http://collector:8080/custom/path", Protocol::Http)
+    );
+    assert_eq!(
+        parse("collector:4318", Some(Protocol::Grpc)),
+        dest("http://collector:4318", Protocol::Grpc)
+    );
+    assert!(matches!(
+        parse("https://collector:4317", None),
+        Err(EndpointError::Scheme(_))
+    ));
+    assert!(matches!(
+        parse("http://c:4317/x", None),
+        Err(EndpointError::GrpcPath(_))
+    ));
+    assert!(matches!(parse("http://", None), Err(EndpointError::Malformed(..))));
+}
+
+/// A scripted collector: answers from `script` (then accepts), or never answers when stalled.
+#[derive(Clone, Default)]
+struct Fake {
+    script: Arc<Mutex<VecDeque<Result<Accepted, SendError>>>>,
+    received: Arc<Mutex<Vec<ExportProfilesServiceRequest>>>,
+    stalled: bool,
+}
+
+impl Transport for Fake {
+    async fn send(&mut self, request: &ExportProfilesServiceRequest) -> Result<Accepted, SendError> {
+        if self.stalled {
+            std::future::pending::<()>().await;
+        }
+        self.received.lock().unwrap().push(request.clone());
+        let answer = self.script.lock().unwrap().pop_front();
+        answer.unwrap_or(Ok(Accepted::default()))
+    }
+}
+
+fn unavailable(retryable: bool) -> Result<Accepted, SendError> {
+    Err(SendError {
+        message: "unavailable".to_owned(),
+        retryable,
+    })
+}
+
+fn config() -> OtlpConfig {
+    OtlpConfig {
+        destination: Destination::parse("localhost:4317", None).expect("an endpoint"),
+        interval: Duration::from_secs(10),
+        service_name: None,
+    }
+}
+
+const QUICK: Retry = Retry {
+    attempts: 3,
+    first_delay: Duration::from_millis(1),
+    max_delay: Duration::from_millis(4),
+};
+
+/// Retryable failures are retried with backoff until the collector takes the export; a
+/// permanent failure is given up at once; both are counted.
+#[tokio::test]
+async fn retries_then_gives_up() {
+    let fake = Fake::default();
+    fake.script
+        .lock()
+        .unwrap()
+        .extend([unavailable(true), unavailable(true), unavailable(false)]);
+    let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[], QUICK);
+    exporter.submit(sample_profile());
+    exporter.submit(sample_profile());
+    let report = exporter.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(fake.received.lock().unwrap().len(), 4, "3 attempts, then 1");
+    assert_eq!((report.sent, report.failed, report.retries), (1, 1, 2));
+    assert_eq!((report.sent_samples, report.lost_samples), (12, 12));
+    assert_eq!(report.dropped(), 1);
+}
+
+/// With a collector that never answers, submitting never waits: what does not fit the queue is
+/// dropped, shutdown ends at the flush timeout, and every snapshot is accounted for.
+#[tokio::test]
+async fn a_stalled_collector_never_blocks_submission() {
+    let fake = Fake {
+        stalled: true,
+        ..Fake::default()
+    };
+    let mut exporter = Exporter::with_transport(fake, &config(), &[], QUICK);
+    let started = Instant::now();
+    for _ in 0..20 {
+        exporter.submit(sample_profile());
+        tokio::task::yield_now().await;
+    }
+    assert!(started.elapsed() < Duration::from_millis(500), "submit waited");
+    let report = exporter.shutdown(Duration::from_millis(200)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "shutdown outlived its flush time"
+    );
+    assert_eq!(report.sent, 0);
+    assert!(
+        report.queue_full >= 20 - 1 - super::exporter::QUEUE_CAPACITY as u64,
+        "{report:?}"
+    );
+    assert_eq!(report.dropped(), 20);
+    assert_eq!(report.lost_samples, 20 * 12);
+    assert!(report.to_string().contains("0 exports sent"), "{report}");
+    assert!(report.to_string().contains("20 dropped"), "{report}");
+}
+
+/// Empty snapshots are not exported, and the executables of traced processes are read while
+/// they run (here: this test process).
+#[tokio::test]
+async fn empty_snapshots_are_skipped_and_executables_named() {
+    let fake = Fake::default();
+    let me = std::process::id();
+    let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[me], QUICK);
+    exporter.submit(Resolved::default());
+    let mut profile = sample_profile();
+    profile.stacks.truncate(1);
+    profile.stacks[0].pid = me;
+    exporter.submit(profile);
+    let report = exporter.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.sent, 1);
+    let received = fake.received.lock().unwrap();
+    let attributes = resource_attributes(
+        &received[0].resource_profiles[0]
+            .resource
+            .as_ref()
+            .expect("a resource")
+            .attributes,
+    );
+    let exe = std::env::current_exe().expect("current exe");
+    let name = exe.file_name().expect("a file name").to_string_lossy().into_owned();
+    assert_eq!(attributes["process.executable.name"], text(&name));
+    assert_eq!(attributes["service.name"], text(&name));
+}
