@@ -21,6 +21,7 @@ mod cfi;
 mod global;
 mod object;
 mod paging;
+mod rowspace;
 mod rules;
 pub mod set;
 mod transitions;
@@ -37,16 +38,16 @@ pub use cfi::build_from_cfi;
 pub use global::{RuleTable, RulesFull};
 pub use object::{BuiltFrom, ObjectError, build_object};
 pub use rules::{Unsupported, convert, unsupported_rule};
-pub use set::TableSet;
+pub use set::{AddError, Capacity, Changes, TableSet};
 
 use crate::sframe::{self, Function, Header, Row, Section};
 
 /// Bytes of one page index entry in the kernel: `PageKey` + `PageEntry`.
-const PAGE_ENTRY_BYTES: u64 = 16;
+pub const PAGE_ENTRY_BYTES: u64 = 16;
 /// Bytes of one row (`UnwindRow`).
-const ROW_BYTES: u64 = 4;
+pub const ROW_BYTES: u64 = 4;
 /// Bytes of one rule (`UnwindRule`).
-const RULE_BYTES: u64 = 12;
+pub const RULE_BYTES: u64 = 12;
 
 /// One object's unwind table, paged as the kernel reads it.
 #[derive(Clone, Debug, Default)]

@@ -1,70 +1,257 @@
-//! [`TableSet`]: the tables of several objects in the kernel's global layout, ready to be
-//! written into the `PAGES`, `ROWS` and `RULES` maps (`tracer_common::trace`). Pure: it neither
-//! builds tables from SFrame nor talks to the kernel, and it only grows (removing objects
-//! means building a new set).
+//! [`TableSet`]: the tables of the loaded objects in the kernel's global layout, kept in step
+//! with the `PAGES`, `ROWS` and `RULES` maps (`tracer_common::trace`) while objects come and go.
+//! Pure: it neither builds tables from SFrame nor talks to the kernel; it says what changed
+//! ([`TableSet::take_changes`]) and someone else writes that into the maps.
 //!
-//! 1. Object ids are dense from 0, in the order objects are added.
-//! 2. Each object's rules are interned into one shared [`RuleTable`]; its rows, with their rule
-//!    indices remapped, are appended to one global row vector.
+//! 1. Object ids count up from 0 and are never reused, so a stale id in the kernel finds no
+//!    page instead of another object's.
+//! 2. Each object's rules are interned into one shared [`RuleTable`] (never shrinks); its rows,
+//!    with their rule indices remapped, take one contiguous range of the global row space:
+//!    the first free range large enough, else the top ([`RowSpace`]).
 //! 3. Each of its pages becomes `(PageKey { object, page }, PageEntry { first_row, num_rows })`,
-//!    `first_row` being the index of the page's first row in the global vector.
-//! 4. [`TableSet::lookup`] finds a rule exactly as the kernel does: the page entry, then
+//!    `first_row` being the index of the page's first row in the global row space.
+//! 4. Removing an object deletes its pages and frees its rows; the rows keep their values
+//!    (no page reaches them) until an added object overwrites them.
+//! 5. [`TableSet::lookup`] finds a rule exactly as the kernel does: the page entry, then
 //!    `walk::search_page` over the global rows from `first_row`.
+//!
+//! With a [`Capacity`] (the sizes of maps created once), `add` refuses what would not fit.
 
-use tracer_common::trace::{NO_OBJECT, ROW_CHUNK};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+use tracer_common::trace::{NO_OBJECT, ROW_CHUNK, RowChunk};
 use tracer_common::unwind::{PAGE_SHIFT, PageEntry, PageKey, UnwindRow, UnwindRule};
 use tracer_common::walk;
 
+use super::rowspace::RowSpace;
 use super::{ObjectTable, PAGE_ENTRY_BYTES, ROW_BYTES, RULE_BYTES, RuleTable, RulesFull};
 
-/// The unwind tables of every object to load, in the kernel's layout.
+/// Rules a row's 16-bit index can name.
+const MAX_RULES: usize = 1 << 16;
+
+/// `max_entries` of the table maps, created once: `ROWS` (chunks of [`ROW_CHUNK`] rows),
+/// `PAGES` and `RULES`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub row_chunks: usize,
+    pub pages: usize,
+    pub rules: usize,
+}
+
+/// Why [`TableSet::add`] refused an object; the set is unchanged.
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AddError {
+    /// The shared rule table would pass its capacity (at most 65536 rules).
+    #[error("the shared rule table is full")]
+    RulesFull,
+    /// No free range of the row space holds the object's rows (`free` counts all free rows,
+    /// which may be fragmented into smaller ranges).
+    #[error("row space full: {needed} contiguous rows needed, {free} rows free")]
+    RowsFull { needed: usize, free: usize },
+    /// The page index would pass its capacity.
+    #[error("the page index is full")]
+    PagesFull,
+    /// Every object id has been used.
+    #[error("object ids exhausted")]
+    IdsExhausted,
+}
+
+impl From<RulesFull> for AddError {
+    fn from(_: RulesFull) -> Self {
+        AddError::RulesFull
+    }
+}
+
+/// What to write into the kernel maps to bring them from the state of the previous
+/// [`TableSet::take_changes`] (or empty maps) to the current one. Applied in this order, no
+/// page ever points at rows of another object or at rules not written yet:
+/// 1. delete `pages_removed` (their rows may be overwritten in step 3);
+/// 2. write the rules of `rules` ([`TableSet::rules`]);
+/// 3. write every chunk of `chunks` ([`TableSet::chunk`]);
+/// 4. insert `pages_set`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Indices of the `ROWS` chunks whose content changed, ascending, without repeats.
+    pub chunks: Vec<u32>,
+    /// Pages added, by key.
+    pub pages_set: Vec<(PageKey, PageEntry)>,
+    /// Pages the kernel has and must forget, by key.
+    pub pages_removed: Vec<PageKey>,
+    /// Indices of the rules added.
+    pub rules: Range<usize>,
+}
+
+/// Changes not yet taken.
+#[derive(Clone, Debug, Default)]
+struct Pending {
+    chunks: BTreeSet<u32>,
+    pages_set: BTreeMap<PageKey, PageEntry>,
+    pages_removed: BTreeSet<PageKey>,
+    /// Rules from this index on are new.
+    rules_from: usize,
+}
+
+/// The unwind tables of the loaded objects, in the kernel's layout.
 #[derive(Clone, Debug, Default)]
 pub struct TableSet {
+    /// The row space up to its high-water mark (free ranges keep stale rows).
     rows: Vec<UnwindRow>,
-    /// Sorted by key: objects are added with ascending ids, each one's pages ascending.
+    space: RowSpace,
+    /// Live pages, sorted by key: ids only grow, so an added object's pages go at the end.
     pages: Vec<(PageKey, PageEntry)>,
     rules: RuleTable,
-    num_objects: u32,
+    /// Loaded objects and the rows they take.
+    objects: BTreeMap<u32, Range<u32>>,
+    next_id: u32,
+    /// `None`: unbounded (maps sized to the set when it is loaded).
+    capacity: Option<Capacity>,
+    pending: Pending,
 }
 
 impl TableSet {
+    /// An unbounded set: what one-shot users load into maps sized for it.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Add `table` as the next object and return its id (steps 1-3). All or nothing: on error
-    /// the set is unchanged. Fails when the shared rule table would pass 65536 rules (or, far
-    /// beyond any real set, when the global row index or the object id would pass `u32`).
-    pub fn add(&mut self, table: &ObjectTable) -> Result<u32, RulesFull> {
-        let object = self.num_objects;
+    /// A set that fits maps created with `capacity`.
+    pub fn with_capacity(capacity: Capacity) -> Self {
+        let mut set = Self::default();
+        set.set_capacity(capacity);
+        set
+    }
+
+    /// From now on, fit maps created with `capacity` (typically: a set filled under a large
+    /// budget, then bounded to what it holds plus headroom before the maps are created).
+    /// Nothing loaded is removed: past a capacity already exceeded, `add` refuses until
+    /// enough is removed.
+    pub fn set_capacity(&mut self, capacity: Capacity) {
+        let rows = capacity.row_chunks.saturating_mul(ROW_CHUNK);
+        self.space.set_limit(u32::try_from(rows).unwrap_or(u32::MAX));
+        self.capacity = Some(capacity);
+    }
+
+    /// The capacity set; `None` when unbounded.
+    pub fn capacity(&self) -> Option<Capacity> {
+        self.capacity
+    }
+
+    /// Add `table` as a new object and return its id (steps 1-3). All or nothing: on error
+    /// the set is unchanged.
+    pub fn add(&mut self, table: &ObjectTable) -> Result<u32, AddError> {
+        let object = self.next_id;
         if object == NO_OBJECT {
-            return Err(RulesFull);
+            return Err(AddError::IdsExhausted);
         }
-        let added: usize = table.pages().iter().map(|(_, rows)| rows.len()).sum();
-        if u32::try_from(self.rows.len() + added).is_err() {
-            return Err(RulesFull);
+        let page_limit = self.capacity.map_or(usize::MAX, |c| c.pages);
+        if self.pages.len().saturating_add(table.pages().len()) > page_limit {
+            return Err(AddError::PagesFull);
         }
-        let pages = self.rules.remap(table)?;
-        self.rows.reserve(added);
+        let needed: usize = table.pages().iter().map(|(_, rows)| rows.len()).sum();
+        let rows_full = AddError::RowsFull {
+            needed,
+            free: self.space.free() as usize,
+        };
+        let n = u32::try_from(needed).map_err(|_| rows_full)?;
+        let start = self.space.find(n).ok_or(rows_full)?;
+        let pages = self.remap(table)?;
+
+        // Nothing can fail from here on.
+        self.space.take(start, n);
+        let end = start + n;
+        if self.rows.len() < end as usize {
+            self.rows.resize(end as usize, UnwindRow { addr_lo: 0, rule: 0 });
+        }
+        let mut first_row = start;
         for (page, rows) in pages {
-            // Both fit: the total was checked above.
-            let entry = PageEntry {
-                first_row: self.rows.len() as u32,
-                num_rows: rows.len() as u32,
-            };
-            self.rows.extend(rows);
-            self.pages.push((PageKey { object, page }, entry));
+            // Fits: the object's rows end at `end`, a `u32`.
+            let num_rows = rows.len() as u32;
+            let at = first_row as usize;
+            self.rows[at..at + rows.len()].copy_from_slice(&rows);
+            let key = PageKey { object, page };
+            let entry = PageEntry { first_row, num_rows };
+            self.pages.push((key, entry));
+            self.pending.pages_set.insert(key, entry);
+            first_row += num_rows;
         }
-        self.num_objects += 1;
+        if n > 0 {
+            let chunk = |row: u32| row / ROW_CHUNK as u32;
+            self.pending.chunks.extend(chunk(start)..=chunk(end - 1));
+        }
+        self.objects.insert(object, start..end);
+        self.next_id += 1;
         Ok(object)
     }
 
-    /// The global rows (`ROWS`, before chunking).
+    /// `table`'s pages with rule indices of the shared table, whose capacity it may not pass
+    /// (if it would, the shared table is left as it was).
+    fn remap(&mut self, table: &ObjectTable) -> Result<Vec<(u32, Vec<UnwindRow>)>, AddError> {
+        let limit = self.capacity.map_or(MAX_RULES, |c| c.rules.min(MAX_RULES));
+        // An object adds at most its local rules: only a set near its limit needs a trial copy.
+        if self.rules().len() + table.rules().len() <= limit {
+            return Ok(self.rules.remap(table)?);
+        }
+        let mut rules = self.rules.clone();
+        let pages = rules.remap(table)?;
+        if rules.rules().len() > limit {
+            return Err(AddError::RulesFull);
+        }
+        self.rules = rules;
+        Ok(pages)
+    }
+
+    /// Unload `object` (step 4); `false` when it is not loaded.
+    pub fn remove(&mut self, object: u32) -> bool {
+        let Some(rows) = self.objects.remove(&object) else {
+            return false;
+        };
+        let from = self.pages.partition_point(|(k, _)| k.object < object);
+        let to = self.pages.partition_point(|(k, _)| k.object <= object);
+        for (key, _) in self.pages.drain(from..to) {
+            // A page the kernel never saw needs no deleting.
+            if self.pending.pages_set.remove(&key).is_none() {
+                self.pending.pages_removed.insert(key);
+            }
+        }
+        self.space.release(rows);
+        self.rows.truncate(self.space.end() as usize);
+        true
+    }
+
+    /// What changed since the previous call (everything, on the first).
+    pub fn take_changes(&mut self) -> Changes {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending.rules_from = self.rules().len();
+        Changes {
+            chunks: pending.chunks.into_iter().collect(),
+            pages_set: pending.pages_set.into_iter().collect(),
+            pages_removed: pending.pages_removed.into_iter().collect(),
+            rules: pending.rules_from..self.rules().len(),
+        }
+    }
+
+    /// The current content of `ROWS` chunk `index`: rows past the high-water mark are zero.
+    pub fn chunk(&self, index: u32) -> RowChunk {
+        let mut chunk = RowChunk {
+            rows: [UnwindRow { addr_lo: 0, rule: 0 }; ROW_CHUNK],
+        };
+        let start = (index as usize).saturating_mul(ROW_CHUNK);
+        if let Some(rows) = self.rows.get(start..) {
+            let part = &rows[..rows.len().min(ROW_CHUNK)];
+            chunk.rows[..part.len()].copy_from_slice(part);
+        }
+        chunk
+    }
+
+    /// The global rows (`ROWS`, before chunking) up to the high-water mark; freed ranges
+    /// hold stale rows no page reaches.
     pub fn rows(&self) -> &[UnwindRow] {
         &self.rows
     }
 
-    /// The page index (`PAGES`), sorted by key.
+    /// The live page index (`PAGES`), sorted by key.
     pub fn pages(&self) -> &[(PageKey, PageEntry)] {
         &self.pages
     }
@@ -74,25 +261,39 @@ impl TableSet {
         self.rules.rules()
     }
 
+    /// Objects loaded now.
     pub fn num_objects(&self) -> u32 {
-        self.num_objects
+        // Fits: ids are `u32`s.
+        self.objects.len() as u32
     }
 
-    /// `ROWS` entries: `ceil(rows / ROW_CHUNK)`, at least 1 (a map cannot be empty).
+    /// Rows of the loaded objects.
+    pub fn live_rows(&self) -> usize {
+        self.space.live() as usize
+    }
+
+    /// `ROWS` entries in use: `ceil(high-water mark / ROW_CHUNK)`, at least 1 (a map cannot be
+    /// empty).
     pub fn row_chunks(&self) -> usize {
-        self.rows.len().div_ceil(ROW_CHUNK).max(1)
+        (self.space.end() as usize).div_ceil(ROW_CHUNK).max(1)
     }
 
-    /// Kernel memory of the three table maps as sized for this set: whole row chunks, page
+    /// Kernel memory of what is in use: whole row chunks up to the high-water mark, live page
     /// entries and rules, each map at least one entry (hash-map bookkeeping not counted).
     pub fn map_bytes(&self) -> u64 {
-        let chunks = self.row_chunks() as u64 * ROW_CHUNK as u64 * ROW_BYTES;
-        let pages = self.pages.len().max(1) as u64 * PAGE_ENTRY_BYTES;
-        let rules = self.rules().len().max(1) as u64 * RULE_BYTES;
-        chunks + pages + rules
+        bytes(self.row_chunks(), self.pages.len(), self.rules().len())
     }
 
-    /// The rule the kernel finds for object-relative `addr` of `object` (step 4); `NO_INFO`
+    /// Kernel memory of the maps as created with the capacity, counted as
+    /// [`TableSet::map_bytes`] does; an unbounded set's maps are sized to it, so the same.
+    pub fn capacity_bytes(&self) -> u64 {
+        match self.capacity {
+            Some(c) => bytes(c.row_chunks, c.pages, c.rules),
+            None => self.map_bytes(),
+        }
+    }
+
+    /// The rule the kernel finds for object-relative `addr` of `object` (step 5); `NO_INFO`
     /// where no page covers it.
     pub fn lookup(&self, object: u32, addr: u64) -> UnwindRule {
         let Ok(page) = u32::try_from(addr >> PAGE_SHIFT) else {
@@ -115,14 +316,23 @@ impl TableSet {
     }
 }
 
+/// Bytes of `chunks` row chunks, `pages` page entries and `rules` rules, each at least one.
+fn bytes(chunks: usize, pages: usize, rules: usize) -> u64 {
+    let entries = |n: usize, size: u64| (n.max(1) as u64).saturating_mul(size);
+    entries(chunks, ROW_CHUNK as u64 * ROW_BYTES)
+        .saturating_add(entries(pages, PAGE_ENTRY_BYTES))
+        .saturating_add(entries(rules, RULE_BYTES))
+}
+
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
     use std::path::Path;
 
     use super::*;
     use crate::elf::find_sframe;
-    use crate::sframe::Section;
-    use crate::table::build_from_sframe;
+    use crate::sframe::{Abi, Function, Header, Reg, Row, Rule, Section, testing};
+    use crate::table::{build, build_from_sframe};
 
     fn fixture(name: &str) -> ObjectTable {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -132,6 +342,33 @@ mod tests {
         let sframe = find_sframe(&bytes).expect("elf").expect("has .sframe");
         let section = Section::parse(&sframe.data, sframe.vaddr).expect("parses");
         build_from_sframe(&section).expect("builds")
+    }
+
+    /// `functions` functions of 32 bytes from `start`, each with three rows (`CFA = SP + 8`,
+    /// `+ 16`, `+ 24 + 8 * (i % variety)`): tables larger than a row chunk, across pages, with
+    /// as many rules as wanted.
+    fn synthetic(start: u64, functions: u32, variety: u64) -> ObjectTable {
+        let header = Header {
+            flags: 0x5,
+            ..testing::header(Abi::Amd64Le, 2, -8)
+        };
+        let sp = |at: u32, cfa: u64| testing::row(at, Reg::Sp, cfa as i64, Rule::Unchanged, Rule::Unchanged);
+        let functions: Vec<Function> = (0..functions)
+            .map(|i| Function {
+                num_fres: 3,
+                index: i,
+                ..testing::function(start + 32 * u64::from(i), 32)
+            })
+            .collect();
+        build(&header, &functions, None, |f| {
+            let last: Row = sp(4, 24 + 8 * (u64::from(f.index) % variety));
+            Ok(vec![sp(0, 8), sp(1, 16), last])
+        })
+        .expect("builds")
+    }
+
+    fn rows_of(table: &ObjectTable) -> usize {
+        table.pages().iter().map(|(_, rows)| rows.len()).sum()
     }
 
     /// Addresses to compare at: every row start, the byte before it, and the byte after each
@@ -149,8 +386,105 @@ mod tests {
         out
     }
 
-    /// Two fixture objects added to one set: the global lookup equals each object's own lookup
-    /// at every row boundary, and ids are dense.
+    /// Everything of the set but the rule table's hash index.
+    fn snapshot(set: &TableSet) -> String {
+        format!(
+            "{:?}",
+            (
+                &set.rows,
+                &set.space,
+                &set.pages,
+                set.rules(),
+                &set.objects,
+                set.next_id,
+                &set.pending
+            )
+        )
+    }
+
+    /// The maps as the kernel holds them, written only through [`Changes`].
+    #[derive(Default)]
+    struct Kernel {
+        rows: Vec<RowChunk>,
+        pages: HashMap<PageKey, PageEntry>,
+        rules: Vec<UnwindRule>,
+    }
+
+    impl Kernel {
+        /// Apply `changes` in the documented order.
+        fn apply(&mut self, set: &TableSet, changes: &Changes) {
+            for key in &changes.pages_removed {
+                assert!(self.pages.remove(key).is_some(), "{key:?} was never written");
+            }
+            assert_eq!(
+                changes.rules.start,
+                self.rules.len(),
+                "rules are written once, in order"
+            );
+            self.rules.extend_from_slice(&set.rules()[changes.rules.clone()]);
+            assert!(changes.chunks.windows(2).all(|w| w[0] < w[1]));
+            for &i in &changes.chunks {
+                let i = i as usize;
+                if self.rows.len() <= i {
+                    self.rows.resize(i + 1, set.chunk(u32::MAX));
+                }
+                self.rows[i] = set.chunk(i as u32);
+            }
+            for (key, entry) in &changes.pages_set {
+                assert_eq!(self.pages.insert(*key, *entry), None, "{key:?} written twice");
+            }
+        }
+
+        /// The kernel's lookup over these maps, as [`TableSet::lookup`] does it.
+        fn lookup(&self, object: u32, addr: u64) -> UnwindRule {
+            let Ok(page) = u32::try_from(addr >> PAGE_SHIFT) else {
+                return UnwindRule::NO_INFO;
+            };
+            let Some(entry) = self.pages.get(&PageKey { object, page }) else {
+                return UnwindRule::NO_INFO;
+            };
+            let row_at = |i: u32| {
+                let index = entry.first_row.wrapping_add(i) as usize;
+                let chunk = self.rows.get(index / ROW_CHUNK)?;
+                Some(chunk.rows[index % ROW_CHUNK])
+            };
+            walk::search_page(entry.num_rows, (addr & 0xffff) as u16, row_at)
+                .and_then(|rule| self.rules.get(usize::from(rule)).copied())
+                .unwrap_or(UnwindRule::NO_INFO)
+        }
+
+        /// Take the set's changes, apply them, and check the kernel against the set: the same
+        /// pages, and for every loaded object the same rule as its own table at every
+        /// boundary; for every removed one, `NO_INFO`.
+        fn sync(&mut self, set: &mut TableSet, loaded: &[(u32, &ObjectTable)], removed: &[(u32, &ObjectTable)]) {
+            let changes = set.take_changes();
+            self.apply(set, &changes);
+            if let Some(c) = set.capacity() {
+                assert!(self.rows.len() <= c.row_chunks, "ROWS has {} chunks", self.rows.len());
+                assert!(self.pages.len() <= c.pages, "PAGES has {} entries", self.pages.len());
+                assert!(self.rules.len() <= c.rules, "RULES has {} entries", self.rules.len());
+            }
+            let mut pages: Vec<_> = self.pages.iter().map(|(k, e)| (*k, *e)).collect();
+            pages.sort_by_key(|&(k, _)| k);
+            assert_eq!(pages, set.pages());
+            for &(id, table) in loaded {
+                for addr in boundaries(table) {
+                    let want = table.lookup(addr);
+                    assert_eq!(set.lookup(id, addr), want, "set: object {id} at {addr:#x}");
+                    assert_eq!(self.lookup(id, addr), want, "kernel: object {id} at {addr:#x}");
+                }
+            }
+            for &(id, table) in removed {
+                for addr in boundaries(table) {
+                    assert_eq!(set.lookup(id, addr), UnwindRule::NO_INFO, "set: removed {id}");
+                    assert_eq!(self.lookup(id, addr), UnwindRule::NO_INFO, "kernel: removed {id}");
+                }
+            }
+        }
+    }
+
+    /// Three objects added to one set: the global lookup equals each object's own lookup at
+    /// every row boundary, and ids count from 0.
     #[test]
     fn lookups_match_each_object() {
         let objects = [fixture("chain"), fixture("libshlib.so"), fixture("cfi")];
@@ -171,8 +505,8 @@ mod tests {
         assert_eq!(set.lookup(3, 0x1000), UnwindRule::NO_INFO, "no such object");
     }
 
-    /// The layout is what the kernel maps hold: pages sorted, slices contiguous and in range,
-    /// and the byte count covers whole row chunks.
+    /// Appended objects are laid out as the kernel maps hold them: pages sorted, slices
+    /// contiguous and in range, and the byte counts cover whole row chunks.
     #[test]
     fn layout_is_contiguous_and_sized() {
         let mut set = TableSet::new();
@@ -191,9 +525,254 @@ mod tests {
             next += entry.num_rows;
         }
         assert_eq!(next as usize, set.rows().len());
+        assert_eq!(set.live_rows(), set.rows().len());
         assert!(set.rows().iter().all(|r| usize::from(r.rule) < set.rules().len()));
         let chunks = set.rows().len().div_ceil(ROW_CHUNK) as u64;
         let expected = chunks * ROW_CHUNK as u64 * 4 + set.pages().len() as u64 * 16 + set.rules().len() as u64 * 12;
         assert_eq!(set.map_bytes(), expected);
+        assert_eq!(set.capacity_bytes(), expected, "unbounded: maps sized to the set");
+        let bounded = TableSet::with_capacity(Capacity {
+            row_chunks: 4,
+            pages: 100,
+            rules: 10,
+        });
+        assert_eq!(bounded.capacity_bytes(), 4 * 4096 + 100 * 16 + 10 * 12);
+    }
+
+    /// A removed object's rows are reused by the next object that fits them (first fit), a
+    /// larger one goes to the top, ids are not reused, the removed object looks up as
+    /// `NO_INFO`, and every remaining object stays exact at every boundary.
+    #[test]
+    fn add_remove_add_reuses_the_freed_range() {
+        let chain = fixture("chain");
+        let big = synthetic(0x1_f000, 700, 5);
+        let shlib = fixture("libshlib.so");
+        let small = synthetic(0x40_0000, 300, 3);
+        let larger = synthetic(0x1000, 800, 4);
+        assert!(rows_of(&small) < rows_of(&big) && rows_of(&big) < rows_of(&larger));
+        assert!(
+            big.pages().len() > 1 && rows_of(&big) > ROW_CHUNK,
+            "crosses pages and chunks"
+        );
+
+        let mut set = TableSet::new();
+        let ids: Vec<u32> = [&chain, &big, &shlib].map(|t| set.add(t).expect("room")).to_vec();
+        assert_eq!(ids, [0, 1, 2]);
+        let hole = set.objects[&1].clone();
+        let mark = set.rows().len();
+        assert!(set.remove(1));
+        assert!(!set.remove(1), "already removed");
+        assert_eq!(set.live_rows(), mark - rows_of(&big));
+        assert_eq!(set.add(&small), Ok(3), "ids are not reused");
+        assert_eq!(set.objects[&3].start, hole.start, "first fit: the freed range");
+        assert_eq!(set.add(&larger), Ok(4));
+        assert_eq!(
+            set.objects[&4].start as usize, mark,
+            "too large for the rest of the hole"
+        );
+        assert_eq!(set.num_objects(), 4);
+
+        let mut kernel = Kernel::default();
+        let loaded = [(0, &chain), (2, &shlib), (3, &small), (4, &larger)];
+        kernel.sync(&mut set, &loaded, &[(1, &big)]);
+    }
+
+    /// Adjacent freed ranges coalesce into one that holds an object larger than either, and
+    /// freeing everything brings the row space back to empty.
+    #[test]
+    fn adjacent_frees_coalesce() {
+        let a = synthetic(0, 300, 2);
+        let b = synthetic(0x10_0000, 400, 2);
+        let c = fixture("chain");
+        let d = synthetic(0x20_0000, 600, 2);
+        assert!(rows_of(&d) > rows_of(&b) && rows_of(&d) <= rows_of(&a) + rows_of(&b));
+        let mut set = TableSet::new();
+        for table in [&a, &b, &c] {
+            set.add(table).expect("room");
+        }
+        set.remove(0);
+        set.remove(1);
+        assert_eq!(set.add(&d), Ok(3));
+        assert_eq!(set.objects[&3].start, 0, "placed in the coalesced range");
+        let mut kernel = Kernel::default();
+        kernel.sync(&mut set, &[(2, &c), (3, &d)], &[(0, &a), (1, &b)]);
+        set.remove(2);
+        set.remove(3);
+        assert_eq!((set.rows().len(), set.live_rows(), set.row_chunks()), (0, 0, 1));
+        assert_eq!(
+            set.map_bytes(),
+            (ROW_CHUNK as u64) * 4 + 16 + set.rules().len() as u64 * 12
+        );
+        kernel.sync(&mut set, &[], &[(2, &c), (3, &d)]);
+        assert!(kernel.pages.is_empty());
+    }
+
+    /// Each capacity limit refuses with its own error and leaves the set, pending changes
+    /// included, exactly as it was; an object that fits is still accepted afterwards.
+    #[test]
+    fn capacity_limits_refuse_and_leave_the_set_unchanged() {
+        let chain = fixture("chain");
+        let roomy = Capacity {
+            row_chunks: 1,
+            pages: 1000,
+            rules: 1000,
+        };
+        let refused = |set: &mut TableSet, table: &ObjectTable, error: AddError| {
+            let before = snapshot(set);
+            assert_eq!(set.add(table), Err(error));
+            assert_eq!(snapshot(set), before);
+        };
+
+        let mut rows = TableSet::with_capacity(roomy);
+        let first = synthetic(0, 300, 2);
+        let second = synthetic(0x10_0000, 30, 2);
+        rows.add(&first).expect("fits one chunk");
+        let free = ROW_CHUNK - rows_of(&first);
+        let too_many = synthetic(0x20_0000, free as u32 / 3 + 1, 2);
+        let needed = rows_of(&too_many);
+        refused(&mut rows, &too_many, AddError::RowsFull { needed, free });
+        rows.add(&second).expect("fits the rest");
+
+        let mut pages = TableSet::with_capacity(Capacity {
+            pages: chain.pages().len() + 1,
+            ..roomy
+        });
+        pages.add(&chain).expect("fits");
+        refused(&mut pages, &synthetic(0xffff0, 10, 2), AddError::PagesFull);
+        pages.add(&synthetic(0, 10, 2)).expect("one page");
+
+        let many = synthetic(0, 40, 30);
+        let mut rules = TableSet::with_capacity(Capacity {
+            rules: chain.rules().len() + 10,
+            ..roomy
+        });
+        rules.add(&chain).expect("fits");
+        refused(&mut rules, &many, AddError::RulesFull);
+        rules.add(&chain).expect("no new rules");
+        rules.add(&synthetic(0, 10, 1)).expect("few new rules");
+
+        let mut bounded = TableSet::new();
+        bounded.add(&first).expect("unbounded");
+        let third = synthetic(0x10_0000, 50, 2);
+        bounded.add(&third).expect("unbounded");
+        bounded.set_capacity(roomy);
+        assert!(bounded.rows().len() > ROW_CHUNK, "already past the new capacity");
+        let tiny = synthetic(0x30_0000, 1, 1);
+        let needed = rows_of(&tiny);
+        refused(&mut bounded, &tiny, AddError::RowsFull { needed, free: 0 });
+        bounded.remove(0);
+        assert_eq!(bounded.add(&third), Ok(2));
+        assert_eq!(bounded.objects[&2].start, 0, "below the capacity again");
+        assert_eq!(bounded.capacity_bytes(), 4096 + 1000 * 16 + 1000 * 12);
+
+        let mut ids = TableSet::new();
+        ids.next_id = NO_OBJECT - 1;
+        assert_eq!(ids.add(&chain), Ok(NO_OBJECT - 1));
+        refused(&mut ids, &chain, AddError::IdsExhausted);
+    }
+
+    /// After a sequence of adds and removes, with and without taking changes in between,
+    /// the changes applied to an empty simulated kernel make its lookups equal the set's for
+    /// every object at every boundary; the first call reports everything.
+    #[test]
+    fn changes_keep_a_simulated_kernel_in_step() {
+        let chain = fixture("chain");
+        let shlib = fixture("libshlib.so");
+        let cfi = fixture("cfi");
+        let big = synthetic(0x1_f000, 700, 5);
+        let mut set = TableSet::new();
+        for table in [&chain, &big, &shlib] {
+            set.add(table).expect("room");
+        }
+        let first = set.clone().take_changes();
+        assert_eq!(first.chunks, (0..set.row_chunks() as u32).collect::<Vec<_>>());
+        assert_eq!(first.pages_set, set.pages());
+        assert!(first.pages_removed.is_empty());
+        assert_eq!(first.rules, 0..set.rules().len());
+        let mut kernel = Kernel::default();
+        kernel.sync(&mut set, &[(0, &chain), (1, &big), (2, &shlib)], &[]);
+        let rules = set.rules().len();
+        let nothing = Changes {
+            rules: rules..rules,
+            ..Changes::default()
+        };
+        assert_eq!(set.take_changes(), nothing, "nothing new");
+
+        set.remove(0);
+        set.add(&cfi).expect("room");
+        set.remove(3);
+        set.add(&chain).expect("room");
+        kernel.sync(
+            &mut set,
+            &[(1, &big), (2, &shlib), (4, &chain)],
+            &[(0, &chain), (3, &cfi)],
+        );
+
+        set.remove(1);
+        set.add(&shlib).expect("room");
+        set.add(&big).expect("room");
+        let loaded = [(2, &shlib), (4, &chain), (5, &shlib), (6, &big)];
+        kernel.sync(&mut set, &loaded, &[(1, &big)]);
+    }
+
+    /// A random (seeded) sequence of adds and removes into a small capacity, changes taken at
+    /// random points: the simulated kernel stays in step with the set, refused adds change
+    /// nothing, and freed ranges do get reused.
+    #[test]
+    fn random_adds_and_removes_keep_the_kernel_in_step() {
+        let pool = [
+            fixture("chain"),
+            fixture("libshlib.so"),
+            fixture("cfi"),
+            fixture("chain-g-nopie"),
+            synthetic(0x1_f000, 400, 7),
+            synthetic(0x40_0000, 150, 3),
+            synthetic(0, 700, 40),
+        ];
+        let mut seed = 0x5eed_1234_abcd_0001_u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut set = TableSet::with_capacity(Capacity {
+            row_chunks: 3,
+            pages: 24,
+            rules: 200,
+        });
+        let mut kernel = Kernel::default();
+        let mut loaded: Vec<(u32, &ObjectTable)> = Vec::new();
+        let mut removed = Vec::new();
+        let (mut refusals, mut reuses) = (0, 0);
+        for _ in 0..300 {
+            if !loaded.is_empty() && next(3) == 0 {
+                let (id, table) = loaded.swap_remove(next(loaded.len()));
+                assert!(set.remove(id));
+                removed.push((id, table));
+            } else {
+                let table = &pool[next(pool.len())];
+                let (before, mark) = (snapshot(&set), set.rows().len());
+                match set.add(table) {
+                    Ok(id) => {
+                        reuses += usize::from((set.objects[&id].start as usize) < mark);
+                        loaded.push((id, table));
+                    }
+                    Err(AddError::RowsFull { .. } | AddError::PagesFull) => {
+                        refusals += 1;
+                        assert_eq!(snapshot(&set), before);
+                    }
+                    Err(e) => panic!("unexpected {e}"),
+                }
+            }
+            let live: usize = loaded.iter().map(|(_, t)| rows_of(t)).sum();
+            assert_eq!(set.live_rows(), live);
+            if next(4) == 0 {
+                kernel.sync(&mut set, &loaded, &removed);
+                removed.clear();
+            }
+        }
+        kernel.sync(&mut set, &loaded, &removed);
+        assert!(refusals > 10 && reuses > 10, "refused {refusals}, reused {reuses}");
     }
 }
