@@ -47,8 +47,14 @@ pub struct TraceArgs {
     /// Stop after this many seconds (default: when the traced processes exit, or on Ctrl-C).
     #[arg(short, long, value_name = "SECS")]
     pub duration: Option<f64>,
-    /// Output format. `folded`: one line per distinct stack, `comm;outer;...;inner COUNT`
-    /// (flamegraph.pl, inferno, speedscope read it).
+    /// Output format, written to --output or stdout.
+    ///
+    /// At the end: `folded`, one line per distinct stack, `comm;outer;...;inner COUNT`
+    /// (flamegraph.pl, inferno, speedscope read it); `svg`, an interactive flame graph; `pprof`,
+    /// gzipped profile.proto for `go tool pprof` (binary: needs --output or a redirected stdout).
+    /// Streamed, one record per sample as it arrives: `json`, one JSON object per line;
+    /// `perf-script`, the text of `perf script` with call chains (stackcollapse-perf,
+    /// speedscope, the Firefox profiler read it).
     #[arg(short, long, value_enum, default_value_t = Format::Folded)]
     pub format: Format,
     /// Write the stacks here instead of stdout.
@@ -60,6 +66,10 @@ pub struct TraceArgs {
     /// Do not record kernel stacks.
     #[arg(long)]
     pub no_kernel: bool,
+    /// Do not show functions inlined by the compiler as frames of their own (by default they
+    /// are, where debug information records them).
+    #[arg(long)]
+    pub no_inline: bool,
     /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -75,6 +85,10 @@ pub enum Source {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Folded,
+    Svg,
+    Pprof,
+    Json,
+    PerfScript,
 }
 
 #[derive(Debug, Subcommand)]

@@ -60,8 +60,19 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
 /// Validate the tracing flags (what clap cannot check alone) into a configuration.
 #[cfg(feature = "ebpf")]
 fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceConfig> {
+    use sframe_trace::export::Format;
     use tracer_common::trace::MAX_USER_FRAMES;
-    let crate::cli::Format::Folded = args.format;
+    let format = match args.format {
+        crate::cli::Format::Folded => Format::Folded,
+        crate::cli::Format::Svg => Format::Svg,
+        crate::cli::Format::Pprof => Format::Pprof,
+        crate::cli::Format::Json => Format::Json,
+        crate::cli::Format::PerfScript => Format::PerfScript,
+    };
+    anyhow::ensure!(
+        format != Format::Pprof || args.output.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        "pprof output is binary: give --output FILE or redirect stdout"
+    );
     anyhow::ensure!(
         !args.pid.is_empty() || !args.command.is_empty(),
         "nothing to trace: give --pid PID[,PID...] or -- COMMAND ARGS... (system-wide tracing is not available yet)"
@@ -91,6 +102,8 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         max_depth: args.max_depth,
         kernel_stacks: !args.no_kernel,
         output: args.output,
+        format,
+        inline: !args.no_inline,
     })
 }
 

@@ -15,8 +15,9 @@ use crate::run::{output, sh};
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// Debian packages the build, the demo and the tests use.
-const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make"];
+/// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
+/// pprof output in the format tests).
+const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make", "golang-go"];
 
 pub fn setup() -> anyhow::Result<()> {
     apt_packages()?;

@@ -3,6 +3,8 @@
 //! when debug information has them) and tagged with the object it is in and how it was found.
 //! Formats only translate this model; they never symbolize or look at kernel records.
 
+use std::borrow::Cow;
+
 /// How a frame was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FrameSource {
@@ -49,7 +51,8 @@ pub struct ResolvedFrame {
     pub addr: u64,
     /// Index into [`Resolved::objects`], `None` for code in no known object.
     pub object: Option<usize>,
-    /// Object-relative address (file offset space the symbolizer used), or `addr` without object.
+    /// Object-relative address: where the object's ELF file places the code (what the
+    /// symbolizer looks up); `addr` for kernel frames and frames without object.
     pub offset: u64,
     /// Function name (demangled), `None` when unknown: formats print `[unknown]`-style names
     /// with the object and offset, never a neighbour's symbol.
@@ -58,6 +61,22 @@ pub struct ResolvedFrame {
     pub line: Option<u32>,
     pub inlined: bool,
     pub source: FrameSource,
+}
+
+impl ResolvedFrame {
+    /// The name text formats print: the symbol, else `[OBJECT+0xOFFSET]` for code of a known
+    /// object without a symbol, `[kernel 0xADDR]` for an unknown kernel address and
+    /// `[unknown 0xADDR]` for code in no known object.
+    pub fn name<'a>(&'a self, objects: &[ObjectInfo]) -> Cow<'a, str> {
+        if let Some(symbol) = &self.symbol {
+            return Cow::Borrowed(symbol);
+        }
+        Cow::Owned(match (self.source, self.object.and_then(|i| objects.get(i))) {
+            (FrameSource::Kernel, _) => format!("[kernel {:#x}]", self.addr),
+            (_, Some(object)) => format!("[{}+{:#x}]", object.name, self.offset),
+            (_, None) => format!("[unknown {:#x}]", self.addr),
+        })
+    }
 }
 
 /// One distinct stack with how often (and how much) it was seen.
@@ -87,4 +106,23 @@ pub struct Resolved {
     pub duration_ns: u64,
     /// Sampling period of cpu-clock in nanoseconds (1e9 / frequency).
     pub period_ns: u64,
+}
+
+/// One sample as the streaming formats (json, perf-script) write it while tracing, its frames
+/// symbolized like those of [`ResolvedStack`] and indexing the same kind of object list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedSample {
+    /// When it was taken: `CLOCK_MONOTONIC` nanoseconds (the clock `perf script` prints), and
+    /// the same instant as nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    pub time_unix_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub comm: String,
+    pub event: String,
+    /// What the sample stands for, in nanoseconds: the cpu-clock period, or the time blocked.
+    pub weight_ns: u64,
+    /// Frames innermost first, as in [`ResolvedStack::frames`].
+    pub frames: Vec<ResolvedFrame>,
 }

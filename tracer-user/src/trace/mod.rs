@@ -3,15 +3,14 @@
 //! duration ends or a signal arrives, then symbolizes and writes the stacks and a summary.
 //! Parsing and table building live in their own modules; this one only sequences them.
 
-mod folded;
-mod objects;
-mod profile;
+pub(crate) mod objects;
+mod output;
+pub(crate) mod profile;
 mod summary;
-mod symbolize;
+pub(crate) mod symbolize;
 mod targets;
 
 use std::{
-    io::Write as _,
     path::PathBuf,
     time::{Duration, Instant},
 };
@@ -36,12 +35,16 @@ pub struct TraceConfig {
     pub max_depth: u32,
     pub kernel_stacks: bool,
     pub output: Option<PathBuf>,
+    pub format: crate::export::Format,
+    /// Inlined functions as frames of their own (`--no-inline` turns it off).
+    pub inline: bool,
 }
 
 /// Trace, write the stacks, print the summary.
 pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     crate::bpf::preflight()?;
     let started = Instant::now();
+    let mut output = output::Output::open(&config)?;
     let mut targets = Targets::start(&config.pids, &config.command).await?;
 
     let mut catalog = Catalog::default();
@@ -81,7 +84,10 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         loop {
             tokio::select! {
                 sample = events.next() => match sample {
-                    Some(sample) => profile.add(&sample, &catalog),
+                    Some(sample) => {
+                        profile.add(&sample, &catalog);
+                        output.sample(&sample, &catalog)?;
+                    }
                     None => break "the ring buffer closed",
                 },
                 why = &mut stop => break why?,
@@ -91,10 +97,11 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     kernel.detach();
     while let Some(sample) = events.try_next() {
         profile.add(&sample, &catalog);
+        output.sample(&sample, &catalog)?;
     }
     targets.finish().await;
 
-    write_output(&config, &profile, &catalog)?;
+    output.finish(&profile, &catalog)?;
     let summary = summary::Summary {
         elapsed: started.elapsed(),
         why,
@@ -105,26 +112,6 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         table_bytes: kernel.table_map_bytes(),
     };
     eprint!("{summary}");
-    Ok(())
-}
-
-fn write_output(config: &TraceConfig, profile: &Profile, catalog: &Catalog) -> anyhow::Result<()> {
-    let names = symbolize::Names::resolve(
-        profile.stacks.keys().flat_map(|s| s.user.iter().chain(&s.kernel)),
-        catalog,
-    );
-    match &config.output {
-        Some(path) => {
-            let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-            let mut out = std::io::BufWriter::new(file);
-            folded::write(&mut out, profile, &names).with_context(|| format!("writing {}", path.display()))?;
-        }
-        None => {
-            let mut out = std::io::stdout().lock();
-            folded::write(&mut out, profile, &names)?;
-            out.flush()?;
-        }
-    }
     Ok(())
 }
 

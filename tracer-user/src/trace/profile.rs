@@ -1,20 +1,27 @@
-//! Samples folded into a profile: each distinct stack with its count, every frame recorded as
-//! (object, object-relative address) at sample time so it symbolizes after the process is
-//! gone, plus the tallies the summary prints. No I/O, no symbolization here.
+//! Samples folded into a profile: each distinct stack (process, thread, command name, event,
+//! frames) with its count, every user frame recorded as (object, object-relative address) at
+//! sample time so it symbolizes after the process is gone, with how it was found; plus the
+//! tallies the summary prints. No I/O, no symbolization here.
 
 use std::collections::HashMap;
 
 use tracer_common::trace::{SOURCE_FP, Sample};
 
-use super::objects::{Catalog, TableSource};
+use super::objects::{Catalog, ResolvedMapping, TableSource};
+use crate::export::model::FrameSource;
+
+/// The event of cpu-clock samples.
+pub const CPU_CLOCK: &str = "cpu-clock";
 
 /// One frame of a stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Frame {
-    /// User code of a known object: `addr` is the object-relative address to symbolize (the
-    /// sampled PC in frame 0; a return address minus one above it, so it falls in the call).
+    /// User code of a known object: `offset` is the object-relative address to symbolize and
+    /// `addr` the address in the process (the sampled PC in frame 0; a return address minus one
+    /// above it, so that it falls in the call).
     User {
         object: usize,
+        offset: u64,
         addr: u64,
     },
     /// User code in no known object (anonymous memory, JIT): the absolute address.
@@ -26,13 +33,76 @@ pub enum Frame {
     },
 }
 
-/// A distinct stack: the thread's command name, user frames innermost first, then kernel frames
-/// innermost first (as the kernel records them).
+/// A distinct stack: who and what took it, user frames innermost first with how each was found,
+/// then kernel frames innermost first (as the kernel records them).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Stack {
+    pub pid: u32,
+    pub tid: u32,
     pub comm: String,
+    pub event: &'static str,
     pub user: Vec<Frame>,
+    /// How each user frame was found, one per entry of `user`.
+    pub sources: Vec<FrameSource>,
     pub kernel: Vec<Frame>,
+}
+
+impl Stack {
+    /// The stack of a cpu-clock sample, its user frames resolved through the process's mappings.
+    pub fn of_sample(sample: &Sample, catalog: &Catalog) -> Stack {
+        let num_user = (sample.num_user as usize).min(sample.user.len());
+        let mut user = Vec::with_capacity(num_user);
+        let mut sources = Vec::with_capacity(num_user);
+        for (i, &pc) in sample.user[..num_user].iter().enumerate() {
+            // Return addresses point after the call: look up the call itself.
+            let lookup = if i == 0 { pc } else { pc.wrapping_sub(1) };
+            let frame = match catalog.mapping(sample.tgid, lookup) {
+                Some(&ResolvedMapping {
+                    object: Some(object),
+                    bias,
+                    ..
+                }) => Frame::User {
+                    object,
+                    offset: lookup.wrapping_sub(bias),
+                    addr: lookup,
+                },
+                _ => Frame::UserUnknown { addr: lookup },
+            };
+            // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
+            // frame 0 is attributed to the table of its own object.
+            let source = if i > 0 && sample.user_source[i] == SOURCE_FP {
+                FrameSource::Fp
+            } else {
+                match table_source(user.last().unwrap_or(&frame), catalog) {
+                    Some(TableSource::Cfi) => FrameSource::EhFrame,
+                    Some(TableSource::Sframe) => FrameSource::Sframe,
+                    None if i == 0 => FrameSource::Fp,
+                    None => FrameSource::Sframe,
+                }
+            };
+            user.push(frame);
+            sources.push(source);
+        }
+        let num_kernel = (sample.num_kernel as usize).min(sample.kernel.len());
+        let kernel = sample.kernel[..num_kernel]
+            .iter()
+            .map(|&addr| Frame::Kernel { addr })
+            .collect();
+        Stack {
+            pid: sample.tgid,
+            tid: sample.tid,
+            comm: comm_of(&sample.comm),
+            event: CPU_CLOCK,
+            user,
+            sources,
+            kernel,
+        }
+    }
+
+    /// Every frame, user then kernel.
+    pub fn frames(&self) -> impl Iterator<Item = &Frame> {
+        self.user.iter().chain(&self.kernel)
+    }
 }
 
 /// Everything collected.
@@ -47,39 +117,22 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Fold one sample in, resolving its user frames through the process's mappings.
+    /// Fold one sample in.
     pub fn add(&mut self, sample: &Sample, catalog: &Catalog) {
-        let num_user = (sample.num_user as usize).min(sample.user.len());
-        let mut user = Vec::with_capacity(num_user);
-        for (i, &pc) in sample.user[..num_user].iter().enumerate() {
-            // Return addresses point after the call: look up the call itself.
-            let lookup = if i == 0 { pc } else { pc.wrapping_sub(1) };
-            let frame = match catalog.mapping(sample.tgid, lookup) {
-                Some(m) if m.object.is_some() => Frame::User {
-                    object: m.object.unwrap_or_default(),
-                    addr: lookup.wrapping_sub(m.bias),
-                },
-                _ => Frame::UserUnknown { addr: lookup },
-            };
-            // Frame i was found by unwinding frame i - 1 with the table of that frame's object.
-            if let Some(callee) = user.last() {
-                if sample.user_source[i] == SOURCE_FP {
-                    self.fp_frames += 1;
-                } else if table_source(callee, catalog) == Some(TableSource::Cfi) {
-                    self.cfi_frames += 1;
-                } else {
-                    self.sframe_frames += 1;
-                }
+        self.insert(Stack::of_sample(sample, catalog));
+    }
+
+    /// Fold in a stack taken once.
+    pub fn insert(&mut self, stack: Stack) {
+        // Frame 0 was sampled, not found by unwinding.
+        for source in stack.sources.iter().skip(1) {
+            match source {
+                FrameSource::Fp => self.fp_frames += 1,
+                FrameSource::EhFrame => self.cfi_frames += 1,
+                FrameSource::Sframe | FrameSource::Kernel => self.sframe_frames += 1,
             }
-            user.push(frame);
         }
-        let num_kernel = (sample.num_kernel as usize).min(sample.kernel.len());
-        let kernel = sample.kernel[..num_kernel]
-            .iter()
-            .map(|&addr| Frame::Kernel { addr })
-            .collect();
-        let comm = comm_of(&sample.comm);
-        *self.stacks.entry(Stack { comm, user, kernel }).or_default() += 1;
+        *self.stacks.entry(stack).or_default() += 1;
         self.samples += 1;
     }
 }

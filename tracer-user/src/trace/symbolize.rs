@@ -1,15 +1,29 @@
-//! Frame names with blazesym, in one batch per object at output time: ELF symbols (and DWARF
-//! when present) for user frames by object-relative address, kallsyms for kernel frames.
-//! A frame without a symbol is named by its object and offset, never by a guessed neighbour.
+//! Symbolization with blazesym: one cached symbolizer for the whole session, and a cache of
+//! every (object, address) already named, so that exporters can resolve the profile again and
+//! again and the streaming formats can name each sample as it arrives. User frames are named
+//! from their object by object-relative address (ELF symbols; DWARF file:line and inlined
+//! functions when the object or its debug file under /usr/lib/debug has them), kernel frames
+//! from kallsyms. A frame without a symbol keeps none: formats name it by object and offset,
+//! never by a guessed neighbour.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::{Duration, SystemTime},
+};
 
 use blazesym::symbolize::{
-    Input, Symbolized, Symbolizer,
+    CodeInfo, Input, Symbolized, Symbolizer,
     source::{Elf, Kernel, Source},
 };
 
-use super::{objects::Catalog, profile::Frame};
+use super::{
+    objects::Catalog,
+    profile::{Frame, Profile, Stack},
+};
+use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack};
+
+/// The object name and path of kernel frames, as perf prints them.
+const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
 
 /// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
 /// demangled, anything else (C) as it is.
@@ -26,73 +40,284 @@ pub fn demangle(name: &str) -> String {
     name.to_owned()
 }
 
-/// Names of every frame of a profile.
-pub struct Names {
-    names: HashMap<Frame, String>,
+/// One function at an address: the function itself, or one inlined into it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Named {
+    symbol: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+    inlined: bool,
 }
 
-impl Names {
-    /// Symbolize every distinct frame in `frames`.
-    pub fn resolve<'a>(frames: impl Iterator<Item = &'a Frame>, catalog: &Catalog) -> Names {
-        let unique: HashSet<Frame> = frames.copied().collect();
-        let mut by_object: HashMap<usize, Vec<u64>> = HashMap::new();
-        let mut kernel = Vec::new();
-        for frame in &unique {
-            match *frame {
-                Frame::User { object, addr } => by_object.entry(object).or_default().push(addr),
-                Frame::Kernel { addr } => kernel.push(addr),
-                Frame::UserUnknown { .. } => {}
-            }
-        }
+/// The symbolizer and everything it has named so far. Not `Send` (blazesym's symbolizer is
+/// not): it lives on the session's thread.
+pub struct SymbolCache {
+    symbolizer: Symbolizer,
+    /// Functions at (catalog object, object-relative address), innermost (inlined) first.
+    user: HashMap<(usize, u64), Vec<Named>>,
+    /// Functions at kernel addresses.
+    kernel: HashMap<u64, Vec<Named>>,
+    /// The objects frames have been resolved in, in the order first seen: indices handed out
+    /// stay valid for the whole session.
+    objects: Vec<ObjectInfo>,
+    by_catalog: HashMap<usize, usize>,
+    kernel_object: Option<usize>,
+}
+
+impl SymbolCache {
+    /// A cache whose frames include inlined functions (when debug information has them) if
+    /// `inline`.
+    pub fn new(inline: bool) -> SymbolCache {
         // blazesym would demangle plain C names that happen to read as mangled types (`c` ->
         // `char`); names are demangled here, and only when they carry a mangling prefix.
-        let symbolizer = Symbolizer::builder().enable_demangling(false).build();
-        let mut names = HashMap::with_capacity(unique.len());
-        for (object, addrs) in by_object {
-            let Some(obj) = catalog.objects.get(object) else {
-                continue;
+        // Debug files are looked up through `.gnu_debuglink` and build-id in blazesym's default
+        // directories, /usr/lib/debug and /lib/debug (and their `.build-id/`).
+        let symbolizer = Symbolizer::builder()
+            .enable_demangling(false)
+            .enable_code_info(true)
+            .enable_inlined_fns(inline)
+            .build();
+        SymbolCache {
+            symbolizer,
+            user: HashMap::new(),
+            kernel: HashMap::new(),
+            objects: Vec::new(),
+            by_catalog: HashMap::new(),
+            kernel_object: None,
+        }
+    }
+
+    /// The objects [`ResolvedFrame::object`] indexes.
+    pub fn objects(&self) -> &[ObjectInfo] {
+        &self.objects
+    }
+
+    /// Name every frame of `frames` not named before: one blazesym batch per object, one for
+    /// the kernel.
+    pub fn prepare<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
+        let mut by_object: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        let mut kernel = Vec::new();
+        for frame in frames {
+            match *frame {
+                Frame::User { object, offset, .. } if !self.user.contains_key(&(object, offset)) => {
+                    by_object.entry(object).or_default().push(offset);
+                }
+                Frame::Kernel { addr } if !self.kernel.contains_key(&addr) => kernel.push(addr),
+                _ => {}
+            }
+        }
+        for (object, mut offsets) in by_object {
+            offsets.sort_unstable();
+            offsets.dedup();
+            let symbolized = match catalog.objects.get(object) {
+                Some(obj) => self
+                    .symbolizer
+                    .symbolize(&Source::Elf(Elf::new(&obj.path)), Input::VirtOffset(&offsets))
+                    .unwrap_or_default(),
+                None => Vec::new(),
             };
-            let src = Source::Elf(Elf::new(&obj.path));
-            let symbols = symbolizer
-                .symbolize(&src, Input::VirtOffset(&addrs))
-                .unwrap_or_default();
-            for (i, &addr) in addrs.iter().enumerate() {
-                let name = match symbols.get(i) {
-                    Some(Symbolized::Sym(sym)) => demangle(&sym.name),
-                    _ => format!("[{}+{addr:#x}]", obj.name),
-                };
-                names.insert(Frame::User { object, addr }, name);
+            for (i, &offset) in offsets.iter().enumerate() {
+                self.user.insert((object, offset), names_of(symbolized.get(i)));
             }
         }
         if !kernel.is_empty() {
+            kernel.sort_unstable();
+            kernel.dedup();
             let src = Source::Kernel(Kernel::default());
-            let symbols = symbolizer.symbolize(&src, Input::AbsAddr(&kernel)).unwrap_or_default();
+            let symbolized = self
+                .symbolizer
+                .symbolize(&src, Input::AbsAddr(&kernel))
+                .unwrap_or_default();
             for (i, &addr) in kernel.iter().enumerate() {
-                let name = match symbols.get(i) {
-                    Some(Symbolized::Sym(sym)) => sym.name.to_string(),
-                    _ => format!("[kernel {addr:#x}]"),
-                };
-                names.insert(Frame::Kernel { addr }, name);
+                self.kernel.insert(addr, names_of(symbolized.get(i)));
             }
         }
-        Names { names }
     }
 
-    /// The name of a frame.
-    pub fn get(&self, frame: &Frame) -> String {
-        match (self.names.get(frame), frame) {
-            (Some(name), _) => name.clone(),
-            (None, Frame::UserUnknown { addr } | Frame::User { addr, .. } | Frame::Kernel { addr }) => {
-                format!("[unknown {addr:#x}]")
-            }
+    /// The frames of `stack`, innermost first (kernel, then user), each address expanded into
+    /// its inlined functions.
+    pub fn frames(&mut self, stack: &Stack, catalog: &Catalog) -> Vec<ResolvedFrame> {
+        self.prepare(stack.frames(), catalog);
+        self.prepared_frames(stack, catalog)
+    }
+
+    /// [`Self::frames`] of a stack whose frames were prepared.
+    fn prepared_frames(&mut self, stack: &Stack, catalog: &Catalog) -> Vec<ResolvedFrame> {
+        let mut frames = Vec::with_capacity(stack.kernel.len() + stack.user.len());
+        for frame in &stack.kernel {
+            self.push_frame(&mut frames, frame, FrameSource::Kernel, catalog);
         }
+        for (frame, &source) in stack.user.iter().zip(&stack.sources) {
+            self.push_frame(&mut frames, frame, source, catalog);
+        }
+        frames
+    }
+
+    fn push_frame(&mut self, frames: &mut Vec<ResolvedFrame>, frame: &Frame, source: FrameSource, catalog: &Catalog) {
+        let (object, offset, addr) = match *frame {
+            Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
+            Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),
+            Frame::UserUnknown { addr } => (None, addr, addr),
+        };
+        let names = match *frame {
+            Frame::User { object, offset, .. } => self.user.get(&(object, offset)),
+            Frame::Kernel { addr } => self.kernel.get(&addr),
+            Frame::UserUnknown { .. } => None,
+        };
+        let unknown = [Named::default()];
+        for named in names.map_or(&unknown[..], Vec::as_slice) {
+            frames.push(ResolvedFrame {
+                addr,
+                object,
+                offset,
+                symbol: named.symbol.clone(),
+                file: named.file.clone(),
+                line: named.line,
+                inlined: named.inlined,
+                source,
+            });
+        }
+    }
+
+    /// The index in [`Self::objects`] of catalog object `index`.
+    fn object_index(&mut self, index: usize, catalog: &Catalog) -> usize {
+        if let Some(&i) = self.by_catalog.get(&index) {
+            return i;
+        }
+        let info = match catalog.objects.get(index) {
+            Some(obj) => ObjectInfo {
+                // Images without a file (the vDSO) are kept in a private file: show their name.
+                path: if obj.name.starts_with('[') {
+                    obj.name.clone()
+                } else {
+                    obj.path.display().to_string()
+                },
+                name: obj.name.clone(),
+                build_id: blazesym::helper::read_elf_build_id(&obj.path)
+                    .ok()
+                    .flatten()
+                    .map(|id| id.to_vec()),
+            },
+            None => ObjectInfo {
+                path: "[unknown]".to_owned(),
+                name: "[unknown]".to_owned(),
+                build_id: None,
+            },
+        };
+        self.objects.push(info);
+        self.by_catalog.insert(index, self.objects.len() - 1);
+        self.objects.len() - 1
+    }
+
+    /// The index in [`Self::objects`] of the kernel.
+    fn kernel_index(&mut self) -> usize {
+        if let Some(i) = self.kernel_object {
+            return i;
+        }
+        self.objects.push(ObjectInfo {
+            path: KERNEL_OBJECT.to_owned(),
+            name: KERNEL_OBJECT.to_owned(),
+            build_id: std::fs::read("/sys/kernel/notes")
+                .ok()
+                .and_then(|notes| gnu_build_id(&notes)),
+        });
+        self.kernel_object = Some(self.objects.len() - 1);
+        self.objects.len() - 1
     }
 }
 
-#[cfg(test)]
-impl Names {
-    /// Names given directly, for tests of the writers.
-    pub(super) fn from_map(names: HashMap<Frame, String>) -> Names {
-        Names { names }
+/// The functions blazesym found at one address, innermost first: the inlined ones (when asked
+/// for and present), then the function they are inlined into. Unknown: one frame without name.
+fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
+    let Some(Symbolized::Sym(sym)) = symbolized else {
+        return vec![Named::default()];
+    };
+    if sym.name.is_empty() {
+        return vec![Named::default()];
     }
+    let located = |code_info: Option<&CodeInfo<'_>>| {
+        (
+            code_info.map(|c| c.to_path().display().to_string()),
+            code_info.and_then(|c| c.line),
+        )
+    };
+    let mut names = Vec::with_capacity(sym.inlined.len() + 1);
+    // blazesym lists inlined calls outermost first, each with the location inside it.
+    for inlined in sym.inlined.iter().rev() {
+        let (file, line) = located(inlined.code_info.as_ref());
+        names.push(Named {
+            symbol: Some(demangle(&inlined.name)),
+            file,
+            line,
+            inlined: true,
+        });
+    }
+    let (file, line) = located(sym.code_info.as_deref());
+    names.push(Named {
+        symbol: Some(demangle(&sym.name)),
+        file,
+        line,
+        inlined: false,
+    });
+    names
+}
+
+/// The GNU build-id in a sequence of ELF notes (`/sys/kernel/notes`, native byte order).
+pub fn gnu_build_id(notes: &[u8]) -> Option<Vec<u8>> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let word = |at: usize| -> Option<u32> { Some(u32::from_ne_bytes(notes.get(at..at + 4)?.try_into().ok()?)) };
+    let mut at = 0;
+    while at + 12 <= notes.len() {
+        let (name_size, desc_size, kind) = (word(at)? as usize, word(at + 4)? as usize, word(at + 8)?);
+        let name = at + 12;
+        let desc = name.checked_add(name_size.checked_next_multiple_of(4)?)?;
+        let next = desc.checked_add(desc_size.checked_next_multiple_of(4)?)?;
+        if kind == NT_GNU_BUILD_ID && notes.get(name..name + name_size) == Some(b"GNU\0") {
+            return notes.get(desc..desc + desc_size).map(<[u8]>::to_vec);
+        }
+        at = next;
+    }
+    None
+}
+
+/// When and how the samples of a profile were taken.
+#[derive(Clone, Copy, Debug)]
+pub struct Collection {
+    pub start: SystemTime,
+    pub duration: Duration,
+    /// The cpu-clock sampling period in nanoseconds.
+    pub period_ns: u64,
+}
+
+/// The profile symbolized: what every exporter writes. Frames named before are taken from the
+/// cache, so calling this periodically only symbolizes what is new.
+pub fn resolve(profile: &Profile, catalog: &Catalog, cache: &mut SymbolCache, collection: &Collection) -> Resolved {
+    cache.prepare(profile.stacks.keys().flat_map(Stack::frames), catalog);
+    let mut stacks: Vec<ResolvedStack> = profile
+        .stacks
+        .iter()
+        .map(|(stack, &count)| ResolvedStack {
+            pid: stack.pid,
+            tid: stack.tid,
+            comm: stack.comm.clone(),
+            event: stack.event.to_owned(),
+            frames: cache.prepared_frames(stack, catalog),
+            count,
+            weight_ns: count.saturating_mul(collection.period_ns),
+        })
+        .collect();
+    stacks.sort_by(|a, b| (a.pid, a.tid, b.count).cmp(&(b.pid, b.tid, a.count)));
+    Resolved {
+        objects: cache.objects().to_vec(),
+        stacks,
+        start_unix_ns: unix_ns(collection.start),
+        duration_ns: u64::try_from(collection.duration.as_nanos()).unwrap_or(u64::MAX),
+        period_ns: collection.period_ns,
+    }
+}
+
+/// Nanoseconds since the Unix epoch (0 before it).
+pub fn unix_ns(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

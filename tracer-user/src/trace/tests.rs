@@ -1,7 +1,5 @@
-//! Unit tests of the session's pure parts: folding samples into stacks, the folded writer and
-//! the summary, on hand-made samples and mappings.
-
-use std::collections::HashMap;
+//! Unit tests of the session's pure parts: folding samples into stacks, the summary, and the
+//! symbol helpers, on hand-made samples, mappings and notes.
 
 use tracer_common::{
     Counter,
@@ -10,12 +8,11 @@ use tracer_common::{
 };
 
 use super::{
-    folded,
     objects::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource},
-    profile::{Frame, Profile},
+    profile::{CPU_CLOCK, Frame, Profile},
     summary::Summary,
-    symbolize::Names,
 };
+use crate::export::model::FrameSource;
 
 fn catalog() -> Catalog {
     let mut catalog = Catalog::default();
@@ -85,8 +82,9 @@ fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
     s
 }
 
-/// Frame 0 keeps its PC, callers are looked up at `ra - 1`, all object-relative; addresses in no
-/// mapping stay absolute; identical samples count together; frame sources are tallied.
+/// Frame 0 keeps its PC, callers are looked up at `ra - 1`, all object-relative with their
+/// absolute address kept; addresses in no mapping stay absolute; identical samples count
+/// together; each frame records how it was found, and the sources are tallied.
 #[test]
 fn samples_fold_into_object_relative_frames() {
     let catalog = catalog();
@@ -106,41 +104,53 @@ fn samples_fold_into_object_relative_frames() {
     );
     let (stack, count) = profile.stacks.iter().next().expect("one stack");
     assert_eq!(*count, 2);
-    assert_eq!(stack.comm, "app");
+    assert_eq!(
+        (stack.pid, stack.tid, stack.comm.as_str(), stack.event),
+        (7, 8, "app", CPU_CLOCK)
+    );
     assert_eq!(
         stack.user,
         [
-            Frame::User { object: 0, addr: 0x100 },
+            Frame::User {
+                object: 0,
+                offset: 0x100,
+                addr: 0x1100
+            },
             Frame::User {
                 object: 1,
-                addr: 0x1200
+                offset: 0x1200,
+                addr: 0x8200
             },
             // 0x1000 - 1 lies before the first mapping.
             Frame::UserUnknown { addr: 0xfff },
             Frame::UserUnknown { addr: 0x4fff },
         ]
     );
+    assert_eq!(
+        stack.sources,
+        [
+            FrameSource::Sframe,
+            FrameSource::Sframe,
+            FrameSource::EhFrame,
+            FrameSource::Fp
+        ]
+    );
     assert_eq!(stack.kernel, [Frame::Kernel { addr: 0xffff_fff1 }]);
 }
 
-/// A folded line is `comm;outermost user;...;innermost user;outermost kernel;...;innermost kernel COUNT`.
+/// Stacks of different threads are different stacks, even with the same frames.
 #[test]
-fn folded_lines_go_from_outermost_to_innermost() {
+fn threads_are_told_apart() {
     let catalog = catalog();
     let mut profile = Profile::default();
-    profile.add(&sample(&[0x1100, 0x1201], &[], &[0xa, 0xb]), &catalog);
-    let names = Names::from_map(HashMap::from([
-        (Frame::User { object: 0, addr: 0x100 }, "leaf".to_owned()),
-        (Frame::User { object: 0, addr: 0x200 }, "main;weird".to_owned()),
-        (Frame::Kernel { addr: 0xa }, "k_inner".to_owned()),
-        (Frame::Kernel { addr: 0xb }, "k_outer".to_owned()),
-    ]));
-    let mut out = Vec::new();
-    folded::write(&mut out, &profile, &names).expect("write");
-    assert_eq!(
-        String::from_utf8(out).expect("utf-8"),
-        "app;main_weird;leaf;k_outer;k_inner 1\n"
-    );
+    let mut s = sample(&[0x1100], &[], &[]);
+    profile.add(&s, &catalog);
+    s.tid = 9;
+    profile.add(&s, &catalog);
+    profile.add(&s, &catalog);
+    let mut counts: Vec<(u32, u64)> = profile.stacks.iter().map(|(s, &n)| (s.tid, n)).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [(8, 1), (9, 2)]);
 }
 
 /// The summary counts complete and truncated stacks by reason, frames and tables by source.
@@ -196,4 +206,28 @@ fn only_mangled_names_are_demangled() {
     assert_eq!(demangle("main"), "main");
     assert_eq!(demangle("_ZN3foo3barE"), "foo::bar");
     assert_eq!(demangle("_Z3fooi"), "foo(int)");
+}
+
+/// The GNU build-id note is found among other notes, its name and description padded to 4
+/// bytes; truncated notes give nothing.
+#[test]
+fn build_id_from_notes() {
+    use super::symbolize::gnu_build_id;
+    let note = |name: &[u8], kind: u32, desc: &[u8]| {
+        let mut n = Vec::new();
+        n.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+        n.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
+        n.extend_from_slice(&kind.to_ne_bytes());
+        n.extend_from_slice(name);
+        n.resize(n.len().next_multiple_of(4), 0);
+        n.extend_from_slice(desc);
+        n.resize(n.len().next_multiple_of(4), 0);
+        n
+    };
+    let mut notes = note(b"Xen\0", 3, &[1, 2, 3]);
+    notes.extend(note(b"GNU\0", 1, &[9; 16]));
+    notes.extend(note(b"GNU\0", 3, &[0xab; 20]));
+    assert_eq!(gnu_build_id(&notes), Some(vec![0xab; 20]));
+    assert_eq!(gnu_build_id(&notes[..notes.len() - 4]), None);
+    assert_eq!(gnu_build_id(&[]), None);
 }

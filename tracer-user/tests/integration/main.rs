@@ -6,6 +6,8 @@ mod corrupt;
 mod differential;
 mod eh_frame;
 #[cfg(feature = "ebpf")]
+mod formats;
+#[cfg(feature = "ebpf")]
 mod glibc_start;
 mod golden;
 #[cfg(feature = "ebpf")]

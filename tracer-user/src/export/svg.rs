@@ -1,0 +1,92 @@
+//! Interactive flame graphs (SVG with its search and zoom script) drawn by inferno from the
+//! same lines as the folded format, so both always show the same stacks.
+
+use std::io::{self, Write};
+
+use inferno::flamegraph::{self, Options};
+
+use super::{folded, model::Resolved};
+
+/// Draw `resolved` as a flame graph. Without any sample the picture says so.
+pub fn write(out: &mut impl Write, resolved: &Resolved) -> io::Result<()> {
+    let lines: Vec<String> = folded::lines(resolved)
+        .into_iter()
+        .map(|(line, count)| format!("{line} {count}"))
+        .collect();
+    let mut options = Options::default();
+    options.title = "sframe-trace".to_owned();
+    options.subtitle = Some(format!(
+        "{} samples in {:.1} s",
+        resolved.stacks.iter().map(|s| s.count).sum::<u64>(),
+        resolved.duration_ns as f64 / 1e9
+    ));
+    options.count_name = "samples".to_owned();
+    // Colours from the function names: the same function looks the same in every graph.
+    options.hash = true;
+    let drawn = flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut *out);
+    match drawn {
+        // inferno has written a picture saying there is nothing to draw.
+        Err(e) if lines.is_empty() && e.kind() == io::ErrorKind::InvalidData => {}
+        other => other?,
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::model::{FrameSource, ResolvedFrame, ResolvedStack};
+
+    fn named(symbol: &str) -> ResolvedFrame {
+        ResolvedFrame {
+            addr: 0x1000,
+            object: None,
+            offset: 0x1000,
+            symbol: Some(symbol.to_owned()),
+            file: None,
+            line: None,
+            inlined: false,
+            source: FrameSource::Sframe,
+        }
+    }
+
+    /// Every frame of the stacks is a titled box of the graph, with its sample count.
+    #[test]
+    fn frames_become_boxes() {
+        let stack = |frames: Vec<ResolvedFrame>, count| ResolvedStack {
+            pid: 1,
+            tid: 1,
+            comm: "app".to_owned(),
+            event: "cpu-clock".to_owned(),
+            frames,
+            count,
+            weight_ns: 0,
+        };
+        let resolved = Resolved {
+            stacks: vec![
+                stack(vec![named("leaf"), named("main")], 30),
+                stack(vec![named("other"), named("main")], 10),
+            ],
+            ..Resolved::default()
+        };
+        let mut out = Vec::new();
+        write(&mut out, &resolved).expect("write");
+        let svg = String::from_utf8(out).expect("utf-8");
+        assert!(svg.starts_with("<?xml"), "{}", &svg[..100]);
+        for title in [
+            "<title>main (40 samples, 100.00%)</title>",
+            "<title>leaf (30 samples, 75.00%)</title>",
+            "<title>other (10 samples, 25.00%)</title>",
+        ] {
+            assert!(svg.contains(title), "no {title} in the SVG");
+        }
+    }
+
+    /// A profile without samples still gives an SVG document.
+    #[test]
+    fn empty_profile_is_a_picture() {
+        let mut out = Vec::new();
+        write(&mut out, &Resolved::default()).expect("write");
+        assert!(String::from_utf8(out).expect("utf-8").contains("</svg>"));
+    }
+}
