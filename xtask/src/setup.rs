@@ -16,8 +16,9 @@ use crate::run::{output, sh};
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
-/// pprof output in the format tests).
-const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make", "golang-go"];
+/// pprof output in the format tests; python3-venv: the OTLP tests' receiver runs in a venv with
+/// the official opentelemetry-proto and grpcio packages).
+const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make", "golang-go", "python3-venv"];
 
 pub fn setup() -> anyhow::Result<()> {
     apt_packages()?;

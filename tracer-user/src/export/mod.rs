@@ -4,6 +4,7 @@
 pub mod folded;
 pub mod json;
 pub mod model;
+pub mod otlp;
 pub mod perf_script;
 pub mod pprof;
 pub mod svg;
@@ -21,6 +22,9 @@ pub enum Format {
     Json,
     /// `perf script` text, one record per sample, streamed.
     PerfScript,
+    /// OpenTelemetry profiles sent to a collector every export interval (`otlp`); nothing is
+    /// written.
+    Otlp,
 }
 
 impl Format {

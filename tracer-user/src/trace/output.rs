@@ -77,7 +77,7 @@ impl Output {
         let written = match self.format {
             Format::Json => json::write_sample(&mut self.out, &resolved, objects),
             Format::PerfScript => perf_script::write_sample(&mut self.out, &resolved, objects),
-            Format::Folded | Format::Svg | Format::Pprof => Ok(()),
+            Format::Folded | Format::Svg | Format::Pprof | Format::Otlp => Ok(()),
         };
         written.with_context(|| self.describe())
     }
@@ -96,7 +96,9 @@ impl Output {
             (Format::Folded, Some(resolved)) => folded::write(&mut self.out, resolved),
             (Format::Svg, Some(resolved)) => svg::write(&mut self.out, resolved),
             (Format::Pprof, Some(resolved)) => pprof::write(&mut self.out, resolved),
-            (Format::Folded | Format::Svg | Format::Pprof | Format::Json | Format::PerfScript, _) => self.out.flush(),
+            (Format::Folded | Format::Svg | Format::Pprof | Format::Json | Format::PerfScript | Format::Otlp, _) => {
+                self.out.flush()
+            }
         };
         written.with_context(|| self.describe())
     }

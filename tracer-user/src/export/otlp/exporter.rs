@@ -1,8 +1,9 @@
 //! The export task and its handle. [`Exporter::submit`] puts a snapshot into a bounded queue
 //! without ever waiting (a full queue drops the snapshot and counts it); a tokio task of its
 //! own takes snapshots off the queue one at a time, encodes them and sends them, retrying what
-//! may succeed later with exponential backoff. [`Exporter::shutdown`] lets it drain for a
-//! bounded time and reports what was sent and what was lost.
+//! may succeed later with exponential backoff. [`Exporter::shutdown`] stops the backoff (what
+//! is left gets one last attempt each), lets the task drain for a bounded time and reports what
+//! was sent and what was lost.
 
 use std::{
     fmt,
@@ -13,7 +14,11 @@ use std::{
     time::Duration,
 };
 
-use tokio::{sync::mpsc, task::JoinHandle, time::MissedTickBehavior};
+use tokio::{
+    sync::{mpsc, watch},
+    task::JoinHandle,
+    time::MissedTickBehavior,
+};
 
 use super::{
     Destination, EndpointError, OtlpConfig,
@@ -69,6 +74,8 @@ struct Stats {
 /// The handle the session holds.
 pub struct Exporter {
     queue: mpsc::Sender<Batch>,
+    /// Set at shutdown: no more waiting between attempts.
+    closing: watch::Sender<bool>,
     task: JoinHandle<()>,
     stats: Arc<Stats>,
     resource: ResourceInfo,
@@ -94,10 +101,12 @@ impl Exporter {
         let mut resource = ResourceInfo::for_host(config.service_name.clone());
         resource.note(pids.iter().copied());
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        let (closing, closed) = watch::channel(false);
         let stats = Arc::new(Stats::default());
-        let task = tokio::spawn(drain(transport, receiver, Arc::clone(&stats), retry));
+        let task = tokio::spawn(drain(transport, receiver, closed, Arc::clone(&stats), retry));
         Exporter {
             queue,
+            closing,
             task,
             stats,
             resource,
@@ -141,16 +150,20 @@ impl Exporter {
         }
     }
 
-    /// Let the task send what is queued for at most `flush`, then stop it and report.
+    /// Let the task send what is queued for at most `flush`, without backoff (one more attempt
+    /// each), then stop it and report.
     pub async fn shutdown(self, flush: Duration) -> ExportReport {
         let Exporter {
             queue,
+            closing,
             mut task,
             stats,
             destination,
             ..
         } = self;
         drop(queue);
+        // Ignored when the task is gone already.
+        let _ = closing.send(true);
         if tokio::time::timeout(flush, &mut task).await.is_err() {
             task.abort();
         }
@@ -175,7 +188,13 @@ impl Exporter {
 }
 
 /// The task: send each queued snapshot in turn, with retries, until the queue closes.
-async fn drain(mut transport: impl Transport, mut queue: mpsc::Receiver<Batch>, stats: Arc<Stats>, retry: Retry) {
+async fn drain(
+    mut transport: impl Transport,
+    mut queue: mpsc::Receiver<Batch>,
+    mut closing: watch::Receiver<bool>,
+    stats: Arc<Stats>,
+    retry: Retry,
+) {
     let mut warned = false;
     while let Some(batch) = queue.recv().await {
         let request = encode(&batch.profile, &batch.resource);
@@ -198,10 +217,19 @@ async fn drain(mut transport: impl Transport, mut queue: mpsc::Receiver<Batch>, 
                     }
                     break;
                 }
-                Err(err) if err.retryable && attempt < retry.attempts => {
-                    log::debug!("OTLP export attempt {attempt} failed, retrying in {delay:?}: {err}");
+                Err(err) if err.retryable && attempt < retry.attempts && !*closing.borrow() => {
+                    if warned {
+                        log::debug!("OTLP export attempt {attempt} failed, retrying in {delay:?}: {err}");
+                    } else {
+                        log::warn!("OTLP export failed, retrying with backoff: {err}");
+                        warned = true;
+                    }
                     stats.retries.fetch_add(1, Relaxed);
-                    tokio::time::sleep(delay).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        // Shutting down: one last attempt now.
+                        _ = closing.wait_for(|closing| *closing) => {}
+                    }
                     delay = (delay * 2).min(retry.max_delay);
                     attempt += 1;
                 }

@@ -2,7 +2,7 @@
 //! service name, and each process's executable, read from `/proc` while the process is alive
 //! (snapshots of exited processes fall back to the main thread's command name).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map::Entry};
 
 /// The executable of one process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,10 +53,10 @@ impl ResourceInfo {
     /// Learn the executables of processes not seen before (those already gone are left out).
     pub fn note(&mut self, pids: impl IntoIterator<Item = u32>) {
         for pid in pids {
-            if !self.processes.contains_key(&pid) {
-                if let Some(info) = ProcessInfo::read(pid) {
-                    self.processes.insert(pid, info);
-                }
+            if let Entry::Vacant(slot) = self.processes.entry(pid)
+                && let Some(info) = ProcessInfo::read(pid)
+            {
+                slot.insert(info);
             }
         }
     }

@@ -438,11 +438,44 @@ async fn retries_then_gives_up() {
     let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[], QUICK);
     exporter.submit(sample_profile());
     exporter.submit(sample_profile());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fake.received.lock().unwrap().len() < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let report = exporter.shutdown(Duration::from_secs(5)).await;
     assert_eq!(fake.received.lock().unwrap().len(), 4, "3 attempts, then 1");
     assert_eq!((report.sent, report.failed, report.retries), (1, 1, 2));
     assert_eq!((report.sent_samples, report.lost_samples), (12, 12));
     assert_eq!(report.dropped(), 1);
+}
+
+/// At shutdown, a snapshot waiting out its backoff is tried once more at once, not after the
+/// delay, and what still fails is counted as failed.
+#[tokio::test]
+async fn shutdown_cuts_the_backoff_short() {
+    let fake = Fake::default();
+    fake.script
+        .lock()
+        .unwrap()
+        .extend([unavailable(true), unavailable(true)]);
+    let patient = Retry {
+        attempts: 5,
+        first_delay: Duration::from_secs(3600),
+        max_delay: Duration::from_secs(3600),
+    };
+    let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[], patient);
+    exporter.submit(sample_profile());
+    while fake.received.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = Instant::now();
+    let report = exporter.shutdown(Duration::from_secs(5)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "shutdown waited for the backoff"
+    );
+    assert_eq!(fake.received.lock().unwrap().len(), 2, "the first attempt and one more");
+    assert_eq!((report.sent, report.failed, report.unsent), (0, 1, 0));
 }
 
 /// With a collector that never answers, submitting never waits: what does not fit the queue is

@@ -1,0 +1,85 @@
+//! `-f otlp` within the session: every export interval, the stacks collected since the last
+//! export are taken out of the profile, symbolized through a cache of this module's own (each
+//! frame is looked up once per session) and submitted to the exporter, which sends them from
+//! its own task. At the end the last window follows and, once the summary is out, the exporter
+//! gets a bounded time to flush. Nothing here waits for the collector until then.
+//!
+//! Taking the stacks out leaves the profile's tallies (samples, frames by source) whole for the
+//! summary; with `-f otlp` no other output reads the stacks.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{
+    TraceConfig,
+    objects::Catalog,
+    profile::Profile,
+    symbolize::{self, Collection, SymbolCache},
+};
+use crate::export::otlp::{ExportReport, Exporter, Ticker};
+
+/// How long the exporter may take at the end to send what is still queued.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The OTLP export of a session; inert without `-f otlp`.
+pub struct Otlp(Option<Active>);
+
+struct Active {
+    exporter: Exporter,
+    ticker: Ticker,
+    cache: SymbolCache,
+    period_ns: u64,
+    /// When the current window began.
+    window_start: SystemTime,
+    window_started: Instant,
+}
+
+impl Otlp {
+    /// Start the exporter when the session exports OTLP; `pids` are the processes traced from
+    /// the start.
+    pub fn start(config: &TraceConfig, pids: &[u32]) -> anyhow::Result<Otlp> {
+        let Some(otlp) = &config.otlp else {
+            return Ok(Otlp(None));
+        };
+        let exporter = Exporter::start(otlp, pids)?;
+        Ok(Otlp(Some(Active {
+            ticker: Ticker::new(Some(exporter.interval())),
+            exporter,
+            cache: SymbolCache::new(config.inline),
+            period_ns: 1_000_000_000 / config.frequency.max(1),
+            window_start: SystemTime::now(),
+            window_started: Instant::now(),
+        })))
+    }
+
+    /// Completes when the next window is due (never without an exporter).
+    pub async fn due(&mut self) {
+        match &mut self.0 {
+            Some(active) => active.ticker.tick().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Submit the stacks collected since the last export, and start a new window.
+    pub fn export(&mut self, profile: &mut Profile, catalog: &Catalog) {
+        let Some(active) = &mut self.0 else { return };
+        let window = Profile {
+            stacks: std::mem::take(&mut profile.stacks),
+            ..Profile::default()
+        };
+        let now = SystemTime::now();
+        let collection = Collection {
+            start: active.window_start,
+            duration: active.window_started.elapsed(),
+            period_ns: active.period_ns,
+        };
+        active.window_start = now;
+        active.window_started = Instant::now();
+        let resolved = symbolize::resolve(&window, catalog, &mut active.cache, &collection);
+        active.exporter.submit(resolved);
+    }
+
+    /// Let the exporter flush for a bounded time (after the last [`Otlp::export`]), and report.
+    pub async fn finish(self) -> Option<ExportReport> {
+        Some(self.0?.exporter.shutdown(FLUSH_TIMEOUT).await)
+    }
+}

@@ -1,0 +1,516 @@
+//! `-f otlp` end to end: a real traced run exports to an OTLP receiver built from the official
+//! protos and independent of sframe-trace's encoder (tests/otlp/receiver.py: Python's
+//! opentelemetry-proto with grpcio, in a private venv under target/), which decodes each request
+//! and resolves it through its dictionary. Over gRPC and HTTP, the receiver must find the
+//! workload's exact call chain down to `_start`, the resource attributes, the thread of each
+//! sample, the build-ids of the mappings, and every sample the summary counts. A collector that
+//! is absent or never answers must not stall the tracer, and the summary counts what it
+//! dropped. Privileged, like every tracing test.
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    io::{BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, ExitStatus, Stdio},
+    sync::{Mutex, OnceLock},
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+use object::{Object as _, read::File as ElfFile};
+use serde_json::Value;
+
+use crate::support::{Running, build_workloads, privileged};
+
+/// The receiver's Python packages: the proto release of the protos sframe-trace speaks
+/// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos).
+const RECEIVER_PACKAGES: &[&str] = &["opentelemetry-proto==1.45.2", "grpcio==1.85.1", "protobuf==7.36.2"];
+/// Sampling frequency of every run.
+const HZ: u32 = 499;
+/// How long the workload runs, and the export interval: several periodic exports and a last one.
+const WORKLOAD_SECS: u32 = 3;
+const INTERVAL: &str = "1";
+/// The workload's chain, outermost first (fixtures/workloads/plt.c, through libwork.so).
+const CHAIN: &[&str] = &["_start", "main", "lib_entry", "callback", "spin"];
+/// At least this share of the samples must be exactly [`CHAIN`] (as in the folded tests).
+const MIN_EXACT: f64 = 0.99;
+/// A run must give at least this fraction of the nominal HZ x seconds samples (the rest of the
+/// suite may take most of a small machine).
+const MIN_SAMPLE_FRACTION: f64 = 0.1;
+/// The tracer's flush time at exit (trace/otlp.rs) and the slack allowed on top.
+const FLUSH_SECS: u64 = 5;
+const SLACK_SECS: u64 = 10;
+
+/// The venv's python, created once (idempotent across runs: a marker names what is installed).
+fn receiver_python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    static CREATING: Mutex<()> = Mutex::new(());
+    let _one = CREATING.lock().unwrap_or_else(|p| p.into_inner());
+    PYTHON
+        .get_or_init(|| {
+            let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("otlp-receiver-venv");
+            let python = venv.join("bin/python");
+            let marker = venv.join(format!("installed {}", RECEIVER_PACKAGES.join(" ")));
+            if marker.exists() {
+                return python;
+            }
+            let _ = std::fs::remove_dir_all(&venv);
+            run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+            run(Command::new(&python)
+                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+                .args(RECEIVER_PACKAGES));
+            File::create(&marker).expect("write the venv marker");
+            python
+        })
+        .clone()
+}
+
+fn run(command: &mut Command) {
+    let out = command.output().unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A running receiver and the file it writes one decoded request per line to.
+struct Receiver {
+    _process: Running,
+    port: u16,
+    out: PathBuf,
+    _scratch: tempfile::TempDir,
+}
+
+impl Receiver {
+    /// Start `receiver.py --protocol PROTOCOL` (never answering with `stall`).
+    fn start(protocol: &str, stall: bool) -> Receiver {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let out = scratch.path().join("requests.jsonl");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
+        let mut command = Command::new(receiver_python());
+        command
+            .arg(script)
+            .args(["--protocol", protocol, "--out"])
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(File::create(scratch.path().join("stderr")).expect("create the receiver's stderr"));
+        if stall {
+            command.arg("--stall");
+        }
+        let mut process = Running(command.spawn().expect("start the OTLP receiver"));
+        let mut line = String::new();
+        BufReader::new(process.0.stdout.take().expect("the receiver's stdout"))
+            .read_line(&mut line)
+            .expect("read the receiver's port");
+        let port = line
+            .strip_prefix("PORT ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| {
+                let stderr = std::fs::read_to_string(scratch.path().join("stderr")).unwrap_or_default();
+                panic!("the receiver did not start: `{line}`\n{stderr}")
+            });
+        Receiver {
+            _process: process,
+            port,
+            out,
+            _scratch: scratch,
+        }
+    }
+
+    /// The requests received so far, decoded.
+    fn requests(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line from the receiver"))
+            .collect()
+    }
+}
+
+/// What one tracer run left.
+struct Traced {
+    command: String,
+    status: ExitStatus,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Run `sframe-trace ARGS`, killing it if it outlives `limit`.
+fn sframe_trace(args: &[String], limit: Duration) -> Traced {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let stderr_path = scratch.path().join("stderr");
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(&stderr_path).expect("create the stderr file"))
+        .spawn()
+        .expect("spawn sframe-trace");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for sframe-trace") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sframe-trace {} still running after {limit:?}: killed", args.join(" "));
+        }
+        sleep(Duration::from_millis(50));
+    };
+    Traced {
+        command: format!("sframe-trace {}", args.join(" ")),
+        status,
+        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// `N` of the summary's `sframe-trace: N samples in ...`.
+fn summary_samples(traced: &Traced) -> u64 {
+    traced
+        .stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("sframe-trace: ")?
+                .split_once(" samples in ")?
+                .0
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{}: no sample count in:\n{}", traced.command, traced.stderr))
+}
+
+/// The summary's `otlp:` line.
+fn otlp_line(traced: &Traced) -> &str {
+    traced
+        .stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("otlp: "))
+        .unwrap_or_else(|| panic!("{}: no otlp line in the summary:\n{}", traced.command, traced.stderr))
+}
+
+/// The number before `word` in `line` (`3 dropped` -> 3).
+fn count_before(line: &str, word: &str) -> u64 {
+    let words: Vec<&str> = line.split([' ', ',', ';']).filter(|w| !w.is_empty()).collect();
+    words
+        .windows(2)
+        .find_map(|w| (w[1] == word).then(|| w[0].parse().ok()).flatten())
+        .unwrap_or_else(|| panic!("no count before `{word}` in `{line}`"))
+}
+
+fn build_id_hex(path: &Path) -> String {
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let file = ElfFile::parse(&*data).expect("an ELF file");
+    let id = file.build_id().expect("read the build-id note").expect("a build-id");
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A sample's user functions, outermost first (all lines of each location: inlined ones
+/// included).
+fn chain(sample: &Value) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for frame in sample["frames"].as_array().expect("frames").iter().rev() {
+        if frame["attributes"]["profile.frame.type"] == "kernel" {
+            continue;
+        }
+        let functions = frame["functions"].as_array().expect("functions");
+        if functions.is_empty() {
+            names.push(format!("[{}+{}]", frame["mapping"], frame["address"]));
+        }
+        names.extend(functions.iter().rev().map(|f| f.as_str().expect("a name").to_owned()));
+    }
+    names
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("read the host name")
+        .trim()
+        .to_owned()
+}
+
+/// What a successful export of the plt workload run as `pid` (None: launched, pid unknown) must
+/// hold, checked on what the receiver decoded.
+fn check_export(traced: &Traced, receiver: &Receiver, bin_dir: &Path, pid: Option<u32>, service: &str) {
+    let context = || format!("{}\n{}", traced.command, traced.stderr);
+    assert!(traced.status.success(), "{} exited with {}", context(), traced.status);
+    let requests = receiver.requests();
+    assert!(
+        requests.len() >= 2,
+        "expected periodic exports and a last one, got {} requests: {}",
+        requests.len(),
+        context()
+    );
+    let mut exact = 0u64;
+    let mut total = 0u64;
+    let mut pids = Vec::new();
+    let mut builds: HashMap<String, String> = HashMap::new();
+    for request in &requests {
+        assert_eq!(request["errors"], serde_json::json!([]), "dictionary errors: {request}");
+        for resource in request["resources"].as_array().expect("resources") {
+            let attributes = &resource["attributes"];
+            let resource_pid = attributes["process.pid"].as_u64().expect("process.pid") as u32;
+            pids.push(resource_pid);
+            assert_eq!(attributes["host.name"], host_name(), "{attributes}");
+            assert_eq!(attributes["service.name"], service, "{attributes}");
+            assert_eq!(attributes["process.executable.name"], "plt", "{attributes}");
+            for profile in resource["profiles"].as_array().expect("profiles") {
+                assert_eq!(profile["sample_type"], serde_json::json!(["samples", "count"]));
+                assert_eq!(profile["period_type"], serde_json::json!(["cpu", "nanoseconds"]));
+                assert_eq!(profile["period"], 1_000_000_000 / u64::from(HZ));
+                for sample in profile["samples"].as_array().expect("samples") {
+                    let count = sample["values"][0].as_u64().expect("a count");
+                    total += count;
+                    if chain(sample) == CHAIN {
+                        exact += count;
+                    }
+                    assert_eq!(sample["attributes"]["thread.id"], resource_pid, "single-threaded");
+                    assert_eq!(sample["attributes"]["thread.name"], "plt");
+                    for frame in sample["frames"].as_array().expect("frames") {
+                        if let Some(id) = frame["mapping_attributes"]["process.executable.build_id.gnu"].as_str() {
+                            builds.insert(frame["mapping"].as_str().unwrap_or_default().to_owned(), id.to_owned());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 1, "one process: {pids:?}");
+    if let Some(pid) = pid {
+        assert_eq!(pids[0], pid);
+    }
+    let sampled = summary_samples(traced);
+    assert_eq!(
+        total,
+        sampled,
+        "the receiver got every sample the summary counts: {}",
+        context()
+    );
+    let min = (f64::from(HZ * WORKLOAD_SECS) * MIN_SAMPLE_FRACTION) as u64;
+    assert!(total >= min, "only {total} samples (at least {min}): {}", context());
+    assert!(
+        exact as f64 >= MIN_EXACT * total as f64,
+        "{exact} of {total} samples are exactly {}: {}",
+        CHAIN.join(";"),
+        context()
+    );
+    for object in ["plt", "libwork.so"] {
+        let path = bin_dir.join(object);
+        let key = path.display().to_string();
+        assert_eq!(
+            builds.get(&key),
+            Some(&build_id_hex(&path)),
+            "the build-id of {key}: {builds:?}"
+        );
+    }
+    let line = otlp_line(traced);
+    assert_eq!(count_before(line, "dropped"), 0, "{line}");
+    assert_eq!(count_before(line, "exports") as usize, requests.len(), "{line}");
+}
+
+/// OTLP/gRPC: the tracer launches the workload and exports to the receiver's gRPC port; the
+/// receiver resolves the exact chain, the resource, the threads and the build-ids.
+#[test]
+fn exports_over_grpc() {
+    let Some(_serial) = privileged("exports_over_grpc") else {
+        return;
+    };
+    let workloads = build_workloads(&["v1"]);
+    let bin_dir = workloads.path().join("v1");
+    let receiver = Receiver::start("grpc", false);
+    let args: Vec<String> = [
+        "-F",
+        &HZ.to_string(),
+        "--no-kernel",
+        "-f",
+        "otlp",
+        "--otlp-endpoint",
+        &format!("http://127.0.0.1:{}", receiver.port),
+        "--export-interval",
+        INTERVAL,
+        "--",
+        &bin_dir.join("plt").display().to_string(),
+        &WORKLOAD_SECS.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let traced = sframe_trace(
+        &args,
+        Duration::from_secs(u64::from(WORKLOAD_SECS) + FLUSH_SECS + SLACK_SECS),
+    );
+    check_export(&traced, &receiver, &bin_dir, None, "plt");
+}
+
+/// OTLP/HTTP (picked with --otlp-protocol), attached to a running workload, with a service
+/// name of its own and kernel stacks recorded (the user part must still be the exact chain).
+#[test]
+fn exports_over_http() {
+    let Some(_serial) = privileged("exports_over_http") else {
+        return;
+    };
+    let workloads = build_workloads(&["v1"]);
+    let bin_dir = workloads.path().join("v1");
+    let receiver = Receiver::start("http", false);
+    let workload = Running(
+        Command::new(bin_dir.join("plt"))
+            .arg("60")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the workload"),
+    );
+    // Past ld.so and into the busy loop.
+    sleep(Duration::from_millis(200));
+    let args: Vec<String> = [
+        "-F",
+        &HZ.to_string(),
+        "-d",
+        &WORKLOAD_SECS.to_string(),
+        "-f",
+        "otlp",
+        "--otlp-endpoint",
+        &format!("127.0.0.1:{}", receiver.port),
+        "--otlp-protocol",
+        "http",
+        "--service-name",
+        "checkout",
+        "--export-interval",
+        INTERVAL,
+        "--pid",
+        &workload.pid().to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let traced = sframe_trace(
+        &args,
+        Duration::from_secs(u64::from(WORKLOAD_SECS) + FLUSH_SECS + SLACK_SECS),
+    );
+    check_export(&traced, &receiver, &bin_dir, Some(workload.pid()), "checkout");
+}
+
+/// A collector that is absent (nothing listens) or stalls (takes requests, never answers),
+/// over either protocol: the tracer samples as usual, ends on time (its flush time at most
+/// after the workload), and the summary counts every export as dropped.
+#[test]
+fn absent_or_stalled_collectors_never_stall_the_tracer() {
+    let Some(_serial) = privileged("absent_or_stalled_collectors_never_stall_the_tracer") else {
+        return;
+    };
+    let workloads = build_workloads(&["v1"]);
+    let bin = workloads.path().join("v1/plt");
+    let secs = 2;
+    for (protocol, stall) in [("grpc", false), ("http", false), ("grpc", true), ("http", true)] {
+        let receiver = stall.then(|| Receiver::start(protocol, true));
+        let port = match &receiver {
+            Some(receiver) => receiver.port,
+            // A port that was free a moment ago: nothing listens there.
+            None => std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port(),
+        };
+        let args: Vec<String> = [
+            "-F",
+            &HZ.to_string(),
+            "--no-kernel",
+            "-f",
+            "otlp",
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{port}"),
+            "--otlp-protocol",
+            protocol,
+            "--export-interval",
+            "0.25",
+            "--",
+            &bin.display().to_string(),
+            &secs.to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let traced = sframe_trace(&args, Duration::from_secs(secs + FLUSH_SECS + SLACK_SECS));
+        let what = format!(
+            "{} collector over {protocol}",
+            if stall { "a stalled" } else { "an absent" }
+        );
+        assert!(
+            traced.status.success(),
+            "{what}: {} exited with {}",
+            traced.command,
+            traced.status
+        );
+        assert!(
+            traced.elapsed < Duration::from_secs(secs + FLUSH_SECS + 3),
+            "{what}: the tracer took {:?}\n{}",
+            traced.elapsed,
+            traced.stderr
+        );
+        let sampled = summary_samples(&traced);
+        let min = (f64::from(HZ) * secs as f64 * MIN_SAMPLE_FRACTION) as u64;
+        assert!(
+            sampled >= min,
+            "{what}: only {sampled} samples (at least {min})\n{}",
+            traced.stderr
+        );
+        let line = otlp_line(&traced);
+        assert_eq!(count_before(line, "exports"), 0, "{what}: {line}");
+        assert!(count_before(line, "dropped") >= 2, "{what}: {line}");
+        assert!(
+            line.contains(&format!("{sampled} samples (")),
+            "{what}: every sample lost: {line}"
+        );
+        if let Some(receiver) = receiver {
+            assert!(receiver.requests().is_empty(), "{what}: it never answered");
+        }
+    }
+}
+
+/// Bad OTLP flags are refused before anything is traced, in one sentence with status 2.
+#[test]
+fn bad_otlp_flags_are_refused() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-f", "otlp"], "needs --otlp-endpoint"),
+        (&["--otlp-endpoint", "localhost:4317"], "go with -f otlp"),
+        (&["-f", "otlp", "--otlp-endpoint", "https://collector:4317"], "no TLS"),
+        (
+            &["-f", "otlp", "--otlp-endpoint", "http://collector:4317/v1/x"],
+            "no path",
+        ),
+        (
+            &[
+                "-f",
+                "otlp",
+                "--otlp-endpoint",
+                "localhost:4317",
+                "--export-interval",
+                "0",
+            ],
+            "--export-interval",
+        ),
+        (
+            &["-f", "otlp", "--otlp-endpoint", "localhost:4317", "-o", "x.pb"],
+            "--output does not apply",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+            .args(*args)
+            .args(["--", "true"])
+            .output()
+            .expect("run sframe-trace");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected `{expected}` in: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
