@@ -42,7 +42,7 @@ impl Otlp {
         };
         let exporter = Exporter::start(otlp, pids)?;
         Ok(Otlp(Some(Active {
-            ticker: Ticker::new(Some(exporter.interval())),
+            ticker: Ticker::new(exporter.interval()),
             exporter,
             cache: SymbolCache::new(config.inline),
             period_ns: 1_000_000_000 / config.frequency.max(1),

@@ -6,6 +6,7 @@
 //! was sent and what was lost.
 
 use std::{
+    collections::BTreeSet,
     fmt,
     sync::{
         Arc,
@@ -99,7 +100,7 @@ impl Exporter {
         retry: Retry,
     ) -> Exporter {
         let mut resource = ResourceInfo::for_host(config.service_name.clone());
-        resource.note(pids.iter().copied());
+        resource.refresh(&pids.iter().copied().collect());
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         let (closing, closed) = watch::channel(false);
         let stats = Arc::new(Stats::default());
@@ -127,17 +128,16 @@ impl Exporter {
             return;
         }
         let samples: u64 = profile.stacks.iter().map(|s| s.count).sum();
-        self.resource.note(profile.stacks.iter().map(|s| s.pid));
-        let mut resource = ResourceInfo {
+        let pids: BTreeSet<u32> = profile.stacks.iter().map(|s| s.pid).collect();
+        self.resource.refresh(&pids);
+        let resource = ResourceInfo {
             host_name: self.resource.host_name.clone(),
             service_name: self.resource.service_name.clone(),
-            processes: Default::default(),
+            processes: pids
+                .iter()
+                .filter_map(|pid| Some((*pid, self.resource.processes.get(pid)?.clone())))
+                .collect(),
         };
-        for stack in &profile.stacks {
-            if let Some(info) = self.resource.processes.get(&stack.pid) {
-                resource.processes.entry(stack.pid).or_insert_with(|| info.clone());
-            }
-        }
         self.stats.submitted.fetch_add(1, Relaxed);
         self.stats.submitted_samples.fetch_add(samples, Relaxed);
         let batch = Batch {
@@ -303,25 +303,18 @@ impl fmt::Display for ExportReport {
     }
 }
 
-/// The export clock: ticks every interval, or never without an exporter.
-pub struct Ticker(Option<tokio::time::Interval>);
+/// The export clock: ticks every interval, the first time one interval from now; a late tick
+/// delays the next ones rather than bunching them.
+pub struct Ticker(tokio::time::Interval);
 
 impl Ticker {
-    pub fn new(interval: Option<Duration>) -> Ticker {
-        Ticker(interval.map(|period| {
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-            ticks
-        }))
+    pub fn new(period: Duration) -> Ticker {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Ticker(ticks)
     }
 
-    /// The next tick (pending forever without an interval).
     pub async fn tick(&mut self) {
-        match &mut self.0 {
-            Some(ticks) => {
-                ticks.tick().await;
-            }
-            None => std::future::pending().await,
-        }
+        self.0.tick().await;
     }
 }

@@ -2,7 +2,10 @@
 //! service name, and each process's executable, read from `/proc` while the process is alive
 //! (snapshots of exited processes fall back to the main thread's command name).
 
-use std::collections::{HashMap, hash_map::Entry};
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::Path,
+};
 
 /// The executable of one process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,14 +53,16 @@ impl ResourceInfo {
         }
     }
 
-    /// Learn the executables of processes not seen before (those already gone are left out).
-    pub fn note(&mut self, pids: impl IntoIterator<Item = u32>) {
-        for pid in pids {
-            if let Entry::Vacant(slot) = self.processes.entry(pid)
-                && let Some(info) = ProcessInfo::read(pid)
-            {
-                slot.insert(info);
+    /// Read the executables of `pids` (again: a pid may have been reused since), keeping what
+    /// was read before for those already gone; forget exited processes not in `pids`, so that
+    /// a long session only remembers live ones.
+    pub fn refresh(&mut self, pids: &BTreeSet<u32>) {
+        for &pid in pids {
+            if let Some(info) = ProcessInfo::read(pid) {
+                self.processes.insert(pid, info);
             }
         }
+        self.processes
+            .retain(|pid, _| pids.contains(pid) || Path::new(&format!("/proc/{pid}")).exists());
     }
 }

@@ -509,6 +509,22 @@ async fn a_stalled_collector_never_blocks_submission() {
     assert!(report.to_string().contains("20 dropped"), "{report}");
 }
 
+/// A process's executable outlives the process for the snapshot with its samples, and is
+/// forgotten once the process is gone and has no samples (pids are reused).
+#[test]
+fn executables_of_exited_processes_are_kept_then_forgotten() {
+    let gone = u32::MAX - 1;
+    let mut resource = resource();
+    resource.processes.insert(gone, resource.processes[&100].clone());
+    resource.refresh(&[gone].into());
+    assert!(
+        resource.processes.contains_key(&gone),
+        "its samples are still being sent"
+    );
+    resource.refresh(&Default::default());
+    assert!(!resource.processes.contains_key(&gone));
+}
+
 /// Empty snapshots are not exported, and the executables of traced processes are read while
 /// they run (here: this test process).
 #[tokio::test]
