@@ -30,8 +30,14 @@ enum Task {
     Clippy,
     /// Regenerate the checked-in fixtures with binutils 2.40, 2.44 and the sid snapshot.
     Fixtures,
-    /// Measure decode throughput and write target/bench/report.md and report.json.
-    Bench,
+    /// Measure sframe-trace beside perf and bpftrace (accuracy, overhead, kernel cost per
+    /// sample, memory, build rate, attach time, data volume, decode rate) and write
+    /// target/bench/report.md, report.json and report.svg.
+    Bench {
+        /// A short smoke run: fewer repetitions, shorter runs, one SFrame version.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Run the privileged end-to-end tests inside other Debian kernels under qemu.
     VmTest {
         /// Debian suites (or kernel ABI names) to boot, comma-separated.
@@ -62,9 +68,9 @@ fn main() -> anyhow::Result<()> {
             setup::setup()?;
             vmtest::vm_test(&root, &kernels)
         }
-        Task::Bench => {
+        Task::Bench { quick } => {
             setup::setup()?;
-            bench::bench(&root)
+            bench::bench(&root, quick)
         }
     }
 }
