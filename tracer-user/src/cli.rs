@@ -55,6 +55,8 @@ pub struct TraceArgs {
     /// Streamed, one record per sample as it arrives: `json`, one JSON object per line;
     /// `perf-script`, the text of `perf script` with call chains (stackcollapse-perf,
     /// speedscope, the Firefox profiler read it).
+    /// Sent, not written: `otlp`, OpenTelemetry profiles to the collector at --otlp-endpoint,
+    /// every --export-interval and once more at the end.
     #[arg(short, long, value_enum, default_value_t = Format::Folded)]
     pub format: Format,
     /// Write the stacks here instead of stdout.
@@ -70,6 +72,20 @@ pub struct TraceArgs {
     /// are, where debug information records them).
     #[arg(long)]
     pub no_inline: bool,
+    /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT` (plain HTTP, no TLS). Port
+    /// 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// `-f otlp`: the transport, overriding the guess from --otlp-endpoint.
+    #[arg(long, value_enum, value_name = "PROTOCOL")]
+    pub otlp_protocol: Option<OtlpProtocol>,
+    /// `-f otlp`: the `service.name` of every traced process (default: its executable name).
+    #[arg(long, value_name = "NAME")]
+    pub service_name: Option<String>,
+    /// `-f otlp`: seconds between exports; what the collector cannot take in time is dropped
+    /// and counted, never waited for.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub export_interval: f64,
     /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -89,6 +105,16 @@ pub enum Format {
     Pprof,
     Json,
     PerfScript,
+    Otlp,
+}
+
+/// The OTLP transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OtlpProtocol {
+    /// OTLP/gRPC (collector port 4317).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (collector port 4318).
+    Http,
 }
 
 #[derive(Debug, Subcommand)]

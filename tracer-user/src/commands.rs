@@ -68,6 +68,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         crate::cli::Format::Pprof => Format::Pprof,
         crate::cli::Format::Json => Format::Json,
         crate::cli::Format::PerfScript => Format::PerfScript,
+        crate::cli::Format::Otlp => Format::Otlp,
     };
     anyhow::ensure!(
         format != Format::Pprof || args.output.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
@@ -94,6 +95,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         Some(_) => anyhow::bail!("--duration must be a positive number of seconds"),
         None => None,
     };
+    let otlp = otlp_config(&args, format)?;
     Ok(sframe_trace::trace::TraceConfig {
         pids: args.pid,
         command: args.command,
@@ -104,7 +106,44 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         output: args.output,
         format,
         inline: !args.no_inline,
+        otlp,
     })
+}
+
+/// The `-f otlp` flags, validated: an endpoint with `-f otlp` only, and a positive interval.
+#[cfg(feature = "ebpf")]
+fn otlp_config(
+    args: &TraceArgs,
+    format: sframe_trace::export::Format,
+) -> anyhow::Result<Option<sframe_trace::export::otlp::OtlpConfig>> {
+    use sframe_trace::export::otlp::{Destination, OtlpConfig, Protocol};
+    if format != sframe_trace::export::Format::Otlp {
+        anyhow::ensure!(
+            args.otlp_endpoint.is_none() && args.otlp_protocol.is_none() && args.service_name.is_none(),
+            "--otlp-endpoint, --otlp-protocol and --service-name go with -f otlp"
+        );
+        return Ok(None);
+    }
+    let Some(endpoint) = &args.otlp_endpoint else {
+        anyhow::bail!("-f otlp needs --otlp-endpoint URL (the collector, e.g. http://localhost:4317)")
+    };
+    anyhow::ensure!(
+        args.output.is_none(),
+        "-f otlp sends the profiles to --otlp-endpoint: --output does not apply"
+    );
+    anyhow::ensure!(
+        args.export_interval > 0.0 && args.export_interval.is_finite(),
+        "--export-interval must be a positive number of seconds"
+    );
+    let protocol = args.otlp_protocol.map(|p| match p {
+        crate::cli::OtlpProtocol::Grpc => Protocol::Grpc,
+        crate::cli::OtlpProtocol::Http => Protocol::Http,
+    });
+    Ok(Some(OtlpConfig {
+        destination: Destination::parse(endpoint, protocol).context("--otlp-endpoint")?,
+        interval: std::time::Duration::from_secs_f64(args.export_interval),
+        service_name: args.service_name.clone(),
+    }))
 }
 
 #[cfg(feature = "ebpf")]

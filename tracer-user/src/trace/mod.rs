@@ -4,6 +4,7 @@
 //! Parsing and table building live in their own modules; this one only sequences them.
 
 pub(crate) mod objects;
+mod otlp;
 mod output;
 pub(crate) mod profile;
 mod summary;
@@ -38,6 +39,8 @@ pub struct TraceConfig {
     pub format: crate::export::Format,
     /// Inlined functions as frames of their own (`--no-inline` turns it off).
     pub inline: bool,
+    /// `-f otlp`: where and how often to export.
+    pub otlp: Option<crate::export::otlp::OtlpConfig>,
 }
 
 /// Trace, write the stacks, print the summary.
@@ -78,6 +81,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     );
 
     let mut profile = Profile::default();
+    let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
     let why = {
         let stop = targets.until_done(config.duration);
         tokio::pin!(stop);
@@ -90,6 +94,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                     }
                     None => break "the ring buffer closed",
                 },
+                () = otlp.due() => otlp.export(&mut profile, &catalog),
                 why = &mut stop => break why?,
             }
         }
@@ -100,6 +105,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         output.sample(&sample, &catalog)?;
     }
     targets.finish().await;
+    otlp.export(&mut profile, &catalog);
 
     output.finish(&profile, &catalog)?;
     let summary = summary::Summary {
@@ -112,6 +118,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         table_bytes: kernel.table_map_bytes(),
     };
     eprint!("{summary}");
+    if let Some(report) = otlp.finish().await {
+        eprint!("{report}");
+    }
     Ok(())
 }
 

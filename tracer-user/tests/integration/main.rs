@@ -13,6 +13,8 @@ mod golden;
 #[cfg(feature = "ebpf")]
 mod lifecycle;
 #[cfg(feature = "ebpf")]
+mod otlp;
+#[cfg(feature = "ebpf")]
 mod privileged;
 mod procmaps;
 mod reader;
