@@ -6,6 +6,8 @@
 //! Nothing here may depend on aya-ebpf or std.
 #![no_std]
 
+pub mod event;
+pub mod notice;
 pub mod trace;
 pub mod unwind;
 pub mod walk;
@@ -34,11 +36,13 @@ pub enum Counter {
     NoUserRegs = 4,
     /// The tail call that continues a walk failed: the walk stopped early (counted as MaxDepth).
     TailCallFailed = 5,
+    /// The notice ring buffer was full: a process life-cycle notice was lost.
+    NoticesLost = 6,
 }
 
 impl Counter {
     /// Number of counter slots (the size of [`MAP_COUNTERS`]).
-    pub const COUNT: u32 = 6;
+    pub const COUNT: u32 = 7;
     /// Every counter, in index order.
     pub const ALL: [Counter; Self::COUNT as usize] = [
         Counter::Sampled,
@@ -47,6 +51,7 @@ impl Counter {
         Counter::KernelStackFailed,
         Counter::NoUserRegs,
         Counter::TailCallFailed,
+        Counter::NoticesLost,
     ];
 
     /// Stable name for summaries and logs.
@@ -58,6 +63,7 @@ impl Counter {
             Counter::KernelStackFailed => "kernel_stack_failed",
             Counter::NoUserRegs => "no_user_regs",
             Counter::TailCallFailed => "tail_call_failed",
+            Counter::NoticesLost => "notices_lost",
         }
     }
 }

@@ -11,13 +11,14 @@
 //! - [`MAP_EVENTS`]: ring buffer of [`Sample`]s. [`MAP_SCRATCH`]: per-CPU [`WalkState`], the
 //!   walk in progress (too big for the 512-byte BPF stack). [`MAP_STOPS`]: per-CPU `u64`
 //!   counters indexed by `walk::StopReason`; [`crate::MAP_COUNTERS`]: by [`crate::Counter`].
-//! - [`MAP_PROGS`]: program array for the walker's tail calls ([`PROG_WALK`] at [`PROG_WALK_SLOT`]).
+//! - [`MAP_PROGS`]: program array for the walker's tail calls ([`PROG_WALK`] at [`PROG_WALK_SLOT`]);
+//!   the event programs of other program types have arrays and walkers of their own (`event`).
 
 use crate::walk::Regs;
 
 /// The tail-called program that walks [`FRAMES_PER_PROG`] frames per invocation.
 pub const PROG_WALK: &str = "walk_user";
-/// Index of [`PROG_WALK`] in [`MAP_PROGS`].
+/// Index of [`PROG_WALK`] in [`MAP_PROGS`] (and of each walker in its own array).
 pub const PROG_WALK_SLOT: u32 = 0;
 
 pub const MAP_PROCS: &str = "PROCS";
@@ -102,8 +103,14 @@ pub const SOURCE_FP: u8 = 1;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
-    /// `bpf_ktime_get_ns` at the sample.
+    /// `bpf_ktime_get_ns` at the sample (offcpu: when the task was switched out).
     pub time_ns: u64,
+    /// The nanoseconds it stands for: the sampling period for cpu-clock, the time blocked for
+    /// offcpu, 0 for a probe or tracepoint hit (counted, not timed).
+    pub weight: u64,
+    /// Which event took it (`event::event_id`).
+    pub event: u32,
+    pub _pad: u32,
     pub tgid: u32,
     pub tid: u32,
     pub cpu: u32,
@@ -165,7 +172,8 @@ impl From<Regs> for WalkRegs {
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
 const _: () = assert!(core::mem::size_of::<ProcInfo>() == 8 + 32 * MAX_MAPPINGS);
 const _: () = assert!(core::mem::size_of::<RowChunk>() == 4 * ROW_CHUNK);
-const _: () = assert!(core::mem::size_of::<Sample>() == 48 + 8 * MAX_KERNEL_FRAMES + 9 * MAX_USER_FRAMES);
+const _: () = assert!(core::mem::size_of::<Sample>() == 64 + 8 * MAX_KERNEL_FRAMES + 9 * MAX_USER_FRAMES);
+const _: () = assert!(core::mem::offset_of!(Sample, comm) == 48 && core::mem::offset_of!(Sample, kernel) == 64);
 const _: () = assert!(1 << (MAPPING_SEARCH_STEPS - 1) >= MAX_MAPPINGS);
 const _: () = assert!(FRAMES_PER_PROG as usize * 33 >= MAX_USER_FRAMES);
 

@@ -1,11 +1,14 @@
-//! The in-kernel half of sframe-trace: two perf_event programs and their maps.
+//! The in-kernel half of sframe-trace: the cpu-clock programs, the maps, and the start and end
+//! of a walk that every event's programs share.
 //!
 //! [`on_sample`] runs on every cpu-clock sample: it filters by process, captures the user
-//! registers (`regs.rs`) and the kernel stack into the per-CPU walk state, and tail-calls
-//! [`walk_user`], which walks up to `FRAMES_PER_PROG` user frames per invocation (`unwind.rs`,
-//! one global-function call per frame) and tail-calls itself until the walk stops, then ships
-//! the sample through the ring buffer. Names, layouts and limits are `tracer_common`'s; this
-//! file only wires them. It must stay verifier-friendly: constant loop bounds, no recursion, no
+//! registers (`regs.rs`) and the kernel stack into the per-CPU walk state ([`begin`]), and
+//! tail-calls [`walk_user`], which walks up to `FRAMES_PER_PROG` user frames per invocation
+//! (`unwind.rs`, one global-function call per frame, [`walk_more`]) and tail-calls itself until
+//! the walk stops, then ships the sample through the ring buffer. The programs of the other
+//! events (`events.rs`: probes and tracepoints; `offcpu.rs`: `sched_switch`) do the same with
+//! their own walker copies. Names, layouts and limits are `tracer_common`'s; this file only
+//! wires them. It must stay verifier-friendly: constant loop bounds, no recursion, no
 //! `bpf_loop` (kernels before 5.17 lack it), every memory access checked; and it logs (aya-log)
 //! only what should never happen, never per sample.
 //!
@@ -15,11 +18,14 @@
 #![no_std]
 #![cfg_attr(not(test), no_main)]
 
+mod events;
+mod lifecycle;
+mod offcpu;
 mod regs;
 mod unwind;
 
 use aya_ebpf::{
-    Global,
+    EbpfContext, Global,
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid,
         generated::{bpf_get_smp_processor_id, bpf_get_stack, bpf_ktime_get_ns},
@@ -29,8 +35,11 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use aya_log_ebpf::error;
+use regs::UserRegs;
 use tracer_common::{
     Counter,
+    event::EVENT_CPU_CLOCK,
+    notice::NoticeKind,
     trace::{MAX_KERNEL_FRAMES, PROG_WALK_SLOT, ProcInfo, RowChunk, SOURCE_TABLE, Sample, WalkState},
     unwind::{PageEntry, PageKey, UnwindRule},
     walk::StopReason,
@@ -92,9 +101,12 @@ fn bump(counter: Counter) {
     }
 }
 
-/// The walk state of this CPU. perf_event programs do not nest on a CPU (the kernel's
-/// recursion guard drops a sample that arrives while one runs), so nothing else uses it now.
-fn scratch(ctx: &PerfEventContext) -> Option<&'static mut WalkState> {
+/// The walk state of this CPU. The programs that walk do not nest on a CPU: perf_event,
+/// kprobe-type and tracepoint programs share the kernel's per-CPU recursion guard
+/// (`bpf_prog_active`: one that would start while another runs is dropped), and `sched_switch`
+/// runs with interrupts off, inside the scheduler, where none of them runs. So nothing else
+/// uses it now.
+fn scratch<C: EbpfContext>(ctx: &C) -> Option<&'static mut WalkState> {
     match SCRATCH.get_ptr_mut(0) {
         // SAFETY: a valid, exclusively ours (see above) per-CPU map value while the program runs.
         Some(state) => Some(unsafe { &mut *state }),
@@ -107,23 +119,61 @@ fn scratch(ctx: &PerfEventContext) -> Option<&'static mut WalkState> {
 
 #[perf_event]
 pub fn on_sample(ctx: PerfEventContext) -> u32 {
+    // SAFETY: `ctx.ctx` is the kernel's `bpf_perf_event_data`: one 8-byte context load of its
+    // period (cpu-clock has a fixed one, 1e9 / frequency ns), and the address of its first
+    // field, the registers, which `user_regs` reads with context loads.
+    let (period, regs) = unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*ctx.ctx).sample_period)),
+            core::ptr::addr_of!((*ctx.ctx).regs).cast(),
+        )
+    };
+    let Some(state) = begin(&ctx, || regs::user_regs(regs, TASK_REGS.load() == 1), EVENT_CPU_CLOCK, period) else {
+        return 0;
+    };
+    // SAFETY: the slot holds `walk_user`, also a perf_event program; on success this does not
+    // return.
+    unsafe { PROGS.tail_call(&ctx, PROG_WALK_SLOT) };
+    tail_call_failed(state);
+    end_walk(state);
+    ship(&state.sample);
+    0
+}
+
+/// Start the walk of the current task for `event`: the process filter, the user registers
+/// (`user`, called only for a traced process), and the sample's header, first frame and
+/// kernel stack (when the registers came from the kernel's entry: the event hit the kernel).
+/// Returns the walk state, ready for the tail call to a walker, or `None` (counted) when
+/// there is nothing to walk.
+#[inline(always)]
+fn begin<C: EbpfContext>(
+    ctx: &C,
+    user: impl FnOnce() -> Option<UserRegs>,
+    event: u32,
+    weight: u64,
+) -> Option<&'static mut WalkState> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if ALL_PROCESSES.load() != 1 && PROCS.get_ptr(tgid).is_none() {
+    let traced = PROCS.get_ptr(&tgid).is_some();
+    if ALL_PROCESSES.load() != 1 && !traced {
         bump(Counter::NotTraced);
-        return 0;
+        return None;
     }
-    let Some(user) = regs::user_regs(&ctx, TASK_REGS.load() == 1) else {
+    let Some(user) = user() else {
         bump(Counter::NoUserRegs);
-        return 0;
+        return None;
     };
+    if !traced {
+        // System-wide: a process userspace has not loaded yet (walked with frame pointers).
+        lifecycle::notify_limited(NoticeKind::NewProcess, tgid);
+    }
     bump(Counter::Sampled);
-    let Some(state) = scratch(&ctx) else {
-        return 0;
-    };
+    let state = scratch(ctx)?;
     let sample = &mut state.sample;
     // SAFETY: helpers without preconditions.
     sample.time_ns = unsafe { bpf_ktime_get_ns() };
+    sample.weight = weight;
+    sample.event = event;
     sample.tgid = tgid;
     sample.tid = pid_tgid as u32;
     // SAFETY: as above.
@@ -131,27 +181,29 @@ pub fn on_sample(ctx: PerfEventContext) -> u32 {
     sample.comm = bpf_get_current_comm().unwrap_or([0; 16]);
     sample.num_kernel = 0;
     if KERNEL_STACK.load() == 1 && !user.in_user_mode {
-        kernel_stack(&ctx, sample);
+        kernel_stack(ctx, sample);
     }
     sample.user[0] = user.regs.pc;
     sample.user_source[0] = SOURCE_TABLE;
     sample.num_user = 1;
     state.regs = user.regs;
-    // SAFETY: the slot holds `walk_user`, also a perf_event program; on success this does not
-    // return.
-    unsafe { PROGS.tail_call(&ctx, PROG_WALK_SLOT) };
+    Some(state)
+}
+
+/// After a failed tail call to a walker: the walk ends where it is, counted as `MaxDepth`.
+fn tail_call_failed(state: &mut WalkState) {
     bump(Counter::TailCallFailed);
     state.sample.stop = StopReason::MaxDepth as u32;
-    finish(state);
-    0
 }
 
 /// The kernel stack of the sample into `sample.kernel`; a failure is counted and leaves none.
-fn kernel_stack(ctx: &PerfEventContext, sample: &mut Sample) {
+/// Every program type it runs in has its own variant of the helper (perf_event: the sample's
+/// registers; kprobe: the probe's; tracepoints and raw tracepoints: the caller's).
+fn kernel_stack<C: EbpfContext>(ctx: &C, sample: &mut Sample) {
     const BYTES: u32 = (MAX_KERNEL_FRAMES * 8) as u32;
     // SAFETY: `kernel` is `BYTES` bytes of this map value, the helper writes at most that;
     // flags 0 asks for the kernel stack.
-    let got = unsafe { bpf_get_stack(ctx.ctx.cast(), sample.kernel.as_mut_ptr().cast(), BYTES, 0) };
+    let got = unsafe { bpf_get_stack(ctx.as_ptr(), sample.kernel.as_mut_ptr().cast(), BYTES, 0) };
     if got < 0 {
         bump(Counter::KernelStackFailed);
         return;
@@ -161,21 +213,30 @@ fn kernel_stack(ctx: &PerfEventContext, sample: &mut Sample) {
 
 #[perf_event]
 pub fn walk_user(ctx: PerfEventContext) -> u32 {
-    let Some(state) = scratch(&ctx) else {
-        return 0;
-    };
-    if !unwind::walk_frames(MAX_DEPTH.load()) {
-        // SAFETY: as in `on_sample`: this very program, continuing the walk.
-        unsafe { PROGS.tail_call(&ctx, PROG_WALK_SLOT) };
-        bump(Counter::TailCallFailed);
-        state.sample.stop = StopReason::MaxDepth as u32;
+    if let Some(state) = walk_more(&ctx, &PROGS) {
+        ship(&state.sample);
     }
-    finish(state);
     0
 }
 
-/// Count why the walk ended (`state.sample.stop`) and ship the sample.
-fn finish(state: &mut WalkState) {
+/// The body of every walker program: walk up to `FRAMES_PER_PROG` frames, then tail-call the
+/// walker in `progs` (the calling program itself) to go on, or, when the walk is over, count
+/// why and return the state to ship (or park).
+#[inline(always)]
+fn walk_more<C: EbpfContext>(ctx: &C, progs: &ProgramArray) -> Option<&'static mut WalkState> {
+    let state = scratch(ctx)?;
+    if !unwind::walk_frames(MAX_DEPTH.load()) {
+        // SAFETY: the walker of this program's type, continuing the walk; on success this
+        // does not return.
+        unsafe { progs.tail_call(ctx, PROG_WALK_SLOT) };
+        tail_call_failed(state);
+    }
+    end_walk(state);
+    Some(state)
+}
+
+/// Count why the walk ended (`state.sample.stop`).
+fn end_walk(state: &mut WalkState) {
     // SAFETY: a plain load from the walk state; volatile so the verifier sees an unknown
     // value here rather than one constant per stop path (see `unwind::walk_frame`).
     let reason = unsafe { core::ptr::read_volatile(&state.sample.stop) };
@@ -184,7 +245,15 @@ fn finish(state: &mut WalkState) {
         // SAFETY: this CPU's slot of a per-CPU map, see `bump`.
         unsafe { *slot += 1 }
     }
-    if EVENTS.output::<Sample>(&state.sample, 0).is_err() {
+    // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT).
+    if reason == StopReason::NoMapping as u32 && PROCS.get_ptr(&state.sample.tgid).is_some() {
+        lifecycle::notify_limited(NoticeKind::UnknownPc, state.sample.tgid);
+    }
+}
+
+/// Send the sample to userspace.
+fn ship(sample: &Sample) {
+    if EVENTS.output::<Sample>(sample, 0).is_err() {
         bump(Counter::EventsLost);
     }
 }

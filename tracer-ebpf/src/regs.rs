@@ -1,8 +1,9 @@
-//! The user registers (pc, sp, fp) of the task a sample interrupted, on x86-64.
+//! The user registers (pc, sp, fp) of the task a sample or event interrupted, on x86-64.
 //!
-//! 1. If the sample interrupted user mode (`regs.cs & 3 == 3`), the perf context's registers
-//!    are the user registers.
-//! 2. Else the task was in the kernel (a syscall, a fault, an interrupt): its user registers
+//! 1. If the context's registers (perf_event, kprobe, uprobe) are user mode (`regs.cs & 3 ==
+//!    3`: a sample in user code, a uprobe), they are the user registers.
+//! 2. Else the task was in the kernel (a syscall, a fault, an interrupt; every tracepoint and
+//!    kprobe, whose contexts carry no user registers): its user registers
 //!    are the `pt_regs` saved at kernel entry, `bpf_task_pt_regs(current)`, read with
 //!    `bpf_probe_read_kernel`. Only where the kernel has those helpers (5.15+, the
 //!    `TASK_REGS` global); elsewhere such samples have no user registers.
@@ -18,7 +19,6 @@ use aya_ebpf::{
         bpf_probe_read_kernel,
         generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
     },
-    programs::PerfEventContext,
 };
 use tracer_common::trace::WalkRegs;
 
@@ -31,14 +31,17 @@ pub struct UserRegs {
     pub in_user_mode: bool,
 }
 
-/// The user registers of the current task at this sample (module docs), or `None` when it has
-/// none (kernel thread, idle), they cannot be read, or the sample hit the kernel and
-/// `task_regs` (the kernel has `bpf_task_pt_regs`) is false.
-pub fn user_regs(ctx: &PerfEventContext, task_regs: bool) -> Option<UserRegs> {
-    // SAFETY: `ctx.ctx` is the kernel's `bpf_perf_event_data` of this sample; each read is one
-    // 8-byte context load of a `regs` field, which the verifier accepts and rewrites.
+/// The user registers of the current task at this sample or event (module docs), from the
+/// context's registers `regs`, or `None` when it has none (kernel thread, idle), they cannot be
+/// read, or the context is kernel mode and `task_regs` (the kernel has `bpf_task_pt_regs`) is
+/// false.
+///
+/// `regs` must be the program's context registers: `bpf_perf_event_data::regs` (its first
+/// field) or a kprobe-type context, so each read below is a context load.
+pub fn user_regs(regs: *const pt_regs, task_regs: bool) -> Option<UserRegs> {
+    // SAFETY: `regs` is the context (see above); each read is one 8-byte context load of a
+    // register field, which the verifier accepts (and rewrites for perf_event contexts).
     let (cs, ip, sp, bp) = unsafe {
-        let regs = core::ptr::addr_of!((*ctx.ctx).regs);
         (
             core::ptr::read_volatile(core::ptr::addr_of!((*regs).cs)),
             core::ptr::read_volatile(core::ptr::addr_of!((*regs).rip)),
@@ -57,6 +60,13 @@ pub fn user_regs(ctx: &PerfEventContext, task_regs: bool) -> Option<UserRegs> {
             in_user_mode: true,
         });
     }
+    task_user_regs(task_regs)
+}
+
+/// The user registers saved when the current task entered the kernel (step 2), for contexts
+/// without registers of their own (tracepoints) or with kernel-mode ones; `None` as for
+/// [`user_regs`].
+pub fn task_user_regs(task_regs: bool) -> Option<UserRegs> {
     if !task_regs {
         return None;
     }

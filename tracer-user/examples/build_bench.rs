@@ -1,8 +1,8 @@
-//! Table-build benchmark driven by `cargo xtask bench`: builds the kernel tables of the given
-//! ELF files (`table::build_object`: `.sframe`, else call-frame information) over and over for
-//! about `SECS` seconds and writes, as JSON, the build rate in unwind rows per second and, per
-//! file, its unwind sections' sizes and its table's rows and kernel bytes. Also the size of one
-//! ring-buffer sample record and the frames it holds. Usage: `build_bench OUT.json SECS ELF_FILE...`.
+//! Table-build benchmark driven by `cargo xtask bench`: builds the kernel tables of the given ELF
+//! files (`table::build_object`: `.sframe`, else call-frame information) over and over for about
+//! `SECS` seconds and writes, as JSON, the build rate in unwind rows per second and, per file, its
+//! unwind sections' sizes and its table's rows and kernel bytes. Also the size of one ring-buffer
+//! sample record and the frames it holds. Usage: `build_bench OUT.json SECS ELF_FILE...`.
 //!
 //! Each pass is timed by the wall clock and by this thread's CPU clock: on a machine busy with
 //! other work the wall-clock rate says more about the neighbours than about the builder.

@@ -11,9 +11,10 @@ use clap::{Parser, Subcommand};
 /// reads it (and `.eh_frame` where it is missing) and unwinds user stacks in the kernel without
 /// frame pointers and without copying stacks to userspace.
 ///
-/// Without a subcommand it traces: `sframe-trace --pid PID` or `sframe-trace -- COMMAND ARGS...`
-/// prints one folded line per distinct stack when the processes exit, at --duration or on
-/// Ctrl-C, and a summary on stderr.
+/// Without a subcommand it traces: `sframe-trace --pid PID`, `sframe-trace -- COMMAND ARGS...`,
+/// or, with neither (or `--all`), every process on the host, including processes started later
+/// and code they load later (dlopen). It writes the stacks when the processes exit, at
+/// --duration or on Ctrl-C, and a summary on stderr.
 ///
 /// Exit status: 0 success, 1 nothing to report or findings (no `.sframe`, check found problems,
 /// no function at --pc), 2 error (unreadable or malformed input, cannot trace on this host).
@@ -25,7 +26,9 @@ use clap::{Parser, Subcommand};
     args_conflicts_with_subcommands = true,
     after_help = "Examples:\n  \
         sudo sframe-trace --pid 1234 -d 10 > stacks.folded\n  \
+        sudo sframe-trace -d 30 -o host.folded          (every process)\n  \
         sudo sframe-trace -F 999 --no-kernel -- ./my-app --its-flags\n  \
+        sudo sframe-trace -e uprobe:./my-app:parse -e offcpu -- ./my-app\n  \
         sframe-trace dump --pc 0x401136 ./my-app"
 )]
 pub struct Cli {
@@ -41,9 +44,27 @@ pub struct TraceArgs {
     /// Trace these running processes (and all their threads): PID[,PID...].
     #[arg(short, long, value_name = "PID", value_delimiter = ',')]
     pub pid: Vec<u32>,
-    /// Sampling frequency per CPU, in Hz.
+    /// Trace every process on the host, including those started later (the default when
+    /// neither --pid nor a command is given).
+    #[arg(short, long, conflicts_with = "pid")]
+    pub all: bool,
+    /// Kernel memory the unwind tables may use at most (K, M or G suffix). Objects that do not
+    /// fit are reported in the summary and unwound with frame pointers only.
+    #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
+    pub max_table_memory: u64,
+    /// Sampling frequency per CPU, in Hz (the cpu-clock event).
     #[arg(short = 'F', long, default_value_t = 99, value_name = "HZ")]
     pub frequency: u64,
+    /// Take stacks on this event (repeatable; default cpu-clock): `cpu-clock` (sampling at
+    /// -F), `offcpu` (where threads block, weighted by the time blocked),
+    /// `uprobe:PATH:SYMBOL[+OFFSET]`, `uretprobe:PATH:SYMBOL`, `kprobe:SYMBOL`,
+    /// `tracepoint:CATEGORY:NAME`. Every event records user and kernel stacks of the traced
+    /// processes.
+    #[arg(short, long = "event", value_name = "EVENT")]
+    pub event: Vec<String>,
+    /// `-e offcpu`: record blocks of at least this many microseconds [default: 1000].
+    #[arg(long, value_name = "USECS")]
+    pub min_block: Option<u64>,
     /// Stop after this many seconds (default: when the traced processes exit, or on Ctrl-C).
     #[arg(short, long, value_name = "SECS")]
     pub duration: Option<f64>,
@@ -168,6 +189,28 @@ pub enum Command {
     },
 }
 
+/// Parse a byte count with an optional K, M or G suffix (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.trim().char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
+        _ => (s.trim(), 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        _ => return Err(format!("`{s}`: use a number with an optional K, M or G suffix")),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 512M)"))?;
+    n.checked_mul(1 << shift)
+        .filter(|&bytes| bytes >= 1 << 20)
+        .ok_or_else(|| format!("`{s}`: give at least 1M and less than 16 EiB"))
+}
+
 /// Parse `0x`-prefixed hex or decimal.
 fn parse_address(s: &str) -> Result<u64, String> {
     let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
@@ -188,5 +231,16 @@ mod tests {
         assert_eq!(parse_address("4198400"), Ok(0x401000));
         assert!(parse_address("0xzz").is_err());
         assert!(parse_address("").is_err());
+    }
+
+    /// Sizes take K/M/G suffixes, and tiny or malformed sizes are refused.
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("2097152"), Ok(2 << 20));
+        assert!(parse_size("12K").is_err(), "below 1M");
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("5T").is_err());
     }
 }

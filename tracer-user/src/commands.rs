@@ -75,12 +75,12 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         "pprof output is binary: give --output FILE or redirect stdout"
     );
     anyhow::ensure!(
-        !args.pid.is_empty() || !args.command.is_empty(),
-        "nothing to trace: give --pid PID[,PID...] or -- COMMAND ARGS... (system-wide tracing is not available yet)"
-    );
-    anyhow::ensure!(
         args.pid.is_empty() || args.command.is_empty(),
         "give either --pid or a command after --, not both"
+    );
+    anyhow::ensure!(
+        !args.all || args.command.is_empty(),
+        "give either --all or a command after --, not both"
     );
     anyhow::ensure!(
         args.frequency > 0 && args.frequency <= 100_000,
@@ -96,9 +96,13 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         None => None,
     };
     let otlp = otlp_config(&args, format)?;
+    let mut events = sframe_trace::event::EventSet::parse(&args.event, args.min_block.map(std::time::Duration::from_micros))?;
+    events.resolve_probes()?;
     Ok(sframe_trace::trace::TraceConfig {
+        all: args.pid.is_empty() && args.command.is_empty(),
         pids: args.pid,
         command: args.command,
+        max_table_memory: args.max_table_memory,
         frequency: args.frequency,
         duration,
         max_depth: args.max_depth,
@@ -107,6 +111,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         format,
         inline: !args.no_inline,
         otlp,
+        events,
     })
 }
 
@@ -303,8 +308,10 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result
             kernel_stacks: true,
             all_processes: pid.is_none(),
             max_processes: 1,
+            table_capacity: None,
+            events: sframe_trace::event::EventSet::default(),
         };
-        let mut kernel = bpf::Kernel::load(&config, &TableSet::new())?;
+        let mut kernel = bpf::Kernel::load(&config, &mut TableSet::new())?;
         // Without mappings, the walk of a traced process stops at frame 0 (no_mapping); every
         // other process is walked with frame pointers.
         if let Some(pid) = pid {

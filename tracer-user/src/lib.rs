@@ -13,6 +13,8 @@ pub mod table;
 #[cfg(feature = "ebpf")]
 pub mod bpf;
 #[cfg(feature = "ebpf")]
+pub mod event;
+#[cfg(feature = "ebpf")]
 pub mod trace;
 #[cfg(feature = "ebpf")]
 pub mod export;

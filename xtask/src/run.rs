@@ -87,7 +87,34 @@ pub fn test(root: &Path) -> anyhow::Result<()> {
     // The pure readers also build alone, as fuzz/ uses them.
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
     conformance(root)?;
+    external(root)?;
     clippy()
+}
+
+/// The walker on a real program that is not in the repository: bash from Debian's source,
+/// built without frame pointers and with SFrame, traced end to end and judged against its
+/// disassembly.
+pub fn external(root: &Path) -> anyhow::Result<()> {
+    let dir = root.join("target/external");
+    sh(Command::new("bash")
+        .arg(root.join("fixtures/external/build.sh"))
+        .arg(&dir))?;
+    for test in [
+        "external::bash_stacks_are_exact",
+        "external::bash_plugin_stacks_are_exact_with_pid",
+        "external::bash_plugin_stacks_are_exact_system_wide",
+    ] {
+        ignored_test(&dir, "SFRAME_TRACE_EXTERNAL_DIR", test)?;
+    }
+    Ok(())
+}
+
+/// Run one `#[ignore]`d integration test, with `var` naming the corpus `dir` it needs.
+fn ignored_test(dir: &Path, var: &str, test: &str) -> anyhow::Result<()> {
+    sh(cargo()
+        .env(var, dir)
+        .args(["test", "--package", "tracer-user", "--test", "integration", test])
+        .args(["--", "--ignored", "--exact", test]))
 }
 
 /// Real C code that is not in the repository (lz4, from its PyPI sdist), built with binutils
@@ -96,22 +123,11 @@ pub fn test(root: &Path) -> anyhow::Result<()> {
 pub fn conformance(root: &Path) -> anyhow::Result<()> {
     let dir = root.join("target/conformance");
     sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
-    sh(cargo()
-        .env("SFRAME_TRACE_CONFORMANCE_DIR", &dir)
-        .args([
-            "test",
-            "--package",
-            "tracer-user",
-            "--test",
-            "integration",
-            "golden::conformance",
-        ])
-        .args([
-            "--",
-            "--ignored",
-            "--exact",
-            "golden::conformance_corpus_matches_readelf",
-        ]))
+    ignored_test(
+        &dir,
+        "SFRAME_TRACE_CONFORMANCE_DIR",
+        "golden::conformance_corpus_matches_readelf",
+    )
 }
 
 /// Formatting, then clippy over the userspace crates (with and without the eBPF feature), then

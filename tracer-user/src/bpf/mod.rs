@@ -1,13 +1,17 @@
 //! Kernel plumbing: preflight checks, loading the embedded eBPF program with maps sized for the
 //! tables to load, filling those maps, keeping the traced processes' mappings current,
-//! attaching to cpu-clock on every online CPU, and reading samples and counters back. Nothing
+//! attaching to cpu-clock on every online CPU and to the other `-e` events, and reading samples
+//! and counters back. Nothing
 //! here parses unwind information or `/proc` (it gets a [`TableSet`] and [`ExecMapping`]s);
 //! it only moves data between userspace and the kernel.
 //!
 //! Submodules: `tables` (the table maps), `procs` (the process map), `events` (the ring
-//! buffer), `runtime` (memlock limit and aya-log forwarding).
+//! buffer), `probes` (the programs of events other than cpu-clock), `btf` (kernel structure
+//! offsets), `runtime` (memlock limit and aya-log forwarding).
 
+mod btf;
 mod events;
+mod probes;
 mod procs;
 mod runtime;
 mod tables;
@@ -19,13 +23,17 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray, ProgramArray},
     programs::{
-        PerfEvent,
+        PerfEvent, RawTracePoint,
         perf_event::{PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
     util::online_cpus,
 };
 use tracer_common::{
     Counter, MAP_COUNTERS, PROG_ON_SAMPLE,
+    event::{
+        EventKind, GLOBAL_MIN_BLOCK_NS, GLOBAL_TASK_FLAGS_OFFSET, GLOBAL_TASK_PID_OFFSET, MAP_PARKED, PARKED_ENTRIES,
+    },
+    notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
     trace::{
         ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS, MAP_EVENTS,
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_STOPS, MAX_USER_FRAMES, PROG_WALK, PROG_WALK_SLOT,
@@ -33,9 +41,12 @@ use tracer_common::{
     walk::StopReason,
 };
 
-pub use events::Events;
+pub use events::{Events, Notices};
 
-use crate::table::TableSet;
+use crate::{
+    event::EventSet,
+    table::{Capacity, TableSet},
+};
 
 /// The eBPF object built by `build.rs` from `tracer-ebpf`.
 static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
@@ -59,7 +70,7 @@ pub fn preflight() -> anyhow::Result<()> {
 }
 
 /// What the kernel side is loaded with (fixed for its lifetime: the globals are read-only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelConfig {
     /// cpu-clock samples per second per CPU.
     pub frequency: u64,
@@ -71,22 +82,32 @@ pub struct KernelConfig {
     pub all_processes: bool,
     /// Size of the process map: at most this many processes at once.
     pub max_processes: u32,
+    /// Room in the table maps for tables loaded later (`None`: exactly the tables given to
+    /// [`Kernel::load`], nothing more).
+    pub table_capacity: Option<Capacity>,
+    /// What stacks are taken on (cpu-clock at `frequency`, probes, tracepoints, offcpu); uprobe
+    /// targets resolved.
+    pub events: EventSet,
 }
 
 /// The loaded programs and maps.
 pub struct Kernel {
     ebpf: Ebpf,
     frequency: u64,
+    events: EventSet,
     links: Vec<PerfEventLinkId>,
-    table_map_bytes: u64,
+    /// The attached programs of events other than cpu-clock.
+    event_links: Vec<probes::Link>,
+    /// The exec and exit programs are attached (they stay until the kernel side is dropped).
+    lifecycle_attached: bool,
 }
 
 impl Kernel {
-    /// Create maps sized from `tables` (`ROWS` in whole chunks, `PAGES`, `RULES`, each at least
-    /// one entry; `PROCS` = `max_processes`), set the globals, load both programs, wire the tail
-    /// call and fill the table maps. Does not attach. Call it inside a tokio runtime to have
-    /// the program's log records forwarded.
-    pub fn load(config: &KernelConfig, tables: &TableSet) -> anyhow::Result<Kernel> {
+    /// Create maps sized for `config.table_capacity`, else from `tables` (`ROWS` in whole
+    /// chunks, `PAGES`, `RULES`, each at least one entry; `PROCS` = `max_processes`), set the
+    /// globals, load the programs, wire the tail call and write the tables. Does not attach.
+    /// Call it inside a tokio runtime to have the program's log records forwarded.
+    pub fn load(config: &KernelConfig, tables: &mut TableSet) -> anyhow::Result<Kernel> {
         ensure!(config.frequency > 0, "the sampling frequency must be at least 1 Hz");
         ensure!(
             (1..=MAX_USER_FRAMES as u32).contains(&config.max_depth),
@@ -97,16 +118,28 @@ impl Kernel {
             config.max_processes > 0,
             "the process map needs room for at least one process"
         );
-        let sizes = tables::MapSizes::of(tables)?;
+        let sizes = tables::MapSizes::of(tables, config.table_capacity.as_ref())?;
         runtime::raise_memlock_limit();
         let all_processes = u32::from(config.all_processes);
         let kernel_stacks = u32::from(config.kernel_stacks);
-        let task_regs = u32::from(runtime::has_task_regs());
+        let task_regs = runtime::has_task_regs();
+        let offcpu = config.events.has(EventKind::Offcpu);
+        ensure!(
+            task_regs || !offcpu,
+            "offcpu needs Linux 5.15 or newer (the bpf_task_pt_regs helper), which this kernel is not"
+        );
+        let (pid_offset, flags_offset) = if offcpu { btf::task_offsets()? } else { (0, 0) };
+        let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
+        let task_regs = u32::from(task_regs);
         let mut ebpf = EbpfLoader::new()
             .override_global(GLOBAL_MAX_DEPTH, &config.max_depth, true)
             .override_global(GLOBAL_ALL_PROCESSES, &all_processes, true)
             .override_global(GLOBAL_KERNEL_STACK, &kernel_stacks, true)
             .override_global(GLOBAL_TASK_REGS, &task_regs, true)
+            .override_global(GLOBAL_MIN_BLOCK_NS, &min_block_ns, true)
+            .override_global(GLOBAL_TASK_PID_OFFSET, &pid_offset, true)
+            .override_global(GLOBAL_TASK_FLAGS_OFFSET, &flags_offset, true)
+            .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
             .map_max_entries(MAP_PAGES, sizes.pages)
             .map_max_entries(MAP_RULES, sizes.rules)
@@ -115,22 +148,37 @@ impl Kernel {
             .load(PROGRAM)
             .context("loading the eBPF object (creating its maps)")?;
         runtime::forward_logs(&mut ebpf);
-        let walk = load_program(&mut ebpf, PROG_WALK)?
-            .fd()
-            .and_then(|fd| fd.try_clone().map_err(Into::into))
-            .with_context(|| format!("the file descriptor of {PROG_WALK}"))?;
-        load_program(&mut ebpf, PROG_ON_SAMPLE)?;
-        let mut progs = ProgramArray::try_from(map_mut(&mut ebpf, MAP_PROGS)?)?;
-        progs
-            .set(PROG_WALK_SLOT, &walk, 0)
-            .with_context(|| format!("installing {PROG_WALK} in {MAP_PROGS}"))?;
-        tables::fill(&mut ebpf, tables)?;
+        if config.events.has(EventKind::CpuClock) {
+            let walk = load_program(&mut ebpf, PROG_WALK)?
+                .fd()
+                .and_then(|fd| fd.try_clone().map_err(Into::into))
+                .with_context(|| format!("the file descriptor of {PROG_WALK}"))?;
+            load_program(&mut ebpf, PROG_ON_SAMPLE)?;
+            let mut progs = ProgramArray::try_from(map_mut(&mut ebpf, MAP_PROGS)?)?;
+            progs
+                .set(PROG_WALK_SLOT, &walk, 0)
+                .with_context(|| format!("installing {PROG_WALK} in {MAP_PROGS}"))?;
+        }
+        probes::load(&mut ebpf, &config.events)?;
+        for name in [PROG_ON_EXEC, PROG_ON_EXIT] {
+            raw_tracepoint_mut(&mut ebpf, name)?
+                .load()
+                .with_context(|| format!("the kernel verifier rejected {name}"))?;
+        }
+        tables::sync(&mut ebpf, tables)?;
         Ok(Kernel {
             ebpf,
             frequency: config.frequency,
+            events: config.events.clone(),
+            event_links: Vec::new(),
             links: Vec::new(),
-            table_map_bytes: tables.map_bytes(),
+            lifecycle_attached: false,
         })
+    }
+
+    /// Write what changed in `tables` (objects added or removed) into the table maps.
+    pub fn sync_tables(&mut self, tables: &mut TableSet) -> anyhow::Result<()> {
+        tables::sync(&mut self.ebpf, tables)
     }
 
     /// Trace `tgid` with these executable mappings (replacing any it had): they are sorted,
@@ -145,8 +193,23 @@ impl Kernel {
         procs::remove(map_mut(&mut self.ebpf, MAP_PROCS)?, tgid)
     }
 
-    /// Start sampling: cpu-clock at the configured frequency on every online CPU.
+    /// Start following exec and exit, then sampling: cpu-clock at the configured frequency on
+    /// every online CPU, and the other events.
     pub fn attach(&mut self) -> anyhow::Result<()> {
+        if !self.lifecycle_attached {
+            for (name, tracepoint) in [(PROG_ON_EXEC, TRACEPOINT_EXEC), (PROG_ON_EXIT, TRACEPOINT_EXIT)] {
+                raw_tracepoint_mut(&mut self.ebpf, name)?
+                    .attach(tracepoint)
+                    .with_context(|| format!("attaching {name} to the {tracepoint} raw tracepoint"))?;
+            }
+            self.lifecycle_attached = true;
+        }
+        if self.event_links.is_empty() {
+            self.event_links = probes::attach(&mut self.ebpf, &self.events)?;
+        }
+        if !self.events.has(EventKind::CpuClock) {
+            return Ok(());
+        }
         let cpus = online_cpus().map_err(|(path, err)| anyhow::anyhow!("reading {path}: {err}"))?;
         let frequency = self.frequency;
         let program = perf_event_mut(&mut self.ebpf, PROG_ON_SAMPLE)?;
@@ -166,6 +229,10 @@ impl Kernel {
 
     /// Stop sampling (the ring buffer can then be drained). Does nothing if not attached.
     pub fn detach(&mut self) {
+        probes::detach(&mut self.ebpf, std::mem::take(&mut self.event_links));
+        if self.links.is_empty() {
+            return;
+        }
         let Ok(program) = perf_event_mut(&mut self.ebpf, PROG_ON_SAMPLE) else {
             return;
         };
@@ -182,7 +249,17 @@ impl Kernel {
             .ebpf
             .take_map(MAP_EVENTS)
             .with_context(|| format!("map {MAP_EVENTS} missing from the eBPF object, or its events already taken"))?;
-        Events::new(map)
+        Events::new(map, MAP_EVENTS)
+    }
+
+    /// The process notices (exec, exit, new processes, unknown code). Once only, like
+    /// [`Kernel::events`].
+    pub fn notices(&mut self) -> anyhow::Result<Notices> {
+        let map = self
+            .ebpf
+            .take_map(MAP_NOTICES)
+            .with_context(|| format!("map {MAP_NOTICES} missing from the eBPF object, or already taken"))?;
+        Notices::new(map, MAP_NOTICES)
     }
 
     /// Counter totals over all CPUs, in [`Counter::ALL`] order.
@@ -203,8 +280,10 @@ impl Kernel {
     /// Per loaded program, the instructions the verifier processed (its complexity measure,
     /// limited to 1M; kernels before 5.16 do not report it: there, the translated size).
     pub fn program_sizes(&self) -> anyhow::Result<Vec<(&'static str, u32)>> {
-        [PROG_ON_SAMPLE, PROG_WALK]
-            .into_iter()
+        let cpu_clock = self.events.has(EventKind::CpuClock);
+        let cpu_clock = [PROG_ON_SAMPLE, PROG_WALK].into_iter().filter(|_| cpu_clock);
+        cpu_clock
+            .chain(probes::programs(&self.events))
             .map(|name| {
                 let info = self
                     .ebpf
@@ -221,10 +300,6 @@ impl Kernel {
             .collect()
     }
 
-    /// Kernel memory of the table maps ([`TableSet::map_bytes`] of what was loaded).
-    pub fn table_map_bytes(&self) -> u64 {
-        self.table_map_bytes
-    }
 }
 
 impl Drop for Kernel {
@@ -239,6 +314,21 @@ fn load_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut Pe
         .load()
         .with_context(|| format!("the kernel verifier rejected {name}"))?;
     Ok(program)
+}
+
+fn raw_tracepoint_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut RawTracePoint> {
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the eBPF object"))?;
+    program
+        .try_into()
+        .with_context(|| format!("program {name} is not a raw tracepoint program"))
+}
+
+/// Whether a map operation failed because the key was not there (Linux `ENOENT`).
+fn is_missing(err: &aya::maps::MapError) -> bool {
+    const ENOENT: i32 = 2;
+    matches!(err, aya::maps::MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(ENOENT))
 }
 
 fn perf_event_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut PerfEvent> {

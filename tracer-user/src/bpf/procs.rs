@@ -3,11 +3,8 @@
 //! `/proc` or decide which processes to trace.
 
 use anyhow::Context as _;
-use aya::maps::{Map, MapError, hash_map::HashMap};
+use aya::maps::{Map, hash_map::HashMap};
 use tracer_common::trace::{ExecMapping, MAP_PROCS, MAX_MAPPINGS, ProcInfo};
-
-/// Linux `ENOENT`: deleting a key the map does not hold.
-const ENOENT: i32 = 2;
 
 /// Insert or replace `tgid`'s mappings; returns how many were left out (see [`prepare`]).
 pub(super) fn set(map: &mut Map, tgid: u32, mappings: &[ExecMapping]) -> anyhow::Result<usize> {
@@ -26,9 +23,10 @@ pub(super) fn set(map: &mut Map, tgid: u32, mappings: &[ExecMapping]) -> anyhow:
 pub(super) fn remove(map: &mut Map, tgid: u32) -> anyhow::Result<()> {
     let mut procs: HashMap<_, u32, ProcInfo> = HashMap::try_from(map)?;
     match procs.remove(&tgid) {
-        Ok(()) => Ok(()),
-        Err(MapError::SyscallError(err)) if err.io_error.raw_os_error() == Some(ENOENT) => Ok(()),
-        Err(err) => Err(err).with_context(|| format!("removing process {tgid} from {MAP_PROCS}")),
+        Err(err) if !super::is_missing(&err) => {
+            Err(err).with_context(|| format!("removing process {tgid} from {MAP_PROCS}"))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,6 +1,7 @@
-//! The unwind-table maps (`ROWS`, `PAGES`, `RULES`): their sizes for a [`TableSet`] and
-//! writing the set into them once, after load. One update per row chunk, page and rule (aya
-//! 0.14 has no batch updates). It does not build tables or decide which objects to load.
+//! The unwind-table maps (`ROWS`, `PAGES`, `RULES`): their sizes, and keeping them equal to a
+//! [`TableSet`] as it grows and shrinks (writing only what changed since the last sync: one
+//! update per row chunk, page and rule; aya 0.14 has no batch updates). It does not build
+//! tables or decide which objects to load.
 
 use anyhow::Context as _;
 use aya::{
@@ -8,12 +9,12 @@ use aya::{
     maps::{Array, HashMap},
 };
 use tracer_common::{
-    trace::{MAP_PAGES, MAP_ROWS, MAP_RULES, ROW_CHUNK, RowChunk},
-    unwind::{PageEntry, PageKey, UnwindRow, UnwindRule},
+    trace::{MAP_PAGES, MAP_ROWS, MAP_RULES, RowChunk},
+    unwind::{PageEntry, PageKey, UnwindRule},
 };
 
-use super::map_mut;
-use crate::table::TableSet;
+use super::{is_missing, map_mut};
+use crate::table::{Capacity, TableSet};
 
 /// `max_entries` of each table map: at least one (a map cannot be empty).
 pub(super) struct MapSizes {
@@ -23,43 +24,57 @@ pub(super) struct MapSizes {
 }
 
 impl MapSizes {
-    pub fn of(tables: &TableSet) -> anyhow::Result<MapSizes> {
+    /// Room for `capacity`, or exactly for what `tables` holds now when there is none.
+    pub fn of(tables: &TableSet, capacity: Option<&Capacity>) -> anyhow::Result<MapSizes> {
         let entries = |n: usize, what: &str| {
             u32::try_from(n.max(1)).with_context(|| format!("{n} {what} do not fit one BPF map"))
         };
+        let (rows, pages, rules) = match capacity {
+            Some(c) => (c.row_chunks, c.pages, c.rules),
+            None => (tables.row_chunks(), tables.pages().len(), tables.rules().len()),
+        };
         Ok(MapSizes {
-            rows: entries(tables.row_chunks(), "row chunks")?,
-            pages: entries(tables.pages().len(), "pages")?,
-            rules: entries(tables.rules().len(), "rules")?,
+            rows: entries(rows, "row chunks")?,
+            pages: entries(pages, "pages")?,
+            rules: entries(rules, "rules")?,
         })
     }
 }
 
-/// Write `tables` into the maps of `ebpf`, sized by [`MapSizes::of`] the same set.
-pub(super) fn fill(ebpf: &mut Ebpf, tables: &TableSet) -> anyhow::Result<()> {
-    let mut rows: Array<_, RowChunk> = Array::try_from(map_mut(ebpf, MAP_ROWS)?)?;
-    let mut chunk = RowChunk {
-        rows: [UnwindRow { addr_lo: 0, rule: 0 }; ROW_CHUNK],
-    };
-    for (i, part) in tables.rows().chunks(ROW_CHUNK).enumerate() {
-        chunk.rows[..part.len()].copy_from_slice(part);
-        chunk.rows[part.len()..].fill(UnwindRow { addr_lo: 0, rule: 0 });
-        let index = u32::try_from(i).context("row chunk index past u32")?;
-        rows.set(index, chunk, 0)
-            .with_context(|| format!("writing row chunk {i} into {MAP_ROWS}"))?;
-    }
+/// Write what changed in `tables` since the last sync into the maps of `ebpf`.
+pub(super) fn sync(ebpf: &mut Ebpf, tables: &mut TableSet) -> anyhow::Result<()> {
+    let changes = tables.take_changes();
+    // Order matters to a walk running meanwhile: pages of removed objects go first (their
+    // rows may be reused below), new pages last (their rows and rules are then in place).
     let mut pages: HashMap<_, PageKey, PageEntry> = HashMap::try_from(map_mut(ebpf, MAP_PAGES)?)?;
-    for (key, entry) in tables.pages() {
-        pages
-            .insert(key, entry, 0)
-            .with_context(|| format!("writing page {:#x} of object {} into {MAP_PAGES}", key.page, key.object))?;
+    for key in &changes.pages_removed {
+        match pages.remove(key) {
+            Err(err) if !is_missing(&err) => {
+                return Err(err).with_context(|| {
+                    format!("removing page {:#x} of object {} from {MAP_PAGES}", key.page, key.object)
+                });
+            }
+            _ => {}
+        }
+    }
+    let mut rows: Array<_, RowChunk> = Array::try_from(map_mut(ebpf, MAP_ROWS)?)?;
+    for &index in &changes.chunks {
+        rows.set(index, tables.chunk(index), 0)
+            .with_context(|| format!("writing row chunk {index} into {MAP_ROWS}"))?;
     }
     let mut rules: Array<_, UnwindRule> = Array::try_from(map_mut(ebpf, MAP_RULES)?)?;
-    for (i, rule) in tables.rules().iter().enumerate() {
+    for i in changes.rules {
+        let rule = tables.rules()[i];
         let index = u32::try_from(i).context("rule index past u32")?;
         rules
             .set(index, rule, 0)
             .with_context(|| format!("writing rule {i} into {MAP_RULES}"))?;
+    }
+    let mut pages: HashMap<_, PageKey, PageEntry> = HashMap::try_from(map_mut(ebpf, MAP_PAGES)?)?;
+    for (key, entry) in &changes.pages_set {
+        pages
+            .insert(key, entry, 0)
+            .with_context(|| format!("writing page {:#x} of object {} into {MAP_PAGES}", key.page, key.object))?;
     }
     Ok(())
 }

@@ -3,21 +3,38 @@
 //! system-call entry to the sampled kernel function. Read by flamegraph.pl, inferno, speedscope.
 //! Stacks of different threads or processes with the same command name and frame names share a
 //! line.
+//!
+//! COUNT is the number of samples or hits, except for `offcpu`, whose lines count the
+//! microseconds blocked (as off-CPU flame graphs do). When a profile has several events, each
+//! line starts with its event (`offcpu;comm;...`), so that they never add up in one line.
 
 use std::{collections::BTreeMap, io::Write};
 
 use super::model::Resolved;
+use crate::event::is_offcpu;
 
 /// The folded lines of `resolved` (without their counts), sorted, with their counts.
 pub fn lines(resolved: &Resolved) -> BTreeMap<String, u64> {
+    let first_event = resolved.stacks.first().map(|s| s.event.as_str());
+    let several_events = resolved.stacks.iter().any(|s| Some(s.event.as_str()) != first_event);
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     for stack in &resolved.stacks {
-        let mut line = sanitize(&stack.comm);
+        let mut line = String::new();
+        if several_events {
+            line.push_str(&sanitize(&stack.event));
+            line.push(';');
+        }
+        line.push_str(&sanitize(&stack.comm));
         for frame in stack.frames.iter().rev() {
             line.push(';');
             line.push_str(&sanitize(&frame.name(&resolved.objects)));
         }
-        *lines.entry(line).or_default() += stack.count;
+        let value = if is_offcpu(&stack.event) {
+            stack.weight_ns / 1000
+        } else {
+            stack.count
+        };
+        *lines.entry(line).or_default() += value;
     }
     lines
 }
@@ -58,7 +75,7 @@ mod tests {
             pid: 7,
             tid,
             comm: "app".to_owned(),
-            event: "cpu-clock".to_owned(),
+            event: crate::event::CPU_CLOCK.to_owned(),
             frames,
             count,
             weight_ns: count * 10,
@@ -93,5 +110,33 @@ mod tests {
             String::from_utf8(out).expect("utf-8"),
             "app;[unknown 0x5099];main_weird;[libx.so+0x1234];[kernel 0x500b];k_inner 5\n"
         );
+    }
+
+    /// Lines of several events start with the event; offcpu lines count microseconds blocked.
+    #[test]
+    fn events_prefix_their_lines() {
+        let frames = vec![frame(Some("nap"), None, 0x10, FrameSource::Sframe)];
+        let mut offcpu = stack(8, frames.clone(), 2);
+        offcpu.event = "offcpu".to_owned();
+        offcpu.weight_ns = 7_500_000;
+        let mut uprobe = stack(8, frames.clone(), 4);
+        uprobe.event = "uprobe:/app:nap".to_owned();
+        let resolved = Resolved {
+            stacks: vec![offcpu.clone(), uprobe],
+            ..Resolved::default()
+        };
+        assert_eq!(
+            lines_of(&resolved),
+            [("offcpu;app;nap".to_owned(), 7500), ("uprobe:/app:nap;app;nap".to_owned(), 4)]
+        );
+        let alone = Resolved {
+            stacks: vec![offcpu],
+            ..Resolved::default()
+        };
+        assert_eq!(lines_of(&alone), [("app;nap".to_owned(), 7500)]);
+    }
+
+    fn lines_of(resolved: &Resolved) -> Vec<(String, u64)> {
+        lines(resolved).into_iter().collect()
     }
 }

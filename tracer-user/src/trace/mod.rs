@@ -3,10 +3,13 @@
 //! duration ends or a signal arrives, then symbolizes and writes the stacks and a summary.
 //! Parsing and table building live in their own modules; this one only sequences them.
 
+mod budget;
+mod follow;
 pub(crate) mod objects;
 mod otlp;
 mod output;
 pub(crate) mod profile;
+mod setup;
 mod summary;
 pub(crate) mod symbolize;
 mod targets;
@@ -16,19 +19,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context as _;
-
-use crate::{
-    bpf::{Kernel, KernelConfig},
-    procmaps,
-};
-use objects::Catalog;
+use follow::Follower;
 use profile::Profile;
 use targets::Targets;
+
+/// How often exited processes are forgotten and unused tables unloaded.
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
 /// A validated tracing configuration.
 #[derive(Debug)]
 pub struct TraceConfig {
+    /// Every process, including those started later (no pids and no command).
+    pub all: bool,
+    /// Kernel memory the unwind tables may use at most.
+    pub max_table_memory: u64,
     pub pids: Vec<u32>,
     pub command: Vec<String>,
     pub frequency: u64,
@@ -41,6 +45,8 @@ pub struct TraceConfig {
     pub inline: bool,
     /// `-f otlp`: where and how often to export.
     pub otlp: Option<crate::export::otlp::OtlpConfig>,
+    /// What stacks are taken on (`-e`), uprobe targets resolved.
+    pub events: crate::event::EventSet,
 }
 
 /// Trace, write the stacks, print the summary.
@@ -48,45 +54,55 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     crate::bpf::preflight()?;
     let started = Instant::now();
     let mut output = output::Output::open(&config)?;
-    let mut targets = Targets::start(&config.pids, &config.command).await?;
-
-    let mut catalog = Catalog::default();
-    let mut exec = Vec::new();
-    for &pid in targets.pids() {
-        let mappings =
-            procmaps::executable_mappings(pid).with_context(|| format!("reading the mappings of pid {pid}"))?;
-        exec.push((pid, catalog.add_process(pid, &mappings)));
-    }
-    let kernel_config = KernelConfig {
-        frequency: config.frequency,
-        max_depth: config.max_depth,
-        kernel_stacks: config.kernel_stacks,
-        all_processes: false,
-        max_processes: u32::try_from(exec.len()).unwrap_or(u32::MAX).max(1),
+    let mut targets = if config.all {
+        Targets::all()?
+    } else {
+        Targets::start(&config.pids, &config.command).await?
     };
-    let mut kernel = Kernel::load(&kernel_config, &catalog.tables)?;
-    for (pid, mappings) in &exec {
-        kernel.set_process(*pid, mappings)?;
-    }
+    let setup::Started {
+        mut catalog,
+        mut kernel,
+        skipped,
+    } = setup::start(&config, &targets)?;
     let mut events = kernel.events()?;
+    let mut notices = kernel.notices()?;
     kernel.attach()?;
+    let (mut follower, mut built) = Follower::new();
+    follower.stats.vanished += skipped;
+    let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
     eprintln!(
-        "sframe-trace: sampling {} at {} Hz{}; Ctrl-C to stop",
+        "sframe-trace: sampling {} {}{}; Ctrl-C to stop",
         targets.describe(),
-        config.frequency,
+        config.events.describe(config.frequency),
         config
             .duration
             .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
             .unwrap_or_default()
     );
 
-    let mut profile = Profile::default();
+    let mut profile = Profile::new(config.events.names());
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
     let why = {
         let stop = targets.until_done(config.duration);
         tokio::pin!(stop);
         loop {
             tokio::select! {
+                // In this order: the end, then process notices and built tables (samples wait
+                // in their ring buffer, and the sooner a process is loaded, the fewer of its
+                // samples come out short), then timers, then samples.
+                biased;
+                why = &mut stop => break why?,
+                notice = notices.next() => if let Some(notice) = notice {
+                    // Loading can take a while: empty the sample ring buffer first.
+                    while let Some(sample) = events.try_next() {
+                        profile.add(&sample, &catalog);
+                        output.sample(&sample, &catalog)?;
+                    }
+                    follower.notice(&notice, &mut catalog, &mut kernel)?;
+                },
+                Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
+                _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
+                () = otlp.due() => otlp.export(&mut profile, &catalog),
                 sample = events.next() => match sample {
                     Some(sample) => {
                         profile.add(&sample, &catalog);
@@ -94,8 +110,6 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                     }
                     None => break "the ring buffer closed",
                 },
-                () = otlp.due() => otlp.export(&mut profile, &catalog),
-                why = &mut stop => break why?,
             }
         }
     };
@@ -105,6 +119,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         output.sample(&sample, &catalog)?;
     }
     targets.finish().await;
+    follower.stats.traced_at_end = catalog.processes.len() as u64;
     otlp.export(&mut profile, &catalog);
 
     output.finish(&profile, &catalog)?;
@@ -115,7 +130,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         catalog: &catalog,
         counters: kernel.counters()?,
         stops: kernel.stop_reasons()?,
-        table_bytes: kernel.table_map_bytes(),
+        table_bytes: catalog.tables.map_bytes(),
+        table_capacity_bytes: catalog.tables.capacity_bytes(),
+        follow: follower.stats,
     };
     eprint!("{summary}");
     if let Some(report) = otlp.finish().await {

@@ -2,7 +2,10 @@
 //! build-id, else file identity) is read and flattened once, however many processes map it,
 //! from its `.sframe`, else its `.eh_frame` (or `.debug_frame`), else not at all;
 //! each process gets the mapping table the kernel resolves its PCs with, and userspace keeps a
-//! copy to tell, per sample, which object and address each frame is in.
+//! copy to tell, per sample, which object and address each frame is in. Objects are counted by
+//! the processes that map them; the table of an object no process maps any more is unloaded
+//! (the object itself stays, for symbolizing the samples already taken) and rebuilt if a
+//! process maps it again.
 
 use std::{
     collections::HashMap,
@@ -13,7 +16,7 @@ use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
-    table::{TableSet, build_object},
+    table::{ObjectTable, TableSet, build_object},
 };
 
 /// Why an object has no table (counted in the summary).
@@ -23,8 +26,9 @@ pub enum NoTable {
     NoUnwindInfo,
     /// The file could not be read or parsed; the message says why.
     Unreadable(String),
-    /// The shared rule table is full.
-    RulesFull,
+    /// The table maps have no room left (`--max-table-memory`, or the shared rule table); the
+    /// message says which part is full.
+    NoRoom(String),
 }
 
 /// Where an object's table came from.
@@ -55,6 +59,12 @@ pub struct Object {
     pub name: String,
     /// Its table, or why it has none.
     pub table: Result<Table, NoTable>,
+    /// Processes that map it now.
+    pub users: u32,
+    /// Since when no process maps it (`None` while one does).
+    pub unused_since: Option<std::time::Instant>,
+    /// Its table was unloaded (no process mapped it any more).
+    pub unloaded: bool,
 }
 
 /// One executable mapping of a traced process, as userspace resolves frames with it.
@@ -76,12 +86,51 @@ pub struct Catalog {
     scratch: Option<Scratch>,
     pub tables: TableSet,
     pub processes: HashMap<u32, Vec<ResolvedMapping>>,
+    /// Tables built ahead, by the path they were read from, waiting to be installed.
+    prebuilt: HashMap<PathBuf, Result<Prebuilt, NoTable>>,
+}
+
+/// An object's table, built but not yet in the kernel tables.
+#[derive(Debug)]
+pub struct Prebuilt {
+    table: ObjectTable,
+    source: TableSource,
+    rows: u64,
+}
+
+/// Read and build the table of the object at `path` (pure; any thread).
+pub fn prebuild(path: &Path) -> Result<Prebuilt, NoTable> {
+    let bytes = std::fs::read(path).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
+    prebuild_bytes(path, &bytes)
+}
+
+fn prebuild_bytes(path: &Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
+    let (table, built) = build_object(bytes)
+        .map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?
+        .ok_or(NoTable::NoUnwindInfo)?;
+    let source = if built.sframe {
+        TableSource::Sframe
+    } else {
+        TableSource::Cfi
+    };
+    let rows = table.stats().sframe_rows;
+    Ok(Prebuilt { table, source, rows })
 }
 
 impl Catalog {
-    /// Register a process's executable mappings, building tables for objects not seen before.
-    /// Returns the mapping table for the kernel.
+    /// An empty catalog whose tables go into `tables` (which bounds their room).
+    pub fn with_tables(tables: TableSet) -> Catalog {
+        Catalog {
+            tables,
+            ..Catalog::default()
+        }
+    }
+
+    /// Register a process's executable mappings (replacing those it had: exec, dlopen),
+    /// building tables for objects not seen before or unloaded since. Returns the mapping table
+    /// for the kernel.
     pub fn add_process(&mut self, pid: u32, mappings: &[Mapping]) -> Vec<ExecMapping> {
+        let old = self.processes.remove(&pid).unwrap_or_default();
         let mut resolved = Vec::with_capacity(mappings.len());
         let mut exec = Vec::with_capacity(mappings.len());
         for m in mappings {
@@ -93,6 +142,9 @@ impl Catalog {
                 },
                 _ => (None, 0),
             };
+            if let Some(i) = object {
+                self.hold(i);
+            }
             let table = object.and_then(|i| self.objects[i].table.as_ref().ok().map(|t| t.id));
             resolved.push(ResolvedMapping {
                 start: m.start,
@@ -109,7 +161,55 @@ impl Catalog {
             });
         }
         self.processes.insert(pid, resolved);
+        self.release(&old);
         exec
+    }
+
+    /// Forget a process: its objects lose a user (see [`Catalog::unload_unused`]).
+    pub fn remove_process(&mut self, pid: u32) {
+        if let Some(old) = self.processes.remove(&pid) {
+            self.release(&old);
+        }
+    }
+
+    /// Unload the tables of objects no process has mapped for `idle` (a program started
+    /// again and again keeps its table meanwhile); returns how many.
+    pub fn unload_unused(&mut self, idle: std::time::Duration) -> usize {
+        let mut unloaded = 0;
+        for object in &mut self.objects {
+            if object.users == 0
+                && object.unused_since.is_some_and(|t| t.elapsed() >= idle)
+                && !object.unloaded
+                && let Ok(table) = &object.table
+            {
+                self.tables.remove(table.id);
+                object.unloaded = true;
+                unloaded += 1;
+            }
+        }
+        unloaded
+    }
+
+    /// One more process maps object `i`: an unloaded table is built again.
+    fn hold(&mut self, i: usize) {
+        if self.objects[i].users == 0 && self.objects[i].unloaded {
+            let path = self.objects[i].path.clone();
+            self.objects[i].table = self.build(&path);
+            self.objects[i].unloaded = false;
+        }
+        self.objects[i].users += 1;
+        self.objects[i].unused_since = None;
+    }
+
+    /// The objects of `mappings` lose a user each.
+    fn release(&mut self, mappings: &[ResolvedMapping]) {
+        for i in mappings.iter().filter_map(|m| m.object) {
+            let object = &mut self.objects[i];
+            object.users = object.users.saturating_sub(1);
+            if object.users == 0 {
+                object.unused_since = Some(std::time::Instant::now());
+            }
+        }
     }
 
     fn object(&mut self, pid: u32, m: &Mapping, key: &ObjectKey) -> usize {
@@ -122,7 +222,14 @@ impl Catalog {
             .path
             .file_name()
             .map_or_else(|| m.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        self.objects.push(Object { path, name, table });
+        self.objects.push(Object {
+            path,
+            name,
+            table,
+            users: 0,
+            unused_since: None,
+            unloaded: false,
+        });
         let index = self.objects.len() - 1;
         self.by_key.insert(key.clone(), index);
         index
@@ -148,30 +255,68 @@ impl Catalog {
             path,
             name: "[vdso]".to_owned(),
             table,
+            users: 0,
+            unused_since: None,
+            unloaded: false,
         });
         self.by_key.insert(key, self.objects.len() - 1);
         Some((self.objects.len() - 1, facts.bias))
     }
 
-    /// The object's table from its `.sframe` and its call-frame information.
+    /// The object's table from its `.sframe` and its call-frame information: built ahead
+    /// (see [`Catalog::missing`]) or now.
     fn build(&mut self, path: &Path) -> Result<Table, NoTable> {
-        let bytes = std::fs::read(path).map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?;
-        self.build_from_bytes(path, &bytes)
+        let prebuilt = match self.prebuilt.remove(path) {
+            Some(prebuilt) => prebuilt,
+            None => prebuild(path),
+        };
+        self.install(prebuilt?)
     }
 
     fn build_from_bytes(&mut self, path: &Path, bytes: &[u8]) -> Result<Table, NoTable> {
-        let unreadable = |what: &dyn std::fmt::Display| NoTable::Unreadable(format!("{}: {what}", path.display()));
-        let (table, built) = build_object(bytes)
-            .map_err(|e| unreadable(&e))?
-            .ok_or(NoTable::NoUnwindInfo)?;
-        let source = if built.sframe {
-            TableSource::Sframe
-        } else {
-            TableSource::Cfi
-        };
-        let rows = table.stats().sframe_rows;
-        let id = self.tables.add(&table).map_err(|_| NoTable::RulesFull)?;
-        Ok(Table { id, source, rows })
+        self.install(prebuild_bytes(path, bytes)?)
+    }
+
+    /// Put a built table into the kernel tables.
+    fn install(&mut self, prebuilt: Prebuilt) -> Result<Table, NoTable> {
+        let id = self
+            .tables
+            .add(&prebuilt.table)
+            .map_err(|e| NoTable::NoRoom(e.to_string()))?;
+        Ok(Table {
+            id,
+            source: prebuilt.source,
+            rows: prebuilt.rows,
+        })
+    }
+
+    /// The files of `pid`'s mappings whose tables [`Catalog::add_process`] would build: objects
+    /// not seen before, or unloaded since. Build them with [`prebuild`] (on another thread:
+    /// it is pure) and hand the results to [`Catalog::add_prebuilt`] first, and `add_process`
+    /// only installs them.
+    pub fn missing(&self, pid: u32, mappings: &[Mapping]) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = mappings
+            .iter()
+            .filter_map(|m| {
+                let MappingKind::File { key, .. } = &m.kind else { return None };
+                match self.by_key.get(key) {
+                    None => Some(readable_path(pid, m)),
+                    Some(&i) if self.objects[i].unloaded && self.objects[i].users == 0 => {
+                        Some(self.objects[i].path.clone())
+                    }
+                    Some(_) => None,
+                }
+            })
+            .filter(|path| !self.prebuilt.contains_key(path))
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
+    /// A table built ahead for the object at `path`.
+    pub fn add_prebuilt(&mut self, path: PathBuf, prebuilt: Result<Prebuilt, NoTable>) {
+        self.prebuilt.insert(path, prebuilt);
     }
 
     /// The mapping of `pid` that holds `addr`.
@@ -189,8 +334,9 @@ fn readable_path(pid: u32, m: &Mapping) -> PathBuf {
         return PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
     }
     let rooted = PathBuf::from(format!("/proc/{pid}/root")).join(m.path.strip_prefix("/").unwrap_or(&m.path));
-    // Outside a container the plain path is the same file and outlives the process.
-    if std::fs::canonicalize(format!("/proc/{pid}/root")).is_ok_and(|r| r == std::path::Path::new("/")) {
+    // Outside a container the plain path is the same file and outlives the process (as it
+    // does when the process is already gone and its root cannot be resolved).
+    if std::fs::canonicalize(format!("/proc/{pid}/root")).map_or(true, |r| r == std::path::Path::new("/")) {
         m.path.clone()
     } else {
         rooted
@@ -231,5 +377,39 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Objects are counted by the processes that map them: a table is unloaded only once no
+    /// process maps it, after the idle time, and built again when a process maps it again.
+    #[test]
+    fn tables_follow_the_processes_that_map_them() {
+        let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
+        let mut catalog = Catalog::default();
+        catalog.add_process(1, &mappings);
+        catalog.add_process(2, &mappings);
+        let loaded = catalog.tables.num_objects();
+        assert!(loaded >= 2, "this test's own executable and libc have tables");
+        catalog.remove_process(1);
+        assert_eq!(catalog.unload_unused(std::time::Duration::ZERO), 0, "process 2 still maps them");
+        catalog.remove_process(2);
+        assert_eq!(
+            catalog.unload_unused(std::time::Duration::from_secs(3600)),
+            0,
+            "not idle long enough"
+        );
+        assert_eq!(catalog.unload_unused(std::time::Duration::ZERO) as u32, loaded);
+        assert_eq!(catalog.tables.num_objects(), 0);
+        assert_eq!(catalog.tables.live_rows(), 0);
+        let objects = catalog.objects.len();
+        let exec = catalog.add_process(3, &mappings);
+        assert_eq!(catalog.tables.num_objects(), loaded, "built again");
+        assert_eq!(catalog.objects.len(), objects, "the same objects, not new ones");
+        assert!(exec.iter().any(|m| m.object != NO_OBJECT));
+        assert!(catalog.objects.iter().all(|o| !o.unloaded));
     }
 }

@@ -18,7 +18,10 @@ use super::{
     profile::{Profile, Stack},
     symbolize::{self, Collection, SymbolCache},
 };
-use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};
+use crate::{
+    event::EventNames,
+    export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg},
+};
 
 /// The open output of a session.
 pub struct Output {
@@ -27,6 +30,8 @@ pub struct Output {
     /// The file, for messages (`None`: stdout).
     path: Option<PathBuf>,
     cache: SymbolCache,
+    /// The names of the session's events.
+    events: EventNames,
     period_ns: u64,
     start: SystemTime,
     started: Instant,
@@ -48,6 +53,7 @@ impl Output {
             out,
             path: config.output.clone(),
             cache: SymbolCache::new(config.inline),
+            events: config.events.names(),
             period_ns: 1_000_000_000 / config.frequency.max(1),
             start: SystemTime::now(),
             started: Instant::now(),
@@ -61,15 +67,15 @@ impl Output {
         if !self.format.is_streamed() {
             return Ok(());
         }
-        let stack = Stack::of_sample(sample, catalog);
+        let stack = Stack::of_sample(sample, catalog, &self.events);
         let resolved = ResolvedSample {
             time_ns: sample.time_ns,
             time_unix_ns: u64::try_from(i128::from(sample.time_ns) + self.realtime_offset_ns).unwrap_or(0),
             pid: stack.pid,
             tid: stack.tid,
             cpu: sample.cpu,
-            event: stack.event.to_owned(),
-            weight_ns: self.period_ns,
+            event: stack.event.to_string(),
+            weight_ns: sample.weight,
             frames: self.cache.frames(&stack, catalog),
             comm: stack.comm,
         };

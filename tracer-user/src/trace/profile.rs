@@ -1,17 +1,14 @@
 //! Samples folded into a profile: each distinct stack (process, thread, command name, event,
-//! frames) with its count, every user frame recorded as (object, object-relative address) at
-//! sample time so it symbolizes after the process is gone, with how it was found; plus the
-//! tallies the summary prints. No I/O, no symbolization here.
+//! frames) with its count and weight, every user frame recorded as (object, object-relative
+//! address) at sample time so it symbolizes after the process is gone, with how it was found;
+//! plus the tallies the summary prints. No I/O, no symbolization here.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use tracer_common::trace::{SOURCE_FP, Sample};
 
 use super::objects::{Catalog, ResolvedMapping, TableSource};
-use crate::export::model::FrameSource;
-
-/// The event of cpu-clock samples.
-pub const CPU_CLOCK: &str = "cpu-clock";
+use crate::{event::EventNames, export::model::FrameSource};
 
 /// One frame of a stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,7 +37,8 @@ pub struct Stack {
     pub pid: u32,
     pub tid: u32,
     pub comm: String,
-    pub event: &'static str,
+    /// The event's name as given on the command line (`cpu-clock`, `offcpu`, `uprobe:...`).
+    pub event: Arc<str>,
     pub user: Vec<Frame>,
     /// How each user frame was found, one per entry of `user`.
     pub sources: Vec<FrameSource>,
@@ -48,8 +46,9 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// The stack of a cpu-clock sample, its user frames resolved through the process's mappings.
-    pub fn of_sample(sample: &Sample, catalog: &Catalog) -> Stack {
+    /// The stack of a sample, its user frames resolved through the process's mappings and its
+    /// event named through `events`.
+    pub fn of_sample(sample: &Sample, catalog: &Catalog, events: &EventNames) -> Stack {
         let num_user = (sample.num_user as usize).min(sample.user.len());
         let mut user = Vec::with_capacity(num_user);
         let mut sources = Vec::with_capacity(num_user);
@@ -92,7 +91,7 @@ impl Stack {
             pid: sample.tgid,
             tid: sample.tid,
             comm: comm_of(&sample.comm),
-            event: CPU_CLOCK,
+            event: events.name(sample.event),
             user,
             sources,
             kernel,
@@ -105,10 +104,20 @@ impl Stack {
     }
 }
 
+/// How often a stack was taken, and the nanoseconds it stands for (`Sample::weight`: cpu-clock
+/// periods, time blocked; 0 for probes and tracepoints).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub count: u64,
+    pub weight_ns: u64,
+}
+
 /// Everything collected.
 #[derive(Debug, Default)]
 pub struct Profile {
-    pub stacks: HashMap<Stack, u64>,
+    pub stacks: HashMap<Stack, Tally>,
+    /// The names of the session's events (default: cpu-clock only).
+    pub events: EventNames,
     pub samples: u64,
     /// Caller frames found with an SFrame table, a CFI table, or the frame-pointer fallback.
     pub sframe_frames: u64,
@@ -117,13 +126,22 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Fold one sample in.
-    pub fn add(&mut self, sample: &Sample, catalog: &Catalog) {
-        self.insert(Stack::of_sample(sample, catalog));
+    /// An empty profile of the events named by `events`.
+    pub fn new(events: EventNames) -> Profile {
+        Profile {
+            events,
+            ..Profile::default()
+        }
     }
 
-    /// Fold in a stack taken once.
-    pub fn insert(&mut self, stack: Stack) {
+    /// Fold one sample in.
+    pub fn add(&mut self, sample: &Sample, catalog: &Catalog) {
+        let stack = Stack::of_sample(sample, catalog, &self.events);
+        self.insert(stack, sample.weight);
+    }
+
+    /// Fold in a stack taken once, standing for `weight_ns`.
+    pub fn insert(&mut self, stack: Stack, weight_ns: u64) {
         // Frame 0 was sampled, not found by unwinding.
         for source in stack.sources.iter().skip(1) {
             match source {
@@ -132,7 +150,9 @@ impl Profile {
                 FrameSource::Sframe | FrameSource::Kernel => self.sframe_frames += 1,
             }
         }
-        *self.stacks.entry(stack).or_default() += 1;
+        let tally = self.stacks.entry(stack).or_default();
+        tally.count += 1;
+        tally.weight_ns = tally.weight_ns.saturating_add(weight_ns);
         self.samples += 1;
     }
 }

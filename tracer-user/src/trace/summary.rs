@@ -10,6 +10,9 @@ use super::{
     profile::Profile,
 };
 
+/// Objects without a table whose reason is printed in full.
+const MAX_NOTES: usize = 8;
+
 pub struct Summary<'a> {
     pub elapsed: Duration,
     pub why: &'static str,
@@ -17,7 +20,10 @@ pub struct Summary<'a> {
     pub catalog: &'a Catalog,
     pub counters: Vec<(Counter, u64)>,
     pub stops: Vec<(StopReason, u64)>,
+    /// Kernel memory the loaded tables use, and the table maps' size.
     pub table_bytes: u64,
+    pub table_capacity_bytes: u64,
+    pub follow: super::follow::FollowStats,
 }
 
 impl fmt::Display for Summary<'_> {
@@ -72,7 +78,7 @@ impl fmt::Display for Summary<'_> {
                 let reason = match why {
                     NoTable::NoUnwindInfo => "no unwind information",
                     NoTable::Unreadable(_) => "unreadable",
-                    NoTable::RulesFull => "rule table full",
+                    NoTable::NoRoom(_) => "no room in the table maps (--max-table-memory)",
                 };
                 *without.entry(reason).or_default() += 1;
             }
@@ -80,10 +86,11 @@ impl fmt::Display for Summary<'_> {
         let without: Vec<String> = without.iter().map(|(why, n)| format!("{n} {why}")).collect();
         writeln!(
             f,
-            "  tables: {} with SFrame, {} with .eh_frame ({rows} rows, {} KiB in kernel maps), {} without{}",
+            "  tables: {} with SFrame, {} with .eh_frame ({rows} rows, {} KiB of {} KiB of table maps in use), {} without{}",
             with(TableSource::Sframe),
             with(TableSource::Cfi),
             self.table_bytes.div_ceil(1024),
+            self.table_capacity_bytes.div_ceil(1024),
             self.catalog.objects.len() - tables.len(),
             if without.is_empty() {
                 String::new()
@@ -91,10 +98,50 @@ impl fmt::Display for Summary<'_> {
                 format!(" ({})", without.join(", "))
             },
         )?;
-        for o in &self.catalog.objects {
-            if let Err(NoTable::Unreadable(why)) = &o.table {
-                writeln!(f, "  note: {why}")?;
-            }
+        // Exact, for `cargo xtask bench` and the 4-bytes-per-row aim (rows: the unwind rows the
+        // tables were built from).
+        if rows > 0 {
+            writeln!(
+                f,
+                "  table memory: {} bytes in kernel maps for {rows} rows, {:.2} bytes per row",
+                self.table_bytes,
+                self.table_bytes as f64 / rows as f64
+            )?;
+        }
+        let follow = &self.follow;
+        let notices_lost = counter(Counter::NoticesLost);
+        if notices_lost > 0 {
+            writeln!(f, "  process notices lost: {notices_lost} (the notice ring buffer was full)")?;
+        }
+        if *follow != Default::default() {
+            writeln!(
+                f,
+                "  processes: {} loaded while tracing, {} refreshed (new code mapped), {} exited, {} gone before loading, \
+                 {} without room, {} traced at the end; {} tables unloaded",
+                follow.loaded,
+                follow.refreshed,
+                follow.exited,
+                follow.vanished,
+                follow.no_room,
+                follow.traced_at_end,
+                follow.unloaded
+            )?;
+        }
+        // The first few reasons in full; system-wide there can be many.
+        let notes: Vec<&String> = self
+            .catalog
+            .objects
+            .iter()
+            .filter_map(|o| match &o.table {
+                Err(NoTable::Unreadable(why) | NoTable::NoRoom(why)) => Some(why),
+                _ => None,
+            })
+            .collect();
+        for why in notes.iter().take(MAX_NOTES) {
+            writeln!(f, "  note: {why}")?;
+        }
+        if notes.len() > MAX_NOTES {
+            writeln!(f, "  note: and {} more objects without a table", notes.len() - MAX_NOTES)?;
         }
         Ok(())
     }

@@ -144,7 +144,21 @@ impl SymbolCache {
     /// [`Self::frames`] of a stack whose frames were prepared.
     fn prepared_frames(&mut self, stack: &Stack, catalog: &Catalog) -> Vec<ResolvedFrame> {
         let mut frames = Vec::with_capacity(stack.kernel.len() + stack.user.len());
-        for frame in &stack.kernel {
+        // The innermost kernel frames of an event can be the tracer's own (its program and
+        // what ran it): the stack starts where the kernel itself was.
+        let machinery = stack
+            .kernel
+            .iter()
+            .take_while(|frame| match frame {
+                Frame::Kernel { addr } => self
+                    .kernel
+                    .get(addr)
+                    .and_then(|names| names.last()?.symbol.as_deref())
+                    .is_some_and(is_tracing_machinery),
+                _ => false,
+            })
+            .count();
+        for frame in &stack.kernel[machinery..] {
             self.push_frame(&mut frames, frame, FrameSource::Kernel, catalog);
         }
         for (frame, &source) in stack.user.iter().zip(&stack.sources) {
@@ -226,6 +240,20 @@ impl SymbolCache {
     }
 }
 
+/// Kernel functions that only run because the tracer does: the BPF program itself, the code
+/// that runs programs on raw tracepoints, tracepoints' perf and BPF glue.
+fn is_tracing_machinery(symbol: &str) -> bool {
+    const PREFIXES: [&str; 6] = [
+        "bpf_prog_",
+        "bpf_trace_run",
+        "__bpf_trace_",
+        "__traceiter_",
+        "perf_trace_",
+        "perf_syscall_",
+    ];
+    symbol == "trace_call_bpf" || PREFIXES.iter().any(|prefix| symbol.starts_with(prefix))
+}
+
 /// The functions blazesym found at one address, innermost first: the inlined ones (when asked
 /// for and present), then the function they are inlined into. Unknown: one frame without name.
 fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
@@ -296,14 +324,14 @@ pub fn resolve(profile: &Profile, catalog: &Catalog, cache: &mut SymbolCache, co
     let mut stacks: Vec<ResolvedStack> = profile
         .stacks
         .iter()
-        .map(|(stack, &count)| ResolvedStack {
+        .map(|(stack, tally)| ResolvedStack {
             pid: stack.pid,
             tid: stack.tid,
             comm: stack.comm.clone(),
-            event: stack.event.to_owned(),
+            event: stack.event.to_string(),
             frames: cache.prepared_frames(stack, catalog),
-            count,
-            weight_ns: count.saturating_mul(collection.period_ns),
+            count: tally.count,
+            weight_ns: tally.weight_ns,
         })
         .collect();
     stacks.sort_by(|a, b| (a.pid, a.tid, b.count).cmp(&(b.pid, b.tid, a.count)));

@@ -1,5 +1,5 @@
-//! The traced processes: given pids, or a command launched for the purpose; and the moment to
-//! stop (they all exited, the duration ended, Ctrl-C or SIGTERM).
+//! The traced processes: given pids, a command launched for the purpose, or every process on
+//! the host; and the moment to stop (they all exited, the duration ended, Ctrl-C or SIGTERM).
 
 use std::time::Duration;
 
@@ -13,12 +13,30 @@ use tokio::{
 pub struct Targets {
     pids: Vec<u32>,
     child: Option<Child>,
+    /// Every process, including those started later.
+    all: bool,
 }
 
 /// How often exits of `--pid` processes are polled for.
 const EXIT_POLL: Duration = Duration::from_millis(100);
 
 impl Targets {
+    /// Every process running now (their pids; more are found while tracing).
+    pub fn all() -> anyhow::Result<Targets> {
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").context("listing /proc")? {
+            if let Some(pid) = entry.ok().and_then(|e| e.file_name().to_str()?.parse().ok()) {
+                pids.push(pid);
+            }
+        }
+        pids.sort_unstable();
+        Ok(Targets {
+            pids,
+            child: None,
+            all: true,
+        })
+    }
+
     /// Check the given pids exist, or launch the command and wait until its program and
     /// libraries are mapped.
     pub async fn start(pids: &[u32], command: &[String]) -> anyhow::Result<Targets> {
@@ -32,6 +50,7 @@ impl Targets {
             return Ok(Targets {
                 pids: vec![pid],
                 child: Some(child),
+                all: false,
             });
         }
         for &pid in pids {
@@ -42,7 +61,12 @@ impl Targets {
         Ok(Targets {
             pids: pids.to_vec(),
             child: None,
+            all: false,
         })
+    }
+
+    pub fn is_all(&self) -> bool {
+        self.all
     }
 
     pub fn pids(&self) -> &[u32] {
@@ -52,6 +76,9 @@ impl Targets {
     /// "pid 12" / "pids 12, 13" / "`cmd` (pid 12)", for messages.
     pub fn describe(&self) -> String {
         let list = self.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        if self.all {
+            return format!("every process ({} now)", self.pids.len());
+        }
         match (&self.child, self.pids.len()) {
             (Some(_), _) => format!("the launched command (pid {list})"),
             (None, 1) => format!("pid {list}"),
@@ -69,7 +96,11 @@ impl Targets {
             }
         };
         let pids = self.pids.clone();
+        let all = self.all;
         let exited = async {
+            if all {
+                return std::future::pending().await;
+            }
             match self.child.as_mut() {
                 Some(child) => {
                     let _ = child.wait().await;
@@ -103,7 +134,7 @@ impl Targets {
 }
 
 /// Whether a process exists (zombies count as gone).
-fn alive(pid: u32) -> bool {
+pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
 }

@@ -9,10 +9,11 @@ use tracer_common::{
 
 use super::{
     objects::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource},
-    profile::{CPU_CLOCK, Frame, Profile},
+    profile::{Frame, Profile, Tally},
     summary::Summary,
 };
 use crate::export::model::FrameSource;
+use super::follow::FollowStats;
 
 fn catalog() -> Catalog {
     let mut catalog = Catalog::default();
@@ -30,16 +31,25 @@ fn catalog() -> Catalog {
         path: "/app".into(),
         name: "app".into(),
         table: Ok(sframe),
+        users: 1,
+        unused_since: None,
+        unloaded: false,
     });
     catalog.objects.push(Object {
         path: "/lib.so".into(),
         name: "lib.so".into(),
         table: Ok(cfi),
+        users: 1,
+        unused_since: None,
+        unloaded: false,
     });
     catalog.objects.push(Object {
         path: "/x.so".into(),
         name: "x.so".into(),
         table: Err(NoTable::NoUnwindInfo),
+        users: 1,
+        unused_since: None,
+        unloaded: false,
     });
     catalog.processes.insert(
         7,
@@ -64,6 +74,9 @@ fn catalog() -> Catalog {
 fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
     let mut s = Sample {
         time_ns: 1,
+        weight: 10_101_010,
+        event: tracer_common::event::EVENT_CPU_CLOCK,
+        _pad: 0,
         tgid: 7,
         tid: 8,
         cpu: 0,
@@ -102,11 +115,17 @@ fn samples_fold_into_object_relative_frames() {
         (profile.sframe_frames, profile.cfi_frames, profile.fp_frames),
         (2, 2, 2)
     );
-    let (stack, count) = profile.stacks.iter().next().expect("one stack");
-    assert_eq!(*count, 2);
+    let (stack, tally) = profile.stacks.iter().next().expect("one stack");
     assert_eq!(
-        (stack.pid, stack.tid, stack.comm.as_str(), stack.event),
-        (7, 8, "app", CPU_CLOCK)
+        *tally,
+        Tally {
+            count: 2,
+            weight_ns: 2 * 10_101_010
+        }
+    );
+    assert_eq!(
+        (stack.pid, stack.tid, stack.comm.as_str(), &*stack.event),
+        (7, 8, "app", "cpu-clock")
     );
     assert_eq!(
         stack.user,
@@ -148,9 +167,54 @@ fn threads_are_told_apart() {
     s.tid = 9;
     profile.add(&s, &catalog);
     profile.add(&s, &catalog);
-    let mut counts: Vec<(u32, u64)> = profile.stacks.iter().map(|(s, &n)| (s.tid, n)).collect();
+    let mut counts: Vec<(u32, u64)> = profile.stacks.iter().map(|(s, t)| (s.tid, t.count)).collect();
     counts.sort_unstable();
     assert_eq!(counts, [(8, 1), (9, 2)]);
+}
+
+/// Samples carry their event: each is named as on the command line, the same frames of two
+/// events are two stacks, and weights add up per stack (off-CPU time; probe hits weigh 0).
+#[test]
+fn events_are_named_and_weighted() {
+    use tracer_common::event::{EVENT_OFFCPU, EventKind, event_id};
+    let catalog = catalog();
+    let specs = ["offcpu".to_owned(), "uprobe:/app:f".to_owned()];
+    let events = crate::event::EventSet::parse(&specs, None).expect("events");
+    let mut profile = Profile::new(events.names());
+    let mut s = sample(&[0x1100], &[], &[]);
+    s.event = EVENT_OFFCPU;
+    for blocked in [3_000_000, 5_000_000] {
+        s.weight = blocked;
+        profile.add(&s, &catalog);
+    }
+    s.event = event_id(EventKind::Uprobe, 0);
+    s.weight = 0;
+    profile.add(&s, &catalog);
+    let mut tallies: Vec<(String, Tally)> = profile
+        .stacks
+        .iter()
+        .map(|(stack, tally)| (stack.event.to_string(), *tally))
+        .collect();
+    tallies.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        tallies,
+        [
+            (
+                "offcpu".to_owned(),
+                Tally {
+                    count: 2,
+                    weight_ns: 8_000_000
+                }
+            ),
+            (
+                "uprobe:/app:f".to_owned(),
+                Tally {
+                    count: 1,
+                    weight_ns: 0
+                }
+            ),
+        ]
+    );
 }
 
 /// The summary counts complete and truncated stacks by reason, frames and tables by source.
@@ -174,8 +238,15 @@ fn summary_reports_stops_sources_and_tables() {
             (StopReason::ZeroRa, 1),
         ],
         table_bytes: 2048,
+        table_capacity_bytes: 8192,
+        follow: FollowStats {
+            loaded: 2,
+            exited: 1,
+            ..Default::default()
+        },
     };
     let text = summary.to_string();
+    assert!(text.contains("processes: 2 loaded while tracing, 0 refreshed"), "{text}");
     assert!(
         text.contains("1 samples in 1.5 s (the duration ended), 3 lost"),
         "{text}"
@@ -191,7 +262,7 @@ fn summary_reports_stops_sources_and_tables() {
     );
     assert!(
         text.contains(
-            "tables: 1 with SFrame, 1 with .eh_frame (15 rows, 2 KiB in kernel maps), 1 without (1 no unwind information)"
+            "tables: 1 with SFrame, 1 with .eh_frame (15 rows, 2 KiB of 8 KiB of table maps in use), 1 without (1 no unwind information)"
         ),
         "{text}"
     );

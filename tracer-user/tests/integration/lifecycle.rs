@@ -122,7 +122,10 @@ fn bad_targets_are_one_clear_sentence() {
     };
     for (args, says) in [
         (&["--pid", "999999999"][..], "no process with pid 999999999"),
-        (&["-F", "199"][..], "nothing to trace"),
+        (
+            &["--all", "--", "true"][..],
+            "give either --all or a command after --, not both",
+        ),
         (
             &["--max-depth", "9999", "--pid", "1"][..],
             "--max-depth must be between 1 and 512",

@@ -6,14 +6,22 @@ mod corrupt;
 mod differential;
 mod eh_frame;
 #[cfg(feature = "ebpf")]
+mod events;
+#[cfg(feature = "ebpf")]
+mod external;
+#[cfg(feature = "ebpf")]
+mod follow;
+#[cfg(feature = "ebpf")]
 mod formats;
 #[cfg(feature = "ebpf")]
 mod glibc_start;
 mod golden;
 #[cfg(feature = "ebpf")]
-mod lifecycle;
+mod oracle;
 #[cfg(feature = "ebpf")]
 mod otlp;
+#[cfg(feature = "ebpf")]
+mod lifecycle;
 #[cfg(feature = "ebpf")]
 mod privileged;
 mod procmaps;

@@ -46,6 +46,69 @@ impl Drop for Running {
     }
 }
 
+#[cfg(feature = "ebpf")]
+/// A tracer running in the background; its stderr is collected line by line.
+pub struct Tracer {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+}
+
+#[cfg(feature = "ebpf")]
+impl Tracer {
+    /// Start `sframe-trace ARGS` and wait until it samples.
+    pub fn start(args: &[&str]) -> Tracer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start sframe-trace");
+        let stderr = child.stderr.take().expect("stderr");
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut tracer = Tracer {
+            child,
+            lines,
+            stderr: Vec::new(),
+        };
+        loop {
+            match tracer.lines.recv_timeout(std::time::Duration::from_secs(120)) {
+                Ok(line) => {
+                    let sampling = line.contains(": sampling ");
+                    tracer.stderr.push(line);
+                    if sampling {
+                        return tracer;
+                    }
+                }
+                Err(_) => panic!("sframe-trace did not start sampling: {:?}", tracer.stderr),
+            }
+        }
+    }
+
+    /// Stop it with SIGINT, as Ctrl-C does; its whole stderr.
+    pub fn interrupt(self) -> String {
+        // SAFETY: kill(2) on our own child, not reaped yet, so its pid cannot be reused.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        self.finish()
+    }
+
+    /// Wait for it to end by itself (its duration); its whole stderr.
+    pub fn finish(mut self) -> String {
+        let status = self.child.wait().expect("wait for sframe-trace");
+        self.stderr.extend(self.lines.iter());
+        let text = self.stderr.join("\n");
+        assert!(status.success(), "sframe-trace failed: {text}");
+        text
+    }
+}
+
 /// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
 /// fresh temporary directory.
 #[cfg(feature = "ebpf")]

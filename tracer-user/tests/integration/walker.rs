@@ -181,7 +181,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
     let spinner = Running(child);
     std::thread::sleep(Duration::from_millis(100));
     let pid = spinner.0.id();
-    let (tables, traced) = tables_for(pid, exe);
+    let (mut tables, traced) = tables_for(pid, exe);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let (mut samples, stops, counters) = runtime.block_on(async {
         let config = KernelConfig {
@@ -190,8 +190,10 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
             kernel_stacks,
             all_processes: false,
             max_processes: 4,
+            table_capacity: None,
+            events: sframe_trace::event::EventSet::default(),
         };
-        let mut kernel = Kernel::load(&config, &tables).expect("load the eBPF program");
+        let mut kernel = Kernel::load(&config, &mut tables).expect("load the eBPF program");
         for (program, instructions) in kernel.program_sizes().expect("program info") {
             eprintln!("{program}: {instructions} instructions verified");
             assert!(

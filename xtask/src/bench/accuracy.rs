@@ -1,7 +1,7 @@
-//! Stack accuracy (section 1 of the report): the share of samples whose stack is exactly the known call chain, on the
-//! frame-pointer-less SFrame workloads of fixtures/workloads (judged as
-//! tracer-user/tests/integration/trace.rs judges them). sframe-trace is run on every SFrame
-//! version of the plan, the peers on the last one, each symbolizing its own frames.
+//! Stack accuracy (section 1 of the report): the share of samples whose stack is exactly the known
+//! call chain, on the frame-pointer-less SFrame workloads of fixtures/workloads (judged as
+//! tracer-user/tests/integration/trace.rs judges them). sframe-trace is run on every SFrame version
+//! of the plan, the peers on the last one, each symbolizing its own frames.
 //!
 //! - sframe-trace and bpftrace attach to one running instance of each workload (`--pid`,
 //!   `-p`); their sampling events are per CPU.

@@ -1,7 +1,7 @@
-//! Section 5 of the report: table build rate (measured by `memory`) and attach-to-first-sample time: from starting
-//! `sframe-trace --pid PID` on a busy process (and `--all`, when this build has it) to its
-//! "sampling" line, which it prints once the programs are attached; the busy process's first
-//! sample follows within one period (1 ms at 999 Hz).
+//! Section 5 of the report: table build rate (measured by `memory`) and attach-to-first-sample
+//! time: from starting `sframe-trace --pid PID` on a busy process (and `--all`, when this build has
+//! it) to its "sampling" line, which it prints once the programs are attached; the busy process's
+//! first sample follows within one period (1 ms at 999 Hz).
 
 use std::{
     process::Command,

@@ -1,6 +1,7 @@
-//! Kernel cost per sample (section 3 of the report), from the kernel's BPF statistics (`kernel.bpf_stats_enabled`,
-//! set by `overhead` for its runs): each BPF program's `run_time_ns` and `run_cnt`, read from
-//! `/proc/<tracer>/fdinfo/<fd>` of the tracer's program fds at the end of the work.
+//! Kernel cost per sample (section 3 of the report), from the kernel's BPF statistics
+//! (`kernel.bpf_stats_enabled`, set by `overhead` for its runs): each BPF program's `run_time_ns`
+//! and `run_cnt`, read from `/proc/<tracer>/fdinfo/<fd>` of the tracer's program fds when the work
+//! starts and when it ends (`measure`); the figures are the differences.
 //!
 //! - A tail call does not pass through the kernel's accounting: `walk_user`'s own counters stay
 //!   0 and `on_sample`'s run time includes every tail call it made. So the program time is the
@@ -32,6 +33,17 @@ pub struct ProgStats {
     /// The entry program's runs (the largest count).
     pub run_cnt: u64,
     pub programs: usize,
+}
+
+impl ProgStats {
+    /// What was added since `earlier` (of the same programs).
+    pub fn since(self, earlier: ProgStats) -> ProgStats {
+        ProgStats {
+            run_time_ns: self.run_time_ns.saturating_sub(earlier.run_time_ns),
+            run_cnt: self.run_cnt.saturating_sub(earlier.run_cnt),
+            programs: self.programs,
+        }
+    }
 }
 
 /// The statistics of every BPF program `pid` holds an fd of.
@@ -113,7 +125,7 @@ pub fn phase(runs: &Runs) -> Phase {
     let text = format!(
         "BPF program time per sample from the kernel's statistics (`kernel.bpf_stats_enabled`, \
          set for the overhead runs and restored after), read from the tracers' program fds \
-         (`/proc/PID/fdinfo`) once the work is done. sframe-trace: `on_sample` and its `walk_user` \
+         (`/proc/PID/fdinfo`) when the work starts and when it ends. sframe-trace: `on_sample` and its `walk_user` \
          tail calls (a tail call is counted in its caller's run time). bpftrace: \
          `profile:hz:N /pid == cpid/ {{ @[ustack] = count(); }}`, the kernel's frame-pointer walk, on \
          the frame-pointer build. Per sample: program time / samples of the workload (the runs that \

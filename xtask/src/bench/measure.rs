@@ -5,8 +5,8 @@
 //! sframe-trace, bpftrace and the baseline (steps of `overhead`'s module comment):
 //! 1. The tracer launches `cpubench -s UNITS` (the baseline: the bench itself), which stops
 //!    itself (SIGSTOP) once loaded; sframe-trace must also have said it is sampling.
-//! 2. Note the tracer's CPU clock, resume the workload, wait for its second stop (the work is
-//!    done), note the tracer's CPU clock and its BPF programs' statistics again.
+//! 2. Note the tracer's CPU clock and its BPF programs' statistics, resume the workload, wait
+//!    for its second stop (the work is done), note both again.
 //! 3. Resume the workload to let it exit; reap the tracer (`wait4`).
 //!
 //! perf runs `cpubench UNITS` without the stops: on this kernel a per-thread event stops
@@ -45,7 +45,7 @@ pub struct Run {
     pub samples: Option<u64>,
     /// User frames in those samples, if it says.
     pub frames: Option<u64>,
-    /// The BPF programs' statistics at the end of the work.
+    /// The BPF programs' statistics over the work (from resuming the workload to its second stop).
     pub bpf: Option<ProgStats>,
     /// Bytes of the tracer's output (folded stacks, perf.data, bpftrace's printed map).
     pub output_bytes: u64,
@@ -56,7 +56,7 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// The window: its wall time, the tracer's CPU time in it, the BPF statistics at its end.
+/// The window: its wall time, and the tracer's CPU time and BPF statistics in it.
 struct Window {
     secs: f64,
     tracer_cpu: f64,
@@ -152,19 +152,21 @@ fn stopped_window(spawned: &Spawned, workload: u32, tool: Option<Tool>) -> anyho
         Some(_) => sys::process_cpu(spawned.pid()).unwrap_or(0.0),
         None => 0.0,
     };
+    let bpf = || match tool {
+        Some(Tool::Ours | Tool::Bpftrace) => cost::prog_stats(spawned.pid()).map(Some),
+        _ => Ok(None),
+    };
+    let bpf_before = bpf()?;
     let (start, before) = (Instant::now(), tracer_cpu());
     sys::signal(workload, libc::SIGCONT);
     sys::wait_stopped(workload, Duration::from_secs(600))?;
     let (secs, after) = (start.elapsed().as_secs_f64(), tracer_cpu());
-    let bpf = match tool {
-        Some(Tool::Ours | Tool::Bpftrace) => Some(cost::prog_stats(spawned.pid())?),
-        _ => None,
-    };
+    let bpf_after = bpf()?;
     sys::signal(workload, libc::SIGCONT);
     Ok(Window {
         secs,
         tracer_cpu: after - before,
-        bpf,
+        bpf: bpf_after.zip(bpf_before).map(|(a, b)| a.since(b)),
     })
 }
 

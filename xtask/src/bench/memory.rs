@@ -1,8 +1,8 @@
-//! Map memory (section 4 of the report), and the table build rate reported with the attach
-//! time (section 5): the objects
-//! cpubench maps (itself, libc, ld.so) are built into tables by `tracer-user/examples/build_bench.rs`
-//! (rows, kernel bytes, the objects' own `.sframe` / `.eh_frame` sizes, rows per second), and
-//! sframe-trace's own summary says what it loaded into the kernel maps for a real run.
+//! Map memory (section 4 of the report), and the table build rate reported with the attach time
+//! (section 5): the objects cpubench maps (itself, libc, ld.so) are built into tables by
+//! `tracer-user/examples/build_bench.rs` (rows, kernel bytes, the objects' own `.sframe` /
+//! `.eh_frame` sizes, rows per second), and sframe-trace's own summary says what it loaded into the
+//! kernel maps for a real run.
 
 use std::{process::Command, time::Duration};
 

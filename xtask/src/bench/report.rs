@@ -141,8 +141,11 @@ impl Report {
     /// Record the conditions of the run: when, where, how loaded, which peers.
     pub fn start(b: &Bench) -> Report {
         let date = output(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"])).unwrap_or_default();
+        // The tracer is built from the working tree, which may differ from the commit.
+        let commit = output(Command::new("git").args(["describe", "--always", "--dirty"])).unwrap_or_default();
         let conditions = json!({
             "date": date.trim(),
+            "commit": commit.trim(),
             "kernel": sys::kernel_release(),
             "cpus": sys::cpus(),
             "loadavg_before": sys::loadavg(),
@@ -226,7 +229,7 @@ impl Report {
                 .unwrap_or_default()
         };
         format!(
-            "{}{}, Linux {}, {} CPUs; load average (1, 5, 15 min) {} at the start, {} at the end; \
+            "{}{}, commit {}, Linux {}, {} CPUs; load average (1, 5, 15 min) {} at the start, {} at the end; \
              timed figures are median [min, max] of {} runs; peers: {}, {}.",
             if c["quick"].as_bool() == Some(true) {
                 "Quick smoke run (`--quick`): not representative. "
@@ -234,6 +237,7 @@ impl Report {
                 ""
             },
             c["date"].as_str().unwrap_or(""),
+            c["commit"].as_str().unwrap_or("?"),
             c["kernel"].as_str().unwrap_or(""),
             c["cpus"],
             load("loadavg_before"),

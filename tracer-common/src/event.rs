@@ -1,0 +1,149 @@
+//! The events stacks are taken on, besides cpu-clock sampling: probes (kprobe, uprobe,
+//! uretprobe), tracepoints and off-CPU time (`sched_switch`). Names of their programs, maps and
+//! globals, and the event ids the kernel writes into `Sample::event`. Nothing here knows what
+//! the user asked for; userspace maps ids to the names given on its command line.
+//!
+//! Every kind of event has its own entry programs, which fill the per-CPU walk state as the
+//! cpu-clock program does and tail-call a copy of the user-stack walker of their own program
+//! type (a tail call must stay within one program type):
+//! - kprobe, uprobe, uretprobe: [`PROBE_SLOTS`] entry programs each ([`PROG_KPROBES`], ...),
+//!   one per event, so that the program itself says which event fired (kprobes and
+//!   tracepoints have no attach cookie in aya, and cookies need 5.15); all are kprobe-type
+//!   programs and share [`PROG_WALK_PROBE`] through [`MAP_PROGS_PROBE`].
+//! - tracepoint: [`PROG_TRACEPOINTS`], walker [`PROG_WALK_TRACEPOINT`] in
+//!   [`MAP_PROGS_TRACEPOINT`].
+//! - offcpu: the raw tracepoint [`PROG_ON_SWITCH`] on `sched_switch`. When a traced task blocks
+//!   (switched out, not preempted, not exiting), its stack is walked (it is still `current`)
+//!   by [`PROG_WALK_SWITCH`] ([`MAP_PROGS_SWITCH`]) and parked in [`MAP_PARKED`] under its thread
+//!   id with the switch-out time; when it is switched in again after at least
+//!   [`GLOBAL_MIN_BLOCK_NS`], the parked sample is shipped with the time blocked as its weight.
+//!   The switched-in task is not `current` yet, so its thread id is read from its
+//!   `task_struct` at offsets userspace finds in the kernel's BTF ([`GLOBAL_TASK_PID_OFFSET`],
+//!   [`GLOBAL_TASK_FLAGS_OFFSET`]).
+
+/// Entry programs per probe or tracepoint kind: at most this many events of each kind.
+pub const PROBE_SLOTS: usize = 8;
+
+/// What kind of event took a sample: the high bits of its event id.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    CpuClock = 0,
+    Offcpu = 1,
+    Kprobe = 2,
+    Uprobe = 3,
+    Uretprobe = 4,
+    Tracepoint = 5,
+}
+
+/// The id in `Sample::event` of the event of `kind` in entry-program slot `slot` (0 for
+/// cpu-clock and offcpu, which have one program each).
+pub const fn event_id(kind: EventKind, slot: u32) -> u32 {
+    ((kind as u32) << 8) | slot
+}
+
+/// The event id of cpu-clock samples.
+pub const EVENT_CPU_CLOCK: u32 = event_id(EventKind::CpuClock, 0);
+/// The event id of off-CPU samples.
+pub const EVENT_OFFCPU: u32 = event_id(EventKind::Offcpu, 0);
+
+/// kprobe entry programs, by slot.
+pub const PROG_KPROBES: [&str; PROBE_SLOTS] = [
+    "on_kprobe_0",
+    "on_kprobe_1",
+    "on_kprobe_2",
+    "on_kprobe_3",
+    "on_kprobe_4",
+    "on_kprobe_5",
+    "on_kprobe_6",
+    "on_kprobe_7",
+];
+/// uprobe entry programs, by slot.
+pub const PROG_UPROBES: [&str; PROBE_SLOTS] = [
+    "on_uprobe_0",
+    "on_uprobe_1",
+    "on_uprobe_2",
+    "on_uprobe_3",
+    "on_uprobe_4",
+    "on_uprobe_5",
+    "on_uprobe_6",
+    "on_uprobe_7",
+];
+/// uretprobe entry programs, by slot.
+pub const PROG_URETPROBES: [&str; PROBE_SLOTS] = [
+    "on_uretprobe_0",
+    "on_uretprobe_1",
+    "on_uretprobe_2",
+    "on_uretprobe_3",
+    "on_uretprobe_4",
+    "on_uretprobe_5",
+    "on_uretprobe_6",
+    "on_uretprobe_7",
+];
+/// tracepoint entry programs, by slot.
+pub const PROG_TRACEPOINTS: [&str; PROBE_SLOTS] = [
+    "on_tracepoint_0",
+    "on_tracepoint_1",
+    "on_tracepoint_2",
+    "on_tracepoint_3",
+    "on_tracepoint_4",
+    "on_tracepoint_5",
+    "on_tracepoint_6",
+    "on_tracepoint_7",
+];
+
+/// The user-stack walker of kprobe-type programs (kprobes, uprobes, uretprobes).
+pub const PROG_WALK_PROBE: &str = "walk_user_probe";
+/// Its program array (one slot, `trace::PROG_WALK_SLOT`).
+pub const MAP_PROGS_PROBE: &str = "PROGS_PROBE";
+/// The user-stack walker of tracepoint programs.
+pub const PROG_WALK_TRACEPOINT: &str = "walk_user_tracepoint";
+/// Its program array.
+pub const MAP_PROGS_TRACEPOINT: &str = "PROGS_TRACEPOINT";
+
+/// The raw tracepoint program of `offcpu`.
+pub const PROG_ON_SWITCH: &str = "on_switch";
+/// The raw tracepoint it attaches to.
+pub const TRACEPOINT_SWITCH: &str = "sched_switch";
+/// The user-stack walker of raw tracepoint programs, which parks its samples.
+pub const PROG_WALK_SWITCH: &str = "walk_user_switch";
+/// Its program array.
+pub const MAP_PROGS_SWITCH: &str = "PROGS_SWITCH";
+/// LRU hash `tid -> Sample`: the stacks of blocked tasks, `time_ns` their switch-out time.
+/// Userspace sizes it: [`PARKED_ENTRIES`] with offcpu, 1 without.
+pub const MAP_PARKED: &str = "PARKED";
+/// Tasks blocked at once whose stacks are kept (about 5.7 KiB each, 12 MiB in all); beyond
+/// that the least recently parked are forgotten, and their blocks go unrecorded.
+pub const PARKED_ENTRIES: u32 = 2048;
+
+/// Read-only global: the shortest block that is recorded, in nanoseconds (`--min-block`).
+pub const GLOBAL_MIN_BLOCK_NS: &str = "MIN_BLOCK_NS";
+/// Read-only global: byte offset of `pid` (the thread id) in the kernel's `task_struct`.
+pub const GLOBAL_TASK_PID_OFFSET: &str = "TASK_PID_OFFSET";
+/// Read-only global: byte offset of `flags` in `task_struct` (`PF_EXITING` is not parked: an
+/// exiting task is never switched in again).
+pub const GLOBAL_TASK_FLAGS_OFFSET: &str = "TASK_FLAGS_OFFSET";
+/// `PF_EXITING` of `task_struct::flags` (include/linux/sched.h).
+pub const PF_EXITING: u32 = 0x4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids of different kinds and slots never collide, and cpu-clock keeps id 0.
+    #[test]
+    fn event_ids_are_distinct() {
+        assert_eq!(EVENT_CPU_CLOCK, 0);
+        let kinds = [EventKind::Kprobe, EventKind::Uprobe, EventKind::Uretprobe, EventKind::Tracepoint];
+        let mut ids: [u32; 2 + 4 * PROBE_SLOTS] = [0; 2 + 4 * PROBE_SLOTS];
+        ids[1] = EVENT_OFFCPU;
+        for (k, kind) in kinds.iter().enumerate() {
+            for slot in 0..PROBE_SLOTS {
+                ids[2 + k * PROBE_SLOTS + slot] = event_id(*kind, slot as u32);
+            }
+        }
+        for (i, a) in ids.iter().enumerate() {
+            assert!(ids[i + 1..].iter().all(|b| a != b), "id {a:#x} twice");
+        }
+    }
+}

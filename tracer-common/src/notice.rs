@@ -1,0 +1,95 @@
+//! Process life-cycle notices: what the kernel side tells userspace about processes besides
+//! samples, through their own ring buffer ([`MAP_NOTICES`]) so a burst of samples never
+//! delays them and their records stay small.
+//!
+//! - [`NoticeKind::Exec`]: a traced process exec'ed (raw tracepoint `sched_process_exec`). The
+//!   kernel has already removed it from `PROCS` (its old mappings are gone); userspace reads
+//!   its new mappings and adds it back.
+//! - [`NoticeKind::Exit`]: a traced process's thread-group leader exited
+//!   (`sched_process_exit`); the kernel has removed it from `PROCS`.
+//! - [`NoticeKind::NewProcess`]: system-wide, a sample hit a process that is not in `PROCS`
+//!   (started after the tracer, or exec'ed); userspace loads it.
+//! - [`NoticeKind::UnknownPc`]: a walk of a traced process met a PC in none of its mappings
+//!   (a library loaded with dlopen, JIT code); userspace re-reads its mappings.
+//!
+//! `NewProcess` and `UnknownPc` are rate-limited per process: at most one per
+//! [`NOTICE_INTERVAL_NS`] ([`MAP_NOTICED`] remembers when each process last had one).
+
+/// Ring buffer of [`Notice`]s.
+pub const MAP_NOTICES: &str = "NOTICES";
+/// LRU hash `tgid -> u64`: when the process's last rate-limited notice was sent.
+pub const MAP_NOTICED: &str = "NOTICED";
+/// Size of [`MAP_NOTICES`] in bytes (a power of two, a multiple of the page size).
+pub const NOTICES_BYTES: u32 = 256 << 10;
+/// Processes [`MAP_NOTICED`] remembers.
+pub const NOTICED_ENTRIES: u32 = 8192;
+/// The shortest gap between two rate-limited notices of one process.
+pub const NOTICE_INTERVAL_NS: u64 = 200_000_000;
+
+/// Raw tracepoint program on `sched_process_exec`.
+pub const PROG_ON_EXEC: &str = "on_exec";
+/// Raw tracepoint program on `sched_process_exit`.
+pub const PROG_ON_EXIT: &str = "on_exit";
+/// The tracepoints they attach to.
+pub const TRACEPOINT_EXEC: &str = "sched_process_exec";
+pub const TRACEPOINT_EXIT: &str = "sched_process_exit";
+
+/// What happened ([`Notice::kind`]); travels as its `u32`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeKind {
+    Exec = 1,
+    Exit = 2,
+    NewProcess = 3,
+    UnknownPc = 4,
+}
+
+impl TryFrom<u32> for NoticeKind {
+    type Error = u32;
+    fn try_from(v: u32) -> Result<Self, u32> {
+        match v {
+            1 => Ok(NoticeKind::Exec),
+            2 => Ok(NoticeKind::Exit),
+            3 => Ok(NoticeKind::NewProcess),
+            4 => Ok(NoticeKind::UnknownPc),
+            other => Err(other),
+        }
+    }
+}
+
+/// One notice.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// `bpf_ktime_get_ns` when it was sent.
+    pub time_ns: u64,
+    /// A [`NoticeKind`].
+    pub kind: u32,
+    pub tgid: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<Notice>() == 16);
+
+#[cfg(feature = "user")]
+// SAFETY: `#[repr(C)]` integers, no padding (size pinned above): every bit pattern is valid.
+unsafe impl aya::Pod for Notice {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind round-trips through its `u32`, and other values are refused.
+    #[test]
+    fn kinds_round_trip() {
+        for kind in [
+            NoticeKind::Exec,
+            NoticeKind::Exit,
+            NoticeKind::NewProcess,
+            NoticeKind::UnknownPc,
+        ] {
+            assert_eq!(NoticeKind::try_from(kind as u32), Ok(kind));
+        }
+        assert_eq!(NoticeKind::try_from(0), Err(0));
+        assert_eq!(NoticeKind::try_from(5), Err(5));
+    }
+}

@@ -1,0 +1,115 @@
+//! Stacks on probes and tracepoints: the entry programs of `-e kprobe:`, `uprobe:`,
+//! `uretprobe:` and `tracepoint:` events and the walker copies they tail-call. Each entry
+//! program is one event (its slot is its event id, `tracer_common::event`); userspace loads and
+//! attaches only those asked for.
+//!
+//! An entry program starts the walk like a cpu-clock sample does (`crate::begin`): a uprobe's
+//! or uretprobe's registers are the user registers (a uretprobe's PC is already the return
+//! address in the caller, so its stack starts there); a kprobe's are kernel registers and a
+//! tracepoint has none, so theirs are the task's saved user registers (5.15+) and the sample
+//! gets the kernel stack. Then it tail-calls the walker of its program type: every kprobe-type
+//! program shares [`walk_user_probe`], tracepoints have [`walk_user_tracepoint`]. Probe hits
+//! weigh 0 ns: they are counted, not timed.
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::pt_regs,
+    macros::{kprobe, map, tracepoint, uprobe, uretprobe},
+    maps::ProgramArray,
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+};
+use tracer_common::{
+    event::{EventKind, event_id},
+    trace::PROG_WALK_SLOT,
+};
+
+use crate::{TASK_REGS, begin, end_walk, regs, ship, tail_call_failed, walk_more};
+
+/// `walk_user_probe` at `PROG_WALK_SLOT` (`MAP_PROGS_PROBE`), set by userspace after load.
+#[map]
+static PROGS_PROBE: ProgramArray = ProgramArray::with_max_entries(1, 0);
+/// `walk_user_tracepoint` at `PROG_WALK_SLOT` (`MAP_PROGS_TRACEPOINT`).
+#[map]
+static PROGS_TRACEPOINT: ProgramArray = ProgramArray::with_max_entries(1, 0);
+
+/// A hit of event `event` with registers `regs` (the probe's context); then the walk.
+#[inline(always)]
+fn probe_hit<C: EbpfContext>(ctx: &C, regs: *const pt_regs, event: u32) -> u32 {
+    let Some(state) = begin(ctx, || regs::user_regs(regs, TASK_REGS.load() == 1), event, 0) else {
+        return 0;
+    };
+    // SAFETY: the slot holds `walk_user_probe`, a kprobe-type program like every caller of
+    // this function; on success this does not return.
+    unsafe { PROGS_PROBE.tail_call(ctx, PROG_WALK_SLOT) };
+    tail_call_failed(state);
+    end_walk(state);
+    ship(&state.sample);
+    0
+}
+
+/// A hit of tracepoint event `event`; then the walk.
+#[inline(always)]
+fn tracepoint_hit(ctx: &TracePointContext, event: u32) -> u32 {
+    let Some(state) = begin(ctx, || regs::task_user_regs(TASK_REGS.load() == 1), event, 0) else {
+        return 0;
+    };
+    // SAFETY: the slot holds `walk_user_tracepoint`, a tracepoint program; on success this
+    // does not return.
+    unsafe { PROGS_TRACEPOINT.tail_call(ctx, PROG_WALK_SLOT) };
+    tail_call_failed(state);
+    end_walk(state);
+    ship(&state.sample);
+    0
+}
+
+/// One entry program per slot: `probe_entries!(attribute, context type, kind, name = slot, ...)`
+/// (names as in `tracer_common::event::PROG_*`).
+macro_rules! probe_entries {
+    ($attr:ident, $ctx:ty, $kind:expr, $($name:ident = $slot:literal),*) => {$(
+        #[$attr]
+        pub fn $name(ctx: $ctx) -> u32 {
+            probe_hit(&ctx, ctx.regs.cast_const(), event_id($kind, $slot))
+        }
+    )*};
+}
+
+probe_entries!(kprobe, ProbeContext, EventKind::Kprobe,
+    on_kprobe_0 = 0, on_kprobe_1 = 1, on_kprobe_2 = 2, on_kprobe_3 = 3,
+    on_kprobe_4 = 4, on_kprobe_5 = 5, on_kprobe_6 = 6, on_kprobe_7 = 7);
+probe_entries!(uprobe, ProbeContext, EventKind::Uprobe,
+    on_uprobe_0 = 0, on_uprobe_1 = 1, on_uprobe_2 = 2, on_uprobe_3 = 3,
+    on_uprobe_4 = 4, on_uprobe_5 = 5, on_uprobe_6 = 6, on_uprobe_7 = 7);
+probe_entries!(uretprobe, RetProbeContext, EventKind::Uretprobe,
+    on_uretprobe_0 = 0, on_uretprobe_1 = 1, on_uretprobe_2 = 2, on_uretprobe_3 = 3,
+    on_uretprobe_4 = 4, on_uretprobe_5 = 5, on_uretprobe_6 = 6, on_uretprobe_7 = 7);
+
+macro_rules! tracepoint_entries {
+    ($($name:ident = $slot:literal),*) => {$(
+        #[tracepoint]
+        pub fn $name(ctx: TracePointContext) -> u32 {
+            tracepoint_hit(&ctx, event_id(EventKind::Tracepoint, $slot))
+        }
+    )*};
+}
+
+tracepoint_entries!(
+    on_tracepoint_0 = 0, on_tracepoint_1 = 1, on_tracepoint_2 = 2, on_tracepoint_3 = 3,
+    on_tracepoint_4 = 4, on_tracepoint_5 = 5, on_tracepoint_6 = 6, on_tracepoint_7 = 7);
+
+/// `walk_user` for kprobe-type programs.
+#[kprobe]
+pub fn walk_user_probe(ctx: ProbeContext) -> u32 {
+    if let Some(state) = walk_more(&ctx, &PROGS_PROBE) {
+        ship(&state.sample);
+    }
+    0
+}
+
+/// `walk_user` for tracepoint programs.
+#[tracepoint]
+pub fn walk_user_tracepoint(ctx: TracePointContext) -> u32 {
+    if let Some(state) = walk_more(&ctx, &PROGS_TRACEPOINT) {
+        ship(&state.sample);
+    }
+    0
+}

@@ -1,0 +1,83 @@
+//! Following processes: the raw tracepoint programs on exec and exit, and the rate-limited
+//! notices the sampling programs send (`tracer_common::notice` says what each one means). It
+//! only removes stale entries from `PROCS`; adding processes is userspace's job.
+//!
+//! Raw tracepoints (4.17+) attach by name, without tracefs, and take their facts from the
+//! current task: at `sched_process_exec` the task has its new image, at `sched_process_exit`
+//! the exiting thread is current (only a thread-group leader's exit ends the process here).
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
+    macros::{map, raw_tracepoint},
+    maps::{LruHashMap, RingBuf},
+    programs::RawTracePointContext,
+};
+use tracer_common::{
+    Counter,
+    notice::{NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind},
+};
+
+use crate::{PROCS, bump};
+
+/// Notices to userspace (`MAP_NOTICES`).
+#[map]
+static NOTICES: RingBuf = RingBuf::with_byte_size(NOTICES_BYTES, 0);
+/// When each process last had a rate-limited notice (`MAP_NOTICED`).
+#[map]
+static NOTICED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(NOTICED_ENTRIES, 0);
+
+/// Send a notice; a full ring buffer is counted.
+fn send(kind: NoticeKind, tgid: u32, now: u64) {
+    let notice = Notice {
+        time_ns: now,
+        kind: kind as u32,
+        tgid,
+    };
+    if NOTICES.output::<Notice>(&notice, 0).is_err() {
+        bump(Counter::NoticesLost);
+    }
+}
+
+/// Send a `NewProcess` or `UnknownPc` notice unless the process had one in the last
+/// `NOTICE_INTERVAL_NS`.
+pub fn notify_limited(kind: NoticeKind, tgid: u32) {
+    // SAFETY: a helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(last) = NOTICED.get_ptr(&tgid) {
+        // SAFETY: a valid map value while the program runs; a racing update from another CPU
+        // at worst lets one extra notice through.
+        if now.wrapping_sub(unsafe { *last }) < NOTICE_INTERVAL_NS {
+            return;
+        }
+    }
+    // An LRU map makes room by evicting the oldest entry; failure only weakens the limit.
+    let _ = NOTICED.insert(&tgid, &now, 0);
+    send(kind, tgid, now);
+}
+
+/// A traced process leaves `PROCS` and userspace hears `kind`.
+fn drop_process(kind: NoticeKind) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if kind == NoticeKind::Exit && pid_tgid as u32 != tgid {
+        return;
+    }
+    if PROCS.get_ptr(&tgid).is_none() {
+        return;
+    }
+    let _ = PROCS.remove(&tgid);
+    // SAFETY: a helper without preconditions.
+    send(kind, tgid, unsafe { bpf_ktime_get_ns() });
+}
+
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn on_exec(_ctx: RawTracePointContext) -> i32 {
+    drop_process(NoticeKind::Exec);
+    0
+}
+
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn on_exit(_ctx: RawTracePointContext) -> i32 {
+    drop_process(NoticeKind::Exit);
+    0
+}

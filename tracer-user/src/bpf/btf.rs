@@ -1,0 +1,249 @@
+//! Field offsets of kernel structures from the kernel's BTF (`/sys/kernel/btf/vmlinux`), for
+//! the few reads the eBPF program makes of structures it only has a pointer to (the offcpu
+//! program reads `task_struct::pid` and `::flags`; aya-ebpf has no CO-RE relocations). Only
+//! what that needs: the type section is walked once to find a named struct, and its members
+//! are searched, through anonymous struct and union members. Byte order: the host's.
+//!
+//! Layout (Documentation/bpf/btf.rst): a header (magic `0xeB9F`, `hdr_len`, then the offsets
+//! and lengths of the type and string sections after the header); types numbered from 1, each
+//! `name_off, info (vlen: bits 0-15, kind: bits 24-28, kind_flag: bit 31), size/type` followed
+//! by data whose length depends on the kind; struct members are `name_off, type, offset` with
+//! the offset in bits (bits 0-23 when `kind_flag` says bitfields).
+
+/// Why an offset could not be found.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BtfError {
+    #[error("the kernel's BTF is malformed ({0})")]
+    Malformed(&'static str),
+    #[error("the kernel's BTF has an unknown type kind {0}")]
+    UnknownKind(u32),
+    #[error("the kernel's BTF has no struct {0}")]
+    NoStruct(String),
+    #[error("struct {strukt} of the kernel's BTF has no member {member}")]
+    NoMember { strukt: String, member: String },
+}
+
+const MAGIC: u16 = 0xeb9f;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+
+/// One type: kind, vlen, kind_flag, name offset, and where its trailing data starts.
+#[derive(Clone, Copy)]
+struct Type {
+    name: u32,
+    kind: u32,
+    vlen: usize,
+    kind_flag: bool,
+    data: usize,
+}
+
+/// A BTF blob's types and strings.
+pub struct Btf<'a> {
+    types: Vec<Type>,
+    type_data: &'a [u8],
+    strings: &'a [u8],
+}
+
+fn word(bytes: &[u8], at: usize) -> Result<u32, BtfError> {
+    let end = at.checked_add(4).ok_or(BtfError::Malformed("offset overflow"))?;
+    let raw = bytes.get(at..end).ok_or(BtfError::Malformed("truncated"))?;
+    Ok(u32::from_ne_bytes(raw.try_into().expect("four bytes")))
+}
+
+impl<'a> Btf<'a> {
+    /// Index the types of `blob`.
+    pub fn parse(blob: &'a [u8]) -> Result<Btf<'a>, BtfError> {
+        if blob.len() < 24 || u16::from_ne_bytes([blob[0], blob[1]]) != MAGIC {
+            return Err(BtfError::Malformed("bad magic"));
+        }
+        let hdr_len = word(blob, 4)? as usize;
+        let section = |off: usize, len: usize| -> Result<&'a [u8], BtfError> {
+            let start = hdr_len.checked_add(word(blob, off)? as usize);
+            let end = start.and_then(|s| s.checked_add(word(blob, len).ok()? as usize));
+            start
+                .zip(end)
+                .and_then(|(s, e)| blob.get(s..e))
+                .ok_or(BtfError::Malformed("section out of bounds"))
+        };
+        let type_data = section(8, 12)?;
+        let strings = section(16, 20)?;
+        let mut types = Vec::new();
+        let mut at = 0;
+        while at < type_data.len() {
+            let info = word(type_data, at + 4)?;
+            let kind = (info >> 24) & 0x1f;
+            let vlen = (info & 0xffff) as usize;
+            let data = at + 12;
+            let extra = match kind {
+                // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG.
+                2 | 7..=12 | 16 | 18 => 0,
+                // INT, VAR, DECL_TAG.
+                1 | 14 | 17 => 4,
+                // ARRAY.
+                3 => 12,
+                // STRUCT, UNION, DATASEC, ENUM64.
+                4 | 5 | 15 | 19 => 12 * vlen,
+                // ENUM, FUNC_PROTO.
+                6 | 13 => 8 * vlen,
+                other => return Err(BtfError::UnknownKind(other)),
+            };
+            types.push(Type {
+                name: word(type_data, at)?,
+                kind,
+                vlen,
+                kind_flag: info >> 31 == 1,
+                data,
+            });
+            at = data + extra;
+        }
+        Ok(Btf {
+            types,
+            type_data,
+            strings,
+        })
+    }
+
+    fn name(&self, offset: u32) -> &'a [u8] {
+        let rest = self.strings.get(offset as usize..).unwrap_or_default();
+        &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())]
+    }
+
+    /// The byte offset of `member` in `struct strukt` (a complete definition, not a forward
+    /// declaration), also when it sits in an anonymous struct or union member.
+    pub fn member_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
+        let found = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t.name) == strukt.as_bytes())
+            .ok_or_else(|| BtfError::NoStruct(strukt.to_owned()))?;
+        let bits = self
+            .find_member(found, member.as_bytes(), 0, 0)?
+            .ok_or_else(|| BtfError::NoMember {
+                strukt: strukt.to_owned(),
+                member: member.to_owned(),
+            })?;
+        Ok(bits / 8)
+    }
+
+    /// The bit offset of `member` in `ty` plus `base`, searching anonymous members (at most a
+    /// few levels deep: the kernel nests them two or three).
+    fn find_member(&self, ty: &Type, member: &[u8], base: u32, depth: u32) -> Result<Option<u32>, BtfError> {
+        for i in 0..ty.vlen {
+            let at = ty.data + 12 * i;
+            let (name, member_type, offset) = (
+                word(self.type_data, at)?,
+                word(self.type_data, at + 4)?,
+                word(self.type_data, at + 8)?,
+            );
+            let bits = base.wrapping_add(if ty.kind_flag { offset & 0xff_ffff } else { offset });
+            if name != 0 {
+                if self.name(name) == member {
+                    return Ok(Some(bits));
+                }
+                continue;
+            }
+            let inner = member_type
+                .checked_sub(1)
+                .and_then(|i| self.types.get(i as usize))
+                .filter(|t| matches!(t.kind, KIND_STRUCT | KIND_UNION));
+            if let Some(inner) = inner
+                && depth < 8
+                && let Some(found) = self.find_member(inner, member, bits, depth + 1)?
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The offsets of `pid` and `flags` in the running kernel's `task_struct`.
+pub fn task_offsets() -> anyhow::Result<(u32, u32)> {
+    use anyhow::Context as _;
+    const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+    let blob = std::fs::read(VMLINUX).with_context(|| format!("reading {VMLINUX}"))?;
+    let btf = Btf::parse(&blob)?;
+    Ok((
+        btf.member_offset("task_struct", "pid")?,
+        btf.member_offset("task_struct", "flags")?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BTF blob: `struct task_struct { int state; union { int a; struct { long x; int pid; }; }; unsigned int flags; }`
+    /// after an INT type and a forward declaration of the same name.
+    fn blob() -> Vec<u8> {
+        let strings = b"\0int\0task_struct\0state\0a\0x\0pid\0flags\0long\0";
+        let name = |s: &str| -> u32 {
+            let hay = std::str::from_utf8(strings).expect("ascii");
+            hay.find(&format!("\0{s}\0")).expect("string") as u32 + 1
+        };
+        let mut types: Vec<u32> = Vec::new();
+        let info = |kind: u32, vlen: u32| (kind << 24) | vlen;
+        // 1: int (INT, 4 bytes + encoding word).
+        types.extend([name("int"), info(1, 0), 4, 32]);
+        // 2: long.
+        types.extend([name("long"), info(1, 0), 8, 64]);
+        // 3: struct task_struct; (FWD)
+        types.extend([name("task_struct"), info(7, 0), 0]);
+        // 4: anonymous struct { long x; int pid; }
+        types.extend([0, info(4, 2), 16, name("x"), 2, 0, name("pid"), 1, 64]);
+        // 5: anonymous union { int a; struct 4; }
+        types.extend([0, info(5, 2), 16, name("a"), 1, 0, 0, 4, 0]);
+        // 6: struct task_struct { int state; union 5 (at 8 bytes); unsigned flags (at 24 bytes) }
+        types.extend([name("task_struct"), info(4, 3), 32, name("state"), 1, 0, 0, 5, 64, name("flags"), 1, 192]);
+        let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let mut out = Vec::new();
+        out.extend(MAGIC.to_ne_bytes());
+        out.extend([1, 0]);
+        for w in [24, 0, type_bytes.len() as u32, type_bytes.len() as u32, strings.len() as u32] {
+            out.extend(w.to_ne_bytes());
+        }
+        out.extend(type_bytes);
+        out.extend(strings);
+        out
+    }
+
+    /// Members are found directly and through anonymous unions and structs; the forward
+    /// declaration is skipped.
+    #[test]
+    fn offsets_are_found() {
+        let blob = blob();
+        let btf = Btf::parse(&blob).expect("parses");
+        assert_eq!(btf.member_offset("task_struct", "state"), Ok(0));
+        assert_eq!(btf.member_offset("task_struct", "pid"), Ok(16));
+        assert_eq!(btf.member_offset("task_struct", "flags"), Ok(24));
+        assert_eq!(
+            btf.member_offset("task_struct", "tgid"),
+            Err(BtfError::NoMember {
+                strukt: "task_struct".into(),
+                member: "tgid".into()
+            })
+        );
+        assert_eq!(btf.member_offset("mm_struct", "pgd"), Err(BtfError::NoStruct("mm_struct".into())));
+    }
+
+    /// Truncated or foreign blobs are errors, not panics.
+    #[test]
+    fn malformed_blobs_are_errors() {
+        let blob = blob();
+        for len in [0, 3, 23, 30, blob.len() - 1] {
+            assert!(Btf::parse(&blob[..len]).is_err(), "{len} bytes");
+        }
+        assert!(matches!(Btf::parse(&[0; 64]), Err(BtfError::Malformed("bad magic"))));
+    }
+
+    /// The running kernel's `task_struct` has both fields (where it has BTF).
+    #[test]
+    fn this_kernel_has_the_fields() {
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return;
+        }
+        let (pid, flags) = task_offsets().expect("offsets");
+        assert!(pid > flags && pid < 8192, "pid at {pid}, flags at {flags}");
+    }
+}

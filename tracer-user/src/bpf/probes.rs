@@ -1,0 +1,228 @@
+//! The programs of the `-e` events other than cpu-clock: which entry programs and walker copies
+//! an event set needs, loading them (and wiring each walker into its program array), attaching
+//! them to their probes, tracepoints and `sched_switch`, and detaching. Only what is asked for
+//! is loaded, so a kernel that cannot load one of them still traces the rest. Specs are parsed
+//! and uprobe targets resolved before (`crate::event`); nothing here reads unwind tables.
+
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use aya::{
+    Ebpf,
+    maps::ProgramArray,
+    programs::{
+        KProbe, Program, RawTracePoint, TracePoint, UProbe,
+        kprobe::KProbeLinkId,
+        raw_trace_point::RawTracePointLinkId,
+        trace_point::TracePointLinkId,
+        uprobe::{UProbeAttachLocation, UProbeLinkId, UProbeScope},
+    },
+};
+use tracer_common::{
+    event::{
+        EventKind, MAP_PROGS_PROBE, MAP_PROGS_SWITCH, MAP_PROGS_TRACEPOINT, PROG_KPROBES, PROG_ON_SWITCH,
+        PROG_TRACEPOINTS, PROG_UPROBES, PROG_URETPROBES, PROG_WALK_PROBE, PROG_WALK_SWITCH, PROG_WALK_TRACEPOINT,
+        TRACEPOINT_SWITCH,
+    },
+    trace::PROG_WALK_SLOT,
+};
+
+use super::map_mut;
+use crate::event::{Event, EventSet, EventSpec};
+
+/// Where tracefs is mounted when it is (aya looks in the same places, in this order).
+const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The kprobe PMU, which kernels with kprobes have.
+const KPROBE_PMU: &str = "/sys/bus/event_source/devices/kprobe";
+
+/// An attached event, to detach.
+pub(super) enum Link {
+    KProbe(&'static str, KProbeLinkId),
+    UProbe(&'static str, UProbeLinkId),
+    TracePoint(&'static str, TracePointLinkId),
+    RawTracePoint(&'static str, RawTracePointLinkId),
+}
+
+/// The entry program of `event` (none for cpu-clock, whose programs `super` owns).
+fn entry_program(event: &Event) -> Option<&'static str> {
+    match event.spec.kind() {
+        EventKind::CpuClock => None,
+        EventKind::Offcpu => Some(PROG_ON_SWITCH),
+        EventKind::Kprobe => PROG_KPROBES.get(event.slot).copied(),
+        EventKind::Uprobe => PROG_UPROBES.get(event.slot).copied(),
+        EventKind::Uretprobe => PROG_URETPROBES.get(event.slot).copied(),
+        EventKind::Tracepoint => PROG_TRACEPOINTS.get(event.slot).copied(),
+    }
+}
+
+/// The walker copies `events` need, with their program arrays.
+fn walkers(events: &EventSet) -> Vec<(&'static str, &'static str)> {
+    let probes = [EventKind::Kprobe, EventKind::Uprobe, EventKind::Uretprobe];
+    let mut walkers = Vec::new();
+    if probes.iter().any(|&kind| events.has(kind)) {
+        walkers.push((PROG_WALK_PROBE, MAP_PROGS_PROBE));
+    }
+    if events.has(EventKind::Tracepoint) {
+        walkers.push((PROG_WALK_TRACEPOINT, MAP_PROGS_TRACEPOINT));
+    }
+    if events.has(EventKind::Offcpu) {
+        walkers.push((PROG_WALK_SWITCH, MAP_PROGS_SWITCH));
+    }
+    walkers
+}
+
+/// Every program [`load`] loads for `events`, walkers first.
+pub(super) fn programs(events: &EventSet) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = walkers(events).into_iter().map(|(walker, _)| walker).collect();
+    names.extend(events.events().iter().filter_map(entry_program));
+    names
+}
+
+/// Load the walkers and entry programs of `events` and install each walker in its array.
+pub(super) fn load(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<()> {
+    for (walker, array) in walkers(events) {
+        let fd = {
+            let program = program_mut(ebpf, walker)?;
+            load_one(program, walker)?;
+            program
+                .fd()
+                .and_then(|fd| fd.try_clone().map_err(Into::into))
+                .with_context(|| format!("the file descriptor of {walker}"))?
+        };
+        ProgramArray::try_from(map_mut(ebpf, array)?)?
+            .set(PROG_WALK_SLOT, &fd, 0)
+            .with_context(|| format!("installing {walker} in {array}"))?;
+    }
+    for event in events.events() {
+        if let Some(name) = entry_program(event) {
+            load_one(program_mut(ebpf, name)?, name).with_context(|| format!("loading the program of `{}`", event.name))?;
+        }
+    }
+    Ok(())
+}
+
+fn load_one(program: &mut Program, name: &str) -> anyhow::Result<()> {
+    let loaded = match program {
+        Program::KProbe(p) => p.load(),
+        Program::UProbe(p) => p.load(),
+        Program::TracePoint(p) => p.load(),
+        Program::RawTracePoint(p) => p.load(),
+        _ => bail!("program {name} is not of an event's program type"),
+    };
+    loaded.with_context(|| format!("the kernel verifier rejected {name}"))
+}
+
+fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut Program> {
+    ebpf.program_mut(name)
+        .with_context(|| format!("program {name} missing from the eBPF object"))
+}
+
+/// Attach every loaded event program (not cpu-clock).
+pub(super) fn attach(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<Vec<Link>> {
+    if events.has(EventKind::Tracepoint) {
+        mount_tracefs()?;
+    }
+    let mut links = Vec::new();
+    for event in events.events() {
+        let Some(name) = entry_program(event) else {
+            continue;
+        };
+        let what = || format!("attaching `{}`", event.name);
+        let program = program_mut(ebpf, name)?;
+        let link = match (&event.spec, program) {
+            (EventSpec::Kprobe { .. }, _) if !Path::new(KPROBE_PMU).exists() => {
+                bail!("`{}`: this kernel has no kprobes (it was built without CONFIG_KPROBES)", event.name)
+            }
+            (EventSpec::Kprobe { symbol }, Program::KProbe(p)) => Link::KProbe(
+                name,
+                p.attach(symbol, 0).with_context(|| {
+                    format!(
+                        "attaching `{}` (is {symbol} a kernel function that can be probed? see available_filter_functions in tracefs)",
+                        event.name
+                    )
+                })?,
+            ),
+            (EventSpec::Uprobe { .. } | EventSpec::Uretprobe { .. }, Program::UProbe(p)) => {
+                let site = event
+                    .site
+                    .as_ref()
+                    .with_context(|| format!("`{}` was not resolved to a file offset", event.name))?;
+                let location = UProbeAttachLocation::AbsoluteOffset(site.file_offset);
+                Link::UProbe(
+                    name,
+                    p.attach(location, &site.path, UProbeScope::AllProcesses)
+                        .with_context(what)?,
+                )
+            }
+            (EventSpec::Tracepoint { category, name: tracepoint }, Program::TracePoint(p)) => {
+                check_tracepoint(&event.name, category, tracepoint)?;
+                Link::TracePoint(name, p.attach(category, tracepoint).with_context(what)?)
+            }
+            (EventSpec::Offcpu, Program::RawTracePoint(p)) => {
+                Link::RawTracePoint(name, p.attach(TRACEPOINT_SWITCH).with_context(what)?)
+            }
+            _ => bail!("program {name} does not fit `{}`", event.name),
+        };
+        links.push(link);
+    }
+    Ok(links)
+}
+
+/// Detach `links` (failures are logged: detaching happens on the way out).
+pub(super) fn detach(ebpf: &mut Ebpf, links: Vec<Link>) {
+    for link in links {
+        let (name, detached) = match link {
+            Link::KProbe(name, id) => (name, typed::<KProbe>(ebpf, name).map(|p| p.detach(id))),
+            Link::UProbe(name, id) => (name, typed::<UProbe>(ebpf, name).map(|p| p.detach(id))),
+            Link::TracePoint(name, id) => (name, typed::<TracePoint>(ebpf, name).map(|p| p.detach(id))),
+            Link::RawTracePoint(name, id) => (name, typed::<RawTracePoint>(ebpf, name).map(|p| p.detach(id))),
+        };
+        match detached {
+            Some(Ok(())) => {}
+            Some(Err(err)) => log::warn!("detaching {name}: {err}"),
+            None => log::warn!("detaching {name}: program missing"),
+        }
+    }
+}
+
+fn typed<'a, P>(ebpf: &'a mut Ebpf, name: &str) -> Option<&'a mut P>
+where
+    &'a mut P: TryFrom<&'a mut Program>,
+{
+    ebpf.program_mut(name)?.try_into().ok()
+}
+
+/// The tracefs mount with an `events` directory, if any.
+fn tracefs() -> Option<&'static str> {
+    TRACEFS.into_iter().find(|dir| Path::new(dir).join("events").is_dir())
+}
+
+/// Tracepoints attach through tracefs: mount it where it is missing, and say so.
+fn mount_tracefs() -> anyhow::Result<()> {
+    if tracefs().is_some() {
+        return Ok(());
+    }
+    let target = TRACEFS[0];
+    let (source, fstype, dir) = (c"nodev", c"tracefs", c"/sys/kernel/tracing");
+    // SAFETY: mount(2) with NUL-terminated strings that live through the call and no data.
+    let mounted = unsafe { libc::mount(source.as_ptr(), dir.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if mounted != 0 {
+        let err = std::io::Error::last_os_error();
+        bail!("tracepoint events need tracefs, which is not mounted, and mounting it at {target} failed: {err}");
+    }
+    eprintln!("sframe-trace: mounted tracefs at {target} (tracepoint events need it)");
+    Ok(())
+}
+
+/// A clear error for a tracepoint the kernel does not have.
+fn check_tracepoint(spec: &str, category: &str, name: &str) -> anyhow::Result<()> {
+    let Some(root) = tracefs() else {
+        bail!("tracefs is not mounted (needed by `{spec}`)");
+    };
+    let dir = Path::new(root).join("events").join(category).join(name);
+    if !dir.join("id").exists() {
+        bail!("`{spec}`: this kernel has no tracepoint {category}:{name} (see {root}/events)");
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! Following processes while tracing: the kernel's notices (exec, exit, a process seen for the
+//! first time system-wide, a PC in no known mapping) turn into reading `/proc/PID/maps`,
+//! building the tables of new objects, writing them and the process's mappings into the
+//! kernel, and, for exits, forgetting the process after a grace period (samples already in the
+//! ring buffer still need its mappings) and unloading tables no process needs any more.
+//! It decides nothing about output; it only keeps the kernel's view of processes current.
+//!
+//! Building a large object's table can take a while, so new objects are built on tokio's
+//! blocking threads while the session goes on reading samples; the [`Built`] result comes
+//! back through a channel, and only then is the process loaded (installing a built table
+//! is quick).
+
+use std::{
+    collections::VecDeque,
+    time::{Duration, Instant},
+};
+
+use tokio::sync::mpsc;
+use tracer_common::notice::{Notice, NoticeKind};
+
+use super::{
+    objects::{Catalog, NoTable, Prebuilt, prebuild},
+    targets::alive,
+};
+use crate::{bpf::Kernel, procmaps};
+
+/// How long an exited process's mappings are kept for the samples still queued.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// New objects up to this size in total are built at once; larger ones in the background.
+const BUILD_NOW_BYTES: u64 = 2 << 20;
+/// How often every known process is checked for having exited unnoticed.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// How long an object's table stays loaded after the last process mapping it is gone.
+const UNLOAD_AFTER: Duration = Duration::from_secs(10);
+
+/// What following did, for the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FollowStats {
+    /// Processes loaded after the start (system-wide: new ones; any mode: exec'ed ones).
+    pub loaded: u64,
+    /// Mapping refreshes after a PC in no known mapping (dlopen, JIT).
+    pub refreshed: u64,
+    /// Processes that exited and were dropped.
+    pub exited: u64,
+    /// Processes that were gone before their mappings could be read.
+    pub vanished: u64,
+    /// Processes the process map had no room for.
+    pub no_room: u64,
+    /// Object tables unloaded because no process mapped them any more.
+    pub unloaded: u64,
+    /// Processes still known at the end (exited ones are dropped after a grace period).
+    pub traced_at_end: u64,
+}
+
+/// Tables built in the background for a process to load.
+pub struct Built {
+    pid: u32,
+    tables: Vec<(std::path::PathBuf, Result<Prebuilt, NoTable>)>,
+}
+
+/// Process following state.
+pub struct Follower {
+    /// Exited processes waiting for their grace period to end.
+    exited: VecDeque<(Instant, u32)>,
+    built: mpsc::UnboundedSender<Built>,
+    /// Objects being built in the background, and the processes waiting for them.
+    building: std::collections::HashSet<std::path::PathBuf>,
+    waiting: Vec<u32>,
+    last_sweep: Instant,
+    pub stats: FollowStats,
+}
+
+impl Follower {
+    /// A follower whose background builds arrive on the returned receiver: pass each to
+    /// [`Follower::built`].
+    pub fn new() -> (Follower, mpsc::UnboundedReceiver<Built>) {
+        let (built, receiver) = mpsc::unbounded_channel();
+        let follower = Follower {
+            exited: VecDeque::new(),
+            built,
+            building: std::collections::HashSet::new(),
+            waiting: Vec::new(),
+            last_sweep: Instant::now(),
+            stats: FollowStats::default(),
+        };
+        (follower, receiver)
+    }
+
+    /// Act on one notice. Failures that concern one process (it vanished, no room) are
+    /// counted; only a failure to talk to the kernel maps is an error.
+    pub fn notice(&mut self, notice: &Notice, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+        let pid = notice.tgid;
+        match NoticeKind::try_from(notice.kind) {
+            Ok(NoticeKind::Exit) => {
+                self.stats.exited += 1;
+                self.exited.push_back((Instant::now(), pid));
+                Ok(())
+            }
+            Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
+                self.stats.loaded += 1;
+                self.load(pid, catalog, kernel)
+            }
+            Ok(NoticeKind::UnknownPc) => {
+                self.stats.refreshed += 1;
+                self.load(pid, catalog, kernel)
+            }
+            Err(kind) => {
+                log::warn!("ignoring a notice of unknown kind {kind} for pid {pid}");
+                Ok(())
+            }
+        }
+    }
+
+    /// (Re)load `pid`: read its mappings; with every table at hand, write tables then
+    /// mappings; else build the missing tables in the background first.
+    pub fn load(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+        let Ok(mappings) = procmaps::executable_mappings(pid) else {
+            self.stats.vanished += 1;
+            return Ok(());
+        };
+        let missing = catalog.missing(pid, &mappings);
+        let small = missing
+            .iter()
+            .map(|path| std::fs::metadata(path).map_or(u64::MAX, |m| m.len()))
+            .fold(0u64, u64::saturating_add)
+            <= BUILD_NOW_BYTES;
+        if small {
+            // A plugin or a small program: built now, a few milliseconds, so that its first
+            // samples are not lost waiting for a thread.
+            let exec = catalog.add_process(pid, &mappings);
+            kernel.sync_tables(&mut catalog.tables)?;
+            if let Err(err) = kernel.set_process(pid, &exec) {
+                log::debug!("process {pid}: {err:#}");
+                self.stats.no_room += 1;
+            }
+            // It may have exited before it was in the process map: then no exit notice comes.
+            if !alive(pid) {
+                self.exited.push_back((Instant::now(), pid));
+                kernel.remove_process(pid)?;
+            }
+            return Ok(());
+        }
+        // Each object is built once, however many processes wait for it.
+        let missing: Vec<_> = missing.into_iter().filter(|p| !self.building.contains(p)).collect();
+        if missing.is_empty() {
+            if !self.waiting.contains(&pid) {
+                self.waiting.push(pid);
+            }
+            return Ok(());
+        }
+        self.building.extend(missing.iter().cloned());
+        let sender = self.built.clone();
+        tokio::task::spawn_blocking(move || {
+            let tables = missing.into_iter().map(|path| {
+                let table = prebuild(&path);
+                (path, table)
+            });
+            // The receiver is gone only when the session ended.
+            let _ = sender.send(Built {
+                pid,
+                tables: tables.collect(),
+            });
+        });
+        Ok(())
+    }
+
+    /// Tables built in the background arrived: keep them and load their process (reading its
+    /// mappings again: they may have changed meanwhile).
+    pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+        for (path, table) in built.tables {
+            self.building.remove(&path);
+            catalog.add_prebuilt(path, table);
+        }
+        self.load(built.pid, catalog, kernel)?;
+        for pid in std::mem::take(&mut self.waiting) {
+            self.load(pid, catalog, kernel)?;
+        }
+        Ok(())
+    }
+
+    /// Forget processes whose grace period ended, then unload tables nobody maps. Call it
+    /// periodically.
+    pub fn housekeep(&mut self, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+        // Exits can go unnoticed (a lost notice, an exit before the process was loaded).
+        if self.last_sweep.elapsed() >= SWEEP_EVERY {
+            self.last_sweep = Instant::now();
+            for pid in catalog.processes.keys().copied().filter(|&pid| !alive(pid)) {
+                if !self.exited.iter().any(|&(_, p)| p == pid) {
+                    self.exited.push_back((Instant::now(), pid));
+                    kernel.remove_process(pid)?;
+                }
+            }
+        }
+        while let Some(&(at, pid)) = self.exited.front() {
+            if at.elapsed() < EXIT_GRACE {
+                break;
+            }
+            self.exited.pop_front();
+            // A pid can be reused by a new process loaded meanwhile: keep that one.
+            if alive(pid) {
+                continue;
+            }
+            catalog.remove_process(pid);
+        }
+        let unloaded = catalog.unload_unused(UNLOAD_AFTER);
+        if unloaded > 0 {
+            self.stats.unloaded += unloaded as u64;
+            kernel.sync_tables(&mut catalog.tables)?;
+        }
+        Ok(())
+    }
+}

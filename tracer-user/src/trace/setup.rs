@@ -1,0 +1,135 @@
+//! The start of a session: read the mappings of the processes traced from the start, build
+//! their tables within the `--max-table-memory` budget (with a progress line on stderr when
+//! that takes more than a second), create the kernel maps with room to grow, and load the
+//! programs and processes. Nothing is attached here.
+
+use std::{
+    io::IsTerminal as _,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+
+use super::{TraceConfig, budget, objects::Catalog, targets::Targets};
+use crate::{
+    bpf::{Kernel, KernelConfig},
+    procmaps,
+    table::TableSet,
+};
+
+/// Processes the process map has room for in system-wide mode: twice those running at start
+/// plus headroom, within these bounds.
+const ALL_PROCESSES_MIN: usize = 1024;
+const ALL_PROCESSES_MAX: usize = 65536;
+
+/// What the session starts with.
+pub struct Started {
+    pub catalog: Catalog,
+    pub kernel: Kernel,
+    /// Processes running at start that could not be traced (gone, or no room), system-wide.
+    pub skipped: u64,
+}
+
+/// Build and load everything for `targets`.
+pub fn start(config: &TraceConfig, targets: &Targets) -> anyhow::Result<Started> {
+    let budget = budget::for_budget(config.max_table_memory);
+    let mut catalog = Catalog::with_tables(TableSet::with_capacity(budget));
+    let mut progress = Progress::new(targets.pids().len());
+    let mut exec = Vec::new();
+    let mut skipped = 0;
+    for (i, &pid) in targets.pids().iter().enumerate() {
+        progress.show(i, catalog.objects.len());
+        match procmaps::executable_mappings(pid) {
+            // Kernel threads map nothing.
+            Ok(mappings) if mappings.is_empty() && targets.is_all() => {}
+            Ok(mappings) => exec.push((pid, catalog.add_process(pid, &mappings))),
+            Err(_) if targets.is_all() => skipped += 1,
+            Err(err) => return Err(err).with_context(|| format!("reading the mappings of pid {pid}")),
+        }
+    }
+    progress.done(catalog.objects.len());
+    let capacity = budget::with_headroom(&catalog.tables, &budget);
+    catalog.tables.set_capacity(capacity);
+    let max_processes = if targets.is_all() {
+        (exec.len() * 2 + 256).clamp(ALL_PROCESSES_MIN, ALL_PROCESSES_MAX)
+    } else {
+        exec.len().max(1)
+    };
+    let kernel_config = KernelConfig {
+        frequency: config.frequency,
+        max_depth: config.max_depth,
+        kernel_stacks: config.kernel_stacks,
+        all_processes: targets.is_all(),
+        max_processes: u32::try_from(max_processes).unwrap_or(u32::MAX),
+        table_capacity: Some(capacity),
+        events: config.events.clone(),
+    };
+    let mut kernel = Kernel::load(&kernel_config, &mut catalog.tables)?;
+    for (pid, mappings) in &exec {
+        match kernel.set_process(*pid, mappings) {
+            Ok(_) => {}
+            Err(_) if targets.is_all() => skipped += 1,
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(Started {
+        catalog,
+        kernel,
+        skipped,
+    })
+}
+
+/// A progress line on stderr, shown once loading has taken a second: rewritten in place on a
+/// terminal, else one line every few seconds.
+struct Progress {
+    started: Instant,
+    last: Option<Instant>,
+    total: usize,
+    terminal: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            started: Instant::now(),
+            last: None,
+            total,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&mut self, done: usize, objects: usize) {
+        let every = if self.terminal {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(5)
+        };
+        if self.started.elapsed() < Duration::from_secs(1) || self.last.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let line = format!(
+            "sframe-trace: loading unwind tables: {done}/{} processes, {objects} objects",
+            self.total
+        );
+        if self.terminal {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn done(&mut self, objects: usize) {
+        if self.last.is_some() {
+            let line = format!(
+                "sframe-trace: loaded unwind tables of {objects} objects in {:.1} s",
+                self.started.elapsed().as_secs_f64()
+            );
+            if self.terminal {
+                eprintln!("\r{line}\x1b[K");
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Stacks on events (`-e`), end to end: the fixtures/events workload (no frame pointers, SFrame)
+//! is started paused, the tracer attaches with `--pid` and one event, the workload runs its
+//! known chains a known number of times and exits, and the stacks of the event must be exactly
+//! those chains with exactly those counts: a uprobe and a uretprobe on `target` (called through
+//! `a -> b` and through `c`), a kprobe on the `getppid` system call and the `sys_enter_getppid`
+//! tracepoint (user and kernel stacks), and off-CPU time in `main -> sleeper -> nap` with each
+//! sample weighing about the time slept. Privileged, like every tracing test.
+
+use std::{
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use crate::support::{Running, Tracer, privileged};
+
+/// The counts of fixtures/events/events.c.
+const TARGET_VIA_B: u64 = 300;
+const TARGET_VIA_C: u64 = 200;
+const PPID_CALLS: u64 = 50;
+const NAPS: usize = 5;
+const NAP_NS: u64 = 50_000_000;
+
+/// The workload, built in a temporary directory.
+struct Workload {
+    dir: tempfile::TempDir,
+}
+
+impl Workload {
+    fn build() -> Workload {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/events/events.c");
+        let out = Command::new("gcc")
+            .args([
+                "-O2",
+                "-fomit-frame-pointer",
+                "-fno-optimize-sibling-calls",
+                "-Wa,--gsframe",
+                "-o",
+            ])
+            .arg(dir.path().join("events"))
+            .arg(&src)
+            .output()
+            .expect("run gcc");
+        assert!(
+            out.status.success(),
+            "gcc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Workload { dir }
+    }
+
+    fn exe(&self) -> PathBuf {
+        self.dir.path().join("events")
+    }
+
+    /// Start the workload (paused on stdin), trace it with `sframe-trace --pid PID ARGS -o OUT`,
+    /// let it run and end, and return the tracer's output and stderr.
+    fn trace(&self, args: &[&str]) -> (String, String) {
+        let mut workload = Running(
+            Command::new(self.exe())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start the workload"),
+        );
+        let output = self.dir.path().join("out");
+        let pid = workload.pid().to_string();
+        let output_arg = output.to_str().expect("utf-8 path");
+        let mut full = vec!["--pid", &pid, "-o", output_arg];
+        full.extend(args);
+        let tracer = Tracer::start(&full);
+        let mut stdin = workload.0.stdin.take().expect("stdin");
+        stdin.write_all(b"x").expect("start the workload");
+        drop(stdin);
+        let stderr = tracer.finish();
+        let _ = workload.0.wait();
+        let text = std::fs::read_to_string(&output).expect("read the output");
+        (text, stderr)
+    }
+}
+
+/// Folded lines as (frames, count).
+fn folded(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .map(|line| {
+            let (stack, count) = line.rsplit_once(' ').expect("STACK COUNT");
+            (stack.to_owned(), count.parse().expect("count"))
+        })
+        .collect()
+}
+
+/// The summed count of the lines `pick` accepts.
+fn count(lines: &[(String, u64)], pick: impl Fn(&str) -> bool) -> u64 {
+    lines.iter().filter(|(stack, _)| pick(stack)).map(|(_, n)| n).sum()
+}
+
+/// Whether the kernel has kprobes; says loudly that the test is skipped when not.
+fn has_kprobes(test: &str) -> bool {
+    if Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+        return true;
+    }
+    eprintln!("\n!!!!! SKIPPED {test}: this kernel has no kprobes (CONFIG_KPROBES); vm-test runs it !!!!!\n");
+    false
+}
+
+/// A uprobe on `target` records its two true caller chains, complete down to `_start`, each
+/// exactly as often as it was called, and nothing else.
+#[test]
+fn uprobe_records_the_exact_callers() {
+    let Some(_serial) = privileged("uprobe_records_the_exact_callers") else {
+        return;
+    };
+    let workload = Workload::build();
+    let spec = format!("uprobe:{}:target", workload.exe().display());
+    let (text, stderr) = workload.trace(&["-e", &spec]);
+    let lines = folded(&text);
+    let via_b = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;a;b;target"));
+    let via_c = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;c;target"));
+    assert_eq!(
+        (via_b, via_c),
+        (TARGET_VIA_B, TARGET_VIA_C),
+        "stacks:\n{text}\n{stderr}"
+    );
+    assert_eq!(
+        count(&lines, |_| true),
+        TARGET_VIA_B + TARGET_VIA_C,
+        "other stacks:\n{text}"
+    );
+    assert!(stderr.contains(&format!(" on {spec};")), "the first line names the event: {stderr}");
+}
+
+/// A uretprobe on `target` takes the stack where it returns to: in `b` (under `a`) and in `c`.
+#[test]
+fn uretprobe_records_the_returns() {
+    let Some(_serial) = privileged("uretprobe_records_the_returns") else {
+        return;
+    };
+    let workload = Workload::build();
+    let spec = format!("uretprobe:{}:target", workload.exe().display());
+    let (text, stderr) = workload.trace(&["-e", &spec]);
+    let lines = folded(&text);
+    let in_b = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;a;b"));
+    let in_c = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;c"));
+    assert_eq!((in_b, in_c), (TARGET_VIA_B, TARGET_VIA_C), "stacks:\n{text}\n{stderr}");
+    assert_eq!(count(&lines, |_| true), TARGET_VIA_B + TARGET_VIA_C, "other stacks:\n{text}");
+}
+
+/// `getppid` system calls from `main -> pp`: the user stack down to `_start` (through libc's
+/// `.eh_frame`) and the kernel stack from the system-call entry to `hit` (the probed or traced
+/// kernel function, innermost), once per call.
+fn check_syscall_stacks(text: &str, stderr: &str, hit: &str) {
+    let lines = folded(text);
+    let exact = count(&lines, |s| {
+        let Some((user, kernel)) = s.split_once(";entry_SYSCALL_64") else {
+            return false;
+        };
+        user.starts_with("events;_start;")
+            && user.contains(";main;pp;")
+            && kernel.contains(";do_syscall_64;")
+            && kernel.ends_with(hit)
+    });
+    assert_eq!(exact, PPID_CALLS, "stacks:\n{text}\n{stderr}");
+    assert_eq!(count(&lines, |_| true), PPID_CALLS, "other stacks:\n{text}");
+}
+
+/// A kprobe on the `getppid` system call has both stacks, once per call.
+#[test]
+fn kprobe_has_user_and_kernel_stacks() {
+    let Some(_serial) = privileged("kprobe_has_user_and_kernel_stacks") else {
+        return;
+    };
+    if !has_kprobes("kprobe_has_user_and_kernel_stacks") {
+        return;
+    }
+    let workload = Workload::build();
+    let (text, stderr) = workload.trace(&["-e", "kprobe:__x64_sys_getppid"]);
+    check_syscall_stacks(&text, &stderr, ";__x64_sys_getppid");
+}
+
+/// The `syscalls:sys_enter_getppid` tracepoint has both stacks, once per call; the tracer's own
+/// machinery (its program, the tracepoint's perf glue) is not part of them.
+#[test]
+fn tracepoint_has_user_and_kernel_stacks() {
+    let Some(_serial) = privileged("tracepoint_has_user_and_kernel_stacks") else {
+        return;
+    };
+    let workload = Workload::build();
+    let (text, stderr) = workload.trace(&["-e", "tracepoint:syscalls:sys_enter_getppid"]);
+    check_syscall_stacks(&text, &stderr, ";syscall_trace_enter");
+}
+
+/// Off-CPU samples of the workload: each `nap` blocks in `nanosleep` for about `NAP_NS`, and
+/// each shows as one sample in `main -> sleeper -> nap`, with the kernel stack down to the
+/// scheduler and a weight of the time blocked.
+#[test]
+fn offcpu_weighs_the_time_blocked() {
+    let Some(_serial) = privileged("offcpu_weighs_the_time_blocked") else {
+        return;
+    };
+    let workload = Workload::build();
+    let (text, stderr) = workload.trace(&["-e", "offcpu", "-f", "json"]);
+    let mut naps = Vec::new();
+    for line in text.lines() {
+        let sample: serde_json::Value = serde_json::from_str(line).expect("json");
+        assert_eq!(sample["event"], "offcpu", "{line}");
+        let names: Vec<&str> = sample["frames"]
+            .as_array()
+            .expect("frames")
+            .iter()
+            .rev()
+            .map(|f| f["symbol"].as_str().unwrap_or("?"))
+            .collect();
+        let chain = names.join(";");
+        if chain.contains(";main;sleeper;nap;") {
+            assert!(chain.starts_with("_start;"), "incomplete: {chain}");
+            assert!(chain.ends_with(";schedule;__schedule"), "kernel stack (ending in the switch): {chain}");
+            naps.push(sample["weight_ns"].as_u64().expect("weight"));
+        }
+    }
+    assert_eq!(naps.len(), NAPS, "samples:\n{text}\n{stderr}");
+    for weight in naps {
+        assert!(
+            (NAP_NS..NAP_NS * 2).contains(&weight),
+            "a nap of {NAP_NS} ns weighs {weight} ns"
+        );
+    }
+}

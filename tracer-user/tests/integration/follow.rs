@@ -1,0 +1,202 @@
+//! Following processes while tracing (fixtures/follow): a plugin loaded with dlopen after the
+//! tracer attached, a process started after a system-wide tracer, a traced process that execs
+//! a new image, and a fork storm under a system-wide tracer whose exited processes are dropped
+//! again. Stacks are judged against the call chains the fixtures are written with.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{Running, Tracer, privileged};
+
+/// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
+fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/follow/{name}.c"));
+    let out = dir.join(if extra.contains(&"-shared") {
+        format!("lib{name}.so")
+    } else {
+        name.to_owned()
+    });
+    let status = Command::new("gcc")
+        .args([
+            "-O2",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-Wa,--gsframe",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc {name} failed");
+    out
+}
+
+/// The folded lines of `path` whose stack contains `frame`, as (stack, count).
+fn stacks_with(path: &Path, frame: &str) -> Vec<(String, u64)> {
+    let text = std::fs::read_to_string(path).expect("read the folded output");
+    text.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.split(';').any(|f| f == frame))
+        .map(|(stack, n)| (stack.to_owned(), n.parse().expect("count")))
+        .collect()
+}
+
+/// Samples of `stacks` whose user part ends with `chain` (kernel frames follow it only with
+/// kernel stacks, which these runs do not take) and starts at `_start`, and all of them.
+fn exact(stacks: &[(String, u64)], chain: &str) -> (u64, u64) {
+    let total = stacks.iter().map(|(_, n)| n).sum();
+    let good = stacks
+        .iter()
+        .filter(|(s, _)| {
+            let frames: Vec<&str> = s.split(';').skip(1).collect();
+            frames.join(";").replace("__libc_start_main_impl", "__libc_start_main") == chain
+        })
+        .map(|(_, n)| n)
+        .sum();
+    (good, total)
+}
+
+/// A counter of the summary's "processes:" line, e.g. `loaded while tracing`.
+fn followed(stderr: &str, what: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("processes:"))
+        .unwrap_or_else(|| panic!("no processes line in the summary: {stderr}"));
+    line.split([',', ';', ':'])
+        .find_map(|part| part.trim().strip_suffix(what)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{what}` in {line}"))
+}
+
+const PLUGIN_CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main;run_plugin;plugin_work;plugin_leaf";
+
+/// A plugin loaded with dlopen after `--pid` attached is unwound exactly: the walk meets
+/// unknown code, the kernel asks for a refresh, and the plugin's table is loaded.
+#[test]
+fn dlopen_after_attach_is_unwound() {
+    let Some(_serial) = privileged("follow::dlopen_after_attach_is_unwound") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
+    let host = compile(dir.path(), "host", &[]);
+    let running = Running(
+        Command::new(&host)
+            .env("PLUGIN", &plugin)
+            .env("DELAY_MS", "1500")
+            .spawn()
+            .expect("start the host"),
+    );
+    let out = dir.path().join("stacks.folded");
+    let pid = running.pid().to_string();
+    let tracer = Tracer::start(&["-F", "499", "-d", "4", "--no-kernel", "--pid", &pid, "-o", out.to_str().unwrap()]);
+    let stderr = tracer.finish();
+    let (good, total) = exact(&stacks_with(&out, "plugin_leaf"), PLUGIN_CHAIN);
+    eprintln!("{stderr}\nplugin samples: {good}/{total} exact");
+    assert!(total >= 200, "too few samples in the plugin: {total}");
+    assert!(good * 100 >= total * 99, "{good}/{total} exact");
+    assert!(followed(&stderr, "refreshed (new code mapped)") >= 1, "{stderr}");
+}
+
+/// A system-wide tracer picks up a process started after it, with its plugin, and drops it
+/// when it exits.
+#[test]
+fn system_wide_follows_a_later_process() {
+    let Some(_serial) = privileged("follow::system_wide_follows_a_later_process") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
+    let host = compile(dir.path(), "host", &[]);
+    let out = dir.path().join("stacks.folded");
+    let tracer = Tracer::start(&["-a", "-F", "499", "-d", "6", "--no-kernel", "-o", out.to_str().unwrap()]);
+    let mut later = Running(
+        Command::new(&host)
+            .env("PLUGIN", &plugin)
+            .env("DELAY_MS", "300")
+            .spawn()
+            .expect("start the host"),
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    let _ = later.0.kill();
+    let _ = later.0.wait();
+    let stderr = tracer.finish();
+    let (good, total) = exact(&stacks_with(&out, "plugin_leaf"), PLUGIN_CHAIN);
+    eprintln!("{stderr}\nplugin samples of the later process: {good}/{total} exact");
+    assert!(total >= 100, "too few samples of the later process: {total}");
+    // Samples taken before the tables are loaded (a few milliseconds) are walked with frame
+    // pointers only and come out short, never wrong: wrong would show as other stacks here.
+    assert!(good * 100 >= total * 97, "{good}/{total} exact");
+    assert!(followed(&stderr, "loaded while tracing") >= 1, "{stderr}");
+    assert!(followed(&stderr, "exited") >= 1, "{stderr}");
+}
+
+/// A traced process that execs a new image is reloaded: the new image's stacks are exact.
+#[test]
+fn exec_reloads_the_process() {
+    let Some(_serial) = privileged("follow::exec_reloads_the_process") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = compile(dir.path(), "host", &[]);
+    let running = Running(
+        Command::new(&host)
+            .arg("exec")
+            .env("DELAY_MS", "4000")
+            .spawn()
+            .expect("start the host"),
+    );
+    let out = dir.path().join("stacks.folded");
+    let pid = running.pid().to_string();
+    let tracer = Tracer::start(&["-F", "499", "-d", "7", "--no-kernel", "--pid", &pid, "-o", out.to_str().unwrap()]);
+    let stderr = tracer.finish();
+    let chain = "_start;__libc_start_main;__libc_start_call_main;main;after_exec;spin";
+    let (good, total) = exact(&stacks_with(&out, "after_exec"), chain);
+    let (before, _) = exact(
+        &stacks_with(&out, "before_exec"),
+        "_start;__libc_start_main;__libc_start_call_main;main;before_exec;spin",
+    );
+    eprintln!("{stderr}\nafter exec: {good}/{total} exact; before: {before}");
+    assert!(before >= 50, "too few samples before the exec: {before}");
+    assert!(total >= 200, "too few samples after the exec: {total}");
+    assert!(good * 100 >= total * 99, "{good}/{total} exact");
+    assert!(followed(&stderr, "loaded while tracing") >= 1, "{stderr}");
+}
+
+/// Hundreds of short-lived processes under a system-wide tracer: it survives, they are seen
+/// exiting, and the processes it keeps at the end are no more than at the start.
+#[test]
+fn fork_storm_is_survived_and_cleaned_up() {
+    let Some(_serial) = privileged("follow::fork_storm_is_survived_and_cleaned_up") else {
+        return;
+    };
+    let tracer = Tracer::start(&["-a", "-F", "999", "--no-kernel", "-o", "/dev/null"]);
+    let at_start: u64 = tracer
+        .stderr
+        .iter()
+        .find_map(|l| l.split("every process (").nth(1)?.split(' ').next()?.parse().ok())
+        .expect("process count at start");
+    let storm = Command::new("bash")
+        .args([
+            "-c",
+            "for i in $(seq 400); do /bin/true; sh -c 'i=0; while [ $i -lt 300 ]; do i=$((i+1)); done'; done",
+        ])
+        .status()
+        .expect("run the storm");
+    assert!(storm.success());
+    // Exited processes are dropped after a grace period; missed exits are found by a sweep
+    // every few seconds.
+    std::thread::sleep(Duration::from_secs(9));
+    let stderr = tracer.interrupt();
+    eprintln!("{stderr}");
+    // Most storm processes are gone before they can be loaded; those loaded exit again.
+    let seen = followed(&stderr, "loaded while tracing") + followed(&stderr, "gone before loading");
+    assert!(seen >= 100, "{stderr}");
+    assert!(followed(&stderr, "exited") >= 1, "{stderr}");
+    assert!(
+        followed(&stderr, "traced at the end") <= at_start + 20,
+        "{at_start} processes at the start: {stderr}"
+    );
+}

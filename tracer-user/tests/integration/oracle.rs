@@ -1,0 +1,237 @@
+//! An unwinder-independent judge of user stacks: each object's machine code as `objdump -d`
+//! decodes it (function starts from its symbols, every call instruction with its end and its
+//! target), and a stack is *exact* when every caller frame's return address directly follows a
+//! call instruction whose target is the callee (a direct call to the callee's function, to a
+//! PLT stub for a callee in another object, to a function that tail-jumps to the callee, or an
+//! indirect call), and the outermost frame is `_start`. Nothing here reads unwind tables or the
+//! tracer's symbol names.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What a call instruction calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Target {
+    /// `call ADDR <name>`: a direct call.
+    Direct(u64),
+    /// `call *...`: through a register or memory.
+    Indirect,
+}
+
+/// One object's code, as objdump decodes it.
+pub struct Code {
+    /// (start, name) of every function and PLT stub, sorted by start.
+    functions: Vec<(u64, String)>,
+    /// The end address of every call instruction (a return address), and what it calls.
+    calls: HashMap<u64, Target>,
+    /// Direct `jmp` targets out of each function (its start): tail calls.
+    tail_jumps: HashMap<u64, Vec<u64>>,
+    /// Functions (their starts) with an indirect `jmp` or a `jmp` to a PLT stub: tail calls
+    /// whose target only the run time knows (vtables, IFUNCs).
+    dynamic_tail: std::collections::HashSet<u64>,
+}
+
+impl Code {
+    /// Disassemble `path` (ELF virtual addresses).
+    pub fn of(path: &Path) -> Code {
+        let out = Command::new("objdump")
+            .args(["-d", "-w"])
+            .arg(path)
+            .output()
+            .expect("run objdump");
+        assert!(out.status.success(), "objdump -d {} failed", path.display());
+        Code::parse(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    /// Parse `objdump -d -w` output: `ADDR <NAME>:` headers and `ADDR:\tBYTES\tMNEMONIC OPERANDS` lines.
+    fn parse(text: &str) -> Code {
+        let mut functions = Vec::new();
+        let mut calls = HashMap::new();
+        // (address, direct target, target known only at run time) of every jmp.
+        let mut jumps = Vec::new();
+        for line in text.lines() {
+            if let Some(header) = line.strip_suffix(">:") {
+                if let Some((addr, name)) = header.split_once(" <")
+                    && let Ok(addr) = u64::from_str_radix(addr.trim(), 16)
+                {
+                    functions.push((addr, name.to_owned()));
+                }
+                continue;
+            }
+            let mut fields = line.splitn(3, '\t');
+            let (Some(addr), Some(bytes), Some(insn)) = (fields.next(), fields.next(), fields.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr.trim().trim_end_matches(':'), 16) else {
+                continue;
+            };
+            let len = bytes.split_whitespace().count() as u64;
+            let mut words = insn.split_whitespace();
+            let mnemonic = words.next().unwrap_or_default();
+            let operand = words.next().unwrap_or_default();
+            let direct = u64::from_str_radix(operand, 16).ok();
+            if mnemonic.starts_with("call") {
+                let target = match direct {
+                    Some(t) if !operand.starts_with('*') => Target::Direct(t),
+                    _ => Target::Indirect,
+                };
+                calls.insert(addr + len, target);
+            } else if mnemonic.starts_with("jmp") {
+                let target = direct.filter(|_| !operand.starts_with('*'));
+                jumps.push((addr, target, target.is_none() || insn.contains("@plt>")));
+            }
+        }
+        // Objects stripped to their dynamic symbols (libc) hide internal functions: every direct
+        // call target starts a function too.
+        functions.sort();
+        let mut targets: Vec<u64> = calls
+            .values()
+            .filter_map(|t| match t {
+                Target::Direct(t) => Some(*t),
+                Target::Indirect => None,
+            })
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let named = functions.clone();
+        for t in targets {
+            let i = named.partition_point(|(start, _)| *start <= t);
+            match i.checked_sub(1).map(|i| &named[i]) {
+                Some((start, _)) if *start == t => {}
+                Some((start, name)) => functions.push((t, format!("{name}+{:#x}", t - start))),
+                None => functions.push((t, format!("{t:#x}"))),
+            }
+        }
+        functions.sort();
+        let mut code = Code {
+            functions,
+            calls,
+            tail_jumps: HashMap::new(),
+            dynamic_tail: std::collections::HashSet::new(),
+        };
+        // Jumps belong to the functions as finally delimited.
+        for (addr, target, dynamic) in jumps {
+            let Some((start, _)) = code.function(addr) else { continue };
+            if let Some(t) = target {
+                code.tail_jumps.entry(start).or_default().push(t);
+            }
+            if dynamic {
+                code.dynamic_tail.insert(start);
+            }
+        }
+        code
+    }
+
+    /// The function (start, name) that contains `addr`.
+    pub fn function(&self, addr: u64) -> Option<(u64, &str)> {
+        let i = self.functions.partition_point(|(start, _)| *start <= addr);
+        let (start, name) = self.functions.get(i.checked_sub(1)?)?;
+        Some((*start, name.as_str()))
+    }
+}
+
+/// A user frame: the object it is in and its object-relative address (the sampled PC for the
+/// innermost frame, a return address minus one for the others).
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub object: PathBuf,
+    pub offset: u64,
+}
+
+/// The code of every object seen, disassembled once each.
+#[derive(Default)]
+pub struct Oracle {
+    code: HashMap<PathBuf, Code>,
+}
+
+impl Oracle {
+    fn code(&mut self, object: &Path) -> &Code {
+        self.code
+            .entry(object.to_owned())
+            .or_insert_with(|| Code::of(object))
+    }
+
+    /// The function names of a stack, as the disassembly names them (`?` outside any function).
+    pub fn names(&mut self, stack: &[Frame]) -> Vec<String> {
+        stack
+            .iter()
+            .map(|f| {
+                self.code(&f.object)
+                    .function(f.offset)
+                    .map_or("?".to_owned(), |(_, n)| n.to_owned())
+            })
+            .collect()
+    }
+
+    /// `Ok` when `stack` (innermost first) is the true chain down to `_start`, else why not.
+    pub fn judge(&mut self, stack: &[Frame]) -> Result<(), String> {
+        let outermost = stack.last().ok_or("empty stack")?;
+        let names = self.names(stack);
+        if names.last().map(String::as_str) != Some("_start") {
+            return Err(format!(
+                "ends in {} at {}+{:#x}, not _start",
+                names.last().map_or("?", |n| n),
+                outermost.object.display(),
+                outermost.offset
+            ));
+        }
+        for i in 1..stack.len() {
+            let (callee, caller) = (&stack[i - 1], &stack[i]);
+            let ret = caller.offset + 1;
+            let callee_start = self
+                .code(&callee.object)
+                .function(callee.offset)
+                .map(|(s, _)| s)
+                .ok_or_else(|| format!("frame {} is in no function", i - 1))?;
+            let same_object = caller.object == callee.object;
+            let code = self.code(&caller.object);
+            let target = code.calls.get(&ret).ok_or_else(|| {
+                format!(
+                    "frame {i} ({}+{ret:#x}, in {}) is not a return address",
+                    caller.object.display(),
+                    names[i]
+                )
+            })?;
+            let Target::Direct(target) = *target else { continue };
+            let target_name = code.function(target).map_or("?", |(_, n)| n);
+            // A PLT stub is resolved at run time (through IFUNCs and aliases in libc, to its own
+            // object or another): any callee is possible, unless the sample is in the stub.
+            let fine = (same_object && target == callee_start)
+                || target_name.ends_with("@plt")
+                || code.dynamic_tail.contains(&target)
+                || (same_object
+                    && code
+                        .tail_jumps
+                        .get(&target)
+                        .is_some_and(|jumps| jumps.contains(&callee_start)));
+            if !fine {
+                return Err(format!(
+                    "frame {i} ({}) calls {target_name}, but frame {} is in {}",
+                    names[i],
+                    i - 1,
+                    names[i - 1]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The parser finds functions, call ends, targets and tail jumps (direct, indirect, through
+/// the PLT) in objdump's layout.
+#[test]
+fn parses_objdump() {
+    let text = "\n0000000000001000 <f>:\n    1000:\te8 fb 00 00 00       \tcall   1100 <g>\n    \
+                1005:\tff d0                \tcall   *%rax\n    1007:\te9 f4 00 00 00       \tjmp    1100 <g>\n\n\
+                0000000000001010 <h>:\n    1010:\tff e0                \tjmp    *%rax\n\n\
+                0000000000001100 <g>:\n    1100:\tc3                   \tret\n";
+    let code = Code::parse(text);
+    assert_eq!(code.function(0x1006), Some((0x1000, "f")));
+    assert_eq!(code.function(0x1100), Some((0x1100, "g")));
+    assert_eq!(code.calls.get(&0x1005), Some(&Target::Direct(0x1100)));
+    assert_eq!(code.calls.get(&0x1007), Some(&Target::Indirect));
+    assert_eq!(code.tail_jumps.get(&0x1000), Some(&vec![0x1100]));
+    assert!(!code.dynamic_tail.contains(&0x1000));
+    assert!(code.dynamic_tail.contains(&0x1010));
+}
