@@ -207,8 +207,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a size (e.g. 512M)"))?;
     n.checked_mul(1 << shift)
-        .filter(|&bytes| bytes >= 1 << 20)
-        .ok_or_else(|| format!("`{s}`: give at least 1M and less than 16 EiB"))
+        .filter(|&bytes| bytes >= 64 << 10)
+        .ok_or_else(|| format!("`{s}`: give at least 64K and less than 16 EiB"))
 }
 
 /// Parse `0x`-prefixed hex or decimal.
@@ -239,7 +239,7 @@ mod tests {
         assert_eq!(parse_size("256M"), Ok(256 << 20));
         assert_eq!(parse_size("1g"), Ok(1 << 30));
         assert_eq!(parse_size("2097152"), Ok(2 << 20));
-        assert!(parse_size("12K").is_err(), "below 1M");
+        assert!(parse_size("12K").is_err(), "below 64K");
         assert!(parse_size("M").is_err());
         assert!(parse_size("5T").is_err());
     }

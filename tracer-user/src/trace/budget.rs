@@ -23,10 +23,10 @@ fn chunk_bytes() -> u64 {
     ROW_CHUNK as u64 * ROW_BYTES
 }
 
-/// The capacities `bytes` of kernel memory allow: all rules, a sixteenth for pages, the rest
-/// for rows.
+/// The capacities `bytes` of kernel memory allow: an eighth for rules (at most all of them),
+/// a sixteenth for pages, the rest for rows.
 pub fn for_budget(bytes: u64) -> Capacity {
-    let rules = MAX_RULES;
+    let rules = usize::try_from(bytes / 8 / RULE_BYTES).map_or(MAX_RULES, |r| r.clamp(1, MAX_RULES));
     let rest = bytes.saturating_sub(rules as u64 * RULE_BYTES);
     let pages = (rest / 16 / PAGE_COST).max(1);
     let rows = rest.saturating_sub(pages * PAGE_COST) / chunk_bytes();
@@ -62,11 +62,12 @@ mod tests {
     /// A budget is never exceeded, and the rows get most of it.
     #[test]
     fn budget_is_respected() {
-        for mib in [1u64, 16, 256, 4096] {
-            let c = for_budget(mib << 20);
-            assert!(bytes(&c) <= (mib << 20).max(bytes(&for_budget(0))), "{mib} MiB: {c:?}");
-            if mib >= 16 {
-                assert!(c.row_chunks as u64 * chunk_bytes() * 10 >= (mib << 20) * 8, "{mib} MiB: {c:?}");
+        for kib in [64u64, 1 << 10, 16 << 10, 256 << 10, 4 << 20] {
+            let c = for_budget(kib << 10);
+            assert!(bytes(&c) <= kib << 10, "{kib} KiB: {c:?}");
+            if kib >= 16 << 10 {
+                assert!(c.row_chunks as u64 * chunk_bytes() * 10 >= (kib << 10) * 7, "{kib} KiB: {c:?}");
+                assert_eq!(c.rules, MAX_RULES, "{kib} KiB: {c:?}");
             }
         }
     }

@@ -52,6 +52,7 @@ pub struct TraceConfig {
 /// Trace, write the stacks, print the summary.
 pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     crate::bpf::preflight()?;
+    crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
     let mut output = output::Output::open(&config)?;
     let mut targets = if config.all {

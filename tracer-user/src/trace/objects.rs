@@ -327,20 +327,22 @@ impl Catalog {
     }
 }
 
-/// The file behind a mapping, as this process can open it: through the traced process's root
-/// (containers), or its `map_files` link when the file was deleted or replaced.
+/// The file behind a mapping, as this process can open it: the first of these that is the
+/// mapped file (same inode): the path as `/proc/PID/maps` shows it (relative to this
+/// process's root; it outlives the process), the same path inside the process's own root
+/// (containers: another mount namespace), or the process's `map_files` link (deleted or
+/// replaced files, and anything else).
 fn readable_path(pid: u32, m: &Mapping) -> PathBuf {
+    use std::os::unix::fs::MetadataExt as _;
+    let map_file = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
     if m.deleted {
-        return PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
+        return map_file;
     }
     let rooted = PathBuf::from(format!("/proc/{pid}/root")).join(m.path.strip_prefix("/").unwrap_or(&m.path));
-    // Outside a container the plain path is the same file and outlives the process (as it
-    // does when the process is already gone and its root cannot be resolved).
-    if std::fs::canonicalize(format!("/proc/{pid}/root")).map_or(true, |r| r == std::path::Path::new("/")) {
-        m.path.clone()
-    } else {
-        rooted
-    }
+    [m.path.clone(), rooted]
+        .into_iter()
+        .find(|path| std::fs::metadata(path).is_ok_and(|meta| meta.ino() == m.inode))
+        .unwrap_or(map_file)
 }
 
 /// `[start, end)` of a process's memory (at most 1 MiB: a vDSO is a few pages).

@@ -1,7 +1,9 @@
 //! Following processes while tracing (fixtures/follow): a plugin loaded with dlopen after the
 //! tracer attached, a process started after a system-wide tracer, a traced process that execs
-//! a new image, and a fork storm under a system-wide tracer whose exited processes are dropped
-//! again. Stacks are judged against the call chains the fixtures are written with.
+//! a new image, a fork storm under a system-wide tracer whose exited processes are dropped
+//! again, a process in its own root directory (as in a container), a program whose file was
+//! deleted, and a table budget too small for everything. Stacks are judged against the call
+//! chains the fixtures are written with.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -199,4 +201,77 @@ fn fork_storm_is_survived_and_cleaned_up() {
         followed(&stderr, "traced at the end") <= at_start + 20,
         "{at_start} processes at the start: {stderr}"
     );
+}
+
+const CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
+
+/// Trace `pid` for 3 s with `extra` flags; the exact and total samples in `c`, and stderr.
+fn trace_chain(pid: u32, extra: &[&str]) -> (u64, u64, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("stacks.folded");
+    let pid = pid.to_string();
+    let mut args = vec!["-F", "499", "-d", "3", "--no-kernel", "--pid", &pid, "-o", out.to_str().expect("path")];
+    args.extend(extra);
+    let stderr = Tracer::start(&args).finish();
+    let (good, total) = exact(&stacks_with(&out, "c"), CHAIN);
+    eprintln!("{stderr}\n{good}/{total} exact");
+    (good, total, stderr)
+}
+
+/// A process whose root is another directory (a container's view) has its files read through
+/// `/proc/PID/root`: the program exists only inside that root.
+#[test]
+fn a_process_in_its_own_root_is_unwound() {
+    let Some(_serial) = privileged("follow::a_process_in_its_own_root_is_unwound") else {
+        return;
+    };
+    let root = tempfile::tempdir().expect("tempdir");
+    // A static program needs no libraries inside the root.
+    let app = compile(root.path(), "chain", &["-static"]);
+    let running = Running(
+        Command::new("chroot")
+            .arg(root.path())
+            .arg("/chain")
+            .spawn()
+            .expect("chroot"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!Path::new("/chain").exists(), "the program must exist only inside the root");
+    let (good, total, _) = trace_chain(running.pid(), &[]);
+    drop(app);
+    assert!(total >= 200, "too few samples: {total}");
+    assert!(good * 100 >= total * 99, "{good}/{total} exact");
+}
+
+/// A program whose file was deleted after it started is read through `/proc/PID/map_files`.
+#[test]
+fn a_deleted_program_is_unwound() {
+    let Some(_serial) = privileged("follow::a_deleted_program_is_unwound") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = compile(dir.path(), "chain", &[]);
+    let running = Running(Command::new(&app).spawn().expect("start"));
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(&app).expect("delete the program");
+    let (good, total, _) = trace_chain(running.pid(), &[]);
+    assert!(total >= 200, "too few samples: {total}");
+    assert!(good * 100 >= total * 99, "{good}/{total} exact");
+}
+
+/// With a table budget too small for libc, what does not fit is reported, never silently
+/// dropped, and the program's own table still loads.
+#[test]
+fn a_small_table_budget_is_reported() {
+    let Some(_serial) = privileged("follow::a_small_table_budget_is_reported") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = compile(dir.path(), "chain", &[]);
+    let running = Running(Command::new(&app).spawn().expect("start"));
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, total, stderr) = trace_chain(running.pid(), &["--max-table-memory", "64K"]);
+    assert!(total >= 200, "too few samples: {total}");
+    assert!(stderr.contains("no room in the table maps (--max-table-memory)"), "{stderr}");
+    assert!(stderr.contains("1 with SFrame"), "the program's own table fits: {stderr}");
 }
