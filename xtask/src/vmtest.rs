@@ -18,13 +18,20 @@ use crate::{run::sh, setup};
 const QEMU_PACKAGES: &[&str] = &["qemu-system-x86", "busybox-static", "cpio", "zstd", "kmod"];
 
 /// Tests left out on kernels before 5.15 (Debian bullseye), and why: without
-/// `bpf_task_pt_regs` samples that interrupt the kernel carry no user stack, and under qemu the
-/// vDSO clock falls back to a system call, so that test's samples are nearly all such.
-const SKIP_BEFORE_5_15: &[&str] = &["glibc_start::samples_in_the_vdso_unwind_completely"];
+/// `bpf_task_pt_regs` samples that interrupt the kernel carry no user stack (so kprobes and
+/// tracepoints, which always hit the kernel, give none), and under qemu the vDSO clock falls
+/// back to a system call, so that test's samples are nearly all such. (The offcpu test checks
+/// there that offcpu is refused.)
+const SKIP_BEFORE_5_15: &[&str] = &[
+    "glibc_start::samples_in_the_vdso_unwind_completely",
+    "events::kprobe_has_user_and_kernel_stacks",
+    "events::tracepoint_has_user_and_kernel_stacks",
+];
 
-/// The tests run in each kernel: the walker, SFrame accuracy (v3), glibc/.eh_frame/vDSO. (The
-/// life-cycle tests time their signals for a real CPU and check userspace, not the kernel.)
-const TESTS: &[&str] = &["walker::", "trace::sframe_v3", "glibc_start::"];
+/// The tests run in each kernel: the walker, SFrame accuracy (v3), glibc/.eh_frame/vDSO, and
+/// stacks on events (each event's programs face each verifier). (The life-cycle tests time
+/// their signals for a real CPU and check userspace, not the kernel.)
+const TESTS: &[&str] = &["walker::", "trace::sframe_v3", "glibc_start::", "events::"];
 
 pub fn vm_test(root: &Path, kernels: &[String]) -> anyhow::Result<()> {
     let script = root.join("../shared/vmtest/run-in-kernel.sh");

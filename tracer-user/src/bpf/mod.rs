@@ -69,6 +69,20 @@ pub fn preflight() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why this kernel cannot take stacks on `events`, as one sentence, or Ok (after [`preflight`]:
+/// the helper probes need the privileges it checks).
+pub fn check_events(events: &EventSet) -> anyhow::Result<()> {
+    ensure!(
+        !events.has(EventKind::Offcpu) || runtime::has_task_regs(),
+        OFFCPU_NEEDS_TASK_REGS
+    );
+    Ok(())
+}
+
+/// The refusal of offcpu where the walk of a blocked task's stack is impossible.
+const OFFCPU_NEEDS_TASK_REGS: &str =
+    "offcpu needs Linux 5.15 or newer (the bpf_task_pt_regs helper), which this kernel is not";
+
 /// What the kernel side is loaded with (fixed for its lifetime: the globals are read-only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelConfig {
@@ -124,10 +138,7 @@ impl Kernel {
         let kernel_stacks = u32::from(config.kernel_stacks);
         let task_regs = runtime::has_task_regs();
         let offcpu = config.events.has(EventKind::Offcpu);
-        ensure!(
-            task_regs || !offcpu,
-            "offcpu needs Linux 5.15 or newer (the bpf_task_pt_regs helper), which this kernel is not"
-        );
+        ensure!(task_regs || !offcpu, OFFCPU_NEEDS_TASK_REGS);
         let (pid_offset, flags_offset) = if offcpu { btf::task_offsets()? } else { (0, 0) };
         let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
         let task_regs = u32::from(task_regs);

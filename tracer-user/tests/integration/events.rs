@@ -12,6 +12,12 @@ use std::{
     process::{Command, Stdio},
 };
 
+use sframe_trace::{
+    bpf::{Kernel, KernelConfig},
+    event::EventSet,
+    table::TableSet,
+};
+
 use crate::support::{Running, Tracer, privileged};
 
 /// The counts of fixtures/events/events.c.
@@ -93,6 +99,54 @@ fn folded(text: &str) -> Vec<(String, u64)> {
 /// The summed count of the lines `pick` accepts.
 fn count(lines: &[(String, u64)], pick: impl Fn(&str) -> bool) -> u64 {
     lines.iter().filter(|(stack, _)| pick(stack)).map(|(_, n)| n).sum()
+}
+
+/// Every event's programs load (each kind's entry program and walker copy; offcpu where the
+/// kernel has `bpf_task_pt_regs`) and stay far from the verifier's limits.
+#[test]
+fn event_programs_load_within_limits() {
+    let Some(_serial) = privileged("event_programs_load_within_limits") else {
+        return;
+    };
+    let task_regs = aya::sys::is_helper_supported(
+        aya::programs::ProgramType::RawTracePoint,
+        aya::sys::BpfHelper::BPF_FUNC_task_pt_regs,
+    )
+    .expect("probe bpf_task_pt_regs");
+    let mut specs: Vec<String> = [
+        "cpu-clock",
+        "uprobe:/bin/true:main",
+        "uretprobe:/bin/true:main",
+        "kprobe:do_nanosleep",
+        "tracepoint:syscalls:sys_enter_getppid",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    if task_regs {
+        specs.push("offcpu".to_owned());
+    }
+    let events = EventSet::parse(&specs, None).expect("events");
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async {
+        let config = KernelConfig {
+            frequency: 99,
+            max_depth: 64,
+            kernel_stacks: true,
+            all_processes: false,
+            max_processes: 4,
+            table_capacity: None,
+            events,
+        };
+        let kernel = Kernel::load(&config, &mut TableSet::new()).expect("load every event's programs");
+        let sizes = kernel.program_sizes().expect("program info");
+        // cpu-clock's two; the walkers of probes and tracepoints; four entry programs; offcpu's two.
+        assert_eq!(sizes.len(), 2 + 2 + 4 + 2 * usize::from(task_regs), "{sizes:?}");
+        for (program, instructions) in sizes {
+            eprintln!("{program}: {instructions} instructions verified");
+            assert!(instructions < 100_000, "{program} needs {instructions} verifier instructions");
+        }
+    });
 }
 
 /// Whether the kernel has kprobes; says loudly that the test is skipped when not.
@@ -192,13 +246,29 @@ fn tracepoint_has_user_and_kernel_stacks() {
 
 /// Off-CPU samples of the workload: each `nap` blocks in `nanosleep` for about `NAP_NS`, and
 /// each shows as one sample in `main -> sleeper -> nap`, with the kernel stack down to the
-/// scheduler and a weight of the time blocked.
+/// scheduler and a weight of the time blocked. Kernels without `bpf_task_pt_regs` (before
+/// 5.15) refuse offcpu with one sentence instead.
 #[test]
 fn offcpu_weighs_the_time_blocked() {
     let Some(_serial) = privileged("offcpu_weighs_the_time_blocked") else {
         return;
     };
     let workload = Workload::build();
+    let task_regs = aya::sys::is_helper_supported(
+        aya::programs::ProgramType::RawTracePoint,
+        aya::sys::BpfHelper::BPF_FUNC_task_pt_regs,
+    )
+    .expect("probe bpf_task_pt_regs");
+    if !task_regs {
+        let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+            .args(["-e", "offcpu", "-d", "1", "-o", "/dev/null", "--", "true"])
+            .output()
+            .expect("run sframe-trace");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("offcpu needs Linux 5.15 or newer"), "{stderr}");
+        return;
+    }
     let (text, stderr) = workload.trace(&["-e", "offcpu", "-f", "json"]);
     let mut naps = Vec::new();
     for line in text.lines() {
