@@ -12,6 +12,8 @@
 mod btf;
 mod events;
 mod probes;
+#[cfg(test)]
+mod object_tests;
 mod procs;
 mod runtime;
 mod tables;
