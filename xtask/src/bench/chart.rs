@@ -1,5 +1,5 @@
 //! `report.svg`: horizontal bar charts drawn from report.json: overhead per tracer and
-//! frequency, BPF time per sample, and exact stacks per tracer. Medians as bars, ranges as
+//! frequency, BPF time per walk, and exact stacks per tracer. Medians as bars, ranges as
 //! whiskers, targets as dashed lines. Plain SVG text; no plotting library.
 
 use std::fmt::Write as _;
@@ -79,7 +79,7 @@ fn cost(report: &Value) -> Panel {
         if r["hz"].as_u64() != Some(999) {
             continue;
         }
-        let Some((ns, range)) = spread(&r["ns_per_sample"]) else {
+        let Some((ns, range)) = spread(&r["ns_per_walk"]) else {
             continue;
         };
         let tool = r["tool"].as_str().unwrap_or("?");
@@ -99,7 +99,7 @@ fn cost(report: &Value) -> Panel {
     }
     let ratio = report["cost"]["target_ratio"].as_f64().unwrap_or(3.0);
     Panel {
-        title: "BPF time per sample at 999 Hz, µs (median, min–max)".to_owned(),
+        title: "BPF time per walk of the same stack at 999 Hz, µs (median, min–max)".to_owned(),
         bars,
         target: fp.map(|f| (f * ratio, format!("{ratio}× the fp walk"))),
     }
@@ -242,8 +242,8 @@ mod tests {
                 {"config": "sframe-trace", "hz": "999", "overhead_pct": {"median": 0.5, "min": -0.2, "max": 0.9}},
                 {"config": "untraced", "hz": "—", "overhead_pct": null}]},
             "cost": {"target_ratio": 3.0, "rows": [
-                {"tool": "sframe_trace", "hz": 999, "ns_per_sample": {"median": 3000.0, "min": 2900.0, "max": 3100.0}},
-                {"tool": "bpftrace", "hz": 999, "ns_per_sample": {"median": 1500.0, "min": 1400.0, "max": 1600.0}}]},
+                {"tool": "sframe_trace", "hz": 999, "ns_per_walk": {"median": 3000.0, "min": 2900.0, "max": 3100.0}},
+                {"tool": "bpftrace", "hz": 999, "ns_per_walk": {"median": 1500.0, "min": 1400.0, "max": 1600.0}}]},
             "accuracy": {"overall": [{"name": "perf <fp>", "samples": 10, "share": 0.1}]},
         });
         let svg = svg(&report);

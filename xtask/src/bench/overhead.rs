@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::{
-    Bench,
+    Bench, cost,
     measure::{Run, one},
     report::{Figure, Phase, Spread, Verdict, spread_json, table},
     sys::Sysctl,
@@ -62,6 +62,9 @@ impl Config {
 /// Every configuration's runs.
 pub struct Runs {
     pub configs: Vec<(Config, Vec<Run>)>,
+    /// Nanoseconds of one BPF program run that only rejects a sample of another process, per
+    /// BPF tracer (`cost::rejecting_run`).
+    pub reject_ns: Vec<(Tool, Spread)>,
 }
 
 impl Runs {
@@ -106,7 +109,17 @@ pub fn run(b: &Bench) -> anyhow::Result<Runs> {
             runs.push(run);
         }
     }
-    Ok(Runs { configs })
+    let mut reject_ns = Vec::new();
+    for tool in [Tool::Ours, Tool::Bpftrace] {
+        let mut ns = Vec::new();
+        for _ in 0..b.plan.runs.min(3) {
+            ns.push(cost::rejecting_run(b, tool).with_context(|| format!("rejecting runs of {}", tool.name()))?);
+        }
+        let spread = Spread::of(ns).context("no rejecting runs measured")?;
+        eprintln!("bench: {} rejects a sample in {:.0} ns", tool.name(), spread.median);
+        reject_ns.push((tool, spread));
+    }
+    Ok(Runs { configs, reject_ns })
 }
 
 fn pct(x: f64) -> String {
