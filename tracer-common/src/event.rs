@@ -134,7 +134,12 @@ mod tests {
     #[test]
     fn event_ids_are_distinct() {
         assert_eq!(EVENT_CPU_CLOCK, 0);
-        let kinds = [EventKind::Kprobe, EventKind::Uprobe, EventKind::Uretprobe, EventKind::Tracepoint];
+        let kinds = [
+            EventKind::Kprobe,
+            EventKind::Uprobe,
+            EventKind::Uretprobe,
+            EventKind::Tracepoint,
+        ];
         let mut ids: [u32; 2 + 4 * PROBE_SLOTS] = [0; 2 + 4 * PROBE_SLOTS];
         ids[1] = EVENT_OFFCPU;
         for (k, kind) in kinds.iter().enumerate() {

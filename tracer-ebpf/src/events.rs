@@ -73,15 +73,45 @@ macro_rules! probe_entries {
     )*};
 }
 
-probe_entries!(kprobe, ProbeContext, EventKind::Kprobe,
-    on_kprobe_0 = 0, on_kprobe_1 = 1, on_kprobe_2 = 2, on_kprobe_3 = 3,
-    on_kprobe_4 = 4, on_kprobe_5 = 5, on_kprobe_6 = 6, on_kprobe_7 = 7);
-probe_entries!(uprobe, ProbeContext, EventKind::Uprobe,
-    on_uprobe_0 = 0, on_uprobe_1 = 1, on_uprobe_2 = 2, on_uprobe_3 = 3,
-    on_uprobe_4 = 4, on_uprobe_5 = 5, on_uprobe_6 = 6, on_uprobe_7 = 7);
-probe_entries!(uretprobe, RetProbeContext, EventKind::Uretprobe,
-    on_uretprobe_0 = 0, on_uretprobe_1 = 1, on_uretprobe_2 = 2, on_uretprobe_3 = 3,
-    on_uretprobe_4 = 4, on_uretprobe_5 = 5, on_uretprobe_6 = 6, on_uretprobe_7 = 7);
+probe_entries!(
+    kprobe,
+    ProbeContext,
+    EventKind::Kprobe,
+    on_kprobe_0 = 0,
+    on_kprobe_1 = 1,
+    on_kprobe_2 = 2,
+    on_kprobe_3 = 3,
+    on_kprobe_4 = 4,
+    on_kprobe_5 = 5,
+    on_kprobe_6 = 6,
+    on_kprobe_7 = 7
+);
+probe_entries!(
+    uprobe,
+    ProbeContext,
+    EventKind::Uprobe,
+    on_uprobe_0 = 0,
+    on_uprobe_1 = 1,
+    on_uprobe_2 = 2,
+    on_uprobe_3 = 3,
+    on_uprobe_4 = 4,
+    on_uprobe_5 = 5,
+    on_uprobe_6 = 6,
+    on_uprobe_7 = 7
+);
+probe_entries!(
+    uretprobe,
+    RetProbeContext,
+    EventKind::Uretprobe,
+    on_uretprobe_0 = 0,
+    on_uretprobe_1 = 1,
+    on_uretprobe_2 = 2,
+    on_uretprobe_3 = 3,
+    on_uretprobe_4 = 4,
+    on_uretprobe_5 = 5,
+    on_uretprobe_6 = 6,
+    on_uretprobe_7 = 7
+);
 
 macro_rules! tracepoint_entries {
     ($($name:ident = $slot:literal),*) => {$(
@@ -93,8 +123,15 @@ macro_rules! tracepoint_entries {
 }
 
 tracepoint_entries!(
-    on_tracepoint_0 = 0, on_tracepoint_1 = 1, on_tracepoint_2 = 2, on_tracepoint_3 = 3,
-    on_tracepoint_4 = 4, on_tracepoint_5 = 5, on_tracepoint_6 = 6, on_tracepoint_7 = 7);
+    on_tracepoint_0 = 0,
+    on_tracepoint_1 = 1,
+    on_tracepoint_2 = 2,
+    on_tracepoint_3 = 3,
+    on_tracepoint_4 = 4,
+    on_tracepoint_5 = 5,
+    on_tracepoint_6 = 6,
+    on_tracepoint_7 = 7
+);
 
 /// `walk_user` for kprobe-type programs.
 #[kprobe]

@@ -128,7 +128,12 @@ pub fn on_sample(ctx: PerfEventContext) -> u32 {
             core::ptr::addr_of!((*ctx.ctx).regs).cast(),
         )
     };
-    let Some(state) = begin(&ctx, || regs::user_regs(regs, TASK_REGS.load() == 1), EVENT_CPU_CLOCK, period) else {
+    let Some(state) = begin(
+        &ctx,
+        || regs::user_regs(regs, TASK_REGS.load() == 1),
+        EVENT_CPU_CLOCK,
+        period,
+    ) else {
         return 0;
     };
     // SAFETY: the slot holds `walk_user`, also a perf_event program; on success this does not
@@ -154,7 +159,7 @@ fn begin<C: EbpfContext>(
 ) -> Option<&'static mut WalkState> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let traced = PROCS.get_ptr(&tgid).is_some();
+    let traced = PROCS.get_ptr(tgid).is_some();
     if ALL_PROCESSES.load() != 1 && !traced {
         bump(Counter::NotTraced);
         return None;
@@ -246,7 +251,7 @@ fn end_walk(state: &mut WalkState) {
         unsafe { *slot += 1 }
     }
     // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT).
-    if reason == StopReason::NoMapping as u32 && PROCS.get_ptr(&state.sample.tgid).is_some() {
+    if reason == StopReason::NoMapping as u32 && PROCS.get_ptr(state.sample.tgid).is_some() {
         lifecycle::notify_limited(NoticeKind::UnknownPc, state.sample.tgid);
     }
 }

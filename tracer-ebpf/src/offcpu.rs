@@ -87,7 +87,7 @@ fn switched_in(next: u64) {
     let Ok(tid) = (unsafe { bpf_probe_read_kernel(at as *const u32) }) else {
         return;
     };
-    let Some(parked) = PARKED.get_ptr_mut(&tid) else {
+    let Some(parked) = PARKED.get_ptr_mut(tid) else {
         return;
     };
     // SAFETY: a helper without preconditions.
@@ -100,7 +100,7 @@ fn switched_in(next: u64) {
         sample.weight = blocked;
         ship(sample);
     }
-    let _ = PARKED.remove(&tid);
+    let _ = PARKED.remove(tid);
 }
 
 /// Whether the current task is exiting (`PF_EXITING`): its last switch-out is not a block.
@@ -115,7 +115,7 @@ fn exiting() -> bool {
 
 /// Keep the stack of the task being switched out until it is switched in again.
 fn park(sample: &Sample) {
-    if PARKED.insert(&sample.tid, sample, 0).is_err() {
+    if PARKED.insert(sample.tid, sample, 0).is_err() {
         bump(Counter::EventsLost);
     }
 }

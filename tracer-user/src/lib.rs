@@ -15,6 +15,6 @@ pub mod bpf;
 #[cfg(feature = "ebpf")]
 pub mod event;
 #[cfg(feature = "ebpf")]
-pub mod trace;
-#[cfg(feature = "ebpf")]
 pub mod export;
+#[cfg(feature = "ebpf")]
+pub mod trace;

@@ -195,12 +195,31 @@ mod tests {
         // 5: anonymous union { int a; struct 4; }
         types.extend([0, info(5, 2), 16, name("a"), 1, 0, 0, 4, 0]);
         // 6: struct task_struct { int state; union 5 (at 8 bytes); unsigned flags (at 24 bytes) }
-        types.extend([name("task_struct"), info(4, 3), 32, name("state"), 1, 0, 0, 5, 64, name("flags"), 1, 192]);
+        types.extend([
+            name("task_struct"),
+            info(4, 3),
+            32,
+            name("state"),
+            1,
+            0,
+            0,
+            5,
+            64,
+            name("flags"),
+            1,
+            192,
+        ]);
         let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let mut out = Vec::new();
         out.extend(MAGIC.to_ne_bytes());
         out.extend([1, 0]);
-        for w in [24, 0, type_bytes.len() as u32, type_bytes.len() as u32, strings.len() as u32] {
+        for w in [
+            24,
+            0,
+            type_bytes.len() as u32,
+            type_bytes.len() as u32,
+            strings.len() as u32,
+        ] {
             out.extend(w.to_ne_bytes());
         }
         out.extend(type_bytes);
@@ -224,7 +243,10 @@ mod tests {
                 member: "tgid".into()
             })
         );
-        assert_eq!(btf.member_offset("mm_struct", "pgd"), Err(BtfError::NoStruct("mm_struct".into())));
+        assert_eq!(
+            btf.member_offset("mm_struct", "pgd"),
+            Err(BtfError::NoStruct("mm_struct".into()))
+        );
     }
 
     /// Truncated or foreign blobs are errors, not panics.

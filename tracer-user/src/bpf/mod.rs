@@ -312,7 +312,6 @@ impl Kernel {
             })
             .collect()
     }
-
 }
 
 impl Drop for Kernel {

@@ -96,7 +96,8 @@ pub(super) fn load(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<()> {
     }
     for event in events.events() {
         if let Some(name) = entry_program(event) {
-            load_one(program_mut(ebpf, name)?, name).with_context(|| format!("loading the program of `{}`", event.name))?;
+            load_one(program_mut(ebpf, name)?, name)
+                .with_context(|| format!("loading the program of `{}`", event.name))?;
         }
     }
     Ok(())

@@ -28,11 +28,23 @@ pub enum EventSpec {
     CpuClock,
     Offcpu,
     /// A function entry (plus `offset` bytes) in an executable or library.
-    Uprobe { path: PathBuf, symbol: String, offset: u64 },
+    Uprobe {
+        path: PathBuf,
+        symbol: String,
+        offset: u64,
+    },
     /// A function's returns: the stack is taken in its caller, just after the call.
-    Uretprobe { path: PathBuf, symbol: String },
-    Kprobe { symbol: String },
-    Tracepoint { category: String, name: String },
+    Uretprobe {
+        path: PathBuf,
+        symbol: String,
+    },
+    Kprobe {
+        symbol: String,
+    },
+    Tracepoint {
+        category: String,
+        name: String,
+    },
 }
 
 /// Why a spec is not an event, each a sentence naming the spec.

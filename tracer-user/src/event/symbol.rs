@@ -5,9 +5,7 @@
 
 use std::path::Path;
 
-use object::{
-    Endianness, Object as _, ObjectSegment as _, ObjectSymbol as _, SymbolKind, read::elf::ElfFile64,
-};
+use object::{Endianness, Object as _, ObjectSegment as _, ObjectSymbol as _, SymbolKind, read::elf::ElfFile64};
 
 /// Why a function cannot be probed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

@@ -15,7 +15,9 @@ fn strings(specs: &[&str]) -> Vec<String> {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bin/v2/x86_64").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/bin/v2/x86_64")
+        .join(name)
 }
 
 /// Every form of spec parses into its parts.
@@ -126,9 +128,8 @@ fn sets_number_their_events() {
 /// Duplicates, too many probes of a kind, two offcpu and a stray --min-block are refused.
 #[test]
 fn bad_sets_are_refused() {
-    let error = |specs: &[&str], min: Option<Duration>| {
-        EventSet::parse(&strings(specs), min).expect_err("refused").to_string()
-    };
+    let error =
+        |specs: &[&str], min: Option<Duration>| EventSet::parse(&strings(specs), min).expect_err("refused").to_string();
     assert_eq!(error(&["kprobe:a", "kprobe:a"], None), "`kprobe:a` is given twice");
     assert_eq!(error(&["offcpu", "offcpu"], None), "`offcpu` is given twice");
     let nine: Vec<String> = (0..9).map(|i| format!("tracepoint:c:n{i}")).collect();
@@ -171,7 +172,10 @@ fn unprobeable_symbols_are_errors() {
             size: 0x14
         })
     );
-    assert!(matches!(file_offset_in(b"#!/bin/sh\n", "main", 0), Err(SymbolError::NotElf(_))));
+    assert!(matches!(
+        file_offset_in(b"#!/bin/sh\n", "main", 0),
+        Err(SymbolError::NotElf(_))
+    ));
     let mut set = EventSet::parse(&strings(&["uprobe:/nonexistent/app:main"]), None).expect("parses");
     let message = set.resolve_probes().expect_err("unreadable").to_string();
     assert!(

@@ -127,7 +127,10 @@ mod tests {
         };
         assert_eq!(
             lines_of(&resolved),
-            [("offcpu;app;nap".to_owned(), 7500), ("uprobe:/app:nap;app;nap".to_owned(), 4)]
+            [
+                ("offcpu;app;nap".to_owned(), 7500),
+                ("uprobe:/app:nap;app;nap".to_owned(), 4)
+            ]
         );
         let alone = Resolved {
             stacks: vec![offcpu],

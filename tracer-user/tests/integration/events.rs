@@ -144,7 +144,10 @@ fn event_programs_load_within_limits() {
         assert_eq!(sizes.len(), 2 + 2 + 4 + 2 * usize::from(task_regs), "{sizes:?}");
         for (program, instructions) in sizes {
             eprintln!("{program}: {instructions} instructions verified");
-            assert!(instructions < 100_000, "{program} needs {instructions} verifier instructions");
+            assert!(
+                instructions < 100_000,
+                "{program} needs {instructions} verifier instructions"
+            );
         }
     });
 }
@@ -169,8 +172,12 @@ fn uprobe_records_the_exact_callers() {
     let spec = format!("uprobe:{}:target", workload.exe().display());
     let (text, stderr) = workload.trace(&["-e", &spec]);
     let lines = folded(&text);
-    let via_b = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;a;b;target"));
-    let via_c = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;c;target"));
+    let via_b = count(&lines, |s| {
+        s.starts_with("events;_start;") && s.ends_with(";main;a;b;target")
+    });
+    let via_c = count(&lines, |s| {
+        s.starts_with("events;_start;") && s.ends_with(";main;c;target")
+    });
     assert_eq!(
         (via_b, via_c),
         (TARGET_VIA_B, TARGET_VIA_C),
@@ -181,7 +188,10 @@ fn uprobe_records_the_exact_callers() {
         TARGET_VIA_B + TARGET_VIA_C,
         "other stacks:\n{text}"
     );
-    assert!(stderr.contains(&format!(" on {spec};")), "the first line names the event: {stderr}");
+    assert!(
+        stderr.contains(&format!(" on {spec};")),
+        "the first line names the event: {stderr}"
+    );
 }
 
 /// A uretprobe on `target` takes the stack where it returns to: in `b` (under `a`) and in `c`.
@@ -197,7 +207,11 @@ fn uretprobe_records_the_returns() {
     let in_b = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;a;b"));
     let in_c = count(&lines, |s| s.starts_with("events;_start;") && s.ends_with(";main;c"));
     assert_eq!((in_b, in_c), (TARGET_VIA_B, TARGET_VIA_C), "stacks:\n{text}\n{stderr}");
-    assert_eq!(count(&lines, |_| true), TARGET_VIA_B + TARGET_VIA_C, "other stacks:\n{text}");
+    assert_eq!(
+        count(&lines, |_| true),
+        TARGET_VIA_B + TARGET_VIA_C,
+        "other stacks:\n{text}"
+    );
 }
 
 /// `getppid` system calls from `main -> pp`: the user stack down to `_start` (through libc's
@@ -284,7 +298,10 @@ fn offcpu_weighs_the_time_blocked() {
         let chain = names.join(";");
         if chain.contains(";main;sleeper;nap;") {
             assert!(chain.starts_with("_start;"), "incomplete: {chain}");
-            assert!(chain.ends_with(";schedule;__schedule"), "kernel stack (ending in the switch): {chain}");
+            assert!(
+                chain.ends_with(";schedule;__schedule"),
+                "kernel stack (ending in the switch): {chain}"
+            );
             naps.push(sample["weight_ns"].as_u64().expect("weight"));
         }
     }
