@@ -69,7 +69,7 @@ impl Plan {
             Plan {
                 quick,
                 runs: 5,
-                units: 2000,
+                units: 1500,
                 accuracy_secs: 2.0,
                 sets: &["v1", "v2", "v3"],
                 build_secs: 1.0,
