@@ -13,13 +13,13 @@
 //! - tracepoint: [`PROG_TRACEPOINTS`], walker [`PROG_WALK_TRACEPOINT`] in
 //!   [`MAP_PROGS_TRACEPOINT`].
 //! - offcpu: the raw tracepoint [`PROG_ON_SWITCH`] on `sched_switch`. When a traced task blocks
-//!   (switched out, not preempted, not exiting), its stack is walked (it is still `current`)
+//!   (switched out in a sleeping state, not preempted, not exiting), its stack is walked (it is still `current`)
 //!   by [`PROG_WALK_SWITCH`] ([`MAP_PROGS_SWITCH`]) and parked in [`MAP_PARKED`] under its thread
 //!   id with the switch-out time; when it is switched in again after at least
 //!   [`GLOBAL_MIN_BLOCK_NS`], the parked sample is shipped with the time blocked as its weight.
 //!   The switched-in task is not `current` yet, so its thread id is read from its
-//!   `task_struct` at offsets userspace finds in the kernel's BTF ([`GLOBAL_TASK_PID_OFFSET`],
-//!   [`GLOBAL_TASK_FLAGS_OFFSET`]).
+//!   `task_struct` at offsets userspace finds in the kernel's BTF ([`GLOBAL_TASK_PID_OFFSET`];
+//!   also [`GLOBAL_TASK_STATE_OFFSET`], [`GLOBAL_TASK_FLAGS_OFFSET`] for the switched-out one).
 
 /// Entry programs per probe or tracepoint kind: at most this many events of each kind.
 pub const PROBE_SLOTS: usize = 8;
@@ -123,6 +123,10 @@ pub const GLOBAL_TASK_PID_OFFSET: &str = "TASK_PID_OFFSET";
 /// Read-only global: byte offset of `flags` in `task_struct` (`PF_EXITING` is not parked: an
 /// exiting task is never switched in again).
 pub const GLOBAL_TASK_FLAGS_OFFSET: &str = "TASK_FLAGS_OFFSET";
+/// Read-only global: byte offset of `__state` in `task_struct` (5.14+): a task switched out
+/// in state 0 (`TASK_RUNNING`) was not blocked, only made to wait for the CPU (a wake-up that
+/// came before the switch, a yield).
+pub const GLOBAL_TASK_STATE_OFFSET: &str = "TASK_STATE_OFFSET";
 /// `PF_EXITING` of `task_struct::flags` (include/linux/sched.h).
 pub const PF_EXITING: u32 = 0x4;
 

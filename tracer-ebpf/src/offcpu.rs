@@ -6,8 +6,9 @@
 //! 1. switch-in of `next`: if a stack of it is parked (`PARKED[tid]`) and it was switched out
 //!    at least `MIN_BLOCK_NS` ago, ship that stack with the time blocked as its weight; forget
 //!    it either way. (`next` is not `current`: its tid is read from its `task_struct`.)
-//! 2. switch-out of `prev`: unless it was preempted (still runnable, not blocked) or is exiting
-//!    (never switched in again), start the walk of its stack like a cpu-clock sample that hit
+//! 2. switch-out of `prev`: unless it was preempted or otherwise left runnable (state
+//!    `TASK_RUNNING`: waiting for the CPU, not blocked) or is exiting (never switched in
+//!    again), start the walk of its stack like a cpu-clock sample that hit
 //!    the kernel (user registers saved at its kernel entry, kernel stack down to `schedule`)
 //!    and tail-call [`walk_user_switch`], which parks the finished sample instead of shipping it.
 //!
@@ -41,6 +42,9 @@ static TASK_PID_OFFSET: Global<u32> = Global::new(0);
 /// `tracer_common::event::GLOBAL_TASK_FLAGS_OFFSET`.
 #[unsafe(no_mangle)]
 static TASK_FLAGS_OFFSET: Global<u32> = Global::new(0);
+/// `tracer_common::event::GLOBAL_TASK_STATE_OFFSET`.
+#[unsafe(no_mangle)]
+static TASK_STATE_OFFSET: Global<u32> = Global::new(0);
 
 /// Stacks of blocked threads by tid (`MAP_PARKED`), sized by userspace.
 #[map]
@@ -55,7 +59,7 @@ pub fn on_switch(ctx: RawTracePointContext) -> i32 {
     let next: u64 = ctx.arg(2);
     switched_in(next);
     let preempt: u64 = ctx.arg(0);
-    if preempt != 0 || exiting() {
+    if preempt != 0 || !blocking() {
         return 0;
     }
     let Some(state) = begin(&ctx, || regs::task_user_regs(TASK_REGS.load() == 1), EVENT_OFFCPU, 0) else {
@@ -103,14 +107,21 @@ fn switched_in(next: u64) {
     let _ = PARKED.remove(tid);
 }
 
-/// Whether the current task is exiting (`PF_EXITING`): its last switch-out is not a block.
+/// Whether the current task, being switched out, blocks: it sleeps (a state other than
+/// `TASK_RUNNING`) and is not exiting (`PF_EXITING`: its last switch-out is not a block).
 #[inline(always)]
-fn exiting() -> bool {
+fn blocking() -> bool {
     // SAFETY: a helper without preconditions.
     let task = unsafe { bpf_get_current_task() };
-    let at = task.wrapping_add(u64::from(TASK_FLAGS_OFFSET.load()));
-    // SAFETY: a probe read of kernel memory, as above.
-    unsafe { bpf_probe_read_kernel(at as *const u32) }.is_ok_and(|flags| flags & PF_EXITING != 0)
+    let field = |offset: u32| task.wrapping_add(u64::from(offset)) as *const u32;
+    // SAFETY: probe reads of kernel memory, as above.
+    let (state, flags) = unsafe {
+        (
+            bpf_probe_read_kernel(field(TASK_STATE_OFFSET.load())),
+            bpf_probe_read_kernel(field(TASK_FLAGS_OFFSET.load())),
+        )
+    };
+    matches!((state, flags), (Ok(state), Ok(flags)) if state != 0 && flags & PF_EXITING == 0)
 }
 
 /// Keep the stack of the task being switched out until it is switched in again.

@@ -137,6 +137,7 @@ fn event_programs_load_within_limits() {
             max_processes: 4,
             table_capacity: None,
             events,
+            ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
         };
         let kernel = Kernel::load(&config, &mut TableSet::new()).expect("load every event's programs");
         let sizes = kernel.program_sizes().expect("program info");
@@ -215,9 +216,9 @@ fn uretprobe_records_the_returns() {
 }
 
 /// `getppid` system calls from `main -> pp`: the user stack down to `_start` (through libc's
-/// `.eh_frame`) and the kernel stack from the system-call entry to `hit` (the probed or traced
-/// kernel function, innermost), once per call.
-fn check_syscall_stacks(text: &str, stderr: &str, hit: &str) {
+/// `.eh_frame`) and the kernel stack from the system-call entry to the innermost kernel
+/// function, which `hit` accepts, once per call.
+fn check_syscall_stacks(text: &str, stderr: &str, hit: impl Fn(&str) -> bool) {
     let lines = folded(text);
     let exact = count(&lines, |s| {
         let Some((user, kernel)) = s.split_once(";entry_SYSCALL_64") else {
@@ -226,7 +227,7 @@ fn check_syscall_stacks(text: &str, stderr: &str, hit: &str) {
         user.starts_with("events;_start;")
             && user.contains(";main;pp;")
             && kernel.contains(";do_syscall_64;")
-            && kernel.ends_with(hit)
+            && kernel.rsplit(';').next().is_some_and(&hit)
     });
     assert_eq!(exact, PPID_CALLS, "stacks:\n{text}\n{stderr}");
     assert_eq!(count(&lines, |_| true), PPID_CALLS, "other stacks:\n{text}");
@@ -243,11 +244,12 @@ fn kprobe_has_user_and_kernel_stacks() {
     }
     let workload = Workload::build();
     let (text, stderr) = workload.trace(&["-e", "kprobe:__x64_sys_getppid"]);
-    check_syscall_stacks(&text, &stderr, ";__x64_sys_getppid");
+    check_syscall_stacks(&text, &stderr, |innermost| innermost == "__x64_sys_getppid");
 }
 
-/// The `syscalls:sys_enter_getppid` tracepoint has both stacks, once per call; the tracer's own
-/// machinery (its program, the tracepoint's perf glue) is not part of them.
+/// The `syscalls:sys_enter_getppid` tracepoint has both stacks, once per call, the innermost
+/// kernel frame in the system-call entry (which function that is differs between kernels): the
+/// tracer's own machinery (its program, the tracepoint's perf glue) is not part of them.
 #[test]
 fn tracepoint_has_user_and_kernel_stacks() {
     let Some(_serial) = privileged("tracepoint_has_user_and_kernel_stacks") else {
@@ -255,12 +257,15 @@ fn tracepoint_has_user_and_kernel_stacks() {
     };
     let workload = Workload::build();
     let (text, stderr) = workload.trace(&["-e", "tracepoint:syscalls:sys_enter_getppid"]);
-    check_syscall_stacks(&text, &stderr, ";syscall_trace_enter");
+    check_syscall_stacks(&text, &stderr, |innermost| {
+        innermost.contains("syscall") && !innermost.starts_with("perf_") && !innermost.starts_with("__traceiter")
+    });
 }
 
 /// Off-CPU samples of the workload: each `nap` blocks in `nanosleep` for about `NAP_NS`, and
-/// each shows as one sample in `main -> sleeper -> nap`, with the kernel stack down to the
-/// scheduler and a weight of the time blocked. Kernels without `bpf_task_pt_regs` (before
+/// each shows as exactly one sample in `main -> sleeper -> nap` (switches that leave the task
+/// runnable are not blocks), with the kernel stack down to the scheduler and a weight of the
+/// time blocked. Kernels without `bpf_task_pt_regs` (before
 /// 5.15) refuse offcpu with one sentence instead.
 #[test]
 fn offcpu_weighs_the_time_blocked() {
@@ -306,9 +311,11 @@ fn offcpu_weighs_the_time_blocked() {
         }
     }
     assert_eq!(naps.len(), NAPS, "samples:\n{text}\n{stderr}");
+    // At least the time asleep; more by the wait for a CPU once woken, which on a machine busy
+    // with the rest of the suite took up to 100 ms.
     for weight in naps {
         assert!(
-            (NAP_NS..NAP_NS * 2).contains(&weight),
+            (NAP_NS..NAP_NS + 500_000_000).contains(&weight),
             "a nap of {NAP_NS} ns weighs {weight} ns"
         );
     }
