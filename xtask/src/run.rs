@@ -99,20 +99,30 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
     sh(Command::new("bash")
         .arg(root.join("fixtures/external/build.sh"))
         .arg(&dir))?;
+    // The tracer as users run it: these tests also trace system-wide, where a debug build's
+    // output path would be the bottleneck.
+    sh(cargo().args(["build", "--release", "--package", "tracer-user", "--bin", "sframe-trace"]))?;
+    let tracer = root.join("target/release/sframe-trace");
     for test in [
         "external::bash_stacks_are_exact",
         "external::bash_plugin_stacks_are_exact_with_pid",
         "external::bash_plugin_stacks_are_exact_system_wide",
     ] {
-        ignored_test(&dir, "SFRAME_TRACE_EXTERNAL_DIR", test)?;
+        ignored_test(
+            &[("SFRAME_TRACE_EXTERNAL_DIR", &dir), ("SFRAME_TRACE_BIN", &tracer)],
+            test,
+        )?;
     }
     Ok(())
 }
 
-/// Run one `#[ignore]`d integration test, with `var` naming the corpus `dir` it needs.
-fn ignored_test(dir: &Path, var: &str, test: &str) -> anyhow::Result<()> {
-    sh(cargo()
-        .env(var, dir)
+/// Run one `#[ignore]`d integration test with the environment it needs (corpus directories).
+fn ignored_test(env: &[(&str, &Path)], test: &str) -> anyhow::Result<()> {
+    let mut command = cargo();
+    for (var, path) in env {
+        command.env(var, path);
+    }
+    sh(command
         .args(["test", "--package", "tracer-user", "--test", "integration", test])
         .args(["--", "--ignored", "--exact", test]))
 }
@@ -124,8 +134,7 @@ pub fn conformance(root: &Path) -> anyhow::Result<()> {
     let dir = root.join("target/conformance");
     sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
     ignored_test(
-        &dir,
-        "SFRAME_TRACE_CONFORMANCE_DIR",
+        &[("SFRAME_TRACE_CONFORMANCE_DIR", &dir)],
         "golden::conformance_corpus_matches_readelf",
     )
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::oracle::{Frame, Oracle};
-use crate::support::{Running, Tracer, privileged};
+use crate::support::{Running, Tracer, privileged, tracer_binary};
 
 /// Where `cargo xtask test` builds bash (fixtures/external/build.sh OUT).
 const DIR_VAR: &str = "SFRAME_TRACE_EXTERNAL_DIR";
@@ -142,7 +142,7 @@ fn bash_stacks_are_exact() {
     let (bash, _) = external();
     let out_dir = tempfile::tempdir().expect("tempdir");
     let json = out_dir.path().join("samples.json");
-    let run = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+    let run = Command::new(tracer_binary())
         .args(["-F", "499", "--max-depth", "512", "--no-kernel", "-f", "json", "-o"])
         .arg(&json)
         .arg("--")

@@ -58,7 +58,7 @@ pub struct Tracer {
 impl Tracer {
     /// Start `sframe-trace ARGS` and wait until it samples.
     pub fn start(args: &[&str]) -> Tracer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+        let mut child = Command::new(tracer_binary())
             .args(args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -92,6 +92,11 @@ impl Tracer {
         }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stop it with SIGINT, as Ctrl-C does; its whole stderr.
     pub fn interrupt(self) -> String {
         // SAFETY: kill(2) on our own child, not reaped yet, so its pid cannot be reused.
@@ -107,6 +112,13 @@ impl Tracer {
         assert!(status.success(), "sframe-trace failed: {text}");
         text
     }
+}
+
+/// The tracer to run: `SFRAME_TRACE_BIN` when set (`cargo xtask test` points the accuracy tests
+/// on external programs at the release build users run), else this test build's.
+#[cfg(feature = "ebpf")]
+pub fn tracer_binary() -> std::path::PathBuf {
+    std::env::var_os("SFRAME_TRACE_BIN").map_or_else(|| env!("CARGO_BIN_EXE_sframe-trace").into(), Into::into)
 }
 
 /// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
