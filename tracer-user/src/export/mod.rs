@@ -3,6 +3,7 @@
 
 pub mod folded;
 pub mod json;
+pub mod live;
 pub mod model;
 pub mod otlp;
 pub mod perf_script;
