@@ -11,6 +11,10 @@
 //!   (started after the tracer, or exec'ed); userspace loads it.
 //! - [`NoticeKind::UnknownPc`]: a walk of a traced process met a PC in none of its mappings
 //!   (a library loaded with dlopen, JIT code); userspace re-reads its mappings.
+//! - [`NoticeKind::Unmapped`]: a traced process unmapped some of its code (`munmap` over an
+//!   executable mapping: dlclose). The kernel removed it from `PROCS` when the call began (the
+//!   addresses may hold other code next); the notice is sent when the call returns, with the
+//!   time it began; userspace reads the mappings left and adds it back.
 //!
 //! `NewProcess` and `UnknownPc` are rate-limited per process: at most one per
 //! [`NOTICE_INTERVAL_NS`] ([`MAP_NOTICED`] remembers when each process last had one).
@@ -34,6 +38,22 @@ pub const PROG_ON_EXIT: &str = "on_exit";
 pub const TRACEPOINT_EXEC: &str = "sched_process_exec";
 pub const TRACEPOINT_EXIT: &str = "sched_process_exit";
 
+/// Tracepoint program on `syscalls:sys_enter_munmap`, and on `sys_exit_munmap`.
+pub const PROG_ON_MUNMAP: &str = "on_munmap";
+pub const PROG_ON_MUNMAP_EXIT: &str = "on_munmap_exit";
+/// The category and names of the (tracefs) tracepoints they attach to.
+pub const TRACEPOINT_SYSCALLS: &str = "syscalls";
+pub const TRACEPOINT_MUNMAP: &str = "sys_enter_munmap";
+pub const TRACEPOINT_MUNMAP_EXIT: &str = "sys_exit_munmap";
+/// Offsets of `addr` and `len` in the record of `sys_enter_munmap` (after the 8-byte common
+/// header and the 4-byte syscall number, padded), the same on every kernel.
+pub const MUNMAP_ADDR_OFFSET: usize = 16;
+pub const MUNMAP_LEN_OFFSET: usize = 24;
+/// Hash `tid -> u64`: threads inside a `munmap` of a traced process's code, and when it began.
+pub const MAP_UNMAPPING: &str = "UNMAPPING";
+/// Threads [`MAP_UNMAPPING`] has room for (when full, the notice goes out at the start).
+pub const UNMAPPING_ENTRIES: u32 = 1024;
+
 /// What happened ([`Notice::kind`]); travels as its `u32`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +62,7 @@ pub enum NoticeKind {
     Exit = 2,
     NewProcess = 3,
     UnknownPc = 4,
+    Unmapped = 5,
 }
 
 impl TryFrom<u32> for NoticeKind {
@@ -52,6 +73,7 @@ impl TryFrom<u32> for NoticeKind {
             2 => Ok(NoticeKind::Exit),
             3 => Ok(NoticeKind::NewProcess),
             4 => Ok(NoticeKind::UnknownPc),
+            5 => Ok(NoticeKind::Unmapped),
             other => Err(other),
         }
     }
@@ -86,10 +108,11 @@ mod tests {
             NoticeKind::Exit,
             NoticeKind::NewProcess,
             NoticeKind::UnknownPc,
+            NoticeKind::Unmapped,
         ] {
             assert_eq!(NoticeKind::try_from(kind as u32), Ok(kind));
         }
         assert_eq!(NoticeKind::try_from(0), Err(0));
-        assert_eq!(NoticeKind::try_from(5), Err(5));
+        assert_eq!(NoticeKind::try_from(6), Err(6));
     }
 }

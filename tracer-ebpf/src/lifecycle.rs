@@ -5,19 +5,28 @@
 //! Raw tracepoints (4.17+) attach by name, without tracefs, and take their facts from the
 //! current task: at `sched_process_exec` the task has its new image, at `sched_process_exit`
 //! the exiting thread is current (only a thread-group leader's exit ends the process here).
+//!
+//! `munmap` of a traced process's code (dlclose) is seen at the `syscalls` tracepoints (the
+//! raw `sys_enter` would run on every system call of the host): at entry, a range that
+//! overlaps one of the process's executable mappings removes the process from `PROCS` at
+//! once (code mapped there next must not be walked with the old table), and the thread is
+//! remembered; at exit, the notice goes out, so userspace reads the mappings after the call.
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
-    macros::{map, raw_tracepoint},
-    maps::{LruHashMap, RingBuf},
-    programs::RawTracePointContext,
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::{HashMap, LruHashMap, RingBuf},
+    programs::{RawTracePointContext, TracePointContext},
 };
 use tracer_common::{
     Counter,
-    notice::{NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind},
+    notice::{
+        MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind,
+        UNMAPPING_ENTRIES,
+    },
 };
 
-use crate::{PROCS, bump};
+use crate::{PROCS, bump, unwind};
 
 /// Notices to userspace (`MAP_NOTICES`).
 #[map]
@@ -25,6 +34,10 @@ static NOTICES: RingBuf = RingBuf::with_byte_size(NOTICES_BYTES, 0);
 /// When each process last had a rate-limited notice (`MAP_NOTICED`).
 #[map]
 static NOTICED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(NOTICED_ENTRIES, 0);
+
+/// Threads inside a `munmap` of a traced process's code, and when it began (`MAP_UNMAPPING`).
+#[map]
+static UNMAPPING: HashMap<u32, u64> = HashMap::with_max_entries(UNMAPPING_ENTRIES, 0);
 
 /// Send a notice; a full ring buffer is counted.
 fn send(kind: NoticeKind, tgid: u32, now: u64) {
@@ -79,5 +92,46 @@ pub fn on_exec(_ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn on_exit(_ctx: RawTracePointContext) -> i32 {
     drop_process(NoticeKind::Exit);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_munmap")]
+pub fn on_munmap(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let Some(procs) = PROCS.get_ptr(&tgid) else {
+        return 0;
+    };
+    // SAFETY: reads of the tracepoint's record, whose fields are at these fixed offsets.
+    let (Ok(addr), Ok(len)) = (unsafe { ctx.read_at::<u64>(MUNMAP_ADDR_OFFSET) }, unsafe {
+        ctx.read_at::<u64>(MUNMAP_LEN_OFFSET)
+    }) else {
+        return 0;
+    };
+    if !unwind::overlaps_mappings(procs, addr, addr.saturating_add(len)) {
+        return 0;
+    }
+    let _ = PROCS.remove(&tgid);
+    // Code mapped next (the next dlopen) is asked about at once, not after the rate limit.
+    let _ = NOTICED.remove(&tgid);
+    // SAFETY: a helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if UNMAPPING.insert(&(pid_tgid as u32), &now, 0).is_err() {
+        // No room to wait for the end of the call: say it now.
+        send(NoticeKind::Unmapped, tgid, now);
+    }
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_munmap")]
+pub fn on_munmap_exit(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    // SAFETY: a copy out of the map value, valid during this run.
+    let Some(began) = (unsafe { UNMAPPING.get(&tid) }).copied() else {
+        return 0;
+    };
+    let _ = UNMAPPING.remove(&tid);
+    send(NoticeKind::Unmapped, (pid_tgid >> 32) as u32, began);
     0
 }

@@ -185,6 +185,25 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
 /// when none does.
 #[inline(always)]
 fn find_mapping(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMapping {
+    let found = last_mapping_from(opaque, procs, pc);
+    if pc < found.end { found } else { NO_TABLE }
+}
+
+/// Whether `[start, end)` overlaps one of the mappings of `procs` (a PROCS value): the
+/// mappings are sorted and disjoint, so it does exactly when the last one starting below
+/// `end` ends above `start`.
+#[inline(always)]
+pub fn overlaps_mappings(procs: *const ProcInfo, start: u64, end: u64) -> bool {
+    let Some(opaque) = Opaque::get() else {
+        // Cannot happen (a one-slot per-CPU array); assume the worst.
+        return true;
+    };
+    start < end && last_mapping_from(&opaque, procs, end - 1).end > start
+}
+
+/// The last mapping of `procs` starting at or below `pc`, or [`NO_TABLE`].
+#[inline(always)]
+fn last_mapping_from(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMapping {
     // SAFETY: a value pointer from a PROCS lookup in this program run (valid under RCU until it
     // returns); fields are read through it without references into the map.
     let (num, mappings) = unsafe { ((*procs).num_mappings, core::ptr::addr_of!((*procs).mappings)) };
@@ -214,8 +233,7 @@ fn find_mapping(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMapping
     }
     let at = (lo.wrapping_sub(1)) as usize & (MAX_MAPPINGS - 1);
     // SAFETY: as above.
-    let found = unsafe { (*mappings)[at] };
-    if pc < found.end { found } else { NO_TABLE }
+    unsafe { (*mappings)[at] }
 }
 
 /// Step 3: the caller of the frame `regs` (PC in mapping `m`), and how it was found.

@@ -29,6 +29,7 @@ use clap::{Parser, Subcommand};
         sudo sframe-trace -d 30 -o host.folded          (every process)\n  \
         sudo sframe-trace -F 999 --no-kernel -- ./my-app --its-flags\n  \
         sudo sframe-trace -e uprobe:./my-app:parse -e offcpu -- ./my-app\n  \
+        sudo sframe-trace --live --pid 1234 -o stacks.folded   (a view in the terminal)\n  \
         sframe-trace dump --pc 0x401136 ./my-app"
 )]
 pub struct Cli {
@@ -52,6 +53,11 @@ pub struct TraceArgs {
     /// fit are reported in the summary and unwound with frame pointers only.
     #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
     pub max_table_memory: u64,
+    /// Size of the ring buffer that carries samples to userspace (K or M suffix; a power of
+    /// two, at least the page size). Samples that find it full are lost and counted in the
+    /// summary: raise it for high frequencies on many CPUs.
+    #[arg(long, default_value = "8M", value_name = "SIZE", value_parser = parse_ring_buffer_size)]
+    pub ring_buffer_size: u32,
     /// Sampling frequency per CPU, in Hz (the cpu-clock event).
     #[arg(short = 'F', long, default_value_t = 99, value_name = "HZ")]
     pub frequency: u64,
@@ -83,6 +89,16 @@ pub struct TraceArgs {
     /// Write the stacks here instead of stdout.
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+    /// Show the hottest functions (self and total samples) and stacks in the terminal,
+    /// refreshed every second, instead of writing the stacks to stdout.
+    ///
+    /// Keys: `s`, `t`, `n` sort by self, total or name; `f` switches between functions and
+    /// stacks; arrows, j/k and PgUp/PgDn scroll; `q` or Ctrl-C stops tracing. Stdout must be a
+    /// terminal (plain ANSI, so ssh works). The stacks are still written to --output, in any
+    /// --format, when tracing ends (without --output, nothing is written), and the summary is
+    /// printed once the terminal is back.
+    #[arg(long)]
+    pub live: bool,
     /// The deepest user stack to walk (1-512).
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_depth: u32,
@@ -189,8 +205,23 @@ pub enum Command {
     },
 }
 
-/// Parse a byte count with an optional K, M or G suffix (powers of 1024).
+/// Parse a byte count of at least 64K, with an optional K, M or G suffix (powers of 1024).
 fn parse_size(s: &str) -> Result<u64, String> {
+    parse_bytes(s)?
+        .filter(|&bytes| bytes >= 64 << 10)
+        .ok_or_else(|| format!("`{s}`: give at least 64K and less than 16 EiB"))
+}
+
+/// Parse a ring buffer size: a power of two from 4K to 1G, with an optional K, M or G suffix.
+fn parse_ring_buffer_size(s: &str) -> Result<u32, String> {
+    parse_bytes(s)?
+        .filter(|&bytes| bytes.is_power_of_two() && (4 << 10..=1 << 30).contains(&bytes))
+        .and_then(|bytes| u32::try_from(bytes).ok())
+        .ok_or_else(|| format!("`{s}`: give a power of two from 4K to 1G"))
+}
+
+/// A byte count with an optional K, M or G suffix (powers of 1024); `None` when it overflows.
+fn parse_bytes(s: &str) -> Result<Option<u64>, String> {
     let (digits, unit) = match s.trim().char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
         _ => (s.trim(), 'B'),
@@ -206,9 +237,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is not a size (e.g. 512M)"))?;
-    n.checked_mul(1 << shift)
-        .filter(|&bytes| bytes >= 64 << 10)
-        .ok_or_else(|| format!("`{s}`: give at least 64K and less than 16 EiB"))
+    Ok(n.checked_mul(1 << shift))
 }
 
 /// Parse `0x`-prefixed hex or decimal.
@@ -242,5 +271,15 @@ mod tests {
         assert!(parse_size("12K").is_err(), "below 64K");
         assert!(parse_size("M").is_err());
         assert!(parse_size("5T").is_err());
+    }
+
+    /// Ring buffer sizes are powers of two from 4K to 1G.
+    #[test]
+    fn ring_buffer_sizes_parse() {
+        assert_eq!(parse_ring_buffer_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_ring_buffer_size("4k"), Ok(4096));
+        assert!(parse_ring_buffer_size("2K").is_err(), "below 4K");
+        assert!(parse_ring_buffer_size("12K").is_err(), "not a power of two");
+        assert!(parse_ring_buffer_size("2G").is_err(), "above 1G");
     }
 }

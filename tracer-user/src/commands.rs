@@ -70,8 +70,18 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         crate::cli::Format::PerfScript => Format::PerfScript,
         crate::cli::Format::Otlp => Format::Otlp,
     };
+    let stdout_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     anyhow::ensure!(
-        format != Format::Pprof || args.output.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        !args.live || stdout_is_terminal,
+        "--live draws on the terminal, but stdout is not one (to save the stacks, use --output FILE without --live)"
+    );
+    anyhow::ensure!(
+        !args.live || args.output.is_some() || matches!(format, Format::Folded | Format::Otlp),
+        "--live has the terminal: give --output FILE for the -f {} output",
+        clap::ValueEnum::to_possible_value(&args.format).map_or_else(String::new, |v| v.get_name().to_owned())
+    );
+    anyhow::ensure!(
+        format != Format::Pprof || args.output.is_some() || !stdout_is_terminal || args.live,
         "pprof output is binary: give --output FILE or redirect stdout"
     );
     anyhow::ensure!(
@@ -90,19 +100,27 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         (1..=MAX_USER_FRAMES as u32).contains(&args.max_depth),
         "--max-depth must be between 1 and {MAX_USER_FRAMES}"
     );
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    anyhow::ensure!(
+        i64::from(args.ring_buffer_size) >= page as i64,
+        "--ring-buffer-size must be at least the page size ({page} bytes)"
+    );
     let duration = match args.duration {
         Some(secs) if secs > 0.0 && secs.is_finite() => Some(std::time::Duration::from_secs_f64(secs)),
         Some(_) => anyhow::bail!("--duration must be a positive number of seconds"),
         None => None,
     };
     let otlp = otlp_config(&args, format)?;
-    let mut events = sframe_trace::event::EventSet::parse(&args.event, args.min_block.map(std::time::Duration::from_micros))?;
+    let mut events =
+        sframe_trace::event::EventSet::parse(&args.event, args.min_block.map(std::time::Duration::from_micros))?;
     events.resolve_probes()?;
     Ok(sframe_trace::trace::TraceConfig {
         all: args.pid.is_empty() && args.command.is_empty(),
         pids: args.pid,
         command: args.command,
         max_table_memory: args.max_table_memory,
+        ring_buffer_bytes: args.ring_buffer_size,
         frequency: args.frequency,
         duration,
         max_depth: args.max_depth,
@@ -112,6 +130,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         inline: !args.no_inline,
         otlp,
         events,
+        live: args.live,
     })
 }
 
@@ -310,6 +329,7 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result
             max_processes: 1,
             table_capacity: None,
             events: sframe_trace::event::EventSet::default(),
+            ring_buffer_bytes: bpf::DEFAULT_RING_BUFFER_BYTES,
         };
         let mut kernel = bpf::Kernel::load(&config, &mut TableSet::new())?;
         // Without mappings, the walk of a traced process stops at frame 0 (no_mapping); every

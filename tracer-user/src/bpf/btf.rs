@@ -1,6 +1,7 @@
 //! Field offsets of kernel structures from the kernel's BTF (`/sys/kernel/btf/vmlinux`), for
 //! the few reads the eBPF program makes of structures it only has a pointer to (the offcpu
-//! program reads `task_struct::pid` and `::flags`; aya-ebpf has no CO-RE relocations). Only
+//! program reads `task_struct::pid`, `::__state` and `::flags`; aya-ebpf has no CO-RE
+//! relocations). Only
 //! what that needs: the type section is walked once to find a named struct, and its members
 //! are searched, through anonymous struct and union members. Byte order: the host's.
 //!
@@ -158,16 +159,26 @@ impl<'a> Btf<'a> {
     }
 }
 
-/// The offsets of `pid` and `flags` in the running kernel's `task_struct`.
-pub fn task_offsets() -> anyhow::Result<(u32, u32)> {
+/// Offsets of the fields of the running kernel's `task_struct` the offcpu program reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub pid: u32,
+    /// `__state` (named so since 5.14; offcpu needs 5.15).
+    pub state: u32,
+    pub flags: u32,
+}
+
+/// The [`TaskOffsets`] of the running kernel.
+pub fn task_offsets() -> anyhow::Result<TaskOffsets> {
     use anyhow::Context as _;
     const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
     let blob = std::fs::read(VMLINUX).with_context(|| format!("reading {VMLINUX}"))?;
     let btf = Btf::parse(&blob)?;
-    Ok((
-        btf.member_offset("task_struct", "pid")?,
-        btf.member_offset("task_struct", "flags")?,
-    ))
+    Ok(TaskOffsets {
+        pid: btf.member_offset("task_struct", "pid")?,
+        state: btf.member_offset("task_struct", "__state")?,
+        flags: btf.member_offset("task_struct", "flags")?,
+    })
 }
 
 #[cfg(test)]
@@ -265,7 +276,7 @@ mod tests {
         if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
             return;
         }
-        let (pid, flags) = task_offsets().expect("offsets");
-        assert!(pid > flags && pid < 8192, "pid at {pid}, flags at {flags}");
+        let task = task_offsets().expect("offsets");
+        assert!(task.pid > task.flags && task.pid < 8192, "{task:?}");
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! Submodules: `tables` (the table maps), `procs` (the process map), `events` (the ring
 //! buffer), `probes` (the programs of events other than cpu-clock), `btf` (kernel structure
-//! offsets), `runtime` (memlock limit and aya-log forwarding).
+//! offsets), `runtime` (memlock limit and aya-log forwarding), `unmap` (the programs that see
+//! code unmapped).
 
 mod btf;
 mod events;
@@ -17,6 +18,7 @@ mod object_tests;
 mod procs;
 mod runtime;
 mod tables;
+mod unmap;
 
 use std::path::Path;
 
@@ -33,7 +35,8 @@ use aya::{
 use tracer_common::{
     Counter, MAP_COUNTERS, PROG_ON_SAMPLE,
     event::{
-        EventKind, GLOBAL_MIN_BLOCK_NS, GLOBAL_TASK_FLAGS_OFFSET, GLOBAL_TASK_PID_OFFSET, MAP_PARKED, PARKED_ENTRIES,
+        EventKind, GLOBAL_MIN_BLOCK_NS, GLOBAL_TASK_FLAGS_OFFSET, GLOBAL_TASK_PID_OFFSET, GLOBAL_TASK_STATE_OFFSET,
+        MAP_PARKED, PARKED_ENTRIES,
     },
     notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
     trace::{
@@ -53,8 +56,8 @@ use crate::{
 /// The eBPF object built by `build.rs` from `tracer-ebpf`.
 static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
 
-/// Size of the sample ring buffer: about 1,400 samples of 5.7 KiB.
-const EVENTS_BYTES: u32 = 8 << 20;
+/// The default size of the sample ring buffer: about 1,400 samples of 5.7 KiB.
+pub const DEFAULT_RING_BUFFER_BYTES: u32 = 8 << 20;
 
 /// Why this host cannot trace, as one sentence, or Ok.
 pub fn preflight() -> anyhow::Result<()> {
@@ -104,6 +107,9 @@ pub struct KernelConfig {
     /// What stacks are taken on (cpu-clock at `frequency`, probes, tracepoints, offcpu); uprobe
     /// targets resolved.
     pub events: EventSet,
+    /// Bytes of the sample ring buffer: a power of two, a multiple of the page size
+    /// ([`DEFAULT_RING_BUFFER_BYTES`] unless asked otherwise).
+    pub ring_buffer_bytes: u32,
 }
 
 /// The loaded programs and maps.
@@ -135,13 +141,13 @@ impl Kernel {
             "the process map needs room for at least one process"
         );
         let sizes = tables::MapSizes::of(tables, config.table_capacity.as_ref())?;
-        runtime::raise_memlock_limit();
+        let memlock = runtime::raise_memlock_limit();
         let all_processes = u32::from(config.all_processes);
         let kernel_stacks = u32::from(config.kernel_stacks);
         let task_regs = runtime::has_task_regs();
         let offcpu = config.events.has(EventKind::Offcpu);
         ensure!(task_regs || !offcpu, OFFCPU_NEEDS_TASK_REGS);
-        let (pid_offset, flags_offset) = if offcpu { btf::task_offsets()? } else { (0, 0) };
+        let task = if offcpu { btf::task_offsets()? } else { btf::TaskOffsets::default() };
         let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
         let task_regs = u32::from(task_regs);
         let mut ebpf = EbpfLoader::new()
@@ -150,16 +156,17 @@ impl Kernel {
             .override_global(GLOBAL_KERNEL_STACK, &kernel_stacks, true)
             .override_global(GLOBAL_TASK_REGS, &task_regs, true)
             .override_global(GLOBAL_MIN_BLOCK_NS, &min_block_ns, true)
-            .override_global(GLOBAL_TASK_PID_OFFSET, &pid_offset, true)
-            .override_global(GLOBAL_TASK_FLAGS_OFFSET, &flags_offset, true)
+            .override_global(GLOBAL_TASK_PID_OFFSET, &task.pid, true)
+            .override_global(GLOBAL_TASK_STATE_OFFSET, &task.state, true)
+            .override_global(GLOBAL_TASK_FLAGS_OFFSET, &task.flags, true)
             .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
             .map_max_entries(MAP_PAGES, sizes.pages)
             .map_max_entries(MAP_RULES, sizes.rules)
             .map_max_entries(MAP_PROCS, config.max_processes)
-            .map_max_entries(MAP_EVENTS, EVENTS_BYTES)
+            .map_max_entries(MAP_EVENTS, config.ring_buffer_bytes)
             .load(PROGRAM)
-            .context("loading the eBPF object (creating its maps)")?;
+            .map_err(|err| runtime::explain_load_failure(err.into(), memlock))?;
         runtime::forward_logs(&mut ebpf);
         if config.events.has(EventKind::CpuClock) {
             let walk = load_program(&mut ebpf, PROG_WALK)?
@@ -178,6 +185,7 @@ impl Kernel {
                 .load()
                 .with_context(|| format!("the kernel verifier rejected {name}"))?;
         }
+        unmap::load(&mut ebpf)?;
         tables::sync(&mut ebpf, tables)?;
         Ok(Kernel {
             ebpf,
@@ -215,6 +223,7 @@ impl Kernel {
                     .attach(tracepoint)
                     .with_context(|| format!("attaching {name} to the {tracepoint} raw tracepoint"))?;
             }
+            unmap::attach(&mut self.ebpf)?;
             self.lifecycle_attached = true;
         }
         if self.event_links.is_empty() {

@@ -6,7 +6,10 @@ use std::mem::size_of;
 
 use tracer_common::{
     Counter, MAP_COUNTERS, PROG_ON_SAMPLE,
-    notice::{MAP_NOTICED, MAP_NOTICES, NOTICED_ENTRIES, NOTICES_BYTES, PROG_ON_EXEC, PROG_ON_EXIT},
+    notice::{
+        MAP_NOTICED, MAP_NOTICES, MAP_UNMAPPING, NOTICED_ENTRIES, NOTICES_BYTES, PROG_ON_EXEC, PROG_ON_EXIT,
+        PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, UNMAPPING_ENTRIES,
+    },
     trace::{
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_SCRATCH, MAP_STOPS, PROG_WALK, ProcInfo, RowChunk,
         WalkState,
@@ -21,15 +24,17 @@ use super::PROGRAM;
 #[test]
 fn object_matches_the_shared_types() {
     let object = aya_obj::Object::parse(PROGRAM).expect("the embedded eBPF object parses");
-    for program in [PROG_ON_SAMPLE, PROG_WALK, PROG_ON_EXEC, PROG_ON_EXIT] {
+    for program in [
+        PROG_ON_SAMPLE,
+        PROG_WALK,
+        PROG_ON_EXEC,
+        PROG_ON_EXIT,
+        PROG_ON_MUNMAP,
+        PROG_ON_MUNMAP_EXIT,
+    ] {
         assert!(object.programs.contains_key(program), "program {program} missing");
     }
-    let map = |name: &str| {
-        object
-            .maps
-            .get(name)
-            .unwrap_or_else(|| panic!("map {name} missing"))
-    };
+    let map = |name: &str| object.maps.get(name).unwrap_or_else(|| panic!("map {name} missing"));
     let u32_key = size_of::<u32>() as u32;
     for (name, key, value) in [
         (MAP_PROCS, u32_key, size_of::<ProcInfo>()),
@@ -40,6 +45,7 @@ fn object_matches_the_shared_types() {
         (MAP_COUNTERS, u32_key, size_of::<u64>()),
         (MAP_STOPS, u32_key, size_of::<u64>()),
         (MAP_NOTICED, u32_key, size_of::<u64>()),
+        (MAP_UNMAPPING, u32_key, size_of::<u64>()),
     ] {
         let m = map(name);
         assert_eq!((m.key_size(), m.value_size()), (key, value as u32), "map {name}");
@@ -48,5 +54,6 @@ fn object_matches_the_shared_types() {
     assert_eq!(map(MAP_STOPS).max_entries(), StopReason::COUNT);
     assert_eq!(map(MAP_NOTICED).max_entries(), NOTICED_ENTRIES);
     assert_eq!(map(MAP_NOTICES).max_entries(), NOTICES_BYTES);
+    assert_eq!(map(MAP_UNMAPPING).max_entries(), UNMAPPING_ENTRIES);
     assert!(object.maps.contains_key(MAP_PROGS));
 }

@@ -11,15 +11,45 @@ use aya::{
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
-/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lift it so loading does not fail there.
-pub(super) fn raise_memlock_limit() {
+/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lift it so loading does not fail
+/// there. Returns the limit in bytes when it stays in place (lifting it needs
+/// CAP_SYS_RESOURCE), `None` when there is none.
+pub(super) fn raise_memlock_limit() -> Option<u64> {
     let unlimited = libc::rlimit {
         rlim_cur: libc::RLIM_INFINITY,
         rlim_max: libc::RLIM_INFINITY,
     };
     // SAFETY: setrlimit reads the struct we pass; failure only leaves the old limit in place.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
-        log::debug!("could not raise RLIMIT_MEMLOCK; loading may fail on kernels before 5.11");
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } == 0 {
+        return None;
+    }
+    let mut limit = unlimited;
+    // SAFETY: getrlimit writes the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    log::debug!("could not raise RLIMIT_MEMLOCK; loading may fail on kernels before 5.11");
+    Some(limit.rlim_cur)
+}
+
+/// The error of a failed load of the eBPF object: with a memlock limit left in place
+/// (`memlock`, from [`raise_memlock_limit`]) and a refusal from the kernel (`EPERM`, which is
+/// what kernels before 5.11 answer when maps exceed it), the one sentence that says so.
+pub(super) fn explain_load_failure(err: anyhow::Error, memlock: Option<u64>) -> anyhow::Error {
+    const EPERM: i32 = 1;
+    let refused = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            == Some(EPERM)
+    });
+    match memlock {
+        Some(limit) if refused => anyhow::anyhow!(
+            "the locked-memory limit ({} KiB, `ulimit -l`) is too low for the eBPF maps and sframe-trace cannot \
+             raise it without CAP_SYS_RESOURCE: run it with `ulimit -l unlimited`, or as root",
+            limit / 1024
+        ),
+        _ => err.context("loading the eBPF object (creating its maps)"),
     }
 }
 
@@ -68,4 +98,27 @@ pub(super) fn forward_logs(ebpf: &mut Ebpf) {
             guard.clear_ready();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal under a memlock limit that stays is the one sentence about the limit; any
+    /// other failure, or no limit, keeps its own cause.
+    #[test]
+    fn load_failures_are_explained() {
+        let refused = || anyhow::Error::new(std::io::Error::from_raw_os_error(1)).context("creating map EVENTS");
+        let text = format!("{:#}", explain_load_failure(refused(), Some(64 << 10)));
+        assert!(
+            text.starts_with("the locked-memory limit (64 KiB, `ulimit -l`) is too low"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'));
+        let text = format!("{:#}", explain_load_failure(refused(), None));
+        assert!(text.starts_with("loading the eBPF object"), "{text}");
+        let other = anyhow::Error::new(std::io::Error::from_raw_os_error(22));
+        let text = format!("{:#}", explain_load_failure(other, Some(64 << 10)));
+        assert!(text.starts_with("loading the eBPF object"), "{text}");
+    }
 }

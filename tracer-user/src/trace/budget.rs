@@ -37,11 +37,17 @@ pub fn for_budget(bytes: u64) -> Capacity {
     }
 }
 
-/// Room for what `tables` holds twice over plus a fixed headroom, within `budget`.
-pub fn with_headroom(tables: &TableSet, budget: &Capacity) -> Capacity {
+/// Room for what `tables` holds twice over plus a fixed headroom, plus `expected` bytes of
+/// rows still to come, within `budget`.
+pub fn with_headroom(tables: &TableSet, budget: &Capacity, expected: u64) -> Capacity {
     let grow = |used: usize, headroom: usize, max: usize| used.saturating_mul(2).saturating_add(headroom).min(max);
+    let expected_chunks = usize::try_from(expected / chunk_bytes()).unwrap_or(usize::MAX);
     Capacity {
-        row_chunks: grow(tables.row_chunks(), HEADROOM_ROW_CHUNKS, budget.row_chunks),
+        row_chunks: grow(
+            tables.row_chunks(),
+            HEADROOM_ROW_CHUNKS.saturating_add(expected_chunks),
+            budget.row_chunks,
+        ),
         pages: grow(tables.pages().len(), HEADROOM_PAGES, budget.pages),
         rules: grow(tables.rules().len(), HEADROOM_RULES, budget.rules),
     }
@@ -76,11 +82,11 @@ mod tests {
     #[test]
     fn headroom_is_bounded() {
         let empty = TableSet::new();
-        let roomy = with_headroom(&empty, &for_budget(1 << 30));
+        let roomy = with_headroom(&empty, &for_budget(1 << 30), 0);
         assert_eq!(roomy.row_chunks, 2 + HEADROOM_ROW_CHUNKS, "one chunk (the minimum) twice, plus headroom");
         assert_eq!(roomy.pages, HEADROOM_PAGES);
         let tight = for_budget(1 << 20);
-        let capped = with_headroom(&empty, &tight);
+        let capped = with_headroom(&empty, &tight, 0);
         assert!(capped.row_chunks <= tight.row_chunks && capped.pages <= tight.pages);
     }
 }

@@ -1,8 +1,9 @@
 //! Following processes while tracing: the kernel's notices (exec, exit, a process seen for the
-//! first time system-wide, a PC in no known mapping) turn into reading `/proc/PID/maps`,
-//! building the tables of new objects, writing them and the process's mappings into the
-//! kernel, and, for exits, forgetting the process after a grace period (samples already in the
-//! ring buffer still need its mappings) and unloading tables no process needs any more.
+//! first time system-wide, a PC in no known mapping, code unmapped) turn into reading
+//! `/proc/PID/maps`, building the tables of new objects, writing them and the process's
+//! mappings into the kernel, and, for exits, forgetting the process after a grace period
+//! (samples already in the ring buffer still need its mappings) and unloading tables no
+//! process needs any more.
 //! It decides nothing about output; it only keeps the kernel's view of processes current.
 //!
 //! Building a large object's table can take a while, so new objects are built on tokio's
@@ -86,10 +87,25 @@ impl Follower {
         (follower, receiver)
     }
 
+    /// An exit, an exec or unmapped code ends the mappings of the process for the samples
+    /// taken after it (see `Catalog::end_process`); other notices change nothing here.
+    /// [`Follower::notice`] does this too: call it alone first to resolve the samples queued
+    /// before acting on a notice.
+    pub fn ended(&self, notice: &Notice, catalog: &mut Catalog) {
+        if matches!(
+            NoticeKind::try_from(notice.kind),
+            Ok(NoticeKind::Exit | NoticeKind::Exec | NoticeKind::Unmapped)
+        ) {
+            catalog.end_process(notice.tgid, notice.time_ns);
+        }
+    }
+
     /// Act on one notice. Failures that concern one process (it vanished, no room) are
     /// counted; only a failure to talk to the kernel maps is an error.
     pub fn notice(&mut self, notice: &Notice, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
         let pid = notice.tgid;
+        self.ended(notice, catalog);
+        log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
         match NoticeKind::try_from(notice.kind) {
             Ok(NoticeKind::Exit) => {
                 self.stats.exited += 1;
@@ -100,7 +116,7 @@ impl Follower {
                 self.stats.loaded += 1;
                 self.load(pid, catalog, kernel)
             }
-            Ok(NoticeKind::UnknownPc) => {
+            Ok(NoticeKind::UnknownPc | NoticeKind::Unmapped) => {
                 self.stats.refreshed += 1;
                 self.load(pid, catalog, kernel)
             }
@@ -202,6 +218,7 @@ impl Follower {
             }
             catalog.remove_process(pid);
         }
+        catalog.expire_ended(EXIT_GRACE);
         let unloaded = catalog.unload_unused(UNLOAD_AFTER);
         if unloaded > 0 {
             self.stats.unloaded += unloaded as u64;

@@ -5,6 +5,7 @@
 
 mod budget;
 mod follow;
+mod live;
 pub(crate) mod objects;
 mod otlp;
 mod output;
@@ -23,6 +24,8 @@ use follow::Follower;
 use profile::Profile;
 use targets::Targets;
 
+/// Samples handled before a process notice, at most.
+const DRAIN_BEFORE_LOADING: usize = 256;
 /// How often exited processes are forgotten and unused tables unloaded.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
@@ -33,6 +36,8 @@ pub struct TraceConfig {
     pub all: bool,
     /// Kernel memory the unwind tables may use at most.
     pub max_table_memory: u64,
+    /// Bytes of the sample ring buffer (a power of two, at least the page size).
+    pub ring_buffer_bytes: u32,
     pub pids: Vec<u32>,
     pub command: Vec<String>,
     pub frequency: u64,
@@ -47,10 +52,14 @@ pub struct TraceConfig {
     pub otlp: Option<crate::export::otlp::OtlpConfig>,
     /// What stacks are taken on (`-e`), uprobe targets resolved.
     pub events: crate::event::EventSet,
+    /// `--live`: the terminal view while tracing (stdout is a terminal).
+    pub live: bool,
 }
 
 /// Trace, write the stacks, print the summary.
 pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
+    // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
+    let mut signals = targets::Signals::listen()?;
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
@@ -64,12 +73,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         mut catalog,
         mut kernel,
         skipped,
-    } = setup::start(&config, &targets)?;
+        deferred,
+    } = setup::start(&config, &targets, &mut signals)?;
     let mut events = kernel.events()?;
     let mut notices = kernel.notices()?;
     kernel.attach()?;
     let (mut follower, mut built) = Follower::new();
     follower.stats.vanished += skipped;
+    for pid in deferred {
+        follower.load(pid, &mut catalog, &mut kernel)?;
+    }
     let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
     eprintln!(
         "sframe-trace: sampling {} {}{}; Ctrl-C to stop",
@@ -83,8 +96,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
 
     let mut profile = Profile::new(config.events.names());
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
+    let (mut live, mut quit) = live::Live::start(&config)?;
     let why = {
-        let stop = targets.until_done(config.duration);
+        let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
         loop {
             tokio::select! {
@@ -92,10 +106,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 // in their ring buffer, and the sooner a process is loaded, the fewer of its
                 // samples come out short), then timers, then samples.
                 biased;
-                why = &mut stop => break why?,
+                why = &mut stop => break why,
+                why = quit.wait() => break why,
                 notice = notices.next() => if let Some(notice) = notice {
-                    // Loading can take a while: empty the sample ring buffer first.
-                    while let Some(sample) = events.try_next() {
+                    // An exit or exec ends the mappings the samples queued are resolved with.
+                    follower.ended(&notice, &mut catalog);
+                    // Loading can take a while: make room in the sample ring buffer first (a
+                    // bounded number: when samples arrive faster than they are written, an
+                    // unbounded drain would never end).
+                    for _ in 0..DRAIN_BEFORE_LOADING {
+                        let Some(sample) = events.try_next() else { break };
                         profile.add(&sample, &catalog);
                         output.sample(&sample, &catalog)?;
                     }
@@ -103,9 +123,19 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 },
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
                 _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
-                () = otlp.due() => otlp.export(&mut profile, &catalog),
+                () = otlp.due() => {
+                    live.keep(&profile);
+                    otlp.export(&mut profile, &catalog);
+                }
+                () = live.due() => live.show(&profile, &catalog, &kernel)?,
                 sample = events.next() => match sample {
                     Some(sample) => {
+                        // The notices sent before this sample was taken decide which mappings
+                        // resolve it (a reused pid, a new image), and their ring buffer's
+                        // readiness can lag behind: read them directly first.
+                        while let Some(notice) = notices.try_next() {
+                            follower.notice(&notice, &mut catalog, &mut kernel)?;
+                        }
                         profile.add(&sample, &catalog);
                         output.sample(&sample, &catalog)?;
                     }
@@ -114,6 +144,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
             }
         }
     };
+    // The terminal is back before anything else is printed.
+    live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
         profile.add(&sample, &catalog);

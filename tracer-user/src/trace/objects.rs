@@ -5,11 +5,13 @@
 //! copy to tell, per sample, which object and address each frame is in. Objects are counted by
 //! the processes that map them; the table of an object no process maps any more is unloaded
 //! (the object itself stays, for symbolizing the samples already taken) and rebuilt if a
-//! process maps it again.
+//! process maps it again. A process that exits or execs keeps its mappings a while for the
+//! samples taken before that moment, apart from those of whatever takes its pid next.
 
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
+    time::{Duration, Instant},
 };
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
@@ -86,8 +88,21 @@ pub struct Catalog {
     scratch: Option<Scratch>,
     pub tables: TableSet,
     pub processes: HashMap<u32, Vec<ResolvedMapping>>,
+    /// The mappings of processes that exited or exec'ed, oldest first per pid (see
+    /// [`Catalog::end_process`]).
+    ended: HashMap<u32, Vec<Ended>>,
     /// Tables built ahead, by the path they were read from, waiting to be installed.
     prebuilt: HashMap<PathBuf, Result<Prebuilt, NoTable>>,
+}
+
+/// The mappings a process had until it exited or exec'ed.
+#[derive(Debug)]
+struct Ended {
+    /// When, in kernel time (`bpf_ktime_get_ns`, as samples carry it).
+    at_ns: u64,
+    /// When it was heard of, to forget it after a while.
+    noted: Instant,
+    mappings: Vec<ResolvedMapping>,
 }
 
 /// An object's table, built but not yet in the kernel tables.
@@ -170,6 +185,29 @@ impl Catalog {
         if let Some(old) = self.processes.remove(&pid) {
             self.release(&old);
         }
+    }
+
+    /// `pid` exited or exec'ed at kernel time `at_ns`: its mappings now serve only samples
+    /// taken before then, and samples taken after are resolved through the mappings loaded
+    /// next (the new image, or a new process that got the same pid), or not at all. Its
+    /// objects lose a user. Nothing happens for a process that is not known.
+    pub fn end_process(&mut self, pid: u32, at_ns: u64) {
+        if let Some(mappings) = self.processes.remove(&pid) {
+            self.release(&mappings);
+            self.ended.entry(pid).or_default().push(Ended {
+                at_ns,
+                noted: Instant::now(),
+                mappings,
+            });
+        }
+    }
+
+    /// Forget the mappings of processes that ended more than `after` ago.
+    pub fn expire_ended(&mut self, after: Duration) {
+        self.ended.retain(|_, ended| {
+            ended.retain(|e| e.noted.elapsed() < after);
+            !ended.is_empty()
+        });
     }
 
     /// Unload the tables of objects no process has mapped for `idle` (a program started
@@ -298,7 +336,9 @@ impl Catalog {
         let mut paths: Vec<PathBuf> = mappings
             .iter()
             .filter_map(|m| {
-                let MappingKind::File { key, .. } = &m.kind else { return None };
+                let MappingKind::File { key, .. } = &m.kind else {
+                    return None;
+                };
                 match self.by_key.get(key) {
                     None => Some(readable_path(pid, m)),
                     Some(&i) if self.objects[i].unloaded && self.objects[i].users == 0 => {
@@ -321,10 +361,28 @@ impl Catalog {
 
     /// The mapping of `pid` that holds `addr`.
     pub fn mapping(&self, pid: u32, addr: u64) -> Option<&ResolvedMapping> {
-        let maps = self.processes.get(&pid)?;
-        let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
-        maps.get(i).filter(|m| addr < m.end)
+        find_mapping(self.processes.get(&pid)?, addr)
     }
+
+    /// The mapping that held `addr` in the process with this `pid` at kernel time `time_ns`:
+    /// that of the first image ended after `time_ns` (see [`Catalog::end_process`]), else the
+    /// current one.
+    pub fn mapping_at(&self, pid: u32, addr: u64, time_ns: u64) -> Option<&ResolvedMapping> {
+        let ended = self
+            .ended
+            .get(&pid)
+            .and_then(|ended| ended.iter().find(|e| time_ns < e.at_ns));
+        match ended {
+            Some(ended) => find_mapping(&ended.mappings, addr),
+            None => self.mapping(pid, addr),
+        }
+    }
+}
+
+/// The mapping of `maps` (sorted by start, not overlapping) that holds `addr`.
+fn find_mapping(maps: &[ResolvedMapping], addr: u64) -> Option<&ResolvedMapping> {
+    let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
+    maps.get(i).filter(|m| addr < m.end)
 }
 
 /// The file behind a mapping, as this process can open it: the first of these that is the
@@ -397,7 +455,11 @@ mod tests {
         let loaded = catalog.tables.num_objects();
         assert!(loaded >= 2, "this test's own executable and libc have tables");
         catalog.remove_process(1);
-        assert_eq!(catalog.unload_unused(std::time::Duration::ZERO), 0, "process 2 still maps them");
+        assert_eq!(
+            catalog.unload_unused(std::time::Duration::ZERO),
+            0,
+            "process 2 still maps them"
+        );
         catalog.remove_process(2);
         assert_eq!(
             catalog.unload_unused(std::time::Duration::from_secs(3600)),
@@ -413,5 +475,42 @@ mod tests {
         assert_eq!(catalog.objects.len(), objects, "the same objects, not new ones");
         assert!(exec.iter().any(|m| m.object != NO_OBJECT));
         assert!(catalog.objects.iter().all(|o| !o.unloaded));
+    }
+
+    /// A sample resolves through the image its process had when it was taken: the mappings of
+    /// a process that exited (or exec'ed) serve the samples taken before, those of the next
+    /// process with the same pid the samples taken after, and none serve a sample taken after
+    /// an end when nothing was loaded since.
+    #[test]
+    fn samples_resolve_through_the_image_of_their_time() {
+        let image = |bias| {
+            vec![ResolvedMapping {
+                start: 0x1000,
+                end: 0x2000,
+                bias,
+                object: None,
+            }]
+        };
+        let bias_at = |catalog: &Catalog, time| catalog.mapping_at(5, 0x1800, time).map(|m| m.bias);
+        let mut catalog = Catalog::default();
+        catalog.processes.insert(5, image(1));
+        assert_eq!(bias_at(&catalog, 50), Some(1));
+        catalog.end_process(5, 100);
+        assert_eq!(bias_at(&catalog, 99), Some(1));
+        assert_eq!(bias_at(&catalog, 100), None, "ended, nothing loaded since");
+        catalog.processes.insert(5, image(2));
+        assert_eq!(bias_at(&catalog, 99), Some(1));
+        assert_eq!(bias_at(&catalog, 150), Some(2));
+        catalog.end_process(5, 200);
+        assert_eq!((bias_at(&catalog, 99), bias_at(&catalog, 150)), (Some(1), Some(2)));
+        assert_eq!(bias_at(&catalog, 250), None);
+        catalog.end_process(5, 300);
+        assert_eq!(
+            bias_at(&catalog, 250),
+            None,
+            "a second end without a process changes nothing"
+        );
+        catalog.expire_ended(Duration::ZERO);
+        assert_eq!(bias_at(&catalog, 99), None, "forgotten");
     }
 }

@@ -29,6 +29,8 @@ pub struct Output {
     out: Box<dyn Write>,
     /// The file, for messages (`None`: stdout).
     path: Option<PathBuf>,
+    /// `--live` without `--output`: nothing is written (or symbolized for it).
+    discard: bool,
     cache: SymbolCache,
     /// The names of the session's events.
     events: EventNames,
@@ -46,12 +48,15 @@ impl Output {
             Some(path) => Box::new(BufWriter::new(
                 File::create(path).with_context(|| format!("creating {}", path.display()))?,
             )),
+            // The live view has the terminal: the stacks go to --output only.
+            None if config.live => Box::new(std::io::sink()),
             None => Box::new(BufWriter::new(std::io::stdout())),
         };
         Ok(Output {
             format: config.format,
             out,
             path: config.output.clone(),
+            discard: config.live && config.output.is_none(),
             cache: SymbolCache::new(config.inline),
             events: config.events.names(),
             period_ns: 1_000_000_000 / config.frequency.max(1),
@@ -64,7 +69,7 @@ impl Output {
 
     /// Stream one sample, when the format is a streaming one.
     pub fn sample(&mut self, sample: &Sample, catalog: &Catalog) -> anyhow::Result<()> {
-        if !self.format.is_streamed() {
+        if !self.format.is_streamed() || self.discard {
             return Ok(());
         }
         let stack = Stack::of_sample(sample, catalog, &self.events);
@@ -90,7 +95,7 @@ impl Output {
 
     /// Write the profile (formats written at the end) and flush.
     pub fn finish(mut self, profile: &Profile, catalog: &Catalog) -> anyhow::Result<()> {
-        let resolved = (!self.format.is_streamed()).then(|| {
+        let resolved = (!self.format.is_streamed() && !self.discard).then(|| {
             let collection = Collection {
                 start: self.start,
                 duration: self.started.elapsed(),

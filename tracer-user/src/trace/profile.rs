@@ -55,7 +55,7 @@ impl Stack {
         for (i, &pc) in sample.user[..num_user].iter().enumerate() {
             // Return addresses point after the call: look up the call itself.
             let lookup = if i == 0 { pc } else { pc.wrapping_sub(1) };
-            let frame = match catalog.mapping(sample.tgid, lookup) {
+            let frame = match catalog.mapping_at(sample.tgid, lookup, sample.time_ns) {
                 Some(&ResolvedMapping {
                     object: Some(object),
                     bias,

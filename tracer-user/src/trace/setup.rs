@@ -10,7 +10,11 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{TraceConfig, budget, objects::Catalog, targets::Targets};
+use super::{
+    TraceConfig, budget,
+    objects::Catalog,
+    targets::{Signals, Targets},
+};
 use crate::{
     bpf::{Kernel, KernelConfig},
     procmaps,
@@ -28,27 +32,55 @@ pub struct Started {
     pub kernel: Kernel,
     /// Processes running at start that could not be traced (gone, or no room), system-wide.
     pub skipped: u64,
+    /// Processes running at start whose tables are built once sampling runs.
+    pub deferred: Vec<u32>,
 }
 
-/// Build and load everything for `targets`.
-pub fn start(config: &TraceConfig, targets: &Targets) -> anyhow::Result<Started> {
+/// New objects (files) of a process larger than this in total are built after the start.
+const DEFER_BYTES: u64 = 8 << 20;
+/// Room kept for deferred objects: their table takes about this many times less than the file
+/// (measured: glibc 18, a compiler's 130 MB library 15).
+const FILE_BYTES_PER_TABLE_BYTE: u64 = 16;
+
+/// The size of the files of `pid`'s mappings that have no table yet.
+fn new_bytes(catalog: &Catalog, pid: u32, mappings: &[procmaps::Mapping]) -> u64 {
+    catalog
+        .missing(pid, mappings)
+        .iter()
+        .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Build and load everything for `targets`. A signal (`signals`) stops the building of
+/// tables early: the session that follows ends at once.
+pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> anyhow::Result<Started> {
     let budget = budget::for_budget(config.max_table_memory);
     let mut catalog = Catalog::with_tables(TableSet::with_capacity(budget));
     let mut progress = Progress::new(targets.pids().len());
     let mut exec = Vec::new();
     let mut skipped = 0;
+    let (mut deferred, mut deferred_bytes) = (Vec::new(), 0u64);
     for (i, &pid) in targets.pids().iter().enumerate() {
+        if signals.received().is_some() {
+            break;
+        }
         progress.show(i, catalog.objects.len());
         match procmaps::executable_mappings(pid) {
             // Kernel threads map nothing.
             Ok(mappings) if mappings.is_empty() && targets.is_all() => {}
+            Ok(mappings) if targets.is_all() && new_bytes(&catalog, pid, &mappings) > DEFER_BYTES => {
+                // Large new objects (a compiler's libraries) would hold up the start: they are
+                // built in the background once sampling runs.
+                deferred_bytes += new_bytes(&catalog, pid, &mappings);
+                deferred.push(pid);
+            }
             Ok(mappings) => exec.push((pid, catalog.add_process(pid, &mappings))),
             Err(_) if targets.is_all() => skipped += 1,
             Err(err) => return Err(err).with_context(|| format!("reading the mappings of pid {pid}")),
         }
     }
     progress.done(catalog.objects.len());
-    let capacity = budget::with_headroom(&catalog.tables, &budget);
+    let capacity = budget::with_headroom(&catalog.tables, &budget, deferred_bytes / FILE_BYTES_PER_TABLE_BYTE);
     catalog.tables.set_capacity(capacity);
     let max_processes = if targets.is_all() {
         (exec.len() * 2 + 256).clamp(ALL_PROCESSES_MIN, ALL_PROCESSES_MAX)
@@ -63,6 +95,7 @@ pub fn start(config: &TraceConfig, targets: &Targets) -> anyhow::Result<Started>
         max_processes: u32::try_from(max_processes).unwrap_or(u32::MAX),
         table_capacity: Some(capacity),
         events: config.events.clone(),
+        ring_buffer_bytes: config.ring_buffer_bytes,
     };
     let mut kernel = Kernel::load(&kernel_config, &mut catalog.tables)?;
     for (pid, mappings) in &exec {
@@ -76,6 +109,7 @@ pub fn start(config: &TraceConfig, targets: &Targets) -> anyhow::Result<Started>
         catalog,
         kernel,
         skipped,
+        deferred,
     })
 }
 

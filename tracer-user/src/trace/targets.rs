@@ -1,12 +1,17 @@
 //! The traced processes: given pids, a command launched for the purpose, or every process on
 //! the host; and the moment to stop (they all exited, the duration ended, Ctrl-C or SIGTERM).
+//! The signals are listened for from the start of the session ([`Signals`]), so that one
+//! arriving while tables load ends the session once they are loaded, with everything written.
 
-use std::time::Duration;
+use std::{
+    task::{Context, Poll, Waker},
+    time::Duration,
+};
 
 use anyhow::{Context as _, bail};
 use tokio::{
     process::{Child, Command},
-    signal::unix::{SignalKind, signal},
+    signal::unix::{Signal, SignalKind, signal},
     time::sleep,
 };
 
@@ -87,8 +92,7 @@ impl Targets {
     }
 
     /// Resolves when tracing should stop, with the reason.
-    pub async fn until_done(&mut self, duration: Option<Duration>) -> anyhow::Result<&'static str> {
-        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    pub async fn until_done(&mut self, duration: Option<Duration>, signals: &mut Signals) -> &'static str {
         let deadline = async {
             match duration {
                 Some(d) => sleep(d).await,
@@ -112,12 +116,11 @@ impl Targets {
                 }
             }
         };
-        Ok(tokio::select! {
-            _ = tokio::signal::ctrl_c() => "interrupted",
-            _ = term.recv() => "terminated",
+        tokio::select! {
+            why = signals.recv() => why,
             () = deadline => "the duration ended",
             () = exited => "the traced processes exited",
-        })
+        }
     }
 
     /// Stop a launched command that is still running (SIGTERM) and reap it.
@@ -130,6 +133,55 @@ impl Targets {
             }
             let _ = child.wait().await;
         }
+    }
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM, caught from when [`Signals::listen`] is called to the end of
+/// the process (the handlers stay installed: a signal during the writing of the output is
+/// ignored rather than fatal).
+pub struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+    received: Option<&'static str>,
+}
+
+impl Signals {
+    /// Catch both signals from now on. Needs a tokio runtime.
+    pub fn listen() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            received: None,
+        })
+    }
+
+    /// Why to stop, if a signal has arrived; does not wait (for loops that do not await).
+    pub fn received(&mut self) -> Option<&'static str> {
+        if self.received.is_none() {
+            let mut context = Context::from_waker(Waker::noop());
+            if self.interrupt.poll_recv(&mut context).is_ready() {
+                self.received = Some("interrupted");
+            } else if self.terminate.poll_recv(&mut context).is_ready() {
+                self.received = Some("terminated");
+            }
+        }
+        self.received
+    }
+
+    /// Wait for a signal; at once if one has arrived already.
+    pub async fn recv(&mut self) -> &'static str {
+        if let Some(why) = self.received {
+            return why;
+        }
+        let why = std::future::poll_fn(|context| {
+            if self.interrupt.poll_recv(context).is_ready() {
+                return Poll::Ready("interrupted");
+            }
+            self.terminate.poll_recv(context).map(|_| "terminated")
+        })
+        .await;
+        self.received = Some(why);
+        why
     }
 }
 

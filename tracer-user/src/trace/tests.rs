@@ -206,13 +206,7 @@ fn events_are_named_and_weighted() {
                     weight_ns: 8_000_000
                 }
             ),
-            (
-                "uprobe:/app:f".to_owned(),
-                Tally {
-                    count: 1,
-                    weight_ns: 0
-                }
-            ),
+            ("uprobe:/app:f".to_owned(), Tally { count: 1, weight_ns: 0 }),
         ]
     );
 }

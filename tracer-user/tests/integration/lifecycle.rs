@@ -1,6 +1,7 @@
 //! The tracing session's life cycle as a user meets it: Ctrl-C and SIGTERM flush everything
-//! collected, the session ends by itself when the traced processes exit, and bad targets or a
-//! missing privilege get one clear sentence and status 2.
+//! collected (also when they arrive while the tables load or while the output is written), the
+//! session ends by itself when the traced processes exit, and bad targets, a kernel without
+//! BTF or a locked-memory limit too low get one clear sentence and status 2.
 
 use std::{
     process::{Command, Output, Stdio},
@@ -8,7 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Running, build_workloads, privileged};
+use crate::{
+    hardening::samples_and_lost,
+    support::{Rng, Running, build_workloads, privileged},
+};
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
@@ -140,5 +144,207 @@ fn bad_targets_are_one_clear_sentence() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line expected: {stderr}");
+    }
+}
+
+/// When a signal is sent to a tracer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Moment {
+    /// Before it says it samples: while it reads the processes and builds their tables.
+    Loading,
+    /// While it samples.
+    Sampling,
+}
+
+/// Start `sframe-trace ARGS` with its output in `out`, send it `first` at a random point of
+/// `moment`, then the other of SIGINT and SIGTERM every few milliseconds until it exits (so that
+/// some arrive while it symbolizes and writes); its stderr, and the moment the first signal
+/// really fell in.
+fn signalled(args: &[&str], moment: Moment, first: libc::c_int, rng: &mut Rng) -> (std::process::ExitStatus, String, Moment) {
+    let mut child = sframe_trace()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+                lines.lock().expect("lines").push(line);
+            }
+        })
+    };
+    let sampling = || lines.lock().expect("lines").iter().any(|l| l.contains(": sampling "));
+    match moment {
+        Moment::Loading => sleep(Duration::from_millis(30 + rng.below(270) as u64)),
+        Moment::Sampling => {
+            let until = Instant::now() + Duration::from_secs(180);
+            while !sampling() {
+                assert!(Instant::now() < until, "the tracer did not start sampling");
+                sleep(Duration::from_millis(20));
+            }
+            sleep(Duration::from_millis(100 + rng.below(1100) as u64));
+        }
+    }
+    let fell_in = if sampling() { Moment::Sampling } else { Moment::Loading };
+    let second = if first == libc::SIGINT { libc::SIGTERM } else { libc::SIGINT };
+    let sent = Instant::now();
+    let mut signal = first;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(sent.elapsed() < Duration::from_secs(90), "the tracer did not end after a signal");
+        // SAFETY: kill(2) on our own child, not reaped yet (try_wait said so).
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        signal = second;
+        sleep(Duration::from_millis(2 + rng.below(10) as u64));
+    };
+    reader.join().expect("stderr reader");
+    let text = lines.lock().expect("lines").join("\n");
+    (status, text, fell_in)
+}
+
+/// The samples in a complete output file: every folded line parses and its counts add up, or
+/// every JSON line is a whole sample.
+fn samples_written(path: &std::path::Path, format: &str) -> u64 {
+    let text = std::fs::read_to_string(path).expect("read the output");
+    assert!(text.is_empty() || text.ends_with('\n'), "the output ends in the middle of a line");
+    text.lines()
+        .map(|line| match format {
+            "json" => {
+                let sample: serde_json::Value =
+                    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not a whole sample: {line:?}"));
+                assert!(sample["frames"].is_array(), "{line}");
+                1
+            }
+            _ => line
+                .rsplit_once(' ')
+                .and_then(|(_, n)| n.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("not a folded line: {line:?}")),
+        })
+        .sum()
+}
+
+/// SIGINT and SIGTERM at random moments — while the tables load, while sampling (system-wide
+/// and `--pid`), and, as more follow the first, while the output is symbolized and written —
+/// always end with complete output (every line whole, as many samples as the summary says)
+/// and the summary.
+#[test]
+fn signals_at_any_moment_flush_complete_output() {
+    let Some(_serial) = privileged("signals_at_any_moment_flush_complete_output") else {
+        return;
+    };
+    let dir = build_workloads(&["v1"]);
+    let target = Running(
+        Command::new(dir.path().join("v1/deep"))
+            .arg("600")
+            .spawn()
+            .expect("spawn"),
+    );
+    let pid = target.pid().to_string();
+    let out = dir.path().join("out");
+    let out = out.to_str().expect("path");
+    let mut rng = Rng(0x7369_676e);
+    let runs: [(&[&str], Moment, &str, libc::c_int); 6] = [
+        (&["-a", "-F", "499"], Moment::Loading, "folded", libc::SIGINT),
+        (&["-a", "-F", "499"], Moment::Loading, "json", libc::SIGTERM),
+        (&["--pid", &pid, "-F", "999"], Moment::Sampling, "folded", libc::SIGTERM),
+        (&["--pid", &pid, "-F", "999"], Moment::Sampling, "json", libc::SIGINT),
+        (&["--pid", &pid, "-F", "999"], Moment::Sampling, "folded", libc::SIGINT),
+        (&["-a", "-F", "499"], Moment::Sampling, "folded", libc::SIGTERM),
+    ];
+    let mut moments = Vec::new();
+    for (args, moment, format, first) in runs {
+        let mut args = args.to_vec();
+        args.extend(["--no-kernel", "-f", format, "-o", out]);
+        let started = Instant::now();
+        let (status, stderr, fell_in) = signalled(&args, moment, first, &mut rng);
+        eprintln!(
+            "{args:?}, {} during {fell_in:?}: {status} after {:.1} s\n{stderr}",
+            if first == libc::SIGINT { "SIGINT" } else { "SIGTERM" },
+            started.elapsed().as_secs_f64()
+        );
+        assert!(status.success(), "{args:?}: {status}: {stderr}");
+        let why = if first == libc::SIGINT { "(interrupted)" } else { "(terminated)" };
+        assert!(stderr.contains(why), "{args:?}: the summary should say {why}: {stderr}");
+        let (samples, _) = samples_and_lost(&stderr);
+        let written = samples_written(std::path::Path::new(out), format);
+        assert_eq!(written, samples, "{args:?}: the output holds every sample the summary counts");
+        if moment == Moment::Sampling {
+            assert!(samples > 0, "{args:?}: samples before the signal: {stderr}");
+        }
+        moments.push(fell_in);
+    }
+    assert!(moments.contains(&Moment::Loading), "no signal fell while the tables loaded");
+}
+
+/// A kernel without BTF (here: `/sys/kernel/btf` hidden by an empty mount, in a mount
+/// namespace of the test's own) is one sentence with status 2, for tracing and for the doctor.
+#[test]
+fn missing_btf_is_one_clear_sentence() {
+    let Some(_serial) = privileged("missing_btf_is_one_clear_sentence") else {
+        return;
+    };
+    let script = format!(
+        "mount -t tmpfs none /sys/kernel/btf && exec {} \"$@\"",
+        env!("CARGO_BIN_EXE_sframe-trace")
+    );
+    for args in [&["--pid", "1"][..], &["doctor"][..]] {
+        let out = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script, "sh"])
+            .args(args)
+            .output()
+            .expect("run unshare");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("this kernel has no BTF"), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one sentence expected: {stderr}");
+    }
+}
+
+/// A locked-memory limit of 64 KiB: as root the tracer lifts it and traces; without
+/// CAP_SYS_RESOURCE it cannot, and then it traces anyway where the kernel charges BPF memory
+/// to the cgroup (5.11+), or says so in one sentence with status 2 where it charges the limit.
+#[test]
+fn low_memlock_limit_is_lifted_or_one_sentence() {
+    let Some(_serial) = privileged("low_memlock_limit_is_lifted_or_one_sentence") else {
+        return;
+    };
+    let dir = build_workloads(&["v1"]);
+    let target = Running(
+        Command::new(dir.path().join("v1/deep"))
+            .arg("60")
+            .spawn()
+            .expect("spawn"),
+    );
+    let pid = target.pid().to_string();
+    let tracer = env!("CARGO_BIN_EXE_sframe-trace");
+    let trace = ["--pid", pid.as_str(), "-F", "199", "-d", "1", "-o", "/dev/null"];
+    let lifted = Command::new("prlimit")
+        .args(["--memlock=65536:65536", tracer])
+        .args(trace)
+        .output()
+        .expect("run prlimit");
+    let stderr = String::from_utf8_lossy(&lifted.stderr);
+    assert!(lifted.status.success(), "{stderr}");
+    assert!(stderr.contains(" samples in "), "{stderr}");
+    let limited = Command::new("prlimit")
+        .args(["--memlock=65536:65536", "setpriv", "--inh-caps=-sys_resource", "--bounding-set=-sys_resource"])
+        .arg(tracer)
+        .args(trace)
+        .output()
+        .expect("run prlimit and setpriv");
+    let stderr = String::from_utf8_lossy(&limited.stderr);
+    eprintln!("without CAP_SYS_RESOURCE: {}\n{stderr}", limited.status);
+    if limited.status.success() {
+        assert!(stderr.contains(" samples in "), "{stderr}");
+    } else {
+        assert_eq!(limited.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("locked-memory limit"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one sentence expected: {stderr}");
     }
 }

@@ -192,6 +192,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
             max_processes: 4,
             table_capacity: None,
             events: sframe_trace::event::EventSet::default(),
+            ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
         };
         let mut kernel = Kernel::load(&config, &mut tables).expect("load the eBPF program");
         for (program, instructions) in kernel.program_sizes().expect("program info") {

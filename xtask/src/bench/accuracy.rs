@@ -68,6 +68,17 @@ struct Judged {
     exact: u64,
 }
 
+impl Judged {
+    /// The exact share (0 without samples).
+    fn share(&self) -> f64 {
+        if self.samples == 0 {
+            0.0
+        } else {
+            self.exact as f64 / self.samples as f64
+        }
+    }
+}
+
 pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     let mut judged = Vec::new();
     for &set in b.plan.sets {
@@ -188,9 +199,43 @@ fn cell(j: &Judged) -> String {
     )
 }
 
-/// Exact samples over all samples of `tool`'s runs in `judged`.
-fn pooled<'a>(judged: impl Iterator<Item = &'a Judged>) -> (u64, u64) {
-    judged.fold((0, 0), |(e, n), j| (e + j.exact, n + j.samples))
+/// One tracer's runs together: each run (workload and set) weighs the same, however many
+/// samples it got (a loaded machine gives a launched workload fewer).
+struct Overall {
+    /// Mean over the runs of the exact share.
+    mean: f64,
+    runs: usize,
+    /// Runs at or above [`MIN_EXACT`].
+    at_bar: usize,
+    samples: u64,
+    exact: u64,
+}
+
+impl Overall {
+    fn of(judged: &[Judged], tool: Tool) -> Overall {
+        let runs: Vec<&Judged> = judged.iter().filter(|j| j.tool == tool).collect();
+        Overall {
+            mean: runs.iter().map(|j| j.share()).sum::<f64>() / runs.len().max(1) as f64,
+            runs: runs.len(),
+            at_bar: runs.iter().filter(|j| j.share() >= MIN_EXACT).count(),
+            samples: runs.iter().map(|j| j.samples).sum(),
+            exact: runs.iter().map(|j| j.exact).sum(),
+        }
+    }
+}
+
+impl std::fmt::Display for Overall {
+    /// `79.9% mean of 5 workloads, 4 at >= 99%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1}% mean of {} workloads, {} at >= {:.0}%",
+            100.0 * self.mean,
+            self.runs,
+            self.at_bar,
+            100.0 * MIN_EXACT
+        )
+    }
 }
 
 fn phase(b: &Bench, judged: &[Judged]) -> Phase {
@@ -219,17 +264,13 @@ fn phase(b: &Bench, judged: &[Judged]) -> Phase {
     );
 
     let ours: Vec<&Judged> = judged.iter().filter(|j| j.tool == Tool::Ours).collect();
-    let worst = ours
-        .iter()
-        .min_by(|a, b| (a.exact * b.samples.max(1)).cmp(&(b.exact * a.samples.max(1))));
-    let (exact, samples) = pooled(ours.iter().copied());
-    let share = |e: u64, n: u64| if n == 0 { 0.0 } else { e as f64 / n as f64 };
+    let worst = ours.iter().min_by(|a, b| a.share().total_cmp(&b.share()));
     let mut figures = vec![Figure::new(
         format!("Exact stacks, sframe-trace ({} workloads)", b.plan.sets.join(", ")),
         match worst {
             Some(w) => format!(
-                "{:.1}% overall; lowest {} on {}/{}",
-                100.0 * share(exact, samples),
+                "{}; lowest {} on {}/{}",
+                Overall::of(judged, Tool::Ours),
                 cell(w),
                 w.set,
                 w.workload
@@ -237,13 +278,12 @@ fn phase(b: &Bench, judged: &[Judged]) -> Phase {
             None => "no runs".to_owned(),
         },
         format!(">= {:.0}% on each", MIN_EXACT * 100.0),
-        Verdict::of(!ours.is_empty() && ours.iter().all(|j| share(j.exact, j.samples) >= MIN_EXACT)),
+        Verdict::of(!ours.is_empty() && ours.iter().all(|j| j.share() >= MIN_EXACT)),
     )];
     for tool in [Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace] {
-        let (e, n) = pooled(judged.iter().filter(|j| j.tool == tool));
         figures.push(Figure::new(
             format!("Exact stacks, {} ({} workloads)", tool.name(), b.plan.peer_set()),
-            format!("{:.1}% overall ({e}/{n})", 100.0 * share(e, n)),
+            Overall::of(judged, tool).to_string(),
             "— (peer)",
             Verdict::Peer,
         ));
@@ -256,8 +296,9 @@ fn phase(b: &Bench, judged: &[Judged]) -> Phase {
             "samples": j.samples, "exact": j.exact,
         })).collect::<Vec<_>>(),
         "overall": TOOLS.map(|t| {
-            let (e, n) = pooled(judged.iter().filter(|j| j.tool == t));
-            json!({"tool": t.key(), "name": t.name(), "samples": n, "exact": e, "share": share(e, n)})
+            let o = Overall::of(judged, t);
+            json!({"tool": t.key(), "name": t.name(), "samples": o.samples, "exact": o.exact,
+                   "mean_share": o.mean, "runs": o.runs, "runs_at_bar": o.at_bar})
         }),
     });
     Phase {

@@ -112,7 +112,7 @@ fn accuracy(report: &Value) -> Panel {
         .flatten()
         .filter(|t| t["samples"].as_u64().unwrap_or(0) > 0)
         .map(|t| {
-            let pct = 100.0 * t["share"].as_f64().unwrap_or(0.0);
+            let pct = 100.0 * t["mean_share"].as_f64().unwrap_or(0.0);
             Bar {
                 label: t["name"].as_str().unwrap_or("?").to_owned(),
                 value: pct,
@@ -122,7 +122,7 @@ fn accuracy(report: &Value) -> Panel {
         })
         .collect();
     Panel {
-        title: "Exact stacks on the frame-pointer-less workloads, %".to_owned(),
+        title: "Exact stacks on the frame-pointer-less workloads, % (mean over the workloads)".to_owned(),
         bars,
         target: Some((99.0, "99%".to_owned())),
     }
@@ -244,7 +244,7 @@ mod tests {
             "cost": {"target_ratio": 3.0, "rows": [
                 {"tool": "sframe_trace", "hz": 999, "ns_per_walk": {"median": 3000.0, "min": 2900.0, "max": 3100.0}},
                 {"tool": "bpftrace", "hz": 999, "ns_per_walk": {"median": 1500.0, "min": 1400.0, "max": 1600.0}}]},
-            "accuracy": {"overall": [{"name": "perf <fp>", "samples": 10, "share": 0.1}]},
+            "accuracy": {"overall": [{"name": "perf <fp>", "samples": 10, "mean_share": 0.1}]},
         });
         let svg = svg(&report);
         assert_eq!(svg.matches("<rect x=").count(), 4, "{svg}");

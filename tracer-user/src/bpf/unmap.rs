@@ -1,0 +1,46 @@
+//! The programs that see a traced process unmap its code (`munmap` over an executable mapping,
+//! as dlclose does): loading them, and attaching them to the `syscalls` tracepoints, which
+//! need tracefs. Without it the session still traces, warned that code unmapped and replaced
+//! by other code is noticed only when a walk meets an address outside every known mapping.
+
+use anyhow::Context as _;
+use aya::{Ebpf, programs::TracePoint};
+use tracer_common::notice::{
+    PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, TRACEPOINT_MUNMAP, TRACEPOINT_MUNMAP_EXIT, TRACEPOINT_SYSCALLS,
+};
+
+const PROGRAMS: [(&str, &str); 2] = [
+    (PROG_ON_MUNMAP, TRACEPOINT_MUNMAP),
+    (PROG_ON_MUNMAP_EXIT, TRACEPOINT_MUNMAP_EXIT),
+];
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePoint> {
+    ebpf.program_mut(name)
+        .with_context(|| format!("program {name} missing from the eBPF object"))?
+        .try_into()
+        .with_context(|| format!("program {name} is not a tracepoint program"))
+}
+
+/// Load both programs.
+pub(super) fn load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    for (name, _) in PROGRAMS {
+        program(ebpf, name)?
+            .load()
+            .with_context(|| format!("the kernel verifier rejected {name}"))?;
+    }
+    Ok(())
+}
+
+/// Attach both programs; a kernel or mount without the tracepoints is a warning, not an error.
+pub(super) fn attach(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    for (name, tracepoint) in PROGRAMS {
+        if let Err(err) = program(ebpf, name)?.attach(TRACEPOINT_SYSCALLS, tracepoint) {
+            log::warn!(
+                "cannot attach to the {TRACEPOINT_SYSCALLS}:{tracepoint} tracepoint ({err}): code unmapped by a \
+                 traced process (dlclose) is noticed only when a walk meets an unknown address"
+            );
+            return Ok(());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! Hardening: the tracer under what production hosts do to it (fixtures/hardening). Each test
+//! asserts that the tracer survives (exit status 0, a summary), that none of the samples it
+//! keeps has a wrong stack (judged against the call chains the fixtures are written with),
+//! that its memory and process map stay bounded, and that what it loses is counted.
+//! `SFRAME_TRACE_HARDENING_LONG=1` (`cargo xtask test --long`) makes the storms last 30 s.
+//!
+//! Submodules: `storm` (fork/exec storms, processes killed mid-walk), `reuse` (dlopen/dlclose
+//! churn, pid reuse, a program replaced while traced), `load` (10 kHz on every CPU, maps and
+//! ring buffer far too small), `hostile` (corrupted ELF files that processes run from).
+
+mod hostile;
+mod load;
+mod reuse;
+mod storm;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+/// Set to run the long variants.
+const LONG_VAR: &str = "SFRAME_TRACE_HARDENING_LONG";
+
+/// How long a storm lasts: 5 s, or 30 s with [`LONG_VAR`].
+fn storm_duration() -> Duration {
+    if std::env::var_os(LONG_VAR).is_some_and(|v| v != "0") {
+        Duration::from_secs(30)
+    } else {
+        Duration::from_secs(5)
+    }
+}
+
+/// Compile `fixtures/hardening/SOURCE.c` into `dir/OUT`, without frame pointers and with
+/// SFrame, calls kept calls, with `extra` flags.
+fn compile(dir: &Path, source: &str, out: &str, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/hardening/{source}.c"));
+    let out = dir.join(out);
+    let status = Command::new("gcc")
+        .args([
+            "-O2",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-Wa,--gsframe",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc {source} failed");
+    out
+}
+
+/// `first` and `second`: fixtures/hardening/chain.c twice, not position-independent, so that
+/// their code is at the same addresses and a frame resolved through the other's mappings
+/// shows as a foreign name.
+fn chain_programs(dir: &Path) -> (PathBuf, PathBuf) {
+    (
+        compile(dir, "chain", "first", &["-no-pie"]),
+        compile(dir, "chain", "second", &["-no-pie", "-DSECOND"]),
+    )
+}
+
+/// The call chain of `first` or `second` (`prefix`) with `depth` levels of recursion, from
+/// `_start`.
+fn chain_of(prefix: &str, depth: usize) -> Vec<String> {
+    let mut chain: Vec<String> = ["_start", "__libc_start_main", "__libc_start_call_main", "main"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    chain.push(format!("{prefix}_outer"));
+    chain.extend(std::iter::repeat_n(format!("{prefix}_middle"), depth));
+    chain.push(format!("{prefix}_leaf"));
+    chain
+}
+
+/// How one sample's user stack compares with the chain of its program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Verdict {
+    /// The chain from `_start` down to where the sample was taken.
+    Exact,
+    /// A part of it without its outer end (the walk stopped early).
+    Truncated,
+    /// Anything else: a frame that is not there, or one named wrongly.
+    Wrong,
+}
+
+/// `frames` (outermost first) against `chain`: exact when it is `chain[..j]`, truncated when it
+/// is `chain[i..j]` with `i > 0`, else wrong.
+fn judge(frames: &[&str], chain: &[String]) -> Verdict {
+    let window = |i: usize| {
+        frames.len() + i <= chain.len() && frames.iter().zip(&chain[i..]).all(|(f, c)| f == c) && !frames.is_empty()
+    };
+    if window(0) {
+        Verdict::Exact
+    } else if (1..chain.len()).any(window) {
+        Verdict::Truncated
+    } else {
+        Verdict::Wrong
+    }
+}
+
+/// One line of folded output: command name, user frames outermost first (glibc's
+/// `__libc_start_main_impl` named as in the chains), count. Runs take no kernel stacks.
+struct Folded {
+    comm: String,
+    frames: Vec<String>,
+    count: u64,
+}
+
+/// The lines of a folded file; every line must parse (the output is complete).
+fn read_folded(path: &Path) -> Vec<Folded> {
+    let text = std::fs::read_to_string(path).expect("read the folded output");
+    text.lines()
+        .map(|line| {
+            let (stack, count) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not a folded line: {line:?}"));
+            let mut frames = stack.split(';').map(|f| f.replace("__libc_start_main_impl", "__libc_start_main"));
+            Folded {
+                comm: frames.next().unwrap_or_default(),
+                frames: frames.collect(),
+                count: count
+                    .parse()
+                    .unwrap_or_else(|_| panic!("not a count in folded line {line:?}")),
+            }
+        })
+        .collect()
+}
+
+/// Samples by verdict, and the wrong stacks themselves.
+#[derive(Debug, Default)]
+struct Verdicts {
+    counts: BTreeMap<Verdict, u64>,
+    wrong: Vec<String>,
+}
+
+impl Verdicts {
+    /// Judge the lines `chain_for` gives a chain for (by command name and frames).
+    fn of(lines: &[Folded], chain_for: impl Fn(&Folded) -> Option<Vec<String>>) -> Verdicts {
+        let mut verdicts = Verdicts::default();
+        for line in lines {
+            let Some(chain) = chain_for(line) else { continue };
+            let frames: Vec<&str> = line.frames.iter().map(String::as_str).collect();
+            let verdict = judge(&frames, &chain);
+            *verdicts.counts.entry(verdict).or_default() += line.count;
+            if verdict == Verdict::Wrong {
+                verdicts.wrong.push(format!("{};{} {}", line.comm, line.frames.join(";"), line.count));
+            }
+        }
+        verdicts
+    }
+
+    fn get(&self, verdict: Verdict) -> u64 {
+        self.counts.get(&verdict).copied().unwrap_or(0)
+    }
+
+    fn total(&self) -> u64 {
+        self.counts.values().sum()
+    }
+
+    /// None wrong, and at least `floor` judged.
+    fn assert_sound(&self, what: &str, floor: u64) {
+        eprintln!(
+            "{what}: {} samples judged, {} exact, {} truncated, {} wrong",
+            self.total(),
+            self.get(Verdict::Exact),
+            self.get(Verdict::Truncated),
+            self.get(Verdict::Wrong)
+        );
+        assert!(self.wrong.is_empty(), "{what}: wrong stacks:\n{}", self.wrong.join("\n"));
+        assert!(self.total() >= floor, "{what}: only {} samples judged", self.total());
+    }
+}
+
+/// The chain for stacks of `first`/`second` with `depth` levels (the variant by command name),
+/// for the lines that name one of their functions; any other line is not judged.
+fn chain_by_comm(depth: usize) -> impl Fn(&Folded) -> Option<Vec<String>> {
+    move |line| {
+        let ours = line
+            .frames
+            .iter()
+            .any(|f| f.starts_with("first_") || f.starts_with("second_"));
+        if !ours {
+            return None;
+        }
+        // A frame of one program in the other's stack is wrong: judge against the comm's chain.
+        Some(chain_of(if line.comm == "second" { "second" } else { "first" }, depth))
+    }
+}
+
+/// The summary's head line: samples and samples lost.
+pub(crate) fn samples_and_lost(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("sframe-trace: ") && l.contains(" samples in "))
+        .unwrap_or_else(|| panic!("no summary: {stderr}"));
+    let number = |before: &str| -> u64 {
+        let at = line.find(before).unwrap_or_else(|| panic!("no `{before}` in {line}"));
+        line[..at]
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number before `{before}` in {line}"))
+    };
+    (number(" samples in "), number(" lost"))
+}
+
+/// A counter of the summary's "processes:" line, e.g. `traced at the end`.
+fn followed(stderr: &str, what: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("processes:"))
+        .unwrap_or_else(|| panic!("no processes line in the summary: {stderr}"));
+    line.split([',', ';', ':'])
+        .find_map(|part| part.trim().strip_suffix(what)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{what}` in {line}"))
+}
+
+/// The processes the tracer counted at its start ("every process (N now)").
+fn processes_at_start(stderr: &[String]) -> u64 {
+    stderr
+        .iter()
+        .find_map(|l| l.split("every process (").nth(1)?.split(' ').next()?.parse().ok())
+        .expect("process count at start")
+}
+
+/// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A free pid far behind the last one handed out (the kernel hands them out in order), for
+/// clone3's set_tid.
+fn free_pid() -> u32 {
+    let read = |p: &str| -> u32 {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("read {p}"))
+    };
+    let (max, last) = (read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/ns_last_pid"));
+    // Pids wrap from pid_max back to 300.
+    let range = max - 300;
+    (max / 4..max / 2)
+        .step_by(97)
+        .map(|back| 300 + (last.saturating_sub(300) + range - back % range) % range)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .expect("a free pid")
+}

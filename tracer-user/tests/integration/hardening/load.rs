@@ -1,0 +1,70 @@
+//! More samples than the tracer is sized for: 10 kHz on every CPU, and a ring buffer and table
+//! maps far too small. Losses are expected; they must be counted and reported, and what is
+//! kept must still be right.
+
+use std::process::Command;
+
+use super::{Verdicts, chain_by_comm, chain_programs, read_folded, samples_and_lost};
+use crate::support::{Running, Tracer, privileged};
+
+/// One busy `first` (three calls deep) per CPU for the length of a run.
+fn busy_on_every_cpu(first: &std::path::Path) -> Vec<Running> {
+    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+    (0..cpus)
+        .map(|_| Running(Command::new(first).args(["0", "3"]).spawn().expect("start first")))
+        .collect()
+}
+
+/// A system-wide tracer at 10 kHz on every CPU for 3 s, with the CPUs busy: it keeps up or
+/// counts what it loses, and the stacks it keeps are right.
+#[test]
+fn ten_khz_on_every_cpu() {
+    let Some(_serial) = privileged("hardening::load::ten_khz_on_every_cpu") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, _) = chain_programs(dir.path());
+    let _busy = busy_on_every_cpu(&first);
+    let out = dir.path().join("stacks.folded");
+    let stderr = Tracer::start(&["-a", "-F", "10000", "-d", "3", "--no-kernel", "-o", out.to_str().expect("path")])
+        .finish();
+    let (samples, lost) = samples_and_lost(&stderr);
+    eprintln!("{stderr}\n10 kHz: {samples} samples kept, {lost} lost");
+    assert!(samples >= 5_000, "too few samples at 10 kHz: {samples}");
+    Verdicts::of(&read_folded(&out), chain_by_comm(3)).assert_sound("busy programs at 10 kHz", 1_000);
+}
+
+/// A ring buffer with room for one sample and table maps of 64 KiB, at 10 kHz with the CPUs
+/// busy: samples are lost and the summary says how many, objects without room are reported,
+/// and what is kept is still right.
+#[test]
+fn maps_far_too_small_lose_counted_samples() {
+    let Some(_serial) = privileged("hardening::load::maps_far_too_small_lose_counted_samples") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, _) = chain_programs(dir.path());
+    let _busy = busy_on_every_cpu(&first);
+    let out = dir.path().join("stacks.folded");
+    let stderr = Tracer::start(&[
+        "-a",
+        "-F",
+        "10000",
+        "-d",
+        "3",
+        "--no-kernel",
+        "--ring-buffer-size",
+        "8K",
+        "--max-table-memory",
+        "64K",
+        "-o",
+        out.to_str().expect("path"),
+    ])
+    .finish();
+    let (samples, lost) = samples_and_lost(&stderr);
+    eprintln!("{stderr}\ntiny ring buffer: {samples} samples kept, {lost} lost");
+    assert!(lost > 0, "a one-sample ring buffer at 10 kHz must lose samples: {stderr}");
+    assert!(samples > 0, "some samples must get through: {stderr}");
+    assert!(stderr.contains("no room in the table maps (--max-table-memory)"), "{stderr}");
+    Verdicts::of(&read_folded(&out), chain_by_comm(3)).assert_sound("busy programs with tiny maps", 1);
+}
