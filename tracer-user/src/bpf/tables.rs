@@ -51,7 +51,10 @@ pub(super) fn sync(ebpf: &mut Ebpf, tables: &mut TableSet) -> anyhow::Result<()>
         match pages.remove(key) {
             Err(err) if !is_missing(&err) => {
                 return Err(err).with_context(|| {
-                    format!("removing page {:#x} of object {} from {MAP_PAGES}", key.page, key.object)
+                    format!(
+                        "removing page {:#x} of object {} from {MAP_PAGES}",
+                        key.page, key.object
+                    )
                 });
             }
             _ => {}

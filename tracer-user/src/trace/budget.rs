@@ -72,7 +72,10 @@ mod tests {
             let c = for_budget(kib << 10);
             assert!(bytes(&c) <= kib << 10, "{kib} KiB: {c:?}");
             if kib >= 16 << 10 {
-                assert!(c.row_chunks as u64 * chunk_bytes() * 10 >= (kib << 10) * 7, "{kib} KiB: {c:?}");
+                assert!(
+                    c.row_chunks as u64 * chunk_bytes() * 10 >= (kib << 10) * 7,
+                    "{kib} KiB: {c:?}"
+                );
                 assert_eq!(c.rules, MAX_RULES, "{kib} KiB: {c:?}");
             }
         }
@@ -83,7 +86,11 @@ mod tests {
     fn headroom_is_bounded() {
         let empty = TableSet::new();
         let roomy = with_headroom(&empty, &for_budget(1 << 30), 0);
-        assert_eq!(roomy.row_chunks, 2 + HEADROOM_ROW_CHUNKS, "one chunk (the minimum) twice, plus headroom");
+        assert_eq!(
+            roomy.row_chunks,
+            2 + HEADROOM_ROW_CHUNKS,
+            "one chunk (the minimum) twice, plus headroom"
+        );
         assert_eq!(roomy.pages, HEADROOM_PAGES);
         let tight = for_budget(1 << 20);
         let capped = with_headroom(&empty, &tight, 0);

@@ -111,7 +111,10 @@ impl fmt::Display for Summary<'_> {
         let follow = &self.follow;
         let notices_lost = counter(Counter::NoticesLost);
         if notices_lost > 0 {
-            writeln!(f, "  process notices lost: {notices_lost} (the notice ring buffer was full)")?;
+            writeln!(
+                f,
+                "  process notices lost: {notices_lost} (the notice ring buffer was full)"
+            )?;
         }
         if *follow != Default::default() {
             writeln!(
@@ -141,7 +144,11 @@ impl fmt::Display for Summary<'_> {
             writeln!(f, "  note: {why}")?;
         }
         if notes.len() > MAX_NOTES {
-            writeln!(f, "  note: and {} more objects without a table", notes.len() - MAX_NOTES)?;
+            writeln!(
+                f,
+                "  note: and {} more objects without a table",
+                notes.len() - MAX_NOTES
+            )?;
         }
         Ok(())
     }

@@ -110,7 +110,11 @@ fn judge(json: &Path, pid: Option<u64>, bash: &Path, plugin: Option<&Path>) -> V
                         .iter()
                         .any(|n| n == "glob_vector" || n == "string_list_dollar_star"),
                 );
-                v.through_libc += u64::from(stack.iter().any(|f| f.object != bash && Some(f.object.as_path()) != plugin));
+                v.through_libc += u64::from(
+                    stack
+                        .iter()
+                        .any(|f| f.object != bash && Some(f.object.as_path()) != plugin),
+                );
                 v.through_plugin += u64::from(stack.iter().any(|f| Some(f.object.as_path()) == plugin));
             }
             Err(why) => *v.failures.entry(why).or_default() += 1,
@@ -128,7 +132,9 @@ fn external() -> (PathBuf, PathBuf) {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/external").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/external")
+        .join(name)
 }
 
 /// At least 99 % of bash's samples are exactly the true chain down to `_start`, judged edge
@@ -162,7 +168,11 @@ fn bash_stacks_are_exact() {
     assert!(Verdict::pct(v.exact, v.total) >= 99.0, "{v:?}");
     // The run exercised what it is meant to: deep stacks, FP-based CFAs, libc in the chain.
     assert!(v.deepest >= 200, "deepest exact stack only {} frames", v.deepest);
-    assert!(v.fp_cfa >= 5, "only {} samples through glob_vector/string_list_dollar_star", v.fp_cfa);
+    assert!(
+        v.fp_cfa >= 5,
+        "only {} samples through glob_vector/string_list_dollar_star",
+        v.fp_cfa
+    );
     assert!(v.through_libc >= 5, "only {} samples through libc", v.through_libc);
 }
 
@@ -187,7 +197,15 @@ fn plugin_run(pid_mode: bool) {
     );
     let pid = shell.pid();
     let json = dir.path().join("samples.json");
-    let mut args = vec!["-F", "499", "--no-kernel", "-f", "json", "-o", json.to_str().expect("path")];
+    let mut args = vec![
+        "-F",
+        "499",
+        "--no-kernel",
+        "-f",
+        "json",
+        "-o",
+        json.to_str().expect("path"),
+    ];
     let pid_arg = pid.to_string();
     if pid_mode {
         args.extend(["--pid", &pid_arg]);
@@ -198,17 +216,21 @@ fn plugin_run(pid_mode: bool) {
     std::fs::write(&go, "go\n").expect("let bash go");
     let status = shell.0.wait().expect("wait for bash");
     assert!(status.success(), "plugin.sh failed");
-    let stderr = if pid_mode {
-        tracer.finish()
-    } else {
-        tracer.interrupt()
-    };
+    let stderr = if pid_mode { tracer.finish() } else { tracer.interrupt() };
     eprintln!("{stderr}");
     let v = judge(&json, Some(u64::from(pid)), &bash, Some(&asort));
-    v.print(if pid_mode { "bash + plugin, --pid" } else { "bash + plugin, system-wide" });
+    v.print(if pid_mode {
+        "bash + plugin, --pid"
+    } else {
+        "bash + plugin, system-wide"
+    });
     assert!(v.total >= 500, "too few samples: {}", v.total);
     assert!(Verdict::pct(v.exact, v.total) >= 99.5, "{v:?}");
-    assert!(v.through_plugin >= 20, "only {} samples through the plugin", v.through_plugin);
+    assert!(
+        v.through_plugin >= 20,
+        "only {} samples through the plugin",
+        v.through_plugin
+    );
 }
 
 /// The plugin run traced with `--pid`.

@@ -91,10 +91,7 @@ fn dlopen_after_attach_is_unwound() {
             .spawn()
             .expect("start the host"),
     );
-    let out = dir.path().join("stacks.folded");
-    let pid = running.pid().to_string();
-    let tracer = Tracer::start(&["-F", "499", "-d", "4", "--no-kernel", "--pid", &pid, "-o", out.to_str().unwrap()]);
-    let stderr = tracer.finish();
+    let (_out_dir, out, stderr) = trace_pid(running.pid(), "4", &[]);
     let (good, total) = exact(&stacks_with(&out, "plugin_leaf"), PLUGIN_CHAIN);
     eprintln!("{stderr}\nplugin samples: {good}/{total} exact");
     assert!(total >= 200, "too few samples in the plugin: {total}");
@@ -150,10 +147,7 @@ fn exec_reloads_the_process() {
             .spawn()
             .expect("start the host"),
     );
-    let out = dir.path().join("stacks.folded");
-    let pid = running.pid().to_string();
-    let tracer = Tracer::start(&["-F", "499", "-d", "7", "--no-kernel", "--pid", &pid, "-o", out.to_str().unwrap()]);
-    let stderr = tracer.finish();
+    let (_out_dir, out, stderr) = trace_pid(running.pid(), "7", &[]);
     let chain = "_start;__libc_start_main;__libc_start_call_main;main;after_exec;spin";
     let (good, total) = exact(&stacks_with(&out, "after_exec"), chain);
     let (before, _) = exact(
@@ -205,14 +199,31 @@ fn fork_storm_is_survived_and_cleaned_up() {
 
 const CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
 
-/// Trace `pid` for 3 s with `extra` flags; the exact and total samples in `c`, and stderr.
-fn trace_chain(pid: u32, extra: &[&str]) -> (u64, u64, String) {
+/// Trace `pid` for `secs` seconds at 499 Hz with `extra` flags: the folded output (in a
+/// directory removed with the returned guard) and the tracer's stderr.
+fn trace_pid(pid: u32, secs: &str, extra: &[&str]) -> (tempfile::TempDir, PathBuf, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("stacks.folded");
     let pid = pid.to_string();
-    let mut args = vec!["-F", "499", "-d", "3", "--no-kernel", "--pid", &pid, "-o", out.to_str().expect("path")];
+    let mut args = vec![
+        "-F",
+        "499",
+        "-d",
+        secs,
+        "--no-kernel",
+        "--pid",
+        &pid,
+        "-o",
+        out.to_str().expect("path"),
+    ];
     args.extend(extra);
     let stderr = Tracer::start(&args).finish();
+    (dir, out, stderr)
+}
+
+/// Trace `pid` for 3 s with `extra` flags; the exact and total samples in `c`, and stderr.
+fn trace_chain(pid: u32, extra: &[&str]) -> (u64, u64, String) {
+    let (_dir, out, stderr) = trace_pid(pid, "3", extra);
     let (good, total) = exact(&stacks_with(&out, "c"), CHAIN);
     eprintln!("{stderr}\n{good}/{total} exact");
     (good, total, stderr)
@@ -236,7 +247,10 @@ fn a_process_in_its_own_root_is_unwound() {
             .expect("chroot"),
     );
     std::thread::sleep(Duration::from_millis(300));
-    assert!(!Path::new("/chain").exists(), "the program must exist only inside the root");
+    assert!(
+        !Path::new("/chain").exists(),
+        "the program must exist only inside the root"
+    );
     let (good, total, _) = trace_chain(running.pid(), &[]);
     drop(app);
     assert!(total >= 200, "too few samples: {total}");
@@ -272,6 +286,12 @@ fn a_small_table_budget_is_reported() {
     std::thread::sleep(Duration::from_millis(300));
     let (_, total, stderr) = trace_chain(running.pid(), &["--max-table-memory", "64K"]);
     assert!(total >= 200, "too few samples: {total}");
-    assert!(stderr.contains("no room in the table maps (--max-table-memory)"), "{stderr}");
-    assert!(stderr.contains("1 with SFrame"), "the program's own table fits: {stderr}");
+    assert!(
+        stderr.contains("no room in the table maps (--max-table-memory)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("1 with SFrame"),
+        "the program's own table fits: {stderr}"
+    );
 }

@@ -112,7 +112,9 @@ impl Code {
         };
         // Jumps belong to the functions as finally delimited.
         for (addr, target, dynamic) in jumps {
-            let Some((start, _)) = code.function(addr) else { continue };
+            let Some((start, _)) = code.function(addr) else {
+                continue;
+            };
             if let Some(t) = target {
                 code.tail_jumps.entry(start).or_default().push(t);
             }
@@ -147,9 +149,7 @@ pub struct Oracle {
 
 impl Oracle {
     fn code(&mut self, object: &Path) -> &Code {
-        self.code
-            .entry(object.to_owned())
-            .or_insert_with(|| Code::of(object))
+        self.code.entry(object.to_owned()).or_insert_with(|| Code::of(object))
     }
 
     /// The function names of a stack, as the disassembly names them (`?` outside any function).
