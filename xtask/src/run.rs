@@ -107,6 +107,7 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         "external::bash_stacks_are_exact",
         "external::bash_plugin_stacks_are_exact_with_pid",
         "external::bash_plugin_stacks_are_exact_system_wide",
+        "external::a_uprobe_on_bash_reports_its_true_callers",
     ] {
         ignored_test(
             &[("SFRAME_TRACE_EXTERNAL_DIR", &dir), ("SFRAME_TRACE_BIN", &tracer)],

@@ -252,3 +252,45 @@ fn bash_plugin_stacks_are_exact_system_wide() {
     };
     plugin_run(false);
 }
+
+/// A uprobe on a function of bash (`glob_vector`, reached through pathname expansion) records
+/// its true callers: every event's stack starts in `glob_vector` and is exact down to `_start`.
+#[test]
+#[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
+fn a_uprobe_on_bash_reports_its_true_callers() {
+    let Some(_guard) = privileged("external::a_uprobe_on_bash_reports_its_true_callers") else {
+        return;
+    };
+    let (bash, _) = external();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("events.json");
+    let probe = format!("uprobe:{}:glob_vector", bash.display());
+    let run = Command::new(tracer_binary())
+        .args(["-e", &probe, "--max-depth", "512", "--no-kernel", "-f", "json", "-o"])
+        .arg(&json)
+        .arg("--")
+        .arg(&bash)
+        .arg(fixture("work.sh"))
+        .env("ITER", "400")
+        .env("DEPTH", "15")
+        .output()
+        .expect("run sframe-trace");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "sframe-trace failed: {stderr}");
+    let v = judge(&json, None, &bash, None);
+    v.print("uprobe on glob_vector");
+    let mut oracle = Oracle::default();
+    let text = std::fs::read_to_string(&json).expect("read the json output");
+    for line in text.lines() {
+        let sample: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
+        assert_eq!(sample["event"], probe.as_str(), "{line}");
+        let stack = user_frames(&sample).expect("frames with objects");
+        assert_eq!(
+            oracle.names(&stack[..1]),
+            ["glob_vector"],
+            "the probed function is frame 0"
+        );
+    }
+    assert!(v.total >= 200, "too few events: {}", v.total);
+    assert_eq!(v.exact, v.total, "{v:?}");
+}
