@@ -6,7 +6,8 @@
 //!   kernel has already removed it from `PROCS` (its old mappings are gone); userspace reads
 //!   its new mappings and adds it back.
 //! - [`NoticeKind::Exit`]: a traced process's thread-group leader exited
-//!   (`sched_process_exit`); the kernel has removed it from `PROCS`.
+//!   (`sched_process_exit`); the kernel has removed it from `PROCS`. Exec and exit are also
+//!   sent for processes userspace had a rate-limited notice about but did not load (yet).
 //! - [`NoticeKind::NewProcess`]: system-wide, a sample hit a process that is not in `PROCS`
 //!   (started after the tracer, or exec'ed); userspace loads it.
 //! - [`NoticeKind::UnknownPc`]: a walk of a traced process met a PC in none of its mappings

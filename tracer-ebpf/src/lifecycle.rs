@@ -68,17 +68,23 @@ pub fn notify_limited(kind: NoticeKind, tgid: u32) {
     send(kind, tgid, now);
 }
 
-/// A traced process leaves `PROCS` and userspace hears `kind`.
+/// A traced process leaves `PROCS` and userspace hears `kind`. So does a process userspace
+/// was told of but has not loaded (yet): its samples must not be resolved through whatever
+/// gets its pid next, and that one is told of at once, not after the rate limit.
 fn drop_process(kind: NoticeKind) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if kind == NoticeKind::Exit && pid_tgid as u32 != tgid {
         return;
     }
-    if PROCS.get_ptr(&tgid).is_none() {
+    let traced = PROCS.get_ptr(&tgid).is_some();
+    if !traced && NOTICED.get_ptr(&tgid).is_none() {
         return;
     }
-    let _ = PROCS.remove(&tgid);
+    if traced {
+        let _ = PROCS.remove(&tgid);
+    }
+    let _ = NOTICED.remove(&tgid);
     // SAFETY: a helper without preconditions.
     send(kind, tgid, unsafe { bpf_ktime_get_ns() });
 }

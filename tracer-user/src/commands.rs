@@ -174,7 +174,10 @@ fn otlp_config(
 fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
     let config = trace_config(args)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(sframe_trace::trace::run(config))?;
+    let traced = runtime.block_on(sframe_trace::trace::run(config));
+    // Tables still being built in the background are of no use any more: do not wait for them.
+    runtime.shutdown_background();
+    traced?;
     Ok(Status::Ok)
 }
 

@@ -91,12 +91,15 @@ impl Follower {
     /// taken after it (see `Catalog::end_process`); other notices change nothing here.
     /// [`Follower::notice`] does this too: call it alone first to resolve the samples queued
     /// before acting on a notice.
-    pub fn ended(&self, notice: &Notice, catalog: &mut Catalog) {
-        if matches!(
-            NoticeKind::try_from(notice.kind),
-            Ok(NoticeKind::Exit | NoticeKind::Exec | NoticeKind::Unmapped)
-        ) {
-            catalog.end_process(notice.tgid, notice.time_ns);
+    /// An exit is counted here, once: the process is forgotten after a grace period.
+    pub fn ended(&mut self, notice: &Notice, catalog: &mut Catalog) {
+        let kind = NoticeKind::try_from(notice.kind);
+        if matches!(kind, Ok(NoticeKind::Exit | NoticeKind::Exec | NoticeKind::Unmapped)) {
+            let known = catalog.end_process(notice.tgid, notice.time_ns);
+            if known && kind == Ok(NoticeKind::Exit) {
+                self.stats.exited += 1;
+                self.exited.push_back((Instant::now(), notice.tgid));
+            }
         }
     }
 
@@ -107,11 +110,8 @@ impl Follower {
         self.ended(notice, catalog);
         log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
         match NoticeKind::try_from(notice.kind) {
-            Ok(NoticeKind::Exit) => {
-                self.stats.exited += 1;
-                self.exited.push_back((Instant::now(), pid));
-                Ok(())
-            }
+            // Done by `ended`.
+            Ok(NoticeKind::Exit) => Ok(()),
             Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
                 self.stats.loaded += 1;
                 self.load(pid, catalog, kernel)

@@ -109,13 +109,15 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 why = &mut stop => break why,
                 why = quit.wait() => break why,
                 notice = notices.next() => if let Some(notice) = notice {
-                    // An exit or exec ends the mappings the samples queued are resolved with.
+                    // An exit, an exec or unmapped code ends the mappings the samples queued are
+                    // resolved with.
                     follower.ended(&notice, &mut catalog);
                     // Loading can take a while: make room in the sample ring buffer first (a
                     // bounded number: when samples arrive faster than they are written, an
                     // unbounded drain would never end).
                     for _ in 0..DRAIN_BEFORE_LOADING {
                         let Some(sample) = events.try_next() else { break };
+                        notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
                         profile.add(&sample, &catalog);
                         output.sample(&sample, &catalog)?;
                     }
@@ -130,12 +132,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 () = live.due() => live.show(&profile, &catalog, &kernel)?,
                 sample = events.next() => match sample {
                     Some(sample) => {
-                        // The notices sent before this sample was taken decide which mappings
-                        // resolve it (a reused pid, a new image), and their ring buffer's
-                        // readiness can lag behind: read them directly first.
-                        while let Some(notice) = notices.try_next() {
-                            follower.notice(&notice, &mut catalog, &mut kernel)?;
-                        }
+                        notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
                         profile.add(&sample, &catalog);
                         output.sample(&sample, &catalog)?;
                     }
@@ -170,6 +167,21 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     eprint!("{summary}");
     if let Some(report) = otlp.finish().await {
         eprint!("{report}");
+    }
+    Ok(())
+}
+
+/// Act on the notices sent so far, before a sample is resolved: those sent before it was taken
+/// (an exit and a new process with the same pid, an exec, code unmapped) decide which mappings
+/// resolve it, and their ring buffer's readiness can lag behind the samples'.
+fn notices_first(
+    notices: &mut crate::bpf::Notices,
+    follower: &mut Follower,
+    catalog: &mut objects::Catalog,
+    kernel: &mut crate::bpf::Kernel,
+) -> anyhow::Result<()> {
+    while let Some(notice) = notices.try_next() {
+        follower.notice(&notice, catalog, kernel)?;
     }
     Ok(())
 }

@@ -5,11 +5,13 @@
 //! copy to tell, per sample, which object and address each frame is in. Objects are counted by
 //! the processes that map them; the table of an object no process maps any more is unloaded
 //! (the object itself stays, for symbolizing the samples already taken) and rebuilt if a
-//! process maps it again. A process that exits or execs keeps its mappings a while for the
-//! samples taken before that moment, apart from those of whatever takes its pid next.
+//! process maps it again. Mappings replaced (a reload, an exit, an exec, code unmapped) are
+//! kept a while for the samples taken before they ended, apart from those of whatever took
+//! their place (a new image, a new process with the same pid).
 
 use std::{
     collections::HashMap,
+    os::{fd::AsRawFd as _, unix::fs::MetadataExt as _},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -70,7 +72,7 @@ pub struct Object {
 }
 
 /// One executable mapping of a traced process, as userspace resolves frames with it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResolvedMapping {
     pub start: u64,
     pub end: u64,
@@ -88,18 +90,33 @@ pub struct Catalog {
     scratch: Option<Scratch>,
     pub tables: TableSet,
     pub processes: HashMap<u32, Vec<ResolvedMapping>>,
-    /// The mappings of processes that exited or exec'ed, oldest first per pid (see
+    /// When each process's mappings were loaded, in kernel time (`CLOCK_MONOTONIC`).
+    loaded_at: HashMap<u32, u64>,
+    /// The mappings processes had before, by when they ended, per pid (see
     /// [`Catalog::end_process`]).
     ended: HashMap<u32, Vec<Ended>>,
+    /// The files of objects, held open (by object index) so that they symbolize from what was
+    /// mapped even once their path names another file (see [`Catalog::symbol_source`]).
+    pins: HashMap<usize, Pin>,
     /// Tables built ahead, by the path they were read from, waiting to be installed.
     prebuilt: HashMap<PathBuf, Result<Prebuilt, NoTable>>,
 }
 
-/// The mappings a process had until it exited or exec'ed.
+/// An object's file as it was mapped: held open, or, when no descriptor was to be had, its
+/// inode.
+#[derive(Debug)]
+enum Pin {
+    Open(std::fs::File),
+    Inode(u64),
+}
+
+/// The mappings a process had until they were replaced, or it exited or exec'ed.
 #[derive(Debug)]
 struct Ended {
-    /// When, in kernel time (`bpf_ktime_get_ns`, as samples carry it).
+    /// When, in kernel time (`bpf_ktime_get_ns`: `CLOCK_MONOTONIC`, as samples carry it).
     at_ns: u64,
+    /// When they were loaded (`at_ns` for a process never loaded).
+    loaded_ns: u64,
     /// When it was heard of, to forget it after a while.
     noted: Instant,
     mappings: Vec<ResolvedMapping>,
@@ -135,6 +152,7 @@ fn prebuild_bytes(path: &Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
 impl Catalog {
     /// An empty catalog whose tables go into `tables` (which bounds their room).
     pub fn with_tables(tables: TableSet) -> Catalog {
+        raise_open_files_limit();
         Catalog {
             tables,
             ..Catalog::default()
@@ -175,6 +193,15 @@ impl Catalog {
                 _pad: 0,
             });
         }
+        // Samples taken before now resolve through the old mappings, unless the new ones
+        // still have them all (code was only added, as by dlopen): then the new ones serve
+        // them as well, and name the code that was added before it was known.
+        let now = monotonic_ns();
+        if !old.iter().all(|o| resolved.contains(o)) {
+            let loaded = self.loaded_at.get(&pid).copied().unwrap_or(0);
+            self.keep_ended(pid, now, loaded, old.clone());
+        }
+        self.loaded_at.insert(pid, now);
         self.processes.insert(pid, resolved);
         self.release(&old);
         exec
@@ -182,24 +209,54 @@ impl Catalog {
 
     /// Forget a process: its objects lose a user (see [`Catalog::unload_unused`]).
     pub fn remove_process(&mut self, pid: u32) {
+        self.loaded_at.remove(&pid);
         if let Some(old) = self.processes.remove(&pid) {
             self.release(&old);
         }
     }
 
-    /// `pid` exited or exec'ed at kernel time `at_ns`: its mappings now serve only samples
-    /// taken before then, and samples taken after are resolved through the mappings loaded
-    /// next (the new image, or a new process that got the same pid), or not at all. Its
-    /// objects lose a user. Nothing happens for a process that is not known.
-    pub fn end_process(&mut self, pid: u32, at_ns: u64) {
-        if let Some(mappings) = self.processes.remove(&pid) {
-            self.release(&mappings);
-            self.ended.entry(pid).or_default().push(Ended {
+    /// `pid` exited, exec'ed or unmapped code at kernel time `at_ns`: the mappings it had then
+    /// serve only samples taken before, and samples taken after are resolved through the
+    /// mappings loaded next (the new image, or a new process that got the same pid), or not at
+    /// all. Its objects lose a user. A process that was never loaded leaves empty mappings:
+    /// its samples resolve through nothing rather than through its successor's.
+    ///
+    /// Heard of late, after newer mappings were loaded (which can only be a successor's, read
+    /// from `/proc` once the pid had been taken again), it ends the mappings that were current
+    /// then, if they had been loaded before, else leaves empty ones. Returns whether the
+    /// process's current mappings ended.
+    pub fn end_process(&mut self, pid: u32, at_ns: u64) -> bool {
+        if self.loaded_at.get(&pid).is_some_and(|&loaded| loaded > at_ns) {
+            let ended = self.ended.entry(pid).or_default();
+            match ended.iter_mut().find(|e| e.at_ns >= at_ns) {
+                Some(then) if then.loaded_ns <= at_ns => then.at_ns = at_ns,
+                _ => self.keep_ended(pid, at_ns, at_ns, Vec::new()),
+            }
+            return false;
+        }
+        let loaded = self.loaded_at.remove(&pid).unwrap_or(at_ns);
+        let mappings = self.processes.remove(&pid);
+        if let Some(mappings) = &mappings {
+            self.release(mappings);
+        }
+        let known = mappings.is_some();
+        self.keep_ended(pid, at_ns, loaded, mappings.unwrap_or_default());
+        known
+    }
+
+    /// Keep `mappings`, which `pid` had from `loaded_ns` until `at_ns`, in order of their end.
+    fn keep_ended(&mut self, pid: u32, at_ns: u64, loaded_ns: u64, mappings: Vec<ResolvedMapping>) {
+        let ended = self.ended.entry(pid).or_default();
+        let at = ended.partition_point(|e| e.at_ns <= at_ns);
+        ended.insert(
+            at,
+            Ended {
                 at_ns,
+                loaded_ns,
                 noted: Instant::now(),
                 mappings,
-            });
-        }
+            },
+        );
     }
 
     /// Forget the mappings of processes that ended more than `after` ago.
@@ -255,6 +312,10 @@ impl Catalog {
             return i;
         }
         let path = readable_path(pid, m);
+        let pin = match std::fs::File::open(&path) {
+            Ok(file) if file.metadata().is_ok_and(|meta| meta.ino() == m.inode) => Pin::Open(file),
+            _ => Pin::Inode(m.inode),
+        };
         let table = self.build(&path);
         let name = m
             .path
@@ -270,7 +331,33 @@ impl Catalog {
         });
         let index = self.objects.len() - 1;
         self.by_key.insert(key.clone(), index);
+        self.pins.insert(index, pin);
         index
+    }
+
+    /// Where to read object `index` for symbols: its path while that is still the file that
+    /// was mapped; once the file was replaced or deleted, the descriptor held open on it; and
+    /// `None` when neither is to be had (another file's symbols would be wrong ones).
+    pub fn symbol_source(&self, index: usize) -> Option<PathBuf> {
+        let object = self.objects.get(index)?;
+        let current = std::fs::metadata(&object.path)
+            .ok()
+            .map(|meta| (meta.dev(), meta.ino()));
+        match self.pins.get(&index) {
+            // Images kept in the private scratch directory (the vDSO) are never replaced.
+            None => Some(object.path.clone()),
+            Some(Pin::Open(file)) => {
+                let pinned = file.metadata().ok().map(|meta| (meta.dev(), meta.ino()));
+                Some(if current.is_some() && current == pinned {
+                    object.path.clone()
+                } else {
+                    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+                })
+            }
+            Some(Pin::Inode(inode)) => current
+                .is_some_and(|(_, ino)| ino == *inode)
+                .then(|| object.path.clone()),
+        }
     }
 
     /// The vDSO of `pid`: its image is read from the process (it has no file) and kept in a
@@ -379,6 +466,29 @@ impl Catalog {
     }
 }
 
+/// Every object holds its file open (see [`Catalog::symbol_source`]): lift the soft limit on
+/// open files to the hard one.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 && limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: setrlimit reads the struct we pass; failure leaves the old limit in place.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    }
+}
+
+/// Now on the kernel's clock (`bpf_ktime_get_ns` is `CLOCK_MONOTONIC`).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
 /// The mapping of `maps` (sorted by start, not overlapping) that holds `addr`.
 fn find_mapping(maps: &[ResolvedMapping], addr: u64) -> Option<&ResolvedMapping> {
     let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
@@ -391,7 +501,6 @@ fn find_mapping(maps: &[ResolvedMapping], addr: u64) -> Option<&ResolvedMapping>
 /// (containers: another mount namespace), or the process's `map_files` link (deleted or
 /// replaced files, and anything else).
 fn readable_path(pid: u32, m: &Mapping) -> PathBuf {
-    use std::os::unix::fs::MetadataExt as _;
     let map_file = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
     if m.deleted {
         return map_file;
@@ -495,7 +604,7 @@ mod tests {
         let mut catalog = Catalog::default();
         catalog.processes.insert(5, image(1));
         assert_eq!(bias_at(&catalog, 50), Some(1));
-        catalog.end_process(5, 100);
+        assert!(catalog.end_process(5, 100));
         assert_eq!(bias_at(&catalog, 99), Some(1));
         assert_eq!(bias_at(&catalog, 100), None, "ended, nothing loaded since");
         catalog.processes.insert(5, image(2));
@@ -504,13 +613,27 @@ mod tests {
         catalog.end_process(5, 200);
         assert_eq!((bias_at(&catalog, 99), bias_at(&catalog, 150)), (Some(1), Some(2)));
         assert_eq!(bias_at(&catalog, 250), None);
-        catalog.end_process(5, 300);
+        assert!(!catalog.end_process(5, 300), "nothing loaded since 200");
         assert_eq!(
             bias_at(&catalog, 250),
             None,
-            "a second end without a process changes nothing"
+            "a process never loaded resolves nothing, not its successor's"
         );
+        // An end heard of after newer mappings were loaded ends the older ones then, when they
+        // were loaded before it...
+        catalog.processes.insert(5, image(3));
+        catalog.loaded_at.insert(5, 400);
+        catalog.keep_ended(5, 400, 320, image(4));
+        assert!(!catalog.end_process(5, 350));
+        assert_eq!((bias_at(&catalog, 340), bias_at(&catalog, 360)), (Some(4), Some(3)));
+        // ... and else nothing: the newer ones are a successor's.
+        catalog.processes.insert(5, image(6));
+        catalog.loaded_at.insert(5, 600);
+        catalog.keep_ended(5, 600, 500, image(5));
+        assert!(!catalog.end_process(5, 450));
+        assert_eq!(bias_at(&catalog, 440), None, "ended before the older ones were loaded");
+        assert_eq!((bias_at(&catalog, 550), bias_at(&catalog, 650)), (Some(5), Some(6)));
         catalog.expire_ended(Duration::ZERO);
-        assert_eq!(bias_at(&catalog, 99), None, "forgotten");
+        assert_eq!(bias_at(&catalog, 99), Some(6), "the older ones forgotten");
     }
 }

@@ -109,10 +109,11 @@ impl SymbolCache {
         for (object, mut offsets) in by_object {
             offsets.sort_unstable();
             offsets.dedup();
-            let symbolized = match catalog.objects.get(object) {
-                Some(obj) => self
+            // Read from the file that was mapped, even if its path names another one now.
+            let symbolized = match catalog.symbol_source(object) {
+                Some(path) => self
                     .symbolizer
-                    .symbolize(&Source::Elf(Elf::new(&obj.path)), Input::VirtOffset(&offsets))
+                    .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(&offsets))
                     .unwrap_or_default(),
                 None => Vec::new(),
             };
@@ -207,9 +208,9 @@ impl SymbolCache {
                     obj.path.display().to_string()
                 },
                 name: obj.name.clone(),
-                build_id: blazesym::helper::read_elf_build_id(&obj.path)
-                    .ok()
-                    .flatten()
+                build_id: catalog
+                    .symbol_source(index)
+                    .and_then(|path| blazesym::helper::read_elf_build_id(&path).ok().flatten())
                     .map(|id| id.to_vec()),
             },
             None => ObjectInfo {

@@ -23,6 +23,10 @@ use std::{
 /// Set to run the long variants.
 const LONG_VAR: &str = "SFRAME_TRACE_HARDENING_LONG";
 
+/// The sample ring buffer of the tests that judge stacks: room for many seconds of samples, so
+/// that a tracer starved of CPU by a busy machine catches up instead of losing what is judged.
+const ROOMY: [&str; 2] = ["--ring-buffer-size", "128M"];
+
 /// How long a storm lasts: 5 s, or 30 s with [`LONG_VAR`].
 fn storm_duration() -> Duration {
     if std::env::var_os(LONG_VAR).is_some_and(|v| v != "0") {
@@ -119,7 +123,9 @@ fn read_folded(path: &Path) -> Vec<Folded> {
             let (stack, count) = line
                 .rsplit_once(' ')
                 .unwrap_or_else(|| panic!("not a folded line: {line:?}"));
-            let mut frames = stack.split(';').map(|f| f.replace("__libc_start_main_impl", "__libc_start_main"));
+            let mut frames = stack
+                .split(';')
+                .map(|f| f.replace("__libc_start_main_impl", "__libc_start_main"));
             Folded {
                 comm: frames.next().unwrap_or_default(),
                 frames: frames.collect(),
@@ -148,7 +154,9 @@ impl Verdicts {
             let verdict = judge(&frames, &chain);
             *verdicts.counts.entry(verdict).or_default() += line.count;
             if verdict == Verdict::Wrong {
-                verdicts.wrong.push(format!("{};{} {}", line.comm, line.frames.join(";"), line.count));
+                verdicts
+                    .wrong
+                    .push(format!("{};{} {}", line.comm, line.frames.join(";"), line.count));
             }
         }
         verdicts
@@ -171,7 +179,11 @@ impl Verdicts {
             self.get(Verdict::Truncated),
             self.get(Verdict::Wrong)
         );
-        assert!(self.wrong.is_empty(), "{what}: wrong stacks:\n{}", self.wrong.join("\n"));
+        assert!(
+            self.wrong.is_empty(),
+            "{what}: wrong stacks:\n{}",
+            self.wrong.join("\n")
+        );
         assert!(self.total() >= floor, "{what}: only {} samples judged", self.total());
     }
 }

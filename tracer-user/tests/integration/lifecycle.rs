@@ -160,7 +160,12 @@ enum Moment {
 /// `moment`, then the other of SIGINT and SIGTERM every few milliseconds until it exits (so that
 /// some arrive while it symbolizes and writes); its stderr, and the moment the first signal
 /// really fell in.
-fn signalled(args: &[&str], moment: Moment, first: libc::c_int, rng: &mut Rng) -> (std::process::ExitStatus, String, Moment) {
+fn signalled(
+    args: &[&str],
+    moment: Moment,
+    first: libc::c_int,
+    rng: &mut Rng,
+) -> (std::process::ExitStatus, String, Moment) {
     let mut child = sframe_trace()
         .args(args)
         .stdout(Stdio::null())
@@ -190,14 +195,21 @@ fn signalled(args: &[&str], moment: Moment, first: libc::c_int, rng: &mut Rng) -
         }
     }
     let fell_in = if sampling() { Moment::Sampling } else { Moment::Loading };
-    let second = if first == libc::SIGINT { libc::SIGTERM } else { libc::SIGINT };
+    let second = if first == libc::SIGINT {
+        libc::SIGTERM
+    } else {
+        libc::SIGINT
+    };
     let sent = Instant::now();
     let mut signal = first;
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
         }
-        assert!(sent.elapsed() < Duration::from_secs(90), "the tracer did not end after a signal");
+        assert!(
+            sent.elapsed() < Duration::from_secs(90),
+            "the tracer did not end after a signal"
+        );
         // SAFETY: kill(2) on our own child, not reaped yet (try_wait said so).
         unsafe { libc::kill(child.id() as libc::pid_t, signal) };
         signal = second;
@@ -212,7 +224,10 @@ fn signalled(args: &[&str], moment: Moment, first: libc::c_int, rng: &mut Rng) -
 /// every JSON line is a whole sample.
 fn samples_written(path: &std::path::Path, format: &str) -> u64 {
     let text = std::fs::read_to_string(path).expect("read the output");
-    assert!(text.is_empty() || text.ends_with('\n'), "the output ends in the middle of a line");
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "the output ends in the middle of a line"
+    );
     text.lines()
         .map(|line| match format {
             "json" => {
@@ -269,17 +284,27 @@ fn signals_at_any_moment_flush_complete_output() {
             started.elapsed().as_secs_f64()
         );
         assert!(status.success(), "{args:?}: {status}: {stderr}");
-        let why = if first == libc::SIGINT { "(interrupted)" } else { "(terminated)" };
+        let why = if first == libc::SIGINT {
+            "(interrupted)"
+        } else {
+            "(terminated)"
+        };
         assert!(stderr.contains(why), "{args:?}: the summary should say {why}: {stderr}");
         let (samples, _) = samples_and_lost(&stderr);
         let written = samples_written(std::path::Path::new(out), format);
-        assert_eq!(written, samples, "{args:?}: the output holds every sample the summary counts");
+        assert_eq!(
+            written, samples,
+            "{args:?}: the output holds every sample the summary counts"
+        );
         if moment == Moment::Sampling {
             assert!(samples > 0, "{args:?}: samples before the signal: {stderr}");
         }
         moments.push(fell_in);
     }
-    assert!(moments.contains(&Moment::Loading), "no signal fell while the tables loaded");
+    assert!(
+        moments.contains(&Moment::Loading),
+        "no signal fell while the tables loaded"
+    );
 }
 
 /// A kernel without BTF (here: `/sys/kernel/btf` hidden by an empty mount, in a mount
@@ -333,7 +358,12 @@ fn low_memlock_limit_is_lifted_or_one_sentence() {
     assert!(lifted.status.success(), "{stderr}");
     assert!(stderr.contains(" samples in "), "{stderr}");
     let limited = Command::new("prlimit")
-        .args(["--memlock=65536:65536", "setpriv", "--inh-caps=-sys_resource", "--bounding-set=-sys_resource"])
+        .args([
+            "--memlock=65536:65536",
+            "setpriv",
+            "--inh-caps=-sys_resource",
+            "--bounding-set=-sys_resource",
+        ])
         .arg(tracer)
         .args(trace)
         .output()

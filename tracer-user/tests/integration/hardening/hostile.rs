@@ -32,7 +32,12 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
 /// The section headers of an ELF64 little-endian file: (name, offset of its header, file
 /// offset, size).
 fn sections(elf: &[u8]) -> Vec<(String, usize, usize, usize)> {
-    let (shoff, shentsize, shnum, shstrndx) = (u64_at(elf, 0x28), u16_at(elf, 0x3a), u16_at(elf, 0x3c), u16_at(elf, 0x3e));
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(elf, 0x28),
+        u16_at(elf, 0x3a),
+        u16_at(elf, 0x3c),
+        u16_at(elf, 0x3e),
+    );
     let header = |i: usize| shoff + i * shentsize;
     let strtab = u64_at(elf, header(shstrndx) + 24);
     (0..shnum)
@@ -196,8 +201,17 @@ fn corrupted_programs_are_survived_and_counted() {
     running.push(("h_host", start(&host, &["30", "50"], Some(&bad_plugin))));
     std::thread::sleep(Duration::from_millis(300));
     let out = dir.path().join("stacks.folded");
-    let stderr = Tracer::start(&["-a", "-F", "999", "-d", "4", "--no-kernel", "-o", out.to_str().expect("path")])
-        .finish();
+    let stderr = Tracer::start(&[
+        "-a",
+        "-F",
+        "999",
+        "-d",
+        "4",
+        "--no-kernel",
+        "-o",
+        out.to_str().expect("path"),
+    ])
+    .finish();
     let (samples, lost) = samples_and_lost(&stderr);
     eprintln!("{stderr}\n{samples} samples, {lost} lost");
     for (name, process) in &mut running {
@@ -211,6 +225,12 @@ fn corrupted_programs_are_survived_and_counted() {
         assert!(lines.iter().any(|l| l.comm == name), "no samples of {name}");
     }
     let unreadable = tables_count(&stderr, "unreadable");
-    assert!(unreadable >= 4, "the corrupted objects should be counted as unreadable: {stderr}");
-    assert!(stderr.contains("note: "), "the first unreadable objects are named: {stderr}");
+    assert!(
+        unreadable >= 4,
+        "the corrupted objects should be counted as unreadable: {stderr}"
+    );
+    assert!(
+        stderr.contains("note: "),
+        "the first unreadable objects are named: {stderr}"
+    );
 }

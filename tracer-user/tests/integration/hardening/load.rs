@@ -26,8 +26,17 @@ fn ten_khz_on_every_cpu() {
     let (first, _) = chain_programs(dir.path());
     let _busy = busy_on_every_cpu(&first);
     let out = dir.path().join("stacks.folded");
-    let stderr = Tracer::start(&["-a", "-F", "10000", "-d", "3", "--no-kernel", "-o", out.to_str().expect("path")])
-        .finish();
+    let stderr = Tracer::start(&[
+        "-a",
+        "-F",
+        "10000",
+        "-d",
+        "3",
+        "--no-kernel",
+        "-o",
+        out.to_str().expect("path"),
+    ])
+    .finish();
     let (samples, lost) = samples_and_lost(&stderr);
     eprintln!("{stderr}\n10 kHz: {samples} samples kept, {lost} lost");
     assert!(samples >= 5_000, "too few samples at 10 kHz: {samples}");
@@ -63,8 +72,14 @@ fn maps_far_too_small_lose_counted_samples() {
     .finish();
     let (samples, lost) = samples_and_lost(&stderr);
     eprintln!("{stderr}\ntiny ring buffer: {samples} samples kept, {lost} lost");
-    assert!(lost > 0, "a one-sample ring buffer at 10 kHz must lose samples: {stderr}");
+    assert!(
+        lost > 0,
+        "a one-sample ring buffer at 10 kHz must lose samples: {stderr}"
+    );
     assert!(samples > 0, "some samples must get through: {stderr}");
-    assert!(stderr.contains("no room in the table maps (--max-table-memory)"), "{stderr}");
+    assert!(
+        stderr.contains("no room in the table maps (--max-table-memory)"),
+        "{stderr}"
+    );
     Verdicts::of(&read_folded(&out), chain_by_comm(3)).assert_sound("busy programs with tiny maps", 1);
 }

@@ -10,7 +10,7 @@ use std::{
 };
 
 use super::{
-    Folded, Verdict, Verdicts, chain_by_comm, chain_of, chain_programs, compile, free_pid, followed, judge,
+    Folded, ROOMY, Verdict, Verdicts, chain_by_comm, chain_of, chain_programs, compile, followed, free_pid, judge,
     read_folded, samples_and_lost,
 };
 use crate::support::{Running, Tracer, privileged};
@@ -49,8 +49,16 @@ fn dlopen_dlclose_churn_is_never_wrong() {
             .expect("start churn"),
     );
     let pid = running.pid().to_string();
-    let stderr =
-        Tracer::start(&["-F", "999", "--no-kernel", "--pid", &pid, "-o", out.to_str().expect("path")]).finish();
+    let stderr = Tracer::start(&[
+        "-F",
+        "999",
+        "--no-kernel",
+        "--pid",
+        &pid,
+        "-o",
+        out.to_str().expect("path"),
+    ])
+    .finish();
     drop(running);
     let report = std::fs::read_to_string(&report).expect("read the report");
     eprintln!("{stderr}\n{report}");
@@ -89,7 +97,13 @@ fn reused_pids_are_told_apart() {
     let (first, second) = chain_programs(dir.path());
     let reuse = compile(dir.path(), "reuse", "reuse", &[]);
     let out = dir.path().join("stacks.folded");
-    let tracer = Tracer::start(&["-a", "-F", "999", "--no-kernel", "-o", out.to_str().expect("path")]);
+    let tracer = Tracer::start(
+        &[
+            &ROOMY[..],
+            &["-a", "-F", "499", "--no-kernel", "-o", out.to_str().expect("path")],
+        ]
+        .concat(),
+    );
     // 16 processes of 300 ms with one pid; a pid taken meanwhile by another process (exit 3)
     // makes it try another.
     let mut run = None;
@@ -117,11 +131,10 @@ fn reused_pids_are_told_apart() {
     assert!(output.status.success(), "reuse with pid {pid} failed");
     let lines = read_folded(&out);
     let verdicts = Verdicts::of(&lines, chain_by_comm(2));
-    verdicts.assert_sound("processes with one pid", 500);
+    verdicts.assert_sound("processes with one pid", 200);
     for name in ["first", "second"] {
-        let exact = Verdicts::of(&lines, |line| (line.comm == name).then(|| chain_of(name, 2)))
-            .get(Verdict::Exact);
-        assert!(exact >= 100, "{name}: only {exact} exact samples");
+        let exact = Verdicts::of(&lines, |line| (line.comm == name).then(|| chain_of(name, 2))).get(Verdict::Exact);
+        assert!(exact >= 50, "{name}: only {exact} exact samples");
     }
 }
 
@@ -165,9 +178,11 @@ fn a_replaced_program_keeps_its_stacks() {
     let old = Running(start_retrying(&app));
     let out = dir.path().join("samples.json");
     let tracer = Tracer::start(&[
+        ROOMY[0],
+        ROOMY[1],
         "-a",
         "-F",
-        "999",
+        "499",
         "--no-kernel",
         "-f",
         "json",
@@ -194,7 +209,10 @@ fn a_replaced_program_keeps_its_stacks() {
             _ => continue,
         };
         let frames: Vec<&str> = sample.frames.iter().map(String::as_str).collect();
-        if !frames.iter().any(|f| f.starts_with("first_") || f.starts_with("second_")) {
+        if !frames
+            .iter()
+            .any(|f| f.starts_with("first_") || f.starts_with("second_"))
+        {
             continue;
         }
         let verdict = judge(&frames, &chain);
@@ -203,8 +221,8 @@ fn a_replaced_program_keeps_its_stacks() {
             verdicts.wrong.push(sample.frames.join(";"));
         }
     }
-    old_verdicts.assert_sound("the program whose file was replaced", 300);
-    new_verdicts.assert_sound("the program started from the new file", 300);
+    old_verdicts.assert_sound("the program whose file was replaced", 50);
+    new_verdicts.assert_sound("the program started from the new file", 50);
     assert!(Path::new(&app).exists());
 }
 

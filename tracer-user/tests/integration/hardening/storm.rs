@@ -15,7 +15,7 @@ use super::{
     Verdict, Verdicts, chain_by_comm, chain_programs, compile, followed, processes_at_start, read_folded,
     samples_and_lost, status_kib, storm_duration,
 };
-use crate::support::{Running, Tracer, Rng, privileged};
+use crate::support::{Rng, Running, Tracer, privileged};
 
 /// The tracer's resident memory, read every 200 ms until dropped: the most seen.
 struct RssWatch {
@@ -91,7 +91,11 @@ fn fork_exec_storm_is_bounded() {
         .output()
         .expect("run the storm");
     let report = String::from_utf8_lossy(&storm.stdout);
-    assert!(storm.status.success(), "storm: {report}{}", String::from_utf8_lossy(&storm.stderr));
+    assert!(
+        storm.status.success(),
+        "storm: {report}{}",
+        String::from_utf8_lossy(&storm.stderr)
+    );
     let rss_after_storm = status_kib(tracer.pid(), "VmRSS").expect("the tracer's VmRSS");
     // Exit notices drop processes after a 2 s grace period.
     std::thread::sleep(Duration::from_secs(3));
