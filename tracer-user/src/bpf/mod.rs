@@ -12,9 +12,9 @@
 
 mod btf;
 mod events;
-mod probes;
 #[cfg(test)]
 mod object_tests;
+mod probes;
 mod procs;
 mod runtime;
 mod tables;
@@ -147,7 +147,11 @@ impl Kernel {
         let task_regs = runtime::has_task_regs();
         let offcpu = config.events.has(EventKind::Offcpu);
         ensure!(task_regs || !offcpu, OFFCPU_NEEDS_TASK_REGS);
-        let task = if offcpu { btf::task_offsets()? } else { btf::TaskOffsets::default() };
+        let task = if offcpu {
+            btf::task_offsets()?
+        } else {
+            btf::TaskOffsets::default()
+        };
         let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
         let task_regs = u32::from(task_regs);
         let mut ebpf = EbpfLoader::new()
