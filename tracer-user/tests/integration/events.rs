@@ -3,8 +3,9 @@
 //! known chains a known number of times and exits, and the stacks of the event must be exactly
 //! those chains with exactly those counts: a uprobe and a uretprobe on `target` (called through
 //! `a -> b` and through `c`), a kprobe on the `getppid` system call and the
-//! `sched_process_fork` tracepoint (user and kernel stacks), and off-CPU time in `main -> sleeper -> nap` with each
-//! sample weighing about the time slept. Privileged, like every tracing test.
+//! `sched_process_fork` tracepoint (user and kernel stacks), and off-CPU time in
+//! `main -> sleeper -> nap` with each sample weighing about the time slept. Privileged, like
+//! every tracing test.
 
 use std::{
     io::Write as _,
