@@ -56,7 +56,7 @@ fn send(kind: NoticeKind, tgid: u32, now: u64) {
 pub fn notify_limited(kind: NoticeKind, tgid: u32) {
     // SAFETY: a helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(last) = NOTICED.get_ptr(&tgid) {
+    if let Some(last) = NOTICED.get_ptr(tgid) {
         // SAFETY: a valid map value while the program runs; a racing update from another CPU
         // at worst lets one extra notice through.
         if now.wrapping_sub(unsafe { *last }) < NOTICE_INTERVAL_NS {
@@ -64,7 +64,7 @@ pub fn notify_limited(kind: NoticeKind, tgid: u32) {
         }
     }
     // An LRU map makes room by evicting the oldest entry; failure only weakens the limit.
-    let _ = NOTICED.insert(&tgid, &now, 0);
+    let _ = NOTICED.insert(tgid, now, 0);
     send(kind, tgid, now);
 }
 
@@ -77,14 +77,14 @@ fn drop_process(kind: NoticeKind) {
     if kind == NoticeKind::Exit && pid_tgid as u32 != tgid {
         return;
     }
-    let traced = PROCS.get_ptr(&tgid).is_some();
-    if !traced && NOTICED.get_ptr(&tgid).is_none() {
+    let traced = PROCS.get_ptr(tgid).is_some();
+    if !traced && NOTICED.get_ptr(tgid).is_none() {
         return;
     }
     if traced {
-        let _ = PROCS.remove(&tgid);
+        let _ = PROCS.remove(tgid);
     }
-    let _ = NOTICED.remove(&tgid);
+    let _ = NOTICED.remove(tgid);
     // SAFETY: a helper without preconditions.
     send(kind, tgid, unsafe { bpf_ktime_get_ns() });
 }
@@ -105,7 +105,7 @@ pub fn on_exit(_ctx: RawTracePointContext) -> i32 {
 pub fn on_munmap(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let Some(procs) = PROCS.get_ptr(&tgid) else {
+    let Some(procs) = PROCS.get_ptr(tgid) else {
         return 0;
     };
     // SAFETY: reads of the tracepoint's record, whose fields are at these fixed offsets.
@@ -117,12 +117,12 @@ pub fn on_munmap(ctx: TracePointContext) -> u32 {
     if !unwind::overlaps_mappings(procs, addr, addr.saturating_add(len)) {
         return 0;
     }
-    let _ = PROCS.remove(&tgid);
+    let _ = PROCS.remove(tgid);
     // Code mapped next (the next dlopen) is asked about at once, not after the rate limit.
-    let _ = NOTICED.remove(&tgid);
+    let _ = NOTICED.remove(tgid);
     // SAFETY: a helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    if UNMAPPING.insert(&(pid_tgid as u32), &now, 0).is_err() {
+    if UNMAPPING.insert(pid_tgid as u32, now, 0).is_err() {
         // No room to wait for the end of the call: say it now.
         send(NoticeKind::Unmapped, tgid, now);
     }
@@ -134,10 +134,10 @@ pub fn on_munmap_exit(_ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
     // SAFETY: a copy out of the map value, valid during this run.
-    let Some(began) = (unsafe { UNMAPPING.get(&tid) }).copied() else {
+    let Some(began) = (unsafe { UNMAPPING.get(tid) }).copied() else {
         return 0;
     };
-    let _ = UNMAPPING.remove(&tid);
+    let _ = UNMAPPING.remove(tid);
     send(NoticeKind::Unmapped, (pid_tgid >> 32) as u32, began);
     0
 }
