@@ -141,6 +141,7 @@ impl Kernel {
             "the process map needs room for at least one process"
         );
         let sizes = tables::MapSizes::of(tables, config.table_capacity.as_ref())?;
+        let _deferred = runtime::DeferSignals::new();
         let memlock = runtime::raise_memlock_limit();
         let all_processes = u32::from(config.all_processes);
         let kernel_stacks = u32::from(config.kernel_stacks);

@@ -1,6 +1,7 @@
 //! What loading needs from the system around it: a memlock limit high enough for old kernels,
-//! which helpers the kernel has, and forwarding the program's aya-log records to the `log`
-//! logger on the tokio runtime. No maps or programs are touched here beyond the logger's own.
+//! no signal pending for the loading thread, which helpers the kernel has, and forwarding the
+//! program's aya-log records to the `log` logger on the tokio runtime. No maps or programs are
+//! touched here beyond the logger's own.
 
 use std::os::fd::AsRawFd as _;
 
@@ -50,6 +51,38 @@ pub(super) fn explain_load_failure(err: anyhow::Error, memlock: Option<u64>) -> 
             limit / 1024
         ),
         _ => err.context("loading the eBPF object (creating its maps)"),
+    }
+}
+
+/// SIGINT and SIGTERM blocked for the current thread while it lives. The verifier gives up
+/// on a program (`EAGAIN`) when a signal is pending for the thread that loads it, so Ctrl-C
+/// while the program loads would fail the session instead of ending it once loaded; blocked
+/// here, the signals go to the runtime's other threads (or wait), and are acted on after.
+pub(super) struct DeferSignals(libc::sigset_t);
+
+impl DeferSignals {
+    pub(super) fn new() -> DeferSignals {
+        // SAFETY: sigset_t is plain data; sigemptyset and sigaddset initialize and fill it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to sets of this thread's stack; pthread_sigmask changes only
+        // the calling thread's mask and writes the old one to `old`.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        }
+        DeferSignals(old)
+    }
+}
+
+impl Drop for DeferSignals {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new` on this same thread (the guard is not Send:
+        // `sigset_t` is plain data, but the guard lives in one stack frame).
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
     }
 }
 

@@ -156,12 +156,13 @@ enum Moment {
     Sampling,
 }
 
-/// Start `sframe-trace ARGS` with its output in `out`, send it `first` at a random point of
+/// Start `sframe-trace ARGS`, whose output goes to `out`, send it `first` at a random point of
 /// `moment`, then the other of SIGINT and SIGTERM every few milliseconds until it exits (so that
 /// some arrive while it symbolizes and writes); its stderr, and the moment the first signal
 /// really fell in.
 fn signalled(
     args: &[&str],
+    out: &str,
     moment: Moment,
     first: libc::c_int,
     rng: &mut Rng,
@@ -184,7 +185,16 @@ fn signalled(
     };
     let sampling = || lines.lock().expect("lines").iter().any(|l| l.contains(": sampling "));
     match moment {
-        Moment::Loading => sleep(Duration::from_millis(30 + rng.below(270) as u64)),
+        Moment::Loading => {
+            // The output file is created once the signals are caught, right before the tables
+            // load (a signal before that ends any process, as it would a shell).
+            let until = Instant::now() + Duration::from_secs(30);
+            while !std::path::Path::new(out).exists() {
+                assert!(Instant::now() < until, "the tracer did not create its output");
+                sleep(Duration::from_millis(1));
+            }
+            sleep(Duration::from_millis(rng.below(150) as u64));
+        }
         Moment::Sampling => {
             let until = Instant::now() + Duration::from_secs(180);
             while !sampling() {
@@ -264,9 +274,11 @@ fn signals_at_any_moment_flush_complete_output() {
     let out = dir.path().join("out");
     let out = out.to_str().expect("path");
     let mut rng = Rng(0x7369_676e);
+    // This test's own process maps a large program: its tables take a while to build.
+    let this = std::process::id().to_string();
     let runs: [(&[&str], Moment, &str, libc::c_int); 6] = [
         (&["-a", "-F", "499"], Moment::Loading, "folded", libc::SIGINT),
-        (&["-a", "-F", "499"], Moment::Loading, "json", libc::SIGTERM),
+        (&["--pid", &this, "-F", "499"], Moment::Loading, "json", libc::SIGTERM),
         (&["--pid", &pid, "-F", "999"], Moment::Sampling, "folded", libc::SIGTERM),
         (&["--pid", &pid, "-F", "999"], Moment::Sampling, "json", libc::SIGINT),
         (&["--pid", &pid, "-F", "999"], Moment::Sampling, "folded", libc::SIGINT),
@@ -277,19 +289,19 @@ fn signals_at_any_moment_flush_complete_output() {
         let mut args = args.to_vec();
         args.extend(["--no-kernel", "-f", format, "-o", out]);
         let started = Instant::now();
-        let (status, stderr, fell_in) = signalled(&args, moment, first, &mut rng);
+        let _ = std::fs::remove_file(out);
+        let (status, stderr, fell_in) = signalled(&args, out, moment, first, &mut rng);
         eprintln!(
             "{args:?}, {} during {fell_in:?}: {status} after {:.1} s\n{stderr}",
             if first == libc::SIGINT { "SIGINT" } else { "SIGTERM" },
             started.elapsed().as_secs_f64()
         );
         assert!(status.success(), "{args:?}: {status}: {stderr}");
-        let why = if first == libc::SIGINT {
-            "(interrupted)"
-        } else {
-            "(terminated)"
-        };
-        assert!(stderr.contains(why), "{args:?}: the summary should say {why}: {stderr}");
+        // The other signal follows within milliseconds: either may be the one acted on.
+        assert!(
+            stderr.contains("(interrupted)") || stderr.contains("(terminated)"),
+            "{args:?}: the summary should say the session was stopped: {stderr}"
+        );
         let (samples, _) = samples_and_lost(&stderr);
         let written = samples_written(std::path::Path::new(out), format);
         assert_eq!(
