@@ -3,6 +3,7 @@
 //! split clippy. Run as `cargo xtask <task>`; every task prints the commands it runs.
 
 mod bench;
+mod fuzz;
 mod run;
 mod setup;
 mod vmtest;
@@ -24,8 +25,13 @@ enum Task {
     Setup,
     /// Set up, build, compile the bundled demo with SFrame and run sframe-trace on it.
     Demo,
-    /// Set up, build, and run every test: unit, integration, golden, privileged, clippy.
-    Test,
+    /// Set up, build, and run every test: unit, integration, golden, privileged, hardening,
+    /// fuzzing (each target for a bounded time), clippy.
+    Test {
+        /// The long variants of the hardening tests (30 s storms instead of 5 s).
+        #[arg(long)]
+        long: bool,
+    },
     /// Lint the userspace crates and the eBPF crate (apart: it only builds for the bpf target).
     Clippy,
     /// Regenerate the checked-in fixtures with binutils 2.40, 2.44 and the sid snapshot.
@@ -55,9 +61,9 @@ fn main() -> anyhow::Result<()> {
             setup::setup()?;
             run::demo(&root)
         }
-        Task::Test => {
+        Task::Test { long } => {
             setup::setup()?;
-            run::test(&root)
+            run::test(&root, long)
         }
         Task::Clippy => {
             setup::setup()?;

@@ -77,17 +77,24 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
-/// CI=true), then both clippy passes.
-pub fn test(root: &Path) -> anyhow::Result<()> {
+/// CI=true; `long`: the long variants of the hardening tests), each fuzz target for a bounded
+/// time, then both clippy passes.
+pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
     // tracing tests build their workloads with every SFrame version.
     sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
-    sh(cargo().args(["test", "--no-fail-fast"]))?;
+    let mut tests = cargo();
+    if long {
+        // Read by tracer-user/tests/integration/hardening.rs.
+        tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
+    }
+    sh(tests.args(["test", "--no-fail-fast"]))?;
     // The pure readers also build alone, as fuzz/ uses them.
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
     conformance(root)?;
     external(root)?;
+    crate::fuzz::fuzz(root, crate::fuzz::SECONDS)?;
     clippy()
 }
 
@@ -101,7 +108,14 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         .arg(&dir))?;
     // The tracer as users run it: these tests also trace system-wide, where a debug build's
     // output path would be the bottleneck.
-    sh(cargo().args(["build", "--release", "--package", "tracer-user", "--bin", "sframe-trace"]))?;
+    sh(cargo().args([
+        "build",
+        "--release",
+        "--package",
+        "tracer-user",
+        "--bin",
+        "sframe-trace",
+    ]))?;
     let tracer = root.join("target/release/sframe-trace");
     for test in [
         "external::bash_stacks_are_exact",

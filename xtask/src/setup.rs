@@ -1,7 +1,8 @@
 //! `cargo xtask setup`: install what building and testing need, idempotently, saying what it
 //! does. Apt packages (gcc, binutils), the rust-src, clippy and rustfmt components of the
-//! toolchain in use, and bpf-linker built against this rustc's own
-//! libLLVM (the linker must use the LLVM major of the rustc that compiles the eBPF crate).
+//! toolchain in use, bpf-linker built against this rustc's own libLLVM (the linker must use
+//! the LLVM major of the rustc that compiles the eBPF crate), and, for fuzzing, the nightly
+//! toolchain and cargo-fuzz.
 
 use std::{
     path::{Path, PathBuf},
@@ -17,13 +18,22 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
 /// pprof output in the format tests; python3-venv: the OTLP tests' receiver runs in a venv with
-/// the official opentelemetry-proto and grpcio packages).
-const APT_PACKAGES: &[&str] = &["gcc", "libc6-dev", "binutils", "make", "golang-go", "python3-venv"];
+/// the official opentelemetry-proto and grpcio packages; g++: cargo-fuzz builds libFuzzer).
+const APT_PACKAGES: &[&str] = &[
+    "gcc",
+    "g++",
+    "libc6-dev",
+    "binutils",
+    "make",
+    "golang-go",
+    "python3-venv",
+];
 
 pub fn setup() -> anyhow::Result<()> {
     apt_packages()?;
     rust_components()?;
     bpf_linker()?;
+    fuzz_tools()?;
     eprintln!("setup: done");
     Ok(())
 }
@@ -67,6 +77,21 @@ fn rust_components() -> anyhow::Result<()> {
         return Ok(());
     }
     sh(Command::new("rustup").args(["component", "add"]).args(&missing))
+}
+
+/// The nightly toolchain (minimal profile) and cargo-fuzz, which the test run fuzzes with: only
+/// `fuzz/` builds with nightly, the rest keeps to the toolchain in use.
+fn fuzz_tools() -> anyhow::Result<()> {
+    if output(Command::new("rustup").args(["run", "nightly", "rustc", "--version"])).is_some() {
+        eprintln!("setup: nightly toolchain present");
+    } else {
+        sh(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+    }
+    if output(Command::new("cargo").args(["fuzz", "--version"])).is_some() {
+        eprintln!("setup: cargo-fuzz present");
+        return Ok(());
+    }
+    sh(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
 }
 
 /// The versioned libLLVM shipped in this rustc's sysroot, e.g. `libLLVM.so.22.1-rust-1.95.0-stable`.

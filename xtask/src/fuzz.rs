@@ -1,0 +1,59 @@
+//! Fuzzing as part of the test run: every cargo-fuzz target of `fuzz/` for a bounded time,
+//! starting from its corpus in `fuzz/corpus/TARGET` (git-ignored, so it grows from run to run
+//! on one machine) and the checked-in fixtures as seeds. Needs the nightly toolchain and
+//! cargo-fuzz, which `cargo xtask setup` installs; without them the run says so loudly and
+//! skips fuzzing, or fails under `CI=true`.
+
+use std::{path::Path, process::Command};
+
+use anyhow::{Context as _, bail};
+
+use crate::run::{output, sh};
+
+/// Seconds each target runs for in `cargo xtask test`.
+pub const SECONDS: u64 = 20;
+
+/// Whether nightly and cargo-fuzz are there to fuzz with.
+pub fn available() -> bool {
+    output(Command::new("rustup").args(["run", "nightly", "rustc", "--version"])).is_some()
+        && output(Command::new("cargo").args(["+nightly", "fuzz", "--version"])).is_some()
+}
+
+/// The targets: the files of `fuzz/fuzz_targets`, by name.
+fn targets(root: &Path) -> anyhow::Result<Vec<String>> {
+    let dir = root.join("fuzz/fuzz_targets");
+    let mut targets: Vec<String> = std::fs::read_dir(&dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".rs").map(str::to_owned))
+        .collect();
+    targets.sort();
+    Ok(targets)
+}
+
+/// Run every target for `seconds`; a crash (libFuzzer's non-zero exit, with the input saved in
+/// `fuzz/artifacts/TARGET`) fails the run.
+pub fn fuzz(root: &Path, seconds: u64) -> anyhow::Result<()> {
+    if !available() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            bail!("fuzzing needs the nightly toolchain and cargo-fuzz (`cargo xtask setup` installs them)");
+        }
+        eprintln!(
+            "\n!!!!! SKIPPED fuzzing: no nightly toolchain or no cargo-fuzz (`cargo xtask setup` installs them) !!!!!\n"
+        );
+        return Ok(());
+    }
+    let seeds = root.join("fixtures/bin");
+    for target in targets(root)? {
+        let corpus = root.join("fuzz/corpus").join(&target);
+        std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
+        // `cargo` from PATH (rustup's proxy), which understands `+nightly`.
+        sh(Command::new("cargo")
+            .current_dir(root.join("fuzz"))
+            .args(["+nightly", "fuzz", "run", &target])
+            .arg(&corpus)
+            .arg(&seeds)
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}")))?;
+    }
+    Ok(())
+}
