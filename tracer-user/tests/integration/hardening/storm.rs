@@ -12,7 +12,7 @@ use std::{
 };
 
 use super::{
-    Verdict, Verdicts, chain_by_comm, chain_programs, compile, followed, processes_at_start, read_folded,
+    ROOMY, Verdict, Verdicts, chain_by_comm, chain_programs, compile, followed, processes_at_start, read_folded,
     samples_and_lost, status_kib, storm_duration,
 };
 use crate::support::{Rng, Running, Tracer, privileged};
@@ -122,7 +122,8 @@ fn fork_exec_storm_is_bounded() {
     let (first, _) = chain_programs(dir.path());
     let storm = compile(dir.path(), "storm", "storm", &[]);
     let out = dir.path().join("stacks.folded");
-    let tracer = Tracer::start(&["-a", "-F", "999", "--no-kernel", "-o", out.to_str().expect("path")]);
+    let args = ["-a", "-F", "999", "--no-kernel", "-o", out.to_str().expect("path")];
+    let tracer = Tracer::start(&[&ROOMY[..], &args[..]].concat());
     let at_start = processes_at_start(&tracer.stderr);
     let rss_at_start = settled_rss(tracer.pid());
     let files_at_start = open_files(tracer.pid());
@@ -206,7 +207,8 @@ fn processes_killed_mid_walk() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (first, _) = chain_programs(dir.path());
     let out = dir.path().join("stacks.folded");
-    let tracer = Tracer::start(&["-a", "-F", "4999", "--no-kernel", "-o", out.to_str().expect("path")]);
+    let args = ["-a", "-F", "4999", "--no-kernel", "-o", out.to_str().expect("path")];
+    let tracer = Tracer::start(&[&ROOMY[..], &args[..]].concat());
     let mut rng = Rng(0x6b69_6c6c);
     let until = Instant::now() + storm_duration();
     let mut kills = 0;
