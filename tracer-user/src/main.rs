@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // aya warns when it cannot lift the memlock limit; where that matters, the error says so in
+    // one sentence (`bpf::runtime`).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,aya::sys::bpf=error")).init();
     let cli = cli::Cli::parse();
     match commands::run(cli) {
         Ok(status) => status.into(),

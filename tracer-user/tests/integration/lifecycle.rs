@@ -351,14 +351,8 @@ fn low_memlock_limit_is_lifted_or_one_sentence() {
     let Some(_serial) = privileged("low_memlock_limit_is_lifted_or_one_sentence") else {
         return;
     };
-    let dir = build_workloads(&["v1"]);
-    let target = Running(
-        Command::new(dir.path().join("v1/deep"))
-            .arg("60")
-            .spawn()
-            .expect("spawn"),
-    );
-    let pid = target.pid().to_string();
+    // This test's own process is the target: nothing to build (the kernel matrix runs it too).
+    let pid = std::process::id().to_string();
     let tracer = env!("CARGO_BIN_EXE_sframe-trace");
     let trace = ["--pid", pid.as_str(), "-F", "199", "-d", "1", "-o", "/dev/null"];
     let lifted = Command::new("prlimit")
@@ -386,7 +380,9 @@ fn low_memlock_limit_is_lifted_or_one_sentence() {
         assert!(stderr.contains(" samples in "), "{stderr}");
     } else {
         assert_eq!(limited.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains("locked-memory limit"), "{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "one sentence expected: {stderr}");
+        // Kernels this old also get a warning about the helpers they lack.
+        let said: Vec<&str> = stderr.lines().filter(|l| !l.contains(" WARN ")).collect();
+        assert_eq!(said.len(), 1, "one sentence expected: {stderr}");
+        assert!(said[0].contains("locked-memory limit"), "{stderr}");
     }
 }
