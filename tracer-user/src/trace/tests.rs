@@ -7,13 +7,13 @@ use tracer_common::{
     walk::StopReason,
 };
 
+use super::follow::FollowStats;
 use super::{
     objects::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource},
     profile::{Frame, Profile, Tally},
     summary::Summary,
 };
 use crate::export::model::FrameSource;
-use super::follow::FollowStats;
 
 fn catalog() -> Catalog {
     let mut catalog = Catalog::default();
@@ -240,7 +240,10 @@ fn summary_reports_stops_sources_and_tables() {
         },
     };
     let text = summary.to_string();
-    assert!(text.contains("processes: 2 loaded while tracing, 0 refreshed"), "{text}");
+    assert!(
+        text.contains("processes: 2 loaded while tracing, 0 refreshed"),
+        "{text}"
+    );
     assert!(
         text.contains("1 samples in 1.5 s (the duration ended), 3 lost"),
         "{text}"
