@@ -19,13 +19,13 @@ mod golden;
 #[cfg(feature = "ebpf")]
 mod hardening;
 #[cfg(feature = "ebpf")]
-mod oracle;
-#[cfg(feature = "ebpf")]
-mod otlp;
-#[cfg(feature = "ebpf")]
 mod lifecycle;
 #[cfg(feature = "ebpf")]
 mod live;
+#[cfg(feature = "ebpf")]
+mod oracle;
+#[cfg(feature = "ebpf")]
+mod otlp;
 #[cfg(feature = "ebpf")]
 mod privileged;
 mod procmaps;
