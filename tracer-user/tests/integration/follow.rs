@@ -9,31 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{Running, Tracer, privileged};
+use crate::support::{Running, Tracer, compile_fixture, privileged};
 
 /// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
 fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/follow/{name}.c"));
     let out = dir.join(if extra.contains(&"-shared") {
         format!("lib{name}.so")
     } else {
         name.to_owned()
     });
-    let status = Command::new("gcc")
-        .args([
-            "-O2",
-            "-fomit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-Wa,--gsframe",
-        ])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc {name} failed");
-    out
+    compile_fixture(&format!("follow/{name}"), &out, extra)
 }
 
 /// The folded lines of `path` whose stack contains `frame`, as (stack, count).

@@ -16,7 +16,6 @@ mod storm;
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
-    process::Command,
     time::Duration,
 };
 
@@ -39,23 +38,7 @@ fn storm_duration() -> Duration {
 /// Compile `fixtures/hardening/SOURCE.c` into `dir/OUT`, without frame pointers and with
 /// SFrame, calls kept calls, with `extra` flags.
 fn compile(dir: &Path, source: &str, out: &str, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/hardening/{source}.c"));
-    let out = dir.join(out);
-    let status = Command::new("gcc")
-        .args([
-            "-O2",
-            "-fomit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-Wa,--gsframe",
-        ])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc {source} failed");
-    out
+    crate::support::compile_fixture(&format!("hardening/{source}"), &dir.join(out), extra)
 }
 
 /// `first` and `second`: fixtures/hardening/chain.c twice, not position-independent, so that

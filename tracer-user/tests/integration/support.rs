@@ -121,6 +121,28 @@ pub fn tracer_binary() -> std::path::PathBuf {
     std::env::var_os("SFRAME_TRACE_BIN").map_or_else(|| env!("CARGO_BIN_EXE_sframe-trace").into(), Into::into)
 }
 
+/// Compile `fixtures/SOURCE.c` into `out` without frame pointers, with SFrame, calls kept
+/// calls, and `extra` flags.
+#[cfg(feature = "ebpf")]
+pub fn compile_fixture(source: &str, out: &Path, extra: &[&str]) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/{source}.c"));
+    let status = Command::new("gcc")
+        .args([
+            "-O2",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-Wa,--gsframe",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc {source} failed");
+    out.to_path_buf()
+}
+
 /// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
 /// fresh temporary directory.
 #[cfg(feature = "ebpf")]
