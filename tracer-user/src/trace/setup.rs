@@ -68,13 +68,21 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
         match procmaps::executable_mappings(pid) {
             // Kernel threads map nothing.
             Ok(mappings) if mappings.is_empty() && targets.is_all() => {}
-            Ok(mappings) if targets.is_all() && new_bytes(&catalog, pid, &mappings) > DEFER_BYTES => {
-                // Large new objects (a compiler's libraries) would hold up the start: they are
-                // built in the background once sampling runs.
-                deferred_bytes += new_bytes(&catalog, pid, &mappings);
-                deferred.push(pid);
+            Ok(mappings) => {
+                let new = if targets.is_all() {
+                    new_bytes(&catalog, pid, &mappings)
+                } else {
+                    0
+                };
+                if new > DEFER_BYTES {
+                    // Large new objects (a compiler's libraries) would hold up the start: they
+                    // are built in the background once sampling runs.
+                    deferred_bytes += new;
+                    deferred.push(pid);
+                } else {
+                    exec.push((pid, catalog.add_process(pid, &mappings)));
+                }
             }
-            Ok(mappings) => exec.push((pid, catalog.add_process(pid, &mappings))),
             Err(_) if targets.is_all() => skipped += 1,
             Err(err) => return Err(err).with_context(|| format!("reading the mappings of pid {pid}")),
         }
