@@ -74,7 +74,8 @@ pub struct TraceArgs {
     /// Stop after this many seconds (default: when the traced processes exit, or on Ctrl-C).
     #[arg(short, long, value_name = "SECS")]
     pub duration: Option<f64>,
-    /// Output format, written to --output or stdout.
+    /// Output format (repeatable: each -f writes the same stacks to its own --output, paired
+    /// in the order given; one file format may go to stdout).
     ///
     /// At the end: `folded`, one line per distinct stack, `comm;outer;...;inner COUNT`
     /// (flamegraph.pl, inferno, speedscope read it); `svg`, an interactive flame graph; `pprof`,
@@ -83,12 +84,16 @@ pub struct TraceArgs {
     /// `perf-script`, the text of `perf script` with call chains (stackcollapse-perf,
     /// speedscope, the Firefox profiler read it).
     /// Sent, not written: `otlp`, OpenTelemetry profiles to the collector at --otlp-endpoint,
-    /// every --export-interval and once more at the end.
-    #[arg(short, long, value_enum, default_value_t = Format::Folded)]
-    pub format: Format,
-    /// Write the stacks here instead of stdout.
+    /// every --export-interval and once more at the end (takes no --output).
+    ///
+    /// Example: `-f folded -o stacks.folded -f pprof -o profile.pb.gz -f otlp --otlp-endpoint
+    /// http://collector:4317`.
+    #[arg(short, long, value_enum, default_values_t = [Format::Folded], value_name = "FORMAT")]
+    pub format: Vec<Format>,
+    /// Write the stacks here instead of stdout (repeatable: one per file format given with -f,
+    /// in the same order).
     #[arg(short, long, value_name = "PATH")]
-    pub output: Option<PathBuf>,
+    pub output: Vec<PathBuf>,
     /// Show the hottest functions (self and total samples) and stacks in the terminal,
     /// refreshed every second, instead of writing the stacks to stdout.
     ///

@@ -60,30 +60,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
 /// Validate the tracing flags (what clap cannot check alone) into a configuration.
 #[cfg(feature = "ebpf")]
 fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceConfig> {
-    use sframe_trace::export::Format;
     use tracer_common::trace::MAX_USER_FRAMES;
-    let format = match args.format {
-        crate::cli::Format::Folded => Format::Folded,
-        crate::cli::Format::Svg => Format::Svg,
-        crate::cli::Format::Pprof => Format::Pprof,
-        crate::cli::Format::Json => Format::Json,
-        crate::cli::Format::PerfScript => Format::PerfScript,
-        crate::cli::Format::Otlp => Format::Otlp,
-    };
     let stdout_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     anyhow::ensure!(
         !args.live || stdout_is_terminal,
         "--live draws on the terminal, but stdout is not one (to save the stacks, use --output FILE without --live)"
     );
-    anyhow::ensure!(
-        !args.live || args.output.is_some() || matches!(format, Format::Folded | Format::Otlp),
-        "--live has the terminal: give --output FILE for the -f {} output",
-        clap::ValueEnum::to_possible_value(&args.format).map_or_else(String::new, |v| v.get_name().to_owned())
-    );
-    anyhow::ensure!(
-        format != Format::Pprof || args.output.is_some() || !stdout_is_terminal || args.live,
-        "pprof output is binary: give --output FILE or redirect stdout"
-    );
+    let outputs = outputs(&args, stdout_is_terminal)?;
     anyhow::ensure!(
         args.pid.is_empty() || args.command.is_empty(),
         "give either --pid or a command after --, not both"
@@ -111,7 +94,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         Some(_) => anyhow::bail!("--duration must be a positive number of seconds"),
         None => None,
     };
-    let otlp = otlp_config(&args, format)?;
+    let otlp = otlp_config(&args)?;
     let mut events =
         sframe_trace::event::EventSet::parse(&args.event, args.min_block.map(std::time::Duration::from_micros))?;
     events.resolve_probes()?;
@@ -125,8 +108,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         duration,
         max_depth: args.max_depth,
         kernel_stacks: !args.no_kernel,
-        output: args.output,
-        format,
+        outputs,
         inline: !args.no_inline,
         otlp,
         events,
@@ -134,14 +116,87 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
     })
 }
 
+/// The files (or stdout) of the `-f` formats other than otlp: each paired with the `--output`
+/// in the same position; one format without `--output` goes to stdout (or, with `--live` and
+/// folded, nowhere). Refused in one sentence when they do not pair.
+#[cfg(feature = "ebpf")]
+fn outputs(args: &TraceArgs, stdout_is_terminal: bool) -> anyhow::Result<Vec<sframe_trace::trace::OutputSpec>> {
+    use sframe_trace::{export::Format, trace::OutputSpec};
+    let name = |f: &crate::cli::Format| {
+        clap::ValueEnum::to_possible_value(f).map_or_else(String::new, |v| v.get_name().to_owned())
+    };
+    let files: Vec<&crate::cli::Format> = args.format.iter().filter(|f| **f != crate::cli::Format::Otlp).collect();
+    anyhow::ensure!(
+        args.format.len() - files.len() <= 1,
+        "-f otlp is given twice: one OTLP export per session"
+    );
+    anyhow::ensure!(
+        !files.is_empty() || args.output.is_empty(),
+        "-f otlp sends the profiles to --otlp-endpoint: --output does not apply (add -f FORMAT before --output for a file)"
+    );
+    let format = |f: &crate::cli::Format| match f {
+        crate::cli::Format::Folded => Format::Folded,
+        crate::cli::Format::Svg => Format::Svg,
+        crate::cli::Format::Pprof => Format::Pprof,
+        crate::cli::Format::Json => Format::Json,
+        crate::cli::Format::PerfScript => Format::PerfScript,
+        crate::cli::Format::Otlp => Format::Otlp,
+    };
+    if args.output.is_empty() {
+        let Some(&only) = files.first() else {
+            return Ok(Vec::new());
+        };
+        anyhow::ensure!(
+            files.len() == 1,
+            "{} file formats and no --output: give one --output per -f, in the same order",
+            files.len()
+        );
+        if args.live {
+            anyhow::ensure!(
+                *only == crate::cli::Format::Folded,
+                "--live has the terminal: give --output FILE for the -f {} output",
+                name(only)
+            );
+            // The view has the terminal, and nothing asked for a file.
+            return Ok(Vec::new());
+        }
+        anyhow::ensure!(
+            *only != crate::cli::Format::Pprof || !stdout_is_terminal,
+            "pprof output is binary: give --output FILE or redirect stdout"
+        );
+        return Ok(vec![OutputSpec {
+            format: format(only),
+            path: None,
+        }]);
+    }
+    anyhow::ensure!(
+        files.len() == args.output.len(),
+        "{} file format(s) (-f) and {} --output: give one --output per -f, in the same order",
+        files.len(),
+        args.output.len()
+    );
+    for (i, path) in args.output.iter().enumerate() {
+        anyhow::ensure!(
+            !args.output[..i].contains(path),
+            "--output {} is given twice",
+            path.display()
+        );
+    }
+    Ok(files
+        .into_iter()
+        .zip(&args.output)
+        .map(|(f, path)| OutputSpec {
+            format: format(f),
+            path: Some(path.clone()),
+        })
+        .collect())
+}
+
 /// The `-f otlp` flags, validated: an endpoint with `-f otlp` only, and a positive interval.
 #[cfg(feature = "ebpf")]
-fn otlp_config(
-    args: &TraceArgs,
-    format: sframe_trace::export::Format,
-) -> anyhow::Result<Option<sframe_trace::export::otlp::OtlpConfig>> {
+fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::otlp::OtlpConfig>> {
     use sframe_trace::export::otlp::{Destination, OtlpConfig, Protocol};
-    if format != sframe_trace::export::Format::Otlp {
+    if !args.format.contains(&crate::cli::Format::Otlp) {
         anyhow::ensure!(
             args.otlp_endpoint.is_none() && args.otlp_protocol.is_none() && args.service_name.is_none(),
             "--otlp-endpoint, --otlp-protocol and --service-name go with -f otlp"
@@ -151,10 +206,6 @@ fn otlp_config(
     let Some(endpoint) = &args.otlp_endpoint else {
         anyhow::bail!("-f otlp needs --otlp-endpoint URL (the collector, e.g. http://localhost:4317)")
     };
-    anyhow::ensure!(
-        args.output.is_none(),
-        "-f otlp sends the profiles to --otlp-endpoint: --output does not apply"
-    );
     anyhow::ensure!(
         args.export_interval > 0.0 && args.export_interval.is_finite(),
         "--export-interval must be a positive number of seconds"

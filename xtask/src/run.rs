@@ -118,7 +118,7 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
     ]))?;
     let tracer = root.join("target/release/sframe-trace");
     for test in [
-        "external::bash_stacks_are_exact",
+        "external::bash_stacks_are_exact_in_every_format",
         "external::bash_plugin_stacks_are_exact_with_pid",
         "external::bash_plugin_stacks_are_exact_system_wide",
         "external::a_uprobe_on_bash_reports_its_true_callers",

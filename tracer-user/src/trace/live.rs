@@ -21,7 +21,7 @@ use tracer_common::Counter;
 use super::{
     TraceConfig,
     objects::Catalog,
-    profile::{Profile, Stack, Tally},
+    profile::{self, Profile, Stack, Tally},
     symbolize::{self, Collection, SymbolCache},
 };
 use crate::{
@@ -118,11 +118,7 @@ impl Live {
         let resolved = if active.kept.is_empty() {
             symbolize::resolve(profile, catalog, &mut active.cache, &collection)
         } else {
-            let mut whole = Profile {
-                stacks: active.kept.clone(),
-                ..Profile::default()
-            };
-            merge(&mut whole.stacks, &profile.stacks);
+            let whole = profile::whole(&active.kept, profile);
             symbolize::resolve(&whole, catalog, &mut active.cache, &collection)
         };
         active.terminal.show(Snapshot { resolved, status });
@@ -132,7 +128,7 @@ impl Live {
     /// Keep the stacks of `profile` before an export takes them out.
     pub fn keep(&mut self, profile: &Profile) {
         if let Some(active) = &mut self.0 {
-            merge(&mut active.kept, &profile.stacks);
+            profile::merge(&mut active.kept, &profile.stacks);
         }
     }
 
@@ -158,14 +154,5 @@ impl Quit {
             },
             None => std::future::pending().await,
         }
-    }
-}
-
-/// Add the tallies of `from` to `into`.
-fn merge(into: &mut HashMap<Stack, Tally>, from: &HashMap<Stack, Tally>) {
-    for (stack, tally) in from {
-        let kept = into.entry(stack.clone()).or_default();
-        kept.count += tally.count;
-        kept.weight_ns = kept.weight_ns.saturating_add(tally.weight_ns);
     }
 }

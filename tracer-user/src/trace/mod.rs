@@ -15,12 +15,10 @@ mod summary;
 pub(crate) mod symbolize;
 mod targets;
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use follow::Follower;
+pub use output::OutputSpec;
 use profile::Profile;
 use targets::Targets;
 
@@ -44,8 +42,8 @@ pub struct TraceConfig {
     pub duration: Option<Duration>,
     pub max_depth: u32,
     pub kernel_stacks: bool,
-    pub output: Option<PathBuf>,
-    pub format: crate::export::Format,
+    /// The files (or stdout) the stacks are written to, each in its format (not otlp).
+    pub outputs: Vec<OutputSpec>,
     /// Inlined functions as frames of their own (`--no-inline` turns it off).
     pub inline: bool,
     /// `-f otlp`: where and how often to export.
@@ -63,7 +61,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
-    let mut output = output::Output::open(&config)?;
+    let mut output = output::Outputs::open(&config)?;
     let mut targets = if config.all {
         Targets::all()?
     } else {
@@ -127,6 +125,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
                 () = otlp.due() => {
                     live.keep(&profile);
+                    output.keep(&profile);
                     otlp.export(&mut profile, &catalog);
                 }
                 () = live.due() => live.show(&profile, &catalog, &kernel)?,
@@ -150,8 +149,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     }
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
+    output.keep(&profile);
     otlp.export(&mut profile, &catalog);
-
     output.finish(&profile, &catalog)?;
     let summary = summary::Summary {
         elapsed: started.elapsed(),

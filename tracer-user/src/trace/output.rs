@@ -1,8 +1,13 @@
-//! Where the stacks go: the `--output` file or stdout, in the `--format` chosen. Streaming
-//! formats (json, perf-script) get each sample as it arrives, symbolized through the session's
-//! cache and flushed at once; the others get the whole profile, symbolized, at the end.
+//! Where the stacks go: each `--output` file (or stdout) in the `--format` paired with it.
+//! Streaming formats (json, perf-script) get each sample as it arrives, symbolized once through
+//! the session's cache for all of them and flushed at once; the others get the whole profile,
+//! symbolized once, at the end. Several outputs of one session carry the same stacks.
+//!
+//! With `-f otlp` the profile's stacks are taken out at every export: the end-of-run outputs
+//! keep them first ([`Outputs::keep`]).
 
 use std::{
+    collections::HashMap,
     fs::File,
     io::{BufWriter, Write},
     path::PathBuf,
@@ -15,7 +20,7 @@ use tracer_common::trace::Sample;
 use super::{
     TraceConfig,
     objects::Catalog,
-    profile::{Profile, Stack},
+    profile::{self, Profile, Stack, Tally},
     symbolize::{self, Collection, SymbolCache},
 };
 use crate::{
@@ -23,14 +28,33 @@ use crate::{
     export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg},
 };
 
-/// The open output of a session.
-pub struct Output {
+/// One output asked for: its format (never otlp) and its file (`None`: stdout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputSpec {
+    pub format: Format,
+    pub path: Option<PathBuf>,
+}
+
+/// One open output.
+struct Sink {
     format: Format,
     out: Box<dyn Write>,
     /// The file, for messages (`None`: stdout).
     path: Option<PathBuf>,
-    /// `--live` without `--output`: nothing is written (or symbolized for it).
-    discard: bool,
+}
+
+impl Sink {
+    fn describe(&self) -> String {
+        match &self.path {
+            Some(path) => format!("writing {}", path.display()),
+            None => "writing to stdout".to_owned(),
+        }
+    }
+}
+
+/// The open outputs of a session (none: `--live` without `--output`, or otlp only).
+pub struct Outputs {
+    sinks: Vec<Sink>,
     cache: SymbolCache,
     /// The names of the session's events.
     events: EventNames,
@@ -39,24 +63,34 @@ pub struct Output {
     started: Instant,
     /// `CLOCK_REALTIME - CLOCK_MONOTONIC`: turns sample times (`bpf_ktime_get_ns`) into Unix time.
     realtime_offset_ns: i128,
+    /// The session exports OTLP, which takes the profile's stacks out at every export.
+    exports_take_stacks: bool,
+    /// The stacks those exports took, for the outputs written at the end.
+    kept: HashMap<Stack, Tally>,
 }
 
-impl Output {
-    /// Create the output file (or take stdout) before tracing starts, so a bad path fails early.
-    pub fn open(config: &TraceConfig) -> anyhow::Result<Output> {
-        let out: Box<dyn Write> = match &config.output {
-            Some(path) => Box::new(BufWriter::new(
-                File::create(path).with_context(|| format!("creating {}", path.display()))?,
-            )),
-            // The live view has the terminal: the stacks go to --output only.
-            None if config.live => Box::new(std::io::sink()),
-            None => Box::new(BufWriter::new(std::io::stdout())),
-        };
-        Ok(Output {
-            format: config.format,
-            out,
-            path: config.output.clone(),
-            discard: config.live && config.output.is_none(),
+impl Outputs {
+    /// Create the output files (or take stdout) before tracing starts, so a bad path fails early.
+    pub fn open(config: &TraceConfig) -> anyhow::Result<Outputs> {
+        let sinks = config
+            .outputs
+            .iter()
+            .map(|spec| {
+                let out: Box<dyn Write> = match &spec.path {
+                    Some(path) => Box::new(BufWriter::new(
+                        File::create(path).with_context(|| format!("creating {}", path.display()))?,
+                    )),
+                    None => Box::new(BufWriter::new(std::io::stdout())),
+                };
+                Ok(Sink {
+                    format: spec.format,
+                    out,
+                    path: spec.path.clone(),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Outputs {
+            sinks,
             cache: SymbolCache::new(config.inline),
             events: config.events.names(),
             period_ns: 1_000_000_000 / config.frequency.max(1),
@@ -64,12 +98,14 @@ impl Output {
             started: Instant::now(),
             realtime_offset_ns: i128::from(clock_ns(libc::CLOCK_REALTIME))
                 - i128::from(clock_ns(libc::CLOCK_MONOTONIC)),
+            exports_take_stacks: config.otlp.is_some(),
+            kept: HashMap::new(),
         })
     }
 
-    /// Stream one sample, when the format is a streaming one.
+    /// Stream one sample to the streaming outputs.
     pub fn sample(&mut self, sample: &Sample, catalog: &Catalog) -> anyhow::Result<()> {
-        if !self.format.is_streamed() || self.discard {
+        if !self.sinks.iter().any(|s| s.format.is_streamed()) {
             return Ok(());
         }
         let stack = Stack::of_sample(sample, catalog, &self.events);
@@ -85,40 +121,56 @@ impl Output {
             comm: stack.comm,
         };
         let objects = self.cache.objects();
-        let written = match self.format {
-            Format::Json => json::write_sample(&mut self.out, &resolved, objects),
-            Format::PerfScript => perf_script::write_sample(&mut self.out, &resolved, objects),
-            Format::Folded | Format::Svg | Format::Pprof | Format::Otlp => Ok(()),
-        };
-        written.with_context(|| self.describe())
+        for sink in &mut self.sinks {
+            let written = match sink.format {
+                Format::Json => json::write_sample(&mut sink.out, &resolved, objects),
+                Format::PerfScript => perf_script::write_sample(&mut sink.out, &resolved, objects),
+                Format::Folded | Format::Svg | Format::Pprof | Format::Otlp => Ok(()),
+            };
+            written.with_context(|| sink.describe())?;
+        }
+        Ok(())
     }
 
-    /// Write the profile (formats written at the end) and flush.
+    /// Keep the stacks of `profile` before an OTLP export takes them out (when there are
+    /// outputs written at the end).
+    pub fn keep(&mut self, profile: &Profile) {
+        if self.exports_take_stacks && self.sinks.iter().any(|s| !s.format.is_streamed()) {
+            profile::merge(&mut self.kept, &profile.stacks);
+        }
+    }
+
+    /// Write the outputs written at the end (the profile symbolized once for all) and flush
+    /// every output.
     pub fn finish(mut self, profile: &Profile, catalog: &Catalog) -> anyhow::Result<()> {
-        let resolved = (!self.format.is_streamed() && !self.discard).then(|| {
+        let resolved = self.sinks.iter().any(|s| !s.format.is_streamed()).then(|| {
             let collection = Collection {
                 start: self.start,
                 duration: self.started.elapsed(),
                 period_ns: self.period_ns,
             };
-            symbolize::resolve(profile, catalog, &mut self.cache, &collection)
-        });
-        let written = match (self.format, &resolved) {
-            (Format::Folded, Some(resolved)) => folded::write(&mut self.out, resolved),
-            (Format::Svg, Some(resolved)) => svg::write(&mut self.out, resolved),
-            (Format::Pprof, Some(resolved)) => pprof::write(&mut self.out, resolved),
-            (Format::Folded | Format::Svg | Format::Pprof | Format::Json | Format::PerfScript | Format::Otlp, _) => {
-                self.out.flush()
+            if self.kept.is_empty() {
+                symbolize::resolve(profile, catalog, &mut self.cache, &collection)
+            } else {
+                let whole = profile::whole(&self.kept, profile);
+                symbolize::resolve(&whole, catalog, &mut self.cache, &collection)
             }
-        };
-        written.with_context(|| self.describe())
-    }
-
-    fn describe(&self) -> String {
-        match &self.path {
-            Some(path) => format!("writing {}", path.display()),
-            None => "writing to stdout".to_owned(),
+        });
+        for sink in &mut self.sinks {
+            let written = match (sink.format, &resolved) {
+                (Format::Folded, Some(resolved)) => folded::write(&mut sink.out, resolved),
+                (Format::Svg, Some(resolved)) => svg::write(&mut sink.out, resolved),
+                (Format::Pprof, Some(resolved)) => pprof::write(&mut sink.out, resolved),
+                (
+                    Format::Folded | Format::Svg | Format::Pprof | Format::Json | Format::PerfScript | Format::Otlp,
+                    _,
+                ) => Ok(()),
+            };
+            written
+                .and_then(|()| sink.out.flush())
+                .with_context(|| sink.describe())?;
         }
+        Ok(())
     }
 }
 

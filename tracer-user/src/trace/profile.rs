@@ -168,3 +168,22 @@ fn table_source(frame: &Frame, catalog: &Catalog) -> Option<TableSource> {
     let Frame::User { object, .. } = frame else { return None };
     catalog.objects.get(*object)?.table.as_ref().ok().map(|t| t.source)
 }
+
+/// Add the tallies of `from` to `into`.
+pub fn merge(into: &mut HashMap<Stack, Tally>, from: &HashMap<Stack, Tally>) {
+    for (stack, tally) in from {
+        let kept = into.entry(stack.clone()).or_default();
+        kept.count += tally.count;
+        kept.weight_ns = kept.weight_ns.saturating_add(tally.weight_ns);
+    }
+}
+
+/// The stacks of `profile` together with `kept` (stacks an export took out of it earlier).
+pub fn whole(kept: &HashMap<Stack, Tally>, profile: &Profile) -> Profile {
+    let mut whole = Profile {
+        stacks: kept.clone(),
+        ..Profile::default()
+    };
+    merge(&mut whole.stacks, &profile.stacks);
+    whole
+}

@@ -115,3 +115,49 @@ fn help_teaches() {
     let (_, stdout, _) = run(&["dump", "--help"]);
     assert!(stdout.contains("sframe-trace dump --pc 0x401136 ./app"), "{stdout}");
 }
+
+/// Several formats pair with their outputs in order; what does not pair is refused before
+/// anything is traced, in one sentence with status 2.
+#[test]
+fn formats_and_outputs_that_do_not_pair_are_refused() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-f", "folded", "-f", "pprof"], "2 file formats and no --output"),
+        (
+            &["-f", "folded", "-o", "a", "-o", "b"],
+            "1 file format(s) (-f) and 2 --output",
+        ),
+        (
+            &["-f", "json", "-o", "same", "-f", "folded", "-o", "same"],
+            "--output same is given twice",
+        ),
+        (
+            &["-f", "otlp", "-f", "otlp", "--otlp-endpoint", "localhost:4317"],
+            "-f otlp is given twice",
+        ),
+        (
+            &["-f", "svg", "-o", "a.svg", "-f", "otlp", "-o", "b"],
+            "1 file format(s) (-f) and 2 --output",
+        ),
+    ];
+    for (args, expected) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+            .current_dir(dir.path())
+            .args(*args)
+            .args(["--", "true"])
+            .output()
+            .expect("run sframe-trace");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected `{expected}` in: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("read the directory").count(),
+            0,
+            "{args:?}: a file was created"
+        );
+    }
+}

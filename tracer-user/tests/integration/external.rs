@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::time::Duration;
+
+use crate::consumers::{EveryFormat, assert_same};
 use crate::oracle::{Frame, Oracle};
 use crate::support::{Running, Tracer, privileged, tracer_binary};
 
@@ -78,11 +81,10 @@ impl Verdict {
     }
 }
 
-/// Judge every sample of `pid` (all samples when `None`) in the json file.
-fn judge(json: &Path, pid: Option<u64>, bash: &Path, plugin: Option<&Path>) -> Verdict {
+/// Judge every sample of `pid` (all samples when `None`) in the json lines.
+fn judge(text: &str, pid: Option<u64>, bash: &Path, plugin: Option<&Path>) -> Verdict {
     let mut oracle = Oracle::default();
     let mut v = Verdict::default();
-    let text = std::fs::read_to_string(json).expect("read the json output");
     for line in text.lines() {
         let sample: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
         if pid.is_some_and(|pid| sample["pid"].as_u64() != Some(pid)) {
@@ -138,30 +140,29 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// At least 99 % of bash's samples are exactly the true chain down to `_start`, judged edge
-/// by edge against the disassembly, and the run went through what makes bash hard.
+/// by edge against the disassembly, and the run went through what makes bash hard. The same
+/// session writes every other format too (folded, perf-script, pprof, SVG, an OTLP export):
+/// each, read back by its own consumer (inferno, `go tool pprof`, the OTLP receiver built from
+/// the official protos), carries exactly the stacks of the folded output, which carries
+/// exactly those of the judged json stream.
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
-fn bash_stacks_are_exact() {
-    let Some(_guard) = privileged("external::bash_stacks_are_exact") else {
+fn bash_stacks_are_exact_in_every_format() {
+    let Some(_guard) = privileged("external::bash_stacks_are_exact_in_every_format") else {
         return;
     };
     let (bash, _) = external();
-    let out_dir = tempfile::tempdir().expect("tempdir");
-    let json = out_dir.path().join("samples.json");
-    let run = Command::new(tracer_binary())
-        .args(["-F", "499", "--max-depth", "512", "--no-kernel", "-f", "json", "-o"])
-        .arg(&json)
-        .arg("--")
-        .arg(&bash)
-        .arg(fixture("work.sh"))
-        .env("ITER", "2500")
-        .env("DEPTH", "15")
-        .output()
-        .expect("run sframe-trace");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "sframe-trace failed: {stderr}");
-    eprintln!("{stderr}");
-    let v = judge(&json, None, &bash, None);
+    let bash_arg = bash.display().to_string();
+    let work = fixture("work.sh").display().to_string();
+    let run = EveryFormat::run(
+        499,
+        &["--max-depth", "512", "--no-kernel"],
+        &[&bash_arg, &work],
+        &[("ITER", "2500"), ("DEPTH", "15")],
+        Duration::from_secs(300),
+    );
+    eprintln!("{}", run.traced.stderr);
+    let v = judge(&run.json_text, None, &bash, None);
     v.print("bash");
     assert!(v.in_bash >= 100, "too few samples in bash's own code: {}", v.in_bash);
     assert!(Verdict::pct(v.exact_in_bash, v.in_bash) >= 99.0, "{v:?}");
@@ -174,6 +175,9 @@ fn bash_stacks_are_exact() {
         v.fp_cfa
     );
     assert!(v.through_libc >= 5, "only {} samples through libc", v.through_libc);
+    // Every other format carries the same stacks.
+    assert_same("the folded output", &run.folded, &run.json);
+    run.assert_all_the_same();
 }
 
 /// Run plugin.sh in bash, traced by `sframe-trace ARGS` (`--pid` added when `pid_mode`), and
@@ -218,7 +222,8 @@ fn plugin_run(pid_mode: bool) {
     assert!(status.success(), "plugin.sh failed");
     let stderr = if pid_mode { tracer.finish() } else { tracer.interrupt() };
     eprintln!("{stderr}");
-    let v = judge(&json, Some(u64::from(pid)), &bash, Some(&asort));
+    let text = std::fs::read_to_string(&json).expect("read the json output");
+    let v = judge(&text, Some(u64::from(pid)), &bash, Some(&asort));
     v.print(if pid_mode {
         "bash + plugin, --pid"
     } else {
@@ -277,10 +282,10 @@ fn a_uprobe_on_bash_reports_its_true_callers() {
         .expect("run sframe-trace");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "sframe-trace failed: {stderr}");
-    let v = judge(&json, None, &bash, None);
+    let text = std::fs::read_to_string(&json).expect("read the json output");
+    let v = judge(&text, None, &bash, None);
     v.print("uprobe on glob_vector");
     let mut oracle = Oracle::default();
-    let text = std::fs::read_to_string(&json).expect("read the json output");
     for line in text.lines() {
         let sample: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
         assert_eq!(sample["event"], probe.as_str(), "{line}");

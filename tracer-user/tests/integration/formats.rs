@@ -19,7 +19,10 @@ use inferno::collapse::{
     perf::{Folder, Options},
 };
 
-use crate::support::{Running, privileged};
+use crate::{
+    consumers::EveryFormat,
+    support::{Running, privileged},
+};
 
 /// Sampling frequency of every run, and the period it gives (perf-script's period field).
 const HZ: u64 = 499;
@@ -375,5 +378,31 @@ fn json_streams_while_the_program_runs() {
         inlined_seen,
         "no sample in the inlined function among {} lines",
         lines.len()
+    );
+}
+
+/// One session writing every format at once (folded, json, perf-script, pprof and SVG files,
+/// and an OTLP export every second): each, read back by its consumer, carries exactly the
+/// stacks of the folded output, inlined frames and frames without a symbol included.
+#[test]
+fn every_format_of_one_session_carries_the_same_stacks() {
+    let Some(_serial) = privileged("every_format_of_one_session_carries_the_same_stacks") else {
+        return;
+    };
+    let workload = Workload::build();
+    let bin = workload.bin().display().to_string();
+    let run = EveryFormat::run(HZ, &[], &[&bin, "3", "both"], &[], Duration::from_secs(60));
+    run.assert_all_the_same();
+    let total: u64 = run.folded.values().sum();
+    assert!(total >= MIN_SAMPLES, "only {total} samples:\n{}", run.traced.stderr);
+    assert!(
+        run.folded.keys().any(|s| s.contains(";main;run_both;hot_loop;mix")),
+        "no stack through the inlined function: {:#?}",
+        run.folded
+    );
+    assert!(
+        run.folded.keys().any(|s| s.contains(";hidden_entry;[libhidden.so+0x")),
+        "no stack through the function without a symbol: {:#?}",
+        run.folded
     );
 }

@@ -2,6 +2,8 @@
 
 mod check;
 mod cli;
+#[cfg(feature = "ebpf")]
+mod consumers;
 mod corrupt;
 mod differential;
 mod eh_frame;

@@ -21,7 +21,7 @@ use std::{
 use object::{Object as _, read::File as ElfFile};
 use serde_json::Value;
 
-use crate::support::{Running, build_workloads, privileged};
+use crate::support::{Running, build_workloads, privileged, tracer_binary};
 
 /// The receiver's Python packages: the proto release of the protos sframe-trace speaks
 /// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos).
@@ -78,16 +78,16 @@ fn run(command: &mut Command) {
 }
 
 /// A running receiver and the file it writes one decoded request per line to.
-struct Receiver {
+pub(crate) struct Receiver {
     _process: Running,
-    port: u16,
+    pub(crate) port: u16,
     out: PathBuf,
     _scratch: tempfile::TempDir,
 }
 
 impl Receiver {
     /// Start `receiver.py --protocol PROTOCOL` (never answering with `stall`).
-    fn start(protocol: &str, stall: bool) -> Receiver {
+    pub(crate) fn start(protocol: &str, stall: bool) -> Receiver {
         let scratch = tempfile::tempdir().expect("tempdir");
         let out = scratch.path().join("requests.jsonl");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
@@ -123,7 +123,7 @@ impl Receiver {
     }
 
     /// The requests received so far, decoded.
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str(l).expect("a JSON line from the receiver"))
@@ -132,20 +132,22 @@ impl Receiver {
 }
 
 /// What one tracer run left.
-struct Traced {
-    command: String,
-    status: ExitStatus,
-    stderr: String,
+pub(crate) struct Traced {
+    pub(crate) command: String,
+    pub(crate) status: ExitStatus,
+    pub(crate) stderr: String,
     elapsed: Duration,
 }
 
-/// Run `sframe-trace ARGS`, killing it if it outlives `limit`.
-fn sframe_trace(args: &[String], limit: Duration) -> Traced {
+/// Run `sframe-trace ARGS` with `envs` added to its environment (and so to a command it
+/// launches), killing it if it outlives `limit`.
+pub(crate) fn sframe_trace(args: &[String], envs: &[(&str, &str)], limit: Duration) -> Traced {
     let scratch = tempfile::tempdir().expect("tempdir");
     let stderr_path = scratch.path().join("stderr");
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+    let mut child = Command::new(tracer_binary())
         .args(args)
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(File::create(&stderr_path).expect("create the stderr file"))
@@ -171,7 +173,7 @@ fn sframe_trace(args: &[String], limit: Duration) -> Traced {
 }
 
 /// `N` of the summary's `sframe-trace: N samples in ...`.
-fn summary_samples(traced: &Traced) -> u64 {
+pub(crate) fn summary_samples(traced: &Traced) -> u64 {
     traced
         .stderr
         .lines()
@@ -343,6 +345,7 @@ fn exports_over_grpc() {
     .to_vec();
     let traced = sframe_trace(
         &args,
+        &[],
         Duration::from_secs(u64::from(WORKLOAD_SECS) + FLUSH_SECS + SLACK_SECS),
     );
     check_export(&traced, &receiver, &bin_dir, None, "plt");
@@ -391,6 +394,7 @@ fn exports_over_http() {
     .to_vec();
     let traced = sframe_trace(
         &args,
+        &[],
         Duration::from_secs(u64::from(WORKLOAD_SECS) + FLUSH_SECS + SLACK_SECS),
     );
     check_export(&traced, &receiver, &bin_dir, Some(workload.pid()), "checkout");
@@ -435,7 +439,7 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
         ]
         .map(str::to_owned)
         .to_vec();
-        let traced = sframe_trace(&args, Duration::from_secs(secs + FLUSH_SECS + SLACK_SECS));
+        let traced = sframe_trace(&args, &[], Duration::from_secs(secs + FLUSH_SECS + SLACK_SECS));
         let what = format!(
             "{} collector over {protocol}",
             if stall { "a stalled" } else { "an absent" }
