@@ -2,12 +2,14 @@
 //! every (object, address) already named, so that exporters can resolve the profile again and
 //! again and the streaming formats can name each sample as it arrives. User frames are named
 //! from their object by object-relative address (ELF symbols; DWARF file:line and inlined
-//! functions when the object or its debug file under /usr/lib/debug has them), kernel frames
+//! functions when the object or its debug file has them: through `.gnu_debuglink`, or by
+//! build-id under /usr/lib/debug/.build-id), kernel frames
 //! from kallsyms. A frame without a symbol keeps none: formats name it by object and offset,
 //! never by a guessed neighbour.
 
 use std::{
     collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
     time::{Duration, SystemTime},
 };
 
@@ -109,8 +111,11 @@ impl SymbolCache {
         for (object, mut offsets) in by_object {
             offsets.sort_unstable();
             offsets.dedup();
-            // Read from the file that was mapped, even if its path names another one now.
-            let symbolized = match catalog.symbol_source(object) {
+            // Read from the file that was mapped, even if its path names another one now, or
+            // from its separate debug file named by build-id.
+            let info = self.object_index(object, catalog);
+            let debug_file = self.objects[info].build_id.as_deref().and_then(build_id_debug_file);
+            let symbolized = match debug_file.or_else(|| catalog.symbol_source(object)) {
                 Some(path) => self
                     .symbolizer
                     .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(&offsets))
@@ -343,6 +348,21 @@ pub fn resolve(profile: &Profile, catalog: &Catalog, cache: &mut SymbolCache, co
         duration_ns: u64::try_from(collection.duration.as_nanos()).unwrap_or(u64::MAX),
         period_ns: collection.period_ns,
     }
+}
+
+/// Where separate debug files are looked up by build-id (`DIR/.build-id/xx/yyyy.debug`), as
+/// gdb and Debian's `-dbgsym` packages place them. (blazesym looks there only for objects with
+/// a `.gnu_debuglink`.)
+const DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
+
+/// The debug file of the object with GNU build-id `id`, when one is installed.
+fn build_id_debug_file(id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = id.split_first()?;
+    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    DEBUG_DIRS
+        .iter()
+        .map(|dir| Path::new(dir).join(format!(".build-id/{first:02x}/{rest}.debug")))
+        .find(|path| path.is_file())
 }
 
 /// Nanoseconds since the Unix epoch (0 before it).

@@ -33,6 +33,8 @@ mod privileged;
 mod procmaps;
 mod reader;
 mod support;
+#[cfg(feature = "ebpf")]
+mod symbols;
 mod table;
 #[cfg(feature = "ebpf")]
 mod trace;
