@@ -5,6 +5,7 @@
 
 mod budget;
 mod follow;
+mod launch;
 mod live;
 pub(crate) mod objects;
 mod otlp;
@@ -65,7 +66,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     let mut targets = if config.all {
         Targets::all()?
     } else {
-        Targets::start(&config.pids, &config.command).await?
+        Targets::start(&config.pids, &config.command)?
     };
     let setup::Started {
         mut catalog,
@@ -76,6 +77,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     let mut events = kernel.events()?;
     let mut notices = kernel.notices()?;
     kernel.attach()?;
+    targets.release();
     let (mut follower, mut built) = Follower::new();
     follower.stats.vanished += skipped;
     for pid in deferred {

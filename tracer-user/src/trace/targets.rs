@@ -8,9 +8,10 @@ use std::{
     time::Duration,
 };
 
+use super::launch::{self, Held};
 use anyhow::{Context as _, bail};
 use tokio::{
-    process::{Child, Command},
+    process::Child,
     signal::unix::{Signal, SignalKind, signal},
     time::sleep,
 };
@@ -18,6 +19,8 @@ use tokio::{
 pub struct Targets {
     pids: Vec<u32>,
     child: Option<Child>,
+    /// The launched command, held at its entry point until [`Targets::release`].
+    held: Option<Held>,
     /// Every process, including those started later.
     all: bool,
 }
@@ -38,23 +41,22 @@ impl Targets {
         Ok(Targets {
             pids,
             child: None,
+            held: None,
             all: true,
         })
     }
 
-    /// Check the given pids exist, or launch the command and wait until its program and
-    /// libraries are mapped.
-    pub async fn start(pids: &[u32], command: &[String]) -> anyhow::Result<Targets> {
-        if let Some(program) = command.first() {
-            let child = Command::new(program)
-                .args(&command[1..])
-                .spawn()
-                .with_context(|| format!("cannot launch `{program}`"))?;
+    /// Check the given pids exist, or launch the command and hold it at its entry point, its
+    /// program and libraries mapped, until [`Targets::release`].
+    pub fn start(pids: &[u32], command: &[String]) -> anyhow::Result<Targets> {
+        if !command.is_empty() {
+            let child = launch::spawn(command)?;
             let pid = child.id().context("the launched command exited at once")?;
-            wait_until_mapped(pid).await;
+            let held = Held::at_entry(pid)?;
             return Ok(Targets {
                 pids: vec![pid],
                 child: Some(child),
+                held: Some(held),
                 all: false,
             });
         }
@@ -66,8 +68,16 @@ impl Targets {
         Ok(Targets {
             pids: pids.to_vec(),
             child: None,
+            held: None,
             all: false,
         })
+    }
+
+    /// Let a held command run (once sampling is on).
+    pub fn release(&mut self) {
+        if let Some(held) = self.held.take() {
+            held.release();
+        }
     }
 
     pub fn is_all(&self) -> bool {
@@ -189,35 +199,4 @@ impl Signals {
 pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
-}
-
-/// Wait until a freshly launched process has exec'ed its program and its mappings stop
-/// changing (the dynamic loader has mapped the libraries), at most one second. Samples
-/// taken before are not traced: the tables of its code are not known yet.
-async fn wait_until_mapped(pid: u32) {
-    let ours = std::fs::read_link("/proc/self/exe").ok();
-    let mut last = String::new();
-    let mut stable = 0;
-    for _ in 0..200 {
-        sleep(Duration::from_millis(5)).await;
-        if std::fs::read_link(format!("/proc/{pid}/exe")).ok() == ours {
-            continue;
-        }
-        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return;
-        };
-        let exec: String = maps
-            .lines()
-            .filter(|l| l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
-            .collect();
-        if exec == last {
-            stable += 1;
-            if stable >= 3 {
-                return;
-            }
-        } else {
-            stable = 0;
-            last = exec;
-        }
-    }
 }

@@ -386,3 +386,37 @@ fn low_memlock_limit_is_lifted_or_one_sentence() {
         assert!(said[0].contains("locked-memory limit"), "{stderr}");
     }
 }
+
+/// A launched command is held at its entry point while the tables load: a program that spends
+/// its first ~40 ms in `early` and the next ~40 ms in `late`, far less than loading takes, is
+/// sampled in both about equally, and every stack is complete down to `_start`.
+#[test]
+fn a_launched_command_is_traced_from_its_entry_point() {
+    let Some(_serial) = privileged("a_launched_command_is_traced_from_its_entry_point") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = crate::support::compile_fixture("launch/early", &dir.path().join("early"), &[]);
+    let out = sframe_trace()
+        .args(["-F", "999", "--no-kernel", "--"])
+        .arg(&bin)
+        .output()
+        .expect("run sframe-trace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (mut early, mut late) = (0u64, 0u64);
+    for (stack, n) in stacks(&out) {
+        if stack.starts_with("early;_start;__libc_start_main_impl;__libc_start_call_main;main;early;") {
+            early += n;
+        } else if stack.starts_with("early;_start;__libc_start_main_impl;__libc_start_call_main;main;late;") {
+            late += n;
+        } else {
+            panic!("an unexpected stack: {stack} {n}\n{stderr}");
+        }
+    }
+    assert!(late >= 10, "only {late} samples in late:\n{stderr}");
+    assert!(
+        early * 2 >= late,
+        "{early} samples in early, {late} in late: the start of the program ran untraced\n{stderr}"
+    );
+}
