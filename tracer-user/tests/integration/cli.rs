@@ -140,24 +140,8 @@ fn formats_and_outputs_that_do_not_pair_are_refused() {
         ),
     ];
     for (args, expected) in cases {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
-            .current_dir(dir.path())
-            .args(*args)
-            .args(["--", "true"])
-            .output()
-            .expect("run sframe-trace");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(expected),
-            "{args:?}: expected `{expected}` in: {stderr}"
-        );
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert_eq!(
-            std::fs::read_dir(dir.path()).expect("read the directory").count(),
-            0,
-            "{args:?}: a file was created"
-        );
+        let mut args = args.to_vec();
+        args.extend(["--", "true"]);
+        crate::support::assert_refused(&args, expected);
     }
 }

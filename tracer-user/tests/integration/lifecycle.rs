@@ -139,11 +139,7 @@ fn bad_targets_are_one_clear_sentence() {
             "cannot launch `/nonexistent/program`",
         ),
     ] {
-        let out = sframe_trace().args(args).output().expect("run");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line expected: {stderr}");
+        crate::support::assert_refused(args, says);
     }
 }
 

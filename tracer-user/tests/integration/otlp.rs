@@ -504,17 +504,8 @@ fn bad_otlp_flags_are_refused() {
         ),
     ];
     for (args, expected) in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
-            .args(*args)
-            .args(["--", "true"])
-            .output()
-            .expect("run sframe-trace");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(expected),
-            "{args:?}: expected `{expected}` in: {stderr}"
-        );
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        let mut args = args.to_vec();
+        args.extend(["--", "true"]);
+        crate::support::assert_refused(&args, expected);
     }
 }

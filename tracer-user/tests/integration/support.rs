@@ -180,3 +180,23 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// `sframe-trace ARGS`, run in an empty directory, is refused before anything happens: status 2,
+/// one line on stderr that says `says`, and no file created.
+pub fn assert_refused(args: &[&str], says: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+        .current_dir(dir.path())
+        .args(args)
+        .output()
+        .expect("run sframe-trace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(says), "{args:?}: expected `{says}` in: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: one line expected: {stderr}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("read the directory").count(),
+        0,
+        "{args:?}: a file was created"
+    );
+}
