@@ -108,6 +108,34 @@ pub struct Resolved {
     pub period_ns: u64,
 }
 
+/// What the weights of a profile's stacks measure, from its events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// cpu-clock samples only (or nothing): CPU time.
+    Cpu,
+    /// `offcpu` only: time blocked.
+    OffCpu,
+    /// Several kinds of events: each stack's weight is its own event's.
+    Mixed,
+}
+
+impl Resolved {
+    /// What the stacks' weights measure.
+    pub fn weights(&self) -> Weights {
+        let offcpu = self.stacks.iter().filter(|s| crate::event::is_offcpu(&s.event)).count();
+        let cpu = self
+            .stacks
+            .iter()
+            .filter(|s| s.event == crate::event::CPU_CLOCK)
+            .count();
+        match (cpu, offcpu) {
+            (_, 0) if cpu == self.stacks.len() => Weights::Cpu,
+            (0, n) if n == self.stacks.len() => Weights::OffCpu,
+            _ => Weights::Mixed,
+        }
+    }
+}
+
 /// One sample as the streaming formats (json, perf-script) write it while tracing, its frames
 /// symbolized like those of [`ResolvedStack`] and indexing the same kind of object list.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use std::{
 use flate2::{Compression, write::GzEncoder};
 use prost::Message as _;
 
-use super::model::{FrameSource, Resolved, ResolvedFrame};
+use super::model::{FrameSource, Resolved, ResolvedFrame, Weights};
 
 /// The messages of profile.proto that are written, with the field numbers of the format.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -144,6 +144,12 @@ pub fn build(resolved: &Resolved) -> Profile {
     b.string("");
     let samples = b.value_type("samples", "count");
     let cpu = b.value_type("cpu", "nanoseconds");
+    // The second value is CPU time for cpu-clock, the time blocked for offcpu (as OTLP names it).
+    let weight = match resolved.weights() {
+        Weights::Cpu => cpu.clone(),
+        Weights::OffCpu => b.value_type("off_cpu", "nanoseconds"),
+        Weights::Mixed => b.value_type("time", "nanoseconds"),
+    };
     let labels = ["pid", "tid", "comm", "event"].map(|k| b.string(k));
     for stack in &resolved.stacks {
         let mut location_id = Vec::new();
@@ -188,7 +194,7 @@ pub fn build(resolved: &Resolved) -> Profile {
         });
     }
     let mut profile = b.finish(resolved);
-    profile.sample_type = vec![samples, cpu.clone()];
+    profile.sample_type = vec![samples, weight];
     profile.period_type = Some(cpu);
     profile.period = saturating_i64(resolved.period_ns);
     profile.time_nanos = saturating_i64(resolved.start_unix_ns);

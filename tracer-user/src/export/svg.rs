@@ -5,7 +5,10 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self, Options};
 
-use super::{folded, model::Resolved};
+use super::{
+    folded,
+    model::{Resolved, Weights},
+};
 
 /// Draw `resolved` as a flame graph. Without any sample the picture says so.
 pub fn write(out: &mut impl Write, resolved: &Resolved) -> io::Result<()> {
@@ -15,12 +18,22 @@ pub fn write(out: &mut impl Write, resolved: &Resolved) -> io::Result<()> {
         .collect();
     let mut options = Options::default();
     options.title = "sframe-trace".to_owned();
-    options.subtitle = Some(format!(
-        "{} samples in {:.1} s",
-        resolved.stacks.iter().map(|s| s.count).sum::<u64>(),
-        resolved.duration_ns as f64 / 1e9
-    ));
-    options.count_name = "samples".to_owned();
+    let samples = resolved.stacks.iter().map(|s| s.count).sum::<u64>();
+    let secs = resolved.duration_ns as f64 / 1e9;
+    // The widths are the folded counts: samples, or for offcpu microseconds blocked.
+    let (count_name, subtitle) = match resolved.weights() {
+        Weights::Cpu => ("samples", format!("{samples} samples in {secs:.1} s")),
+        Weights::OffCpu => (
+            "us",
+            format!("{samples} blocks, widths in microseconds off-CPU, in {secs:.1} s"),
+        ),
+        Weights::Mixed => (
+            "counts",
+            format!("{samples} events in {secs:.1} s; under offcpu widths are microseconds off-CPU, elsewhere counts"),
+        ),
+    };
+    options.subtitle = Some(subtitle);
+    options.count_name = count_name.to_owned();
     // Colours from the function names: the same function looks the same in every graph.
     options.hash = true;
     let drawn = flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut *out);
@@ -80,6 +93,31 @@ mod tests {
         ] {
             assert!(svg.contains(title), "no {title} in the SVG");
         }
+    }
+
+    /// An off-CPU graph counts microseconds, not samples: its widths are the folded counts.
+    #[test]
+    fn offcpu_widths_are_microseconds() {
+        let resolved = Resolved {
+            stacks: vec![ResolvedStack {
+                pid: 1,
+                tid: 1,
+                comm: "app".to_owned(),
+                event: "offcpu".to_owned(),
+                frames: vec![named("wait"), named("main")],
+                count: 2,
+                weight_ns: 3_000_000,
+            }],
+            ..Resolved::default()
+        };
+        let mut out = Vec::new();
+        write(&mut out, &resolved).expect("write");
+        let svg = String::from_utf8(out).expect("utf-8");
+        assert!(svg.contains("<title>wait (3,000 us, 100.00%)</title>"), "{svg}");
+        assert!(
+            svg.contains("microseconds off-CPU"),
+            "the subtitle says what widths are"
+        );
     }
 
     /// A profile without samples still gives an SVG document.

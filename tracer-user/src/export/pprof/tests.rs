@@ -138,6 +138,28 @@ fn header_and_labels() {
     );
 }
 
+/// The second value names what the weights measure: the time blocked for offcpu, a neutral
+/// time when events of several kinds share the profile.
+#[test]
+fn weight_type_follows_the_events() {
+    let types = |events: &[&str]| {
+        let mut r = resolved();
+        for (stack, event) in r.stacks.iter_mut().zip(events) {
+            stack.event = (*event).to_owned();
+        }
+        let p = round_trip(&r);
+        let t = &p.sample_type[1];
+        (
+            p.string_table[t.r#type as usize].clone(),
+            p.string_table[t.unit as usize].clone(),
+        )
+    };
+    let ns = "nanoseconds".to_owned();
+    assert_eq!(types(&["cpu-clock", "cpu-clock"]), ("cpu".to_owned(), ns.clone()));
+    assert_eq!(types(&["offcpu", "offcpu"]), ("off_cpu".to_owned(), ns.clone()));
+    assert_eq!(types(&["offcpu", "cpu-clock"]), ("time".to_owned(), ns));
+}
+
 /// An inlined function and its caller at one address are one location with two lines
 /// (inlined first); a frame without symbol is a function named by object and offset; locations
 /// and functions shared between samples are written once.
