@@ -154,3 +154,19 @@ pub struct ResolvedSample {
     /// Frames innermost first, as in [`ResolvedStack::frames`].
     pub frames: Vec<ResolvedFrame>,
 }
+
+/// The objects of the writers' unit tests: a program, a library and the kernel.
+#[cfg(test)]
+pub(crate) fn test_objects() -> Vec<ObjectInfo> {
+    [
+        ("/usr/bin/app", "app"),
+        ("/usr/lib/libx.so", "libx.so"),
+        ("[kernel.kallsyms]", "[kernel.kallsyms]"),
+    ]
+    .map(|(path, name)| ObjectInfo {
+        path: path.to_owned(),
+        name: name.to_owned(),
+        build_id: None,
+    })
+    .to_vec()
+}

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::hardening::{Verdict, Verdicts, followed, read_folded};
 use crate::support::{Running, Tracer, compile_fixture, privileged};
 
 /// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
@@ -44,17 +45,6 @@ fn exact(stacks: &[(String, u64)], chain: &str) -> (u64, u64) {
         .map(|(_, n)| n)
         .sum();
     (good, total)
-}
-
-/// A counter of the summary's "processes:" line, e.g. `loaded while tracing`.
-fn followed(stderr: &str, what: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| l.trim_start().starts_with("processes:"))
-        .unwrap_or_else(|| panic!("no processes line in the summary: {stderr}"));
-    line.split([',', ';', ':'])
-        .find_map(|part| part.trim().strip_suffix(what)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no `{what}` in {line}"))
 }
 
 const PLUGIN_CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main;run_plugin;plugin_work;plugin_leaf";
@@ -107,12 +97,16 @@ fn system_wide_follows_a_later_process() {
     let _ = later.0.kill();
     let _ = later.0.wait();
     let stderr = tracer.finish();
-    let (good, total) = exact(&stacks_with(&out, "plugin_leaf"), PLUGIN_CHAIN);
-    eprintln!("{stderr}\nplugin samples of the later process: {good}/{total} exact");
-    assert!(total >= 100, "too few samples of the later process: {total}");
-    // Samples taken before the tables are loaded (a few milliseconds) are walked with frame
-    // pointers only and come out short, never wrong: wrong would show as other stacks here.
-    assert!(good * 100 >= total * 97, "{good}/{total} exact");
+    // Samples taken before the process's tables are loaded (milliseconds, longer on a busy
+    // host) are walked with frame pointers only: they come out short, never wrong.
+    let chain: Vec<String> = PLUGIN_CHAIN.split(';').map(str::to_owned).collect();
+    let verdicts = Verdicts::of(&read_folded(&out), |line| {
+        line.frames.iter().any(|f| f == "plugin_leaf").then(|| chain.clone())
+    });
+    eprintln!("{stderr}");
+    verdicts.assert_sound("plugin samples of the later process", 100);
+    let (good, total) = (verdicts.get(Verdict::Exact), verdicts.total());
+    assert!(good * 100 >= total * 90, "{good}/{total} exact");
     assert!(followed(&stderr, "loaded while tracing") >= 1, "{stderr}");
     assert!(followed(&stderr, "exited") >= 1, "{stderr}");
 }

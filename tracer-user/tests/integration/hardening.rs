@@ -66,7 +66,7 @@ fn chain_of(prefix: &str, depth: usize) -> Vec<String> {
 
 /// How one sample's user stack compares with the chain of its program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Verdict {
+pub(crate) enum Verdict {
     /// The chain from `_start` down to where the sample was taken.
     Exact,
     /// A part of it without its outer end (the walk stopped early).
@@ -92,14 +92,14 @@ fn judge(frames: &[&str], chain: &[String]) -> Verdict {
 
 /// One line of folded output: command name, user frames outermost first (glibc's
 /// `__libc_start_main_impl` named as in the chains), count. Runs take no kernel stacks.
-struct Folded {
-    comm: String,
-    frames: Vec<String>,
-    count: u64,
+pub(crate) struct Folded {
+    pub(crate) comm: String,
+    pub(crate) frames: Vec<String>,
+    pub(crate) count: u64,
 }
 
 /// The lines of a folded file; every line must parse (the output is complete).
-fn read_folded(path: &Path) -> Vec<Folded> {
+pub(crate) fn read_folded(path: &Path) -> Vec<Folded> {
     let text = std::fs::read_to_string(path).expect("read the folded output");
     text.lines()
         .map(|line| {
@@ -122,14 +122,14 @@ fn read_folded(path: &Path) -> Vec<Folded> {
 
 /// Samples by verdict, and the wrong stacks themselves.
 #[derive(Debug, Default)]
-struct Verdicts {
+pub(crate) struct Verdicts {
     counts: BTreeMap<Verdict, u64>,
     wrong: Vec<String>,
 }
 
 impl Verdicts {
     /// Judge the lines `chain_for` gives a chain for (by command name and frames).
-    fn of(lines: &[Folded], chain_for: impl Fn(&Folded) -> Option<Vec<String>>) -> Verdicts {
+    pub(crate) fn of(lines: &[Folded], chain_for: impl Fn(&Folded) -> Option<Vec<String>>) -> Verdicts {
         let mut verdicts = Verdicts::default();
         for line in lines {
             let Some(chain) = chain_for(line) else { continue };
@@ -145,16 +145,16 @@ impl Verdicts {
         verdicts
     }
 
-    fn get(&self, verdict: Verdict) -> u64 {
+    pub(crate) fn get(&self, verdict: Verdict) -> u64 {
         self.counts.get(&verdict).copied().unwrap_or(0)
     }
 
-    fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.counts.values().sum()
     }
 
     /// None wrong, and at least `floor` judged.
-    fn assert_sound(&self, what: &str, floor: u64) {
+    pub(crate) fn assert_sound(&self, what: &str, floor: u64) {
         eprintln!(
             "{what}: {} samples judged, {} exact, {} truncated, {} wrong",
             self.total(),
@@ -205,7 +205,7 @@ pub(crate) fn samples_and_lost(stderr: &str) -> (u64, u64) {
 }
 
 /// A counter of the summary's "processes:" line, e.g. `traced at the end`.
-fn followed(stderr: &str, what: &str) -> u64 {
+pub(crate) fn followed(stderr: &str, what: &str) -> u64 {
     let line = stderr
         .lines()
         .find(|l| l.trim_start().starts_with("processes:"))

@@ -317,6 +317,23 @@ fn check_export(traced: &Traced, receiver: &Receiver, bin_dir: &Path, pid: Optio
     assert_eq!(count_before(line, "exports") as usize, requests.len(), "{line}");
 }
 
+/// `-F HZ -f otlp --otlp-endpoint ENDPOINT --export-interval INTERVAL EXTRA...`.
+fn otlp_args(endpoint: &str, interval: &str, extra: &[&str]) -> Vec<String> {
+    let hz = HZ.to_string();
+    let mut args = vec![
+        "-F",
+        &hz,
+        "-f",
+        "otlp",
+        "--otlp-endpoint",
+        endpoint,
+        "--export-interval",
+        interval,
+    ];
+    args.extend(extra);
+    args.into_iter().map(str::to_owned).collect()
+}
+
 /// OTLP/gRPC: the tracer launches the workload and exports to the receiver's gRPC port; the
 /// receiver resolves the exact chain, the resource, the threads and the build-ids.
 #[test]
@@ -327,22 +344,16 @@ fn exports_over_grpc() {
     let workloads = build_workloads(&["v1"]);
     let bin_dir = workloads.path().join("v1");
     let receiver = Receiver::start("grpc", false);
-    let args: Vec<String> = [
-        "-F",
-        &HZ.to_string(),
-        "--no-kernel",
-        "-f",
-        "otlp",
-        "--otlp-endpoint",
+    let args = otlp_args(
         &format!("http://127.0.0.1:{}", receiver.port),
-        "--export-interval",
         INTERVAL,
-        "--",
-        &bin_dir.join("plt").display().to_string(),
-        &WORKLOAD_SECS.to_string(),
-    ]
-    .map(str::to_owned)
-    .to_vec();
+        &[
+            "--no-kernel",
+            "--",
+            &bin_dir.join("plt").display().to_string(),
+            &WORKLOAD_SECS.to_string(),
+        ],
+    );
     let traced = sframe_trace(
         &args,
         &[],
@@ -372,26 +383,20 @@ fn exports_over_http() {
     );
     // Past ld.so and into the busy loop.
     sleep(Duration::from_millis(200));
-    let args: Vec<String> = [
-        "-F",
-        &HZ.to_string(),
-        "-d",
-        &WORKLOAD_SECS.to_string(),
-        "-f",
-        "otlp",
-        "--otlp-endpoint",
+    let args = otlp_args(
         &format!("127.0.0.1:{}", receiver.port),
-        "--otlp-protocol",
-        "http",
-        "--service-name",
-        "checkout",
-        "--export-interval",
         INTERVAL,
-        "--pid",
-        &workload.pid().to_string(),
-    ]
-    .map(str::to_owned)
-    .to_vec();
+        &[
+            "-d",
+            &WORKLOAD_SECS.to_string(),
+            "--otlp-protocol",
+            "http",
+            "--service-name",
+            "checkout",
+            "--pid",
+            &workload.pid().to_string(),
+        ],
+    );
     let traced = sframe_trace(
         &args,
         &[],
@@ -421,24 +426,18 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
                 .expect("a free port")
                 .port(),
         };
-        let args: Vec<String> = [
-            "-F",
-            &HZ.to_string(),
-            "--no-kernel",
-            "-f",
-            "otlp",
-            "--otlp-endpoint",
+        let args = otlp_args(
             &format!("http://127.0.0.1:{port}"),
-            "--otlp-protocol",
-            protocol,
-            "--export-interval",
             "0.25",
-            "--",
-            &bin.display().to_string(),
-            &secs.to_string(),
-        ]
-        .map(str::to_owned)
-        .to_vec();
+            &[
+                "--no-kernel",
+                "--otlp-protocol",
+                protocol,
+                "--",
+                &bin.display().to_string(),
+                &secs.to_string(),
+            ],
+        );
         let traced = sframe_trace(&args, &[], Duration::from_secs(secs + FLUSH_SECS + SLACK_SECS));
         let what = format!(
             "{} collector over {protocol}",

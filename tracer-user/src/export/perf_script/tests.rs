@@ -31,26 +31,6 @@ fn frame(
     }
 }
 
-fn objects() -> Vec<ObjectInfo> {
-    vec![
-        ObjectInfo {
-            path: "/usr/bin/app".to_owned(),
-            name: "app".to_owned(),
-            build_id: None,
-        },
-        ObjectInfo {
-            path: "/usr/lib/libx.so".to_owned(),
-            name: "libx.so".to_owned(),
-            build_id: None,
-        },
-        ObjectInfo {
-            path: "[kernel.kallsyms]".to_owned(),
-            name: "[kernel.kallsyms]".to_owned(),
-            build_id: None,
-        },
-    ]
-}
-
 /// Samples of three different stacks: inlined frames, a library frame without symbol, kernel
 /// frames, a frame in no object, a C++ name with spaces.
 fn samples() -> Vec<ResolvedSample> {
@@ -90,7 +70,7 @@ fn samples() -> Vec<ResolvedSample> {
 #[test]
 fn records_have_perf_layout() {
     let mut out = Vec::new();
-    write_sample(&mut out, &samples()[0], &objects()).expect("write");
+    write_sample(&mut out, &samples()[0], &crate::export::model::test_objects()).expect("write");
     let text = String::from_utf8(out).expect("utf-8");
     let lines: Vec<&str> = text.split('\n').collect();
     assert_eq!(lines[0], "app 7/7 [001] 12345.678901: 2004008 cpu-clock:");
@@ -105,7 +85,7 @@ fn records_have_perf_layout() {
 /// each count multiplied by the period.
 #[test]
 fn collapses_into_the_folded_stacks() {
-    let objects = objects();
+    let objects = crate::export::model::test_objects();
     let samples = samples();
     let mut text = Vec::new();
     for sample in &samples {

@@ -4,7 +4,7 @@
 use std::io::Read as _;
 
 use super::*;
-use crate::export::model::{ObjectInfo, ResolvedStack};
+use crate::export::model::ResolvedStack;
 
 fn frame(symbol: Option<&str>, object: Option<usize>, offset: u64, line: Option<u32>, inlined: bool) -> ResolvedFrame {
     ResolvedFrame {
@@ -24,23 +24,8 @@ fn frame(symbol: Option<&str>, object: Option<usize>, offset: u64, line: Option<
 }
 
 fn resolved() -> Resolved {
-    let objects = vec![
-        ObjectInfo {
-            path: "/usr/bin/app".to_owned(),
-            name: "app".to_owned(),
-            build_id: Some(vec![0xde, 0xad, 0x01]),
-        },
-        ObjectInfo {
-            path: "/usr/lib/libx.so".to_owned(),
-            name: "libx.so".to_owned(),
-            build_id: None,
-        },
-        ObjectInfo {
-            path: "[kernel.kallsyms]".to_owned(),
-            name: "[kernel.kallsyms]".to_owned(),
-            build_id: None,
-        },
-    ];
+    let mut objects = crate::export::model::test_objects();
+    objects[0].build_id = Some(vec![0xde, 0xad, 0x01]);
     let hot = vec![
         frame(Some("mix"), Some(0), 0x1136, Some(12), true),
         frame(Some("hot_loop"), Some(0), 0x1136, Some(30), false),

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use super::{Verdicts, chain_by_comm, chain_programs, read_folded, samples_and_lost};
+use super::{Folded, Verdicts, chain_by_comm, chain_programs, read_folded, samples_and_lost};
 use crate::support::{Running, Tracer, privileged};
 
 /// One busy `first` (three calls deep) per CPU for the length of a run.
@@ -15,18 +15,14 @@ fn busy_on_every_cpu(first: &std::path::Path) -> Vec<Running> {
         .collect()
 }
 
-/// A system-wide tracer at 10 kHz on every CPU for 3 s, with the CPUs busy: it keeps up or
-/// counts what it loses, and the stacks it keeps are right.
-#[test]
-fn ten_khz_on_every_cpu() {
-    let Some(_serial) = privileged("hardening::load::ten_khz_on_every_cpu") else {
-        return;
-    };
+/// A system-wide tracer at 10 kHz for 3 s with `extra` flags, with one busy chain program per
+/// CPU: its stderr, samples kept and lost, and the folded stacks.
+fn run_at_10_khz(extra: &[&str]) -> (String, u64, u64, Vec<Folded>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (first, _) = chain_programs(dir.path());
     let _busy = busy_on_every_cpu(&first);
     let out = dir.path().join("stacks.folded");
-    let stderr = Tracer::start(&[
+    let mut args = vec![
         "-a",
         "-F",
         "10000",
@@ -35,9 +31,21 @@ fn ten_khz_on_every_cpu() {
         "--no-kernel",
         "-o",
         out.to_str().expect("path"),
-    ])
-    .finish();
+    ];
+    args.extend(extra);
+    let stderr = Tracer::start(&args).finish();
     let (samples, lost) = samples_and_lost(&stderr);
+    (stderr, samples, lost, read_folded(&out))
+}
+
+/// A system-wide tracer at 10 kHz on every CPU for 3 s, with the CPUs busy: it keeps up or
+/// counts what it loses, and the stacks it keeps are right.
+#[test]
+fn ten_khz_on_every_cpu() {
+    let Some(_serial) = privileged("hardening::load::ten_khz_on_every_cpu") else {
+        return;
+    };
+    let (stderr, samples, lost, stacks) = run_at_10_khz(&[]);
     eprintln!("{stderr}\n10 kHz: {samples} samples kept, {lost} lost");
     // 10 kHz on every CPU for 3 s (the busy programs alone are 2 CPUs' worth) is at least
     // 30,000 samples taken, kept or lost; the debug build of the tests keeps fewer.
@@ -46,7 +54,7 @@ fn ten_khz_on_every_cpu() {
         "10 kHz should take tens of thousands of samples: {stderr}"
     );
     assert!(samples >= 500, "too few samples kept at 10 kHz: {samples}");
-    Verdicts::of(&read_folded(&out), chain_by_comm(3)).assert_sound("busy programs at 10 kHz", 1_000);
+    Verdicts::of(&stacks, chain_by_comm(3)).assert_sound("busy programs at 10 kHz", 1_000);
 }
 
 /// A ring buffer with room for one sample and table maps of 64 KiB, at 10 kHz with the CPUs
@@ -57,26 +65,7 @@ fn maps_far_too_small_lose_counted_samples() {
     let Some(_serial) = privileged("hardening::load::maps_far_too_small_lose_counted_samples") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (first, _) = chain_programs(dir.path());
-    let _busy = busy_on_every_cpu(&first);
-    let out = dir.path().join("stacks.folded");
-    let stderr = Tracer::start(&[
-        "-a",
-        "-F",
-        "10000",
-        "-d",
-        "3",
-        "--no-kernel",
-        "--ring-buffer-size",
-        "8K",
-        "--max-table-memory",
-        "64K",
-        "-o",
-        out.to_str().expect("path"),
-    ])
-    .finish();
-    let (samples, lost) = samples_and_lost(&stderr);
+    let (stderr, samples, lost, stacks) = run_at_10_khz(&["--ring-buffer-size", "8K", "--max-table-memory", "64K"]);
     eprintln!("{stderr}\ntiny ring buffer: {samples} samples kept, {lost} lost");
     assert!(
         lost > 0,
@@ -87,5 +76,5 @@ fn maps_far_too_small_lose_counted_samples() {
         stderr.contains("no room in the table maps (--max-table-memory)"),
         "{stderr}"
     );
-    Verdicts::of(&read_folded(&out), chain_by_comm(3)).assert_sound("busy programs with tiny maps", 1);
+    Verdicts::of(&stacks, chain_by_comm(3)).assert_sound("busy programs with tiny maps", 1);
 }
