@@ -375,8 +375,8 @@ fn no_unwind_info_truncates_but_never_invents() {
     );
 }
 
-/// Samples that hit the kernel (a system call) carry the kernel stack, and their user stack
-/// starts in libc from the task's saved user registers, without invented frames; kernels
+/// Samples that hit the kernel (mostly in a system call) carry the kernel stack, and their user
+/// stack starts (mostly in libc) from the task's saved user registers, without invented frames; kernels
 /// without `bpf_task_pt_regs` count them as `no_user_regs` instead.
 #[test]
 fn kernel_samples_have_both_stacks() {
@@ -413,9 +413,14 @@ fn kernel_samples_have_both_stacks() {
         "only {} samples with a kernel stack",
         in_kernel.len()
     );
+    // Most kernel-mode samples interrupt a system call, whose user pc is in libc; a few
+    // interrupt an interrupt taken in the program's own loop (more under emulation, where
+    // interrupts are slow), with the program's pc: sound either way (checked above).
+    let in_libc = in_kernel.iter().filter(|s| run.traced.names(s)[0].is_none()).count();
     assert!(
-        in_kernel.iter().all(|s| run.traced.names(s)[0].is_none()),
-        "a kernel-mode sample whose user pc is not in libc"
+        in_libc * 10 >= in_kernel.len() * 8,
+        "only {in_libc} of {} kernel-mode samples have their user pc in libc",
+        in_kernel.len()
     );
     assert_eq!(run.counters["kernel_stack_failed"], 0);
 }
