@@ -66,6 +66,10 @@ impl Flat {
 
     /// Step 2: forget everything at or after `addr`.
     pub(crate) fn truncate_from(&mut self, addr: u64) {
+        // Nearly always nothing to forget: no search over the whole list for that.
+        if self.transitions.last().is_none_or(|&(at, _)| at < addr) {
+            return;
+        }
         let keep = self.transitions.partition_point(|&(at, _)| at < addr);
         self.transitions.truncate(keep);
     }
