@@ -54,6 +54,8 @@ pub(crate) struct Flat {
 
 impl Flat {
     /// Step 7: add a transition, keeping the list strictly ascending and free of repeats.
+    /// Inlined: called once per row, with a rule its caller has just built in registers.
+    #[inline]
     pub(crate) fn push(&mut self, addr: u64, rule: UnwindRule) {
         if self.transitions.last().is_some_and(|&(at, _)| at == addr) {
             self.transitions.pop();
