@@ -143,7 +143,7 @@ pub(super) fn rows<'d, S: UnwindSection<Slice<'d>>>(
         let step = match &next {
             Ok(Some(op)) => eval.apply(op),
             Ok(None) => return Some(eval.end_row(section, fde.end_address(), out)),
-            Err(e) => return Some(Err(e.clone())),
+            Err(e) => return Some(Err(*e)),
         };
         match step {
             Ok(Some(Step::Continue)) => {}
