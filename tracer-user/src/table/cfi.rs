@@ -7,9 +7,9 @@
 //!    and FDEs whose program it cannot evaluate, are `NO_INFO` (a reason).
 //! 2. Overlaps, address range, the transition budget, `NO_INFO` at each FDE start and end, and
 //!    the entry point's FDE being `OUTERMOST` work exactly as for SFrame functions (see
-//!    `transitions`); each FDE's rows (gimli's `UnwindTable`, one evaluation per FDE) are
-//!    clipped to the FDE and to the end of the row before (so hostile programs cannot make
-//!    rows go backwards).
+//!    `transitions`); each FDE's rows (`cfi::RowReader`: one evaluation per FDE, the rows
+//!    gimli's `UnwindTable` gives) are clipped to the FDE and to the end of the row before (so
+//!    hostile programs cannot make rows go backwards).
 //! 3. A row becomes a rule (see [`convert_row`]): RA undefined -> `KIND_OUTERMOST`; CFA is
 //!    SP/FP plus offset, or another register (topmost-only); RA and FP saved at CFA + offset; on
 //!    aarch64 an RA left in x30 is topmost-only, a signed one `FLAG_MANGLED_RA`; `FLAG_SIGNAL`
@@ -118,7 +118,7 @@ pub(crate) fn flatten(
             count(&mut flat.reasons, Unsupported::UnreadableCfi, 1);
             flat.push(f.start, UnwindRule::NO_INFO);
             continue;
-        };
+        }
         flat.sframe_rows += fde.rows.len() as u64;
         let rows = clipped(f, &fde.rows);
         let cost = rows.clone().fold(2u64, |sum, (start, end, row)| {
