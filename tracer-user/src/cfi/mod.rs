@@ -6,11 +6,13 @@
 //! Pure: bytes of an ELF file in, typed rules out. It must not do I/O, must not know about SFrame,
 //! and must not panic on malformed input (every failure is a [`CfiError`] naming what and where).
 
+mod program;
+mod rows;
 mod scan;
 mod table;
 
+pub(crate) use rows::{Evaluator, FdeRow, FdeRows};
 pub use table::{CfiTable, FdeRange};
-pub(crate) use table::{FdeRow, FdeRows};
 
 use std::fmt;
 

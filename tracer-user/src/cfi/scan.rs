@@ -4,7 +4,10 @@
 //!
 //! It must not evaluate CFI programs (that is `table`), and must not panic on malformed input.
 
-use gimli::{BaseAddresses, EndianSlice, Reader as _, ReaderOffsetId, RunTimeEndian, UnwindSection};
+use gimli::{
+    BaseAddresses, CommonInformationEntry, EndianSlice, Reader as _, ReaderOffsetId, RunTimeEndian, UnwindOffset,
+    UnwindSection,
+};
 
 use super::{CfiError, CfiSource, Slice, table::FdeRange};
 
@@ -29,6 +32,8 @@ pub(super) fn scan<'d, S: UnwindSection<Slice<'d>>>(
 ) -> (Vec<FdeRange>, Vec<CfiError>) {
     let name = source.section();
     let (mut fdes, mut unreadable) = (Vec::new(), Vec::new());
+    // The CIE of the FDE before: consecutive FDEs usually share one, parsed once.
+    let mut last_cie: Option<CommonInformationEntry<Slice<'d>>> = None;
     let mut offset = 0;
     while offset < data.len() {
         let (length, id) = match entry_header(&data[offset..], endian, source) {
@@ -58,7 +63,15 @@ pub(super) fn scan<'d, S: UnwindSection<Slice<'d>>>(
         if !is_cie {
             let fde = section
                 .partial_fde_from_offset(bases, S::Offset::from(offset))
-                .and_then(|partial| partial.parse(S::cie_from_offset));
+                .and_then(|partial| {
+                    partial.parse(|section, bases, at| match &last_cie {
+                        Some(cie) if cie.offset() == UnwindOffset::into(at) => Ok(cie.clone()),
+                        _ => section.cie_from_offset(bases, at),
+                    })
+                });
+            if let Ok(fde) = &fde {
+                last_cie = Some(fde.cie().clone());
+            }
             match fde {
                 Ok(fde) if fde.len() > 0 => {
                     fdes.push(FdeRange {

@@ -13,7 +13,7 @@ use std::{borrow::Cow, cell::RefCell, fmt};
 
 use gimli::{
     BaseAddresses, DebugFrame, DebugFrameOffset, EhFrame, EhFrameHdr, EhFrameOffset, EhHdrTable, FrameDescriptionEntry,
-    ReaderOffsetId, Register, RunTimeEndian, UnwindContext, UnwindSection, UnwindTable, Vendor,
+    ReaderOffsetId, Register, RunTimeEndian, UnwindContext, UnwindSection, Vendor,
 };
 use object::{Object as _, ObjectSection as _};
 
@@ -43,8 +43,8 @@ pub(super) struct Sections<'a> {
 }
 
 /// One CFI section and how an address finds its FDE there.
-struct Part<'a> {
-    source: CfiSource,
+pub(super) struct Part<'a> {
+    pub(super) source: CfiSource,
     /// `.eh_frame` or `.debug_frame`, per `source`.
     data: Cow<'a, [u8]>,
     /// `.eh_frame_hdr` and the number of entries in its search table, when `source` is `EhFrameHdr`.
@@ -75,11 +75,11 @@ pub struct CfiTable<'a> {
     arch: Arch,
     endian: RunTimeEndian,
     address_size: u8,
-    bases: BaseAddresses,
+    pub(super) bases: BaseAddresses,
     /// Searched in order: `.eh_frame` (if any), then `.debug_frame` (if any).
-    parts: Vec<Part<'a>>,
+    pub(super) parts: Vec<Part<'a>>,
     /// Reused by every lookup: allocating one is the expensive part of an evaluation.
-    ctx: RefCell<UnwindContext<usize>>,
+    pub(super) ctx: RefCell<UnwindContext<usize>>,
 }
 
 impl fmt::Debug for CfiTable<'_> {
@@ -328,7 +328,7 @@ impl<'a> CfiTable<'a> {
         (fdes, unreadable)
     }
 
-    fn eh_frame<'d>(&self, part: &'d Part<'_>) -> EhFrame<Slice<'d>> {
+    pub(super) fn eh_frame<'d>(&self, part: &'d Part<'_>) -> EhFrame<Slice<'d>> {
         let mut eh = EhFrame::new(&part.data, self.endian);
         eh.set_address_size(self.address_size);
         if self.arch == Arch::Aarch64 {
@@ -337,7 +337,7 @@ impl<'a> CfiTable<'a> {
         eh
     }
 
-    fn debug_frame<'d>(&self, part: &'d Part<'_>) -> DebugFrame<Slice<'d>> {
+    pub(super) fn debug_frame<'d>(&self, part: &'d Part<'_>) -> DebugFrame<Slice<'d>> {
         let mut debug = DebugFrame::new(&part.data, self.endian);
         debug.set_address_size(self.address_size);
         if self.arch == Arch::Aarch64 {
@@ -377,98 +377,6 @@ impl<'a> CfiTable<'a> {
             row_end: row.end_address(),
             signal: fde.is_signal_trampoline(),
         }))
-    }
-}
-
-/// One row of an FDE's unwind table, as the table builder converts it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FdeRow {
-    /// `[start, end)`: the addresses the row covers (as gimli computes them: not clipped to
-    /// the FDE, and not checked to be ascending, on malformed input).
-    pub start: u64,
-    pub end: u64,
-    pub cfa: CfiCfa,
-    /// The bytes of the CFA expression when `cfa` is [`CfiCfa::Expression`], else empty.
-    pub cfa_expression: Vec<u8>,
-    pub ra: CfiReg,
-    pub fp: CfiReg,
-    /// aarch64: the return address is signed (the RA_SIGN_STATE pseudo-register is 1).
-    pub mangled_ra: bool,
-}
-
-/// Every row of one FDE and whether its CIE marks a signal trampoline.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FdeRows {
-    pub signal: bool,
-    pub rows: Vec<FdeRow>,
-}
-
-impl CfiTable<'_> {
-    /// Every row of `fde` (one of [`CfiTable::fdes`]) in program order, from gimli's
-    /// `UnwindTable`: one evaluation per FDE instead of one per address. The row count is
-    /// bounded by the FDE's instruction bytes.
-    pub(crate) fn fde_rows(&self, fde: &FdeRange) -> Result<FdeRows, CfiError> {
-        let Some(part) = self.parts.iter().find(|p| p.source == fde.source) else {
-            return Ok(FdeRows {
-                signal: false,
-                rows: Vec::new(),
-            });
-        };
-        let section = part.source.section();
-        let offset = usize::try_from(fde.offset).unwrap_or(usize::MAX);
-        let evaluate = |source| CfiError::Evaluate {
-            section,
-            fde_offset: fde.offset,
-            pc: fde.start,
-            source,
-        };
-        match part.source {
-            CfiSource::EhFrameHdr | CfiSource::EhFrame => {
-                let eh = self.eh_frame(part);
-                let entry = eh
-                    .fde_from_offset(&self.bases, EhFrameOffset(offset), EhFrame::cie_from_offset)
-                    .map_err(|source| entry_error(section, offset, source))?;
-                self.rows_of(&eh, &entry).map_err(evaluate)
-            }
-            CfiSource::DebugFrame => {
-                let debug = self.debug_frame(part);
-                let entry = debug
-                    .fde_from_offset(&self.bases, DebugFrameOffset(offset), DebugFrame::cie_from_offset)
-                    .map_err(|source| entry_error(section, offset, source))?;
-                self.rows_of(&debug, &entry).map_err(evaluate)
-            }
-        }
-    }
-
-    fn rows_of<'d, S: UnwindSection<Slice<'d>>>(
-        &self,
-        section: &S,
-        fde: &FrameDescriptionEntry<Slice<'d>>,
-    ) -> gimli::Result<FdeRows> {
-        let mut ctx = self.ctx.borrow_mut();
-        let mut table = UnwindTable::new(section, &self.bases, &mut ctx, fde)?;
-        let mut rows = Vec::new();
-        while let Some(row) = table.next_row()? {
-            let cfa_expression = match row.cfa() {
-                gimli::CfaRule::Expression(expr) => expr.get(section)?.0.slice().to_vec(),
-                gimli::CfaRule::RegisterAndOffset { .. } => Vec::new(),
-            };
-            let mangled_ra = self.arch == Arch::Aarch64
-                && row.register(gimli::AArch64::RA_SIGN_STATE) == Some(gimli::RegisterRule::Constant(1));
-            rows.push(FdeRow {
-                start: row.start_address(),
-                end: row.end_address(),
-                cfa: CfiCfa::from_gimli(row.cfa()),
-                cfa_expression,
-                ra: CfiReg::from_gimli(row.register(Register(self.arch.ra()))),
-                fp: CfiReg::from_gimli(row.register(Register(self.arch.fp()))),
-                mangled_ra,
-            });
-        }
-        Ok(FdeRows {
-            signal: fde.is_signal_trampoline(),
-            rows,
-        })
     }
 }
 

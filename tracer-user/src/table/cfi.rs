@@ -7,9 +7,9 @@
 //!    and FDEs whose program it cannot evaluate, are `NO_INFO` (a reason).
 //! 2. Overlaps, address range, the transition budget, `NO_INFO` at each FDE start and end, and
 //!    the entry point's FDE being `OUTERMOST` work exactly as for SFrame functions (see
-//!    `transitions`); each FDE's rows (gimli's `UnwindTable`, one evaluation per FDE) are
-//!    clipped to the FDE and to the end of the row before (so hostile programs cannot make
-//!    rows go backwards).
+//!    `transitions`); each FDE's rows (`cfi::RowReader`: one evaluation per FDE, the rows
+//!    gimli's `UnwindTable` gives) are clipped to the FDE and to the end of the row before (so
+//!    hostile programs cannot make rows go backwards).
 //! 3. A row becomes a rule (see [`convert_row`]): RA undefined -> `KIND_OUTERMOST`; CFA is
 //!    SP/FP plus offset, or another register (topmost-only); RA and FP saved at CFA + offset; on
 //!    aarch64 an RA left in x30 is topmost-only, a signed one `FLAG_MANGLED_RA`; `FLAG_SIGNAL`
@@ -30,7 +30,7 @@ use super::{
     rules::Unsupported,
     transitions::{ADDRESS_LIMIT, AMD64_PLT_ENTRY, Flat, MAX_TRANSITIONS, count},
 };
-use crate::cfi::{Arch, CfiCfa, CfiError, CfiReg, CfiSource, CfiTable, FdeRange, FdeRow, FdeRows};
+use crate::cfi::{Arch, CfiCfa, CfiError, CfiReg, CfiSource, CfiTable, Evaluator, FdeRange, FdeRow, FdeRows};
 
 /// DWARF number of the aarch64 link register (x30), where an unsaved RA still is.
 const AARCH64_LR: u16 = 30;
@@ -48,6 +48,15 @@ pub fn build_from_cfi(file: &[u8], entry: Option<u64>) -> Result<Option<ObjectTa
 /// Steps 1-2 for a whole file: the transitions of its `.eh_frame` FDEs, else its
 /// `.debug_frame` ones; `Ok(None)` when it has neither.
 pub(crate) fn flatten_file(file: &[u8], entry: Option<u64>) -> Result<Option<Flat>, CfiError> {
+    flatten_file_with(file, entry, Evaluator::Fast)
+}
+
+/// [`flatten_file`] with the FDE programs evaluated by `evaluator`.
+pub(crate) fn flatten_file_with(
+    file: &[u8],
+    entry: Option<u64>,
+    evaluator: Evaluator,
+) -> Result<Option<Flat>, CfiError> {
     let Some(table) = CfiTable::from_elf(file)? else {
         return Ok(None);
     };
@@ -57,7 +66,8 @@ pub(crate) fn flatten_file(file: &[u8], entry: Option<u64>) -> Result<Option<Fla
         .into_iter()
         .filter(|f| (f.source != CfiSource::DebugFrame) == has_eh_frame)
         .collect();
-    let mut flat = flatten(table.arch(), &fdes, entry, |f| table.fde_rows(f));
+    let mut reader = table.row_reader(evaluator);
+    let mut flat = flatten(table.arch(), &fdes, entry, |f, out| reader.fde_rows(f, out));
     count(
         &mut flat.reasons,
         Unsupported::UnreadableCfi,
@@ -76,14 +86,19 @@ pub(crate) enum Converted {
     Plt { threshold: u64, rule: UnwindRule },
 }
 
-/// Steps 1-2: the transitions of `fdes` (sorted by start), their rows read by `rows_of`.
+/// Steps 1-2: the transitions of `fdes` (sorted by start), their rows read by `rows_of` into
+/// the buffer it is given (one buffer for all FDEs).
 pub(crate) fn flatten(
     arch: Arch,
     fdes: &[FdeRange],
     entry: Option<u64>,
-    mut rows_of: impl FnMut(&FdeRange) -> Result<FdeRows, CfiError>,
+    mut rows_of: impl FnMut(&FdeRange, &mut FdeRows) -> Result<(), CfiError>,
 ) -> Flat {
     let mut flat = Flat::default();
+    let mut fde = FdeRows {
+        signal: false,
+        rows: Vec::new(),
+    };
     let mut covered_to = 0u64;
     for f in fdes {
         flat.functions += 1;
@@ -99,14 +114,14 @@ pub(crate) fn flatten(
             }
             continue;
         }
-        let Ok(fde) = rows_of(f) else {
+        if rows_of(f, &mut fde).is_err() {
             count(&mut flat.reasons, Unsupported::UnreadableCfi, 1);
             flat.push(f.start, UnwindRule::NO_INFO);
             continue;
-        };
+        }
         flat.sframe_rows += fde.rows.len() as u64;
         let rows = clipped(f, &fde.rows);
-        let cost = rows.iter().fold(2u64, |sum, &(start, end, row)| {
+        let cost = rows.clone().fold(2u64, |sum, (start, end, row)| {
             let blocks = match plt_threshold(arch, row) {
                 Some(_) => (end - start).div_ceil(AMD64_PLT_ENTRY) + 1,
                 None => 0,
@@ -144,17 +159,17 @@ const OUTERMOST: UnwindRule = UnwindRule {
 
 /// Step 2: `(start, end, row)` for the non-empty part of each row inside the FDE and after the
 /// rows before it.
-fn clipped<'r>(f: &FdeRange, rows: &'r [FdeRow]) -> Vec<(u64, u64, &'r FdeRow)> {
-    let mut done = f.start;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let (start, end) = (row.start.max(done), row.end.min(f.end));
-        if start < end {
-            out.push((start, end, row));
-            done = end;
-        }
-    }
-    out
+fn clipped<'r>(f: &FdeRange, rows: &'r [FdeRow]) -> impl Iterator<Item = (u64, u64, &'r FdeRow)> + Clone {
+    let fde_end = f.end;
+    rows.iter()
+        .scan(f.start, move |done, row| {
+            let (start, end) = (row.start.max(*done), row.end.min(fde_end));
+            if start < end {
+                *done = end;
+            }
+            Some((start, end, row))
+        })
+        .filter(|&(start, end, _)| start < end)
 }
 
 /// Step 4: `[start, end)` in 16-byte blocks (aligned, as `rip & 15` is), `rule` with

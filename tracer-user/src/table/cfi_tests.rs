@@ -70,8 +70,9 @@ fn fde(start: u64, end: u64) -> FdeRange {
 /// Flattens synthetic FDEs: `rows[i]` belongs to `fdes[i]` (`None`: unreadable).
 fn flat(fdes: &[FdeRange], rows: Vec<Option<Vec<FdeRow>>>, entry: Option<u64>) -> super::Flat {
     let mut rows = rows.into_iter();
-    flatten(Arch::X86_64, fdes, entry, |f| {
-        rows.next()
+    flatten(Arch::X86_64, fdes, entry, |f, out| {
+        *out = rows
+            .next()
             .flatten()
             .map(|rows| FdeRows { signal: false, rows })
             .ok_or(CfiError::Evaluate {
@@ -79,7 +80,8 @@ fn flat(fdes: &[FdeRange], rows: Vec<Option<Vec<FdeRow>>>, entry: Option<u64>) -
                 fde_offset: f.offset,
                 pc: f.start,
                 source: gimli::Error::UnexpectedEof(gimli::ReaderOffsetId(0)),
-            })
+            })?;
+        Ok(())
     })
 }
 

@@ -12,7 +12,10 @@ use super::{
     ObjectTable, cfi, finish,
     transitions::{Flat, Reasons},
 };
-use crate::{cfi::CfiError, elf, sframe};
+use crate::{
+    cfi::{CfiError, Evaluator},
+    elf, sframe,
+};
 use tracer_common::unwind::UnwindRule;
 
 /// Which sources an object's table holds rows of.
@@ -37,6 +40,11 @@ pub enum ObjectError {
 /// The table of an ELF file from its `.sframe` and its call-frame information; `Ok(None)` when
 /// it has neither.
 pub fn build_object(file: &[u8]) -> Result<Option<(ObjectTable, BuiltFrom)>, ObjectError> {
+    Ok(flatten_object(file, Evaluator::Fast)?.map(|(flat, built)| (finish(flat), built)))
+}
+
+/// Steps 1-2: the merged transitions of an ELF file, its CFI programs evaluated by `evaluator`.
+pub(crate) fn flatten_object(file: &[u8], evaluator: Evaluator) -> Result<Option<(Flat, BuiltFrom)>, ObjectError> {
     let entry = elf::entry_point(file)?;
     let sframe = match elf::find_sframe(file)? {
         Some(found) => {
@@ -50,7 +58,7 @@ pub fn build_object(file: &[u8]) -> Result<Option<(ObjectTable, BuiltFrom)>, Obj
         }
         None => None,
     };
-    let cfi = cfi::flatten_file(file, entry)?;
+    let cfi = cfi::flatten_file_with(file, entry, evaluator)?;
     let built = BuiltFrom {
         sframe: sframe.is_some(),
         cfi: cfi.is_some(),
@@ -60,7 +68,7 @@ pub fn build_object(file: &[u8]) -> Result<Option<(ObjectTable, BuiltFrom)>, Obj
         (Some(only), None) | (None, Some(only)) => only,
         (None, None) => return Ok(None),
     };
-    Ok(Some((finish(flat), built)))
+    Ok(Some((flat, built)))
 }
 
 /// Step 2: `primary`'s rule wherever it has one, `fallback`'s elsewhere.

@@ -54,6 +54,8 @@ pub(crate) struct Flat {
 
 impl Flat {
     /// Step 7: add a transition, keeping the list strictly ascending and free of repeats.
+    /// Inlined: called once per row, with a rule its caller has just built in registers.
+    #[inline]
     pub(crate) fn push(&mut self, addr: u64, rule: UnwindRule) {
         if self.transitions.last().is_some_and(|&(at, _)| at == addr) {
             self.transitions.pop();
@@ -66,6 +68,10 @@ impl Flat {
 
     /// Step 2: forget everything at or after `addr`.
     pub(crate) fn truncate_from(&mut self, addr: u64) {
+        // Nearly always nothing to forget: no search over the whole list for that.
+        if self.transitions.last().is_none_or(|&(at, _)| at < addr) {
+            return;
+        }
         let keep = self.transitions.partition_point(|&(at, _)| at < addr);
         self.transitions.truncate(keep);
     }

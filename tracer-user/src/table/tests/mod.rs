@@ -3,6 +3,7 @@
 //! paging at page boundaries with the kernel-equivalent lookup, and the global rule table.
 
 mod build;
+mod equivalence;
 mod global;
 mod rules;
 
