@@ -321,3 +321,98 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::WalkState {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of `kernel` and `user` frames, the user frames in `fp` found by frame pointers.
+    fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {
+        let mut r = SampleRecord {
+            header: SampleHeader {
+                time_ns: 11,
+                weight: 22,
+                event: 3,
+                _pad: 0,
+                tgid: 44,
+                tid: 45,
+                cpu: 1,
+                stop: 0,
+                num_user: user.len() as u32,
+                num_kernel: kernel.len() as u32,
+                comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
+            },
+            fp_frames: [0; SOURCE_WORDS],
+            // Stale frames past the ones in use must not leak into the sample.
+            frames: [0xdead; RECORD_FRAMES],
+        };
+        r.frames[..kernel.len()].copy_from_slice(kernel);
+        r.frames[kernel.len()..kernel.len() + user.len()].copy_from_slice(user);
+        for &i in fp {
+            r.fp_frames[i / 64] |= 1 << (i % 64);
+        }
+        r
+    }
+
+    /// The bytes the kernel ships for `r`: its first `SampleRecord::len` bytes.
+    fn shipped(r: &SampleRecord) -> &[u8] {
+        let len = SampleRecord::len(r.header.num_kernel, r.header.num_user);
+        // SAFETY: `len` is at most the record's size; the record is plain data.
+        unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), len) }
+    }
+
+    /// Header, kernel frames, user frames and their sources come back where they were; slots
+    /// past the counts are zero, not whatever the record held there.
+    #[test]
+    fn decode_round_trips_the_frames_in_use() {
+        let user: [u64; 70] = core::array::from_fn(|i| 0x40_0000 + i as u64);
+        let r = record(&[0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000], &user, &[3, 65]);
+        let bytes = shipped(&r);
+        assert_eq!(bytes.len(), RECORD_HEADER_BYTES + 8 * 72);
+        let s = Sample::decode(bytes).expect("decodes");
+        assert_eq!(
+            (s.time_ns, s.weight, s.event, s.tgid, s.tid, s.cpu, s.stop),
+            (11, 22, 3, 44, 45, 1, 0)
+        );
+        assert_eq!((s.num_kernel, s.num_user), (2, 70));
+        assert_eq!(&s.comm[..7], b"worker\0");
+        assert_eq!(&s.kernel[..3], &[0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000, 0]);
+        assert_eq!(&s.user[..70], &user[..]);
+        assert_eq!(s.user[70], 0);
+        for (i, source) in s.user_source.iter().enumerate() {
+            let expected = if i == 3 || i == 65 { SOURCE_FP } else { SOURCE_TABLE };
+            assert_eq!(*source, expected, "frame {i}");
+        }
+    }
+
+    /// The deepest record (every slot in use) is the whole record and decodes.
+    #[test]
+    fn decode_takes_the_deepest_record() {
+        let kernel = [7u64; MAX_KERNEL_FRAMES];
+        let user = [9u64; MAX_USER_FRAMES];
+        let r = record(&kernel, &user, &[MAX_USER_FRAMES - 1]);
+        assert_eq!(shipped(&r).len(), size_of::<SampleRecord>());
+        let s = Sample::decode(shipped(&r)).expect("decodes");
+        assert_eq!((s.kernel, s.user), (kernel, user));
+        assert_eq!(s.user_source[MAX_USER_FRAMES - 1], SOURCE_FP);
+    }
+
+    /// Records shorter than their counts say, or with counts past the limits, are refused.
+    #[test]
+    fn decode_refuses_malformed_records() {
+        let r = record(&[1], &[2, 3], &[]);
+        let bytes = shipped(&r);
+        assert!(Sample::decode(&bytes[..bytes.len() - 1]).is_none());
+        assert!(Sample::decode(&bytes[..RECORD_HEADER_BYTES - 1]).is_none());
+        let mut too_deep = record(&[], &[1], &[]);
+        too_deep.header.num_user = MAX_USER_FRAMES as u32 + 1;
+        // SAFETY: the whole record, plain data.
+        let whole = unsafe {
+            core::slice::from_raw_parts(core::ptr::from_ref(&too_deep).cast::<u8>(), size_of::<SampleRecord>())
+        };
+        assert!(Sample::decode(whole).is_none());
+        too_deep.header.num_user = 1;
+        too_deep.header.num_kernel = MAX_KERNEL_FRAMES as u32 + 1;
+        assert!(Sample::decode(whole).is_none());
+    }
+}

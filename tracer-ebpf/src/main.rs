@@ -41,9 +41,7 @@ use tracer_common::{
     Counter,
     event::EVENT_CPU_CLOCK,
     notice::NoticeKind,
-    trace::{
-        MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState,
-    },
+    trace::{MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState},
     unwind::{PageEntry, PageKey, UnwindRule},
     walk::StopReason,
 };

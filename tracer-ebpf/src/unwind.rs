@@ -164,10 +164,10 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
         return Some(StopReason::MaxDepth);
     };
     *slot = next.pc;
-    if source == SOURCE_FP {
-        if let Some(word) = record.fp_frames.get_mut(n as usize / 64) {
-            *word |= 1 << (n % 64);
-        }
+    if source == SOURCE_FP
+        && let Some(word) = record.fp_frames.get_mut(n as usize / 64)
+    {
+        *word |= 1 << (n % 64);
     }
     record.header.num_user = n + 1;
     state.regs = next.into();
@@ -304,10 +304,7 @@ fn unwind_one(opaque: &Opaque, state: &mut WalkState, m: &ExecMapping, regs: &Re
             .get(below as usize / 64)
             .is_some_and(|word| word >> (below % 64) & 1 != 0)
     };
-    (
-        walk::frame_pointer_step(regs, chained, |a| words.read(a)),
-        SOURCE_FP,
-    )
+    (walk::frame_pointer_step(regs, chained, |a| words.read(a)), SOURCE_FP)
 }
 
 /// User words read for one step, two at a time: a step reads the saved return address and
