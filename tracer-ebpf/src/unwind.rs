@@ -21,8 +21,15 @@
 //!    `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step` instead, which
 //!    refuses frame pointers that do not look valid rather than inventing a frame;
 //! 4. the caller's PC must be in a mapping of the process (step 2 for it), else stop with
-//!    `NoMapping` without recording it; then record it with how it was found
-//!    (`SOURCE_TABLE`/`SOURCE_FP`) and continue from its registers.
+//!    `NoMapping` without recording it; then record it after the kernel frames of the record,
+//!    with how it was found (a bit of `fp_frames` for `SOURCE_FP`), and continue from its
+//!    registers.
+//!
+//! What each frame costs (the walk runs in every sample): the mapping found last and the page
+//! entry looked up last are kept in the walk state (forgotten when a walk starts), so a frame
+//! in the same mapping as the one below it costs one range check instead of two binary
+//! searches, and one in the same 64 KiB page no hash lookup; and the saved return address and
+//! frame pointer, adjacent on x86-64, come from one `bpf_probe_read_user` ([`ReadCache`]).
 
 use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
