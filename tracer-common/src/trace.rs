@@ -404,15 +404,19 @@ mod tests {
         let bytes = shipped(&r);
         assert!(Sample::decode(&bytes[..bytes.len() - 1]).is_none());
         assert!(Sample::decode(&bytes[..RECORD_HEADER_BYTES - 1]).is_none());
+        // The whole record: bytes enough for any count, so only the counts are wrong.
+        let whole = |r: &SampleRecord| -> Option<Sample> {
+            // SAFETY: the whole record, plain data.
+            let bytes =
+                unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), size_of::<SampleRecord>()) };
+            Sample::decode(bytes)
+        };
         let mut too_deep = record(&[], &[1], &[]);
         too_deep.header.num_user = MAX_USER_FRAMES as u32 + 1;
-        // SAFETY: the whole record, plain data.
-        let whole = unsafe {
-            core::slice::from_raw_parts(core::ptr::from_ref(&too_deep).cast::<u8>(), size_of::<SampleRecord>())
-        };
-        assert!(Sample::decode(whole).is_none());
-        too_deep.header.num_user = 1;
-        too_deep.header.num_kernel = MAX_KERNEL_FRAMES as u32 + 1;
-        assert!(Sample::decode(whole).is_none());
+        assert!(whole(&too_deep).is_none());
+        let mut too_deep_kernel = record(&[], &[1], &[]);
+        too_deep_kernel.header.num_kernel = MAX_KERNEL_FRAMES as u32 + 1;
+        assert!(whole(&too_deep_kernel).is_none());
+        assert!(whole(&record(&[], &[1], &[])).is_some());
     }
 }
