@@ -8,7 +8,8 @@
 //! - [`MAP_PAGES`] (`PageKey -> PageEntry`), [`MAP_ROWS`] (array of [`RowChunk`]: global row `i`
 //!   is `ROWS[i / ROW_CHUNK].rows[i % ROW_CHUNK]`, so loading needs one update per 1024 rows),
 //!   [`MAP_RULES`] (array of `UnwindRule`): the tables of `unwind.rs`.
-//! - [`MAP_EVENTS`]: ring buffer of [`Sample`]s. [`MAP_SCRATCH`]: per-CPU [`WalkState`], the
+//! - [`MAP_EVENTS`]: ring buffer of [`SampleRecord`]s, each only as long as its stack
+//!   (userspace decodes them into [`Sample`]s). [`MAP_SCRATCH`]: per-CPU [`WalkState`], the
 //!   walk in progress (too big for the 512-byte BPF stack). [`MAP_STOPS`]: per-CPU `u64`
 //!   counters indexed by `walk::StopReason`; [`crate::MAP_COUNTERS`]: by [`crate::Counter`].
 //! - [`MAP_PROGS`]: program array for the walker's tail calls ([`PROG_WALK`] at [`PROG_WALK_SLOT`]);
@@ -99,7 +100,7 @@ pub const SOURCE_TABLE: u8 = 0;
 /// The frame came from the frame-pointer fallback (no table covered the callee's PC).
 pub const SOURCE_FP: u8 = 1;
 
-/// One sample, as sent through [`MAP_EVENTS`].
+/// One sample as userspace sees it: decoded from a [`SampleRecord`] by [`Sample::decode`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
@@ -128,13 +129,136 @@ pub struct Sample {
     pub user_source: [u8; MAX_USER_FRAMES],
 }
 
+/// The fixed part of a [`SampleRecord`]: who, when, why the walk ended, and how many frames
+/// follow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SampleHeader {
+    /// `bpf_ktime_get_ns` at the sample (offcpu: when the task was switched out).
+    pub time_ns: u64,
+    /// The nanoseconds it stands for (see [`Sample::weight`]).
+    pub weight: u64,
+    /// Which event took it (`event::event_id`).
+    pub event: u32,
+    pub _pad: u32,
+    pub tgid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// `walk::StopReason` code of the user walk.
+    pub stop: u32,
+    /// User frames in the record.
+    pub num_user: u32,
+    /// Kernel frames in the record (0: `--no-kernel`, or a user-mode sample).
+    pub num_kernel: u32,
+    pub comm: [u8; 16],
+}
+
+/// Words of [`SampleRecord::fp_frames`]: one bit per user frame.
+pub const SOURCE_WORDS: usize = MAX_USER_FRAMES / 64;
+/// Frame slots of a [`SampleRecord`]: the kernel stack, then the user stack.
+pub const RECORD_FRAMES: usize = MAX_KERNEL_FRAMES + MAX_USER_FRAMES;
+/// Bytes of a [`SampleRecord`] before its frames.
+pub const RECORD_HEADER_BYTES: usize = core::mem::offset_of!(SampleRecord, frames);
+
+/// One sample as the kernel builds it (in [`WalkState`]) and ships it through [`MAP_EVENTS`]:
+/// only its first [`SampleRecord::len`] bytes, the header and the frames in use, so a record
+/// is as long as its stack (a 44-frame user stack: 480 bytes, not the 5.6 KiB of the deepest).
+///
+/// `frames[..num_kernel]` is the kernel stack (innermost first; taken when the walk starts, so
+/// its length is known before the first user frame is written) and
+/// `frames[num_kernel..num_kernel + num_user]` the user stack (frame 0 = the sampled PC).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SampleRecord {
+    pub header: SampleHeader,
+    /// Bit `i % 64` of word `i / 64`: user frame `i` was found by the frame-pointer fallback
+    /// ([`SOURCE_FP`]); clear: [`SOURCE_TABLE`].
+    pub fp_frames: [u64; SOURCE_WORDS],
+    pub frames: [u64; RECORD_FRAMES],
+}
+
+impl SampleRecord {
+    /// The bytes of the record in use: the header and `num_kernel + num_user` frames (each
+    /// count clamped to its maximum), at most the whole record.
+    #[inline(always)]
+    pub fn len(num_kernel: u32, num_user: u32) -> usize {
+        let kernel = (num_kernel as usize).min(MAX_KERNEL_FRAMES);
+        let user = (num_user as usize).min(MAX_USER_FRAMES);
+        RECORD_HEADER_BYTES + 8 * (kernel + user)
+    }
+}
+
+impl Sample {
+    /// The sample of a record's bytes as shipped (the first [`SampleRecord::len`] bytes of a
+    /// [`SampleRecord`]), or `None` when they are too short for the header or for the frames
+    /// it announces, or announce more frames than a record holds (nothing the kernel writes).
+    pub fn decode(bytes: &[u8]) -> Option<Sample> {
+        let word = |at: usize| -> Option<u64> {
+            let b = bytes.get(at..at + 8)?;
+            Some(u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        };
+        let half = |at: usize| -> Option<u32> {
+            let b = bytes.get(at..at + 4)?;
+            Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        if bytes.len() < RECORD_HEADER_BYTES {
+            return None;
+        }
+        let num_user = half(core::mem::offset_of!(SampleHeader, num_user))?;
+        let num_kernel = half(core::mem::offset_of!(SampleHeader, num_kernel))?;
+        let (nu, nk) = (num_user as usize, num_kernel as usize);
+        if nu > MAX_USER_FRAMES || nk > MAX_KERNEL_FRAMES || bytes.len() < SampleRecord::len(num_kernel, num_user) {
+            return None;
+        }
+        let mut comm = [0u8; 16];
+        let at = core::mem::offset_of!(SampleHeader, comm);
+        comm.copy_from_slice(&bytes[at..at + 16]);
+        let mut sample = Sample {
+            time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
+            weight: word(core::mem::offset_of!(SampleHeader, weight))?,
+            event: half(core::mem::offset_of!(SampleHeader, event))?,
+            _pad: 0,
+            tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
+            tid: half(core::mem::offset_of!(SampleHeader, tid))?,
+            cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
+            stop: half(core::mem::offset_of!(SampleHeader, stop))?,
+            num_user,
+            num_kernel,
+            comm,
+            kernel: [0; MAX_KERNEL_FRAMES],
+            user: [0; MAX_USER_FRAMES],
+            user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+        };
+        let frame = |i: usize| word(RECORD_HEADER_BYTES + 8 * i);
+        for (i, slot) in sample.kernel[..nk].iter_mut().enumerate() {
+            *slot = frame(i)?;
+        }
+        let fp_at = core::mem::offset_of!(SampleRecord, fp_frames);
+        for i in 0..nu {
+            sample.user[i] = frame(nk + i)?;
+            if word(fp_at + 8 * (i / 64))? >> (i % 64) & 1 != 0 {
+                sample.user_source[i] = SOURCE_FP;
+            }
+        }
+        Some(sample)
+    }
+}
+
 /// The per-CPU state of a walk in progress ([`MAP_SCRATCH`]): the registers of the frame to
-/// unwind next and the sample being filled.
+/// unwind next, what the walker remembers between frames, and the record being filled.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WalkState {
     pub regs: WalkRegs,
-    pub sample: Sample,
+    /// The mapping found last (`end == 0`: none yet): consecutive frames are mostly in one
+    /// object, and each frame's PC was already found by the check of the frame below it, so
+    /// most mapping lookups are one range check instead of a binary search.
+    pub mapping: ExecMapping,
+    /// The page looked up last (`object == NO_OBJECT`: none yet) and its entry, for the same
+    /// reason: a hash lookup saved per frame in the same 64 KiB of code.
+    pub page_key: crate::unwind::PageKey,
+    pub page: crate::unwind::PageEntry,
+    pub record: SampleRecord,
 }
 
 /// [`Regs`] as a `#[repr(C)]` record.
@@ -174,6 +298,10 @@ const _: () = assert!(core::mem::size_of::<ProcInfo>() == 8 + 32 * MAX_MAPPINGS)
 const _: () = assert!(core::mem::size_of::<RowChunk>() == 4 * ROW_CHUNK);
 const _: () = assert!(core::mem::size_of::<Sample>() == 64 + 8 * MAX_KERNEL_FRAMES + 9 * MAX_USER_FRAMES);
 const _: () = assert!(core::mem::offset_of!(Sample, comm) == 48 && core::mem::offset_of!(Sample, kernel) == 64);
+const _: () = assert!(core::mem::size_of::<SampleHeader>() == 64);
+const _: () = assert!(RECORD_HEADER_BYTES == 64 + 8 * SOURCE_WORDS);
+const _: () = assert!(core::mem::size_of::<SampleRecord>() == RECORD_HEADER_BYTES + 8 * RECORD_FRAMES);
+const _: () = assert!(SOURCE_WORDS * 64 == MAX_USER_FRAMES);
 const _: () = assert!(1 << (MAPPING_SEARCH_STEPS - 1) >= MAX_MAPPINGS);
 const _: () = assert!(FRAMES_PER_PROG as usize * 33 >= MAX_USER_FRAMES);
 
@@ -189,5 +317,106 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Sample {}
     // SAFETY: as above.
+    unsafe impl aya::Pod for super::SampleRecord {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::WalkState {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of `kernel` and `user` frames, the user frames in `fp` found by frame pointers.
+    fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {
+        let mut r = SampleRecord {
+            header: SampleHeader {
+                time_ns: 11,
+                weight: 22,
+                event: 3,
+                _pad: 0,
+                tgid: 44,
+                tid: 45,
+                cpu: 1,
+                stop: 0,
+                num_user: user.len() as u32,
+                num_kernel: kernel.len() as u32,
+                comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
+            },
+            fp_frames: [0; SOURCE_WORDS],
+            // Stale frames past the ones in use must not leak into the sample.
+            frames: [0xdead; RECORD_FRAMES],
+        };
+        r.frames[..kernel.len()].copy_from_slice(kernel);
+        r.frames[kernel.len()..kernel.len() + user.len()].copy_from_slice(user);
+        for &i in fp {
+            r.fp_frames[i / 64] |= 1 << (i % 64);
+        }
+        r
+    }
+
+    /// The bytes the kernel ships for `r`: its first `SampleRecord::len` bytes.
+    fn shipped(r: &SampleRecord) -> &[u8] {
+        let len = SampleRecord::len(r.header.num_kernel, r.header.num_user);
+        // SAFETY: `len` is at most the record's size; the record is plain data.
+        unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), len) }
+    }
+
+    /// Header, kernel frames, user frames and their sources come back where they were; slots
+    /// past the counts are zero, not whatever the record held there.
+    #[test]
+    fn decode_round_trips_the_frames_in_use() {
+        let user: [u64; 70] = core::array::from_fn(|i| 0x40_0000 + i as u64);
+        let r = record(&[0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000], &user, &[3, 65]);
+        let bytes = shipped(&r);
+        assert_eq!(bytes.len(), RECORD_HEADER_BYTES + 8 * 72);
+        let s = Sample::decode(bytes).expect("decodes");
+        assert_eq!(
+            (s.time_ns, s.weight, s.event, s.tgid, s.tid, s.cpu, s.stop),
+            (11, 22, 3, 44, 45, 1, 0)
+        );
+        assert_eq!((s.num_kernel, s.num_user), (2, 70));
+        assert_eq!(&s.comm[..7], b"worker\0");
+        assert_eq!(&s.kernel[..3], &[0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000, 0]);
+        assert_eq!(&s.user[..70], &user[..]);
+        assert_eq!(s.user[70], 0);
+        for (i, source) in s.user_source.iter().enumerate() {
+            let expected = if i == 3 || i == 65 { SOURCE_FP } else { SOURCE_TABLE };
+            assert_eq!(*source, expected, "frame {i}");
+        }
+    }
+
+    /// The deepest record (every slot in use) is the whole record and decodes.
+    #[test]
+    fn decode_takes_the_deepest_record() {
+        let kernel = [7u64; MAX_KERNEL_FRAMES];
+        let user = [9u64; MAX_USER_FRAMES];
+        let r = record(&kernel, &user, &[MAX_USER_FRAMES - 1]);
+        assert_eq!(shipped(&r).len(), size_of::<SampleRecord>());
+        let s = Sample::decode(shipped(&r)).expect("decodes");
+        assert_eq!((s.kernel, s.user), (kernel, user));
+        assert_eq!(s.user_source[MAX_USER_FRAMES - 1], SOURCE_FP);
+    }
+
+    /// Records shorter than their counts say, or with counts past the limits, are refused.
+    #[test]
+    fn decode_refuses_malformed_records() {
+        let r = record(&[1], &[2, 3], &[]);
+        let bytes = shipped(&r);
+        assert!(Sample::decode(&bytes[..bytes.len() - 1]).is_none());
+        assert!(Sample::decode(&bytes[..RECORD_HEADER_BYTES - 1]).is_none());
+        // The whole record: bytes enough for any count, so only the counts are wrong.
+        let whole = |r: &SampleRecord| -> Option<Sample> {
+            // SAFETY: the whole record, plain data.
+            let bytes =
+                unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), size_of::<SampleRecord>()) };
+            Sample::decode(bytes)
+        };
+        let mut too_deep = record(&[], &[1], &[]);
+        too_deep.header.num_user = MAX_USER_FRAMES as u32 + 1;
+        assert!(whole(&too_deep).is_none());
+        let mut too_deep_kernel = record(&[], &[1], &[]);
+        too_deep_kernel.header.num_kernel = MAX_KERNEL_FRAMES as u32 + 1;
+        assert!(whole(&too_deep_kernel).is_none());
+        assert!(whole(&record(&[], &[1], &[])).is_some());
+    }
 }

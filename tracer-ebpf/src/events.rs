@@ -43,7 +43,7 @@ fn probe_hit<C: EbpfContext>(ctx: &C, regs: *const pt_regs, event: u32) -> u32 {
     unsafe { PROGS_PROBE.tail_call(ctx, PROG_WALK_SLOT) };
     tail_call_failed(state);
     end_walk(state);
-    ship(&state.sample);
+    ship(&state.record);
     0
 }
 
@@ -58,7 +58,7 @@ fn tracepoint_hit(ctx: &TracePointContext, event: u32) -> u32 {
     unsafe { PROGS_TRACEPOINT.tail_call(ctx, PROG_WALK_SLOT) };
     tail_call_failed(state);
     end_walk(state);
-    ship(&state.sample);
+    ship(&state.record);
     0
 }
 
@@ -137,7 +137,7 @@ tracepoint_entries!(
 #[kprobe]
 pub fn walk_user_probe(ctx: ProbeContext) -> u32 {
     if let Some(state) = walk_more(&ctx, &PROGS_PROBE) {
-        ship(&state.sample);
+        ship(&state.record);
     }
     0
 }
@@ -146,7 +146,7 @@ pub fn walk_user_probe(ctx: ProbeContext) -> u32 {
 #[tracepoint]
 pub fn walk_user_tracepoint(ctx: TracePointContext) -> u32 {
     if let Some(state) = walk_more(&ctx, &PROGS_TRACEPOINT) {
-        ship(&state.sample);
+        ship(&state.record);
     }
     0
 }

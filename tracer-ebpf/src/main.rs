@@ -26,6 +26,7 @@ mod unwind;
 
 use aya_ebpf::{
     EbpfContext, Global,
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid,
         generated::{bpf_get_smp_processor_id, bpf_get_stack, bpf_ktime_get_ns},
@@ -40,7 +41,7 @@ use tracer_common::{
     Counter,
     event::EVENT_CPU_CLOCK,
     notice::NoticeKind,
-    trace::{MAX_KERNEL_FRAMES, PROG_WALK_SLOT, ProcInfo, RowChunk, SOURCE_TABLE, Sample, WalkState},
+    trace::{MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState},
     unwind::{PageEntry, PageKey, UnwindRule},
     walk::StopReason,
 };
@@ -141,7 +142,7 @@ pub fn on_sample(ctx: PerfEventContext) -> u32 {
     unsafe { PROGS.tail_call(&ctx, PROG_WALK_SLOT) };
     tail_call_failed(state);
     end_walk(state);
-    ship(&state.sample);
+    ship(&state.record);
     0
 }
 
@@ -174,23 +175,31 @@ fn begin<C: EbpfContext>(
     }
     bump(Counter::Sampled);
     let state = scratch(ctx)?;
-    let sample = &mut state.sample;
+    // Nothing remembered from the previous walk (another process, or tables since changed).
+    state.mapping.end = 0;
+    state.page_key.object = NO_OBJECT;
+    let record = &mut state.record;
+    let header = &mut record.header;
     // SAFETY: helpers without preconditions.
-    sample.time_ns = unsafe { bpf_ktime_get_ns() };
-    sample.weight = weight;
-    sample.event = event;
-    sample.tgid = tgid;
-    sample.tid = pid_tgid as u32;
+    header.time_ns = unsafe { bpf_ktime_get_ns() };
+    header.weight = weight;
+    header.event = event;
+    header.tgid = tgid;
+    header.tid = pid_tgid as u32;
     // SAFETY: as above.
-    sample.cpu = unsafe { bpf_get_smp_processor_id() };
-    sample.comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    sample.num_kernel = 0;
+    header.cpu = unsafe { bpf_get_smp_processor_id() };
+    header.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    header.num_kernel = 0;
+    record.fp_frames = [0; tracer_common::trace::SOURCE_WORDS];
     if KERNEL_STACK.load() == 1 && !user.in_user_mode {
-        kernel_stack(ctx, sample);
+        kernel_stack(ctx, record);
     }
-    sample.user[0] = user.regs.pc;
-    sample.user_source[0] = SOURCE_TABLE;
-    sample.num_user = 1;
+    // The first user frame follows the kernel stack (`num_kernel <= MAX_KERNEL_FRAMES`).
+    let at = (record.header.num_kernel as usize).min(MAX_KERNEL_FRAMES);
+    if let Some(slot) = record.frames.get_mut(at) {
+        *slot = user.regs.pc;
+    }
+    record.header.num_user = 1;
     state.regs = user.regs;
     Some(state)
 }
@@ -198,28 +207,29 @@ fn begin<C: EbpfContext>(
 /// After a failed tail call to a walker: the walk ends where it is, counted as `MaxDepth`.
 fn tail_call_failed(state: &mut WalkState) {
     bump(Counter::TailCallFailed);
-    state.sample.stop = StopReason::MaxDepth as u32;
+    state.record.header.stop = StopReason::MaxDepth as u32;
 }
 
-/// The kernel stack of the sample into `sample.kernel`; a failure is counted and leaves none.
+/// The kernel stack of the sample into the first frames of `record`; a failure is counted and
+/// leaves none.
 /// Every program type it runs in has its own variant of the helper (perf_event: the sample's
 /// registers; kprobe: the probe's; tracepoints and raw tracepoints: the caller's).
-fn kernel_stack<C: EbpfContext>(ctx: &C, sample: &mut Sample) {
+fn kernel_stack<C: EbpfContext>(ctx: &C, record: &mut SampleRecord) {
     const BYTES: u32 = (MAX_KERNEL_FRAMES * 8) as u32;
-    // SAFETY: `kernel` is `BYTES` bytes of this map value, the helper writes at most that;
-    // flags 0 asks for the kernel stack.
-    let got = unsafe { bpf_get_stack(ctx.as_ptr(), sample.kernel.as_mut_ptr().cast(), BYTES, 0) };
+    // SAFETY: `frames` holds more than `BYTES` bytes of this map value, the helper writes at
+    // most that; flags 0 asks for the kernel stack.
+    let got = unsafe { bpf_get_stack(ctx.as_ptr(), record.frames.as_mut_ptr().cast(), BYTES, 0) };
     if got < 0 {
         bump(Counter::KernelStackFailed);
         return;
     }
-    sample.num_kernel = ((got as u64).min(u64::from(BYTES)) / 8) as u32;
+    record.header.num_kernel = ((got as u64).min(u64::from(BYTES)) / 8) as u32;
 }
 
 #[perf_event]
 pub fn walk_user(ctx: PerfEventContext) -> u32 {
     if let Some(state) = walk_more(&ctx, &PROGS) {
-        ship(&state.sample);
+        ship(&state.record);
     }
     0
 }
@@ -240,25 +250,50 @@ fn walk_more<C: EbpfContext>(ctx: &C, progs: &ProgramArray) -> Option<&'static m
     Some(state)
 }
 
-/// Count why the walk ended (`state.sample.stop`).
+/// Count why the walk ended (`state.record.header.stop`).
 fn end_walk(state: &mut WalkState) {
     // SAFETY: a plain load from the walk state; volatile so the verifier sees an unknown
     // value here rather than one constant per stop path (see `unwind::walk_frame`).
-    let reason = unsafe { core::ptr::read_volatile(&state.sample.stop) };
+    let reason = unsafe { core::ptr::read_volatile(&state.record.header.stop) };
     // Every reason has a slot (see `bump`).
     if let Some(slot) = STOPS.get_ptr_mut(reason) {
         // SAFETY: this CPU's slot of a per-CPU map, see `bump`.
         unsafe { *slot += 1 }
     }
     // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT).
-    if reason == StopReason::NoMapping as u32 && PROCS.get_ptr(state.sample.tgid).is_some() {
-        lifecycle::notify_limited(NoticeKind::UnknownPc, state.sample.tgid);
+    let tgid = state.record.header.tgid;
+    if reason == StopReason::NoMapping as u32 && PROCS.get_ptr(tgid).is_some() {
+        lifecycle::notify_limited(NoticeKind::UnknownPc, tgid);
     }
 }
 
-/// Send the sample to userspace.
-fn ship(sample: &Sample) {
-    if EVENTS.output::<Sample>(sample, 0).is_err() {
+/// Userspace is woken once this fraction of the ring buffer is waiting to be read (and
+/// otherwise reads it on a timer, `tracer-user`'s `bpf/events.rs`): a wakeup per sample costs
+/// both sides more than the sample itself.
+const WAKEUP_FRACTION: u64 = 8;
+
+/// Send the sample to userspace: the bytes of `record` in use (`SampleRecord::len`), without
+/// waking userspace unless the ring buffer is filling up.
+fn ship(record: &SampleRecord) {
+    // SAFETY: plain loads from the record; volatile so the length below is computed from
+    // unknown values, which the clamps in `len` bound for the verifier.
+    let (num_kernel, num_user) = unsafe {
+        (
+            core::ptr::read_volatile(&record.header.num_kernel),
+            core::ptr::read_volatile(&record.header.num_user),
+        )
+    };
+    let len = SampleRecord::len(num_kernel, num_user).min(size_of::<SampleRecord>());
+    // SAFETY: `len <= size_of::<SampleRecord>()`: bytes of the record, which is plain data.
+    let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(record).cast::<u8>(), len) };
+    let waiting = EVENTS.query(u64::from(BPF_RB_AVAIL_DATA));
+    let size = EVENTS.query(u64::from(BPF_RB_RING_SIZE));
+    let flags = if waiting >= size / WAKEUP_FRACTION {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    if EVENTS.output::<[u8]>(bytes, u64::from(flags)).is_err() {
         bump(Counter::EventsLost);
     }
 }

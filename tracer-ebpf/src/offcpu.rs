@@ -28,7 +28,7 @@ use aya_ebpf::{
 use tracer_common::{
     Counter,
     event::{EVENT_OFFCPU, PF_EXITING},
-    trace::{PROG_WALK_SLOT, Sample},
+    trace::{PROG_WALK_SLOT, SampleRecord},
 };
 
 use crate::{TASK_REGS, begin, bump, end_walk, regs, ship, tail_call_failed, walk_more};
@@ -48,7 +48,7 @@ static TASK_STATE_OFFSET: Global<u32> = Global::new(0);
 
 /// Stacks of blocked threads by tid (`MAP_PARKED`), sized by userspace.
 #[map]
-static PARKED: LruHashMap<u32, Sample> = LruHashMap::with_max_entries(1, 0);
+static PARKED: LruHashMap<u32, SampleRecord> = LruHashMap::with_max_entries(1, 0);
 /// `walk_user_switch` at `PROG_WALK_SLOT` (`MAP_PROGS_SWITCH`).
 #[map]
 static PROGS_SWITCH: ProgramArray = ProgramArray::with_max_entries(1, 0);
@@ -70,7 +70,7 @@ pub fn on_switch(ctx: RawTracePointContext) -> i32 {
     unsafe { PROGS_SWITCH.tail_call(&ctx, PROG_WALK_SLOT) };
     tail_call_failed(state);
     end_walk(state);
-    park(&state.sample);
+    park(&state.record);
     0
 }
 
@@ -78,7 +78,7 @@ pub fn on_switch(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint]
 pub fn walk_user_switch(ctx: RawTracePointContext) -> i32 {
     if let Some(state) = walk_more(&ctx, &PROGS_SWITCH) {
-        park(&state.sample);
+        park(&state.record);
     }
     0
 }
@@ -98,11 +98,11 @@ fn switched_in(next: u64) {
     let now = unsafe { bpf_ktime_get_ns() };
     // SAFETY: a value of this map, valid while the program runs; no other CPU touches it
     // meanwhile (the task is switched in here, once; it was parked before it could be).
-    let sample = unsafe { &mut *parked };
-    let blocked = now.wrapping_sub(sample.time_ns);
+    let record = unsafe { &mut *parked };
+    let blocked = now.wrapping_sub(record.header.time_ns);
     if blocked >= MIN_BLOCK_NS.load() && blocked < u64::MAX / 2 {
-        sample.weight = blocked;
-        ship(sample);
+        record.header.weight = blocked;
+        ship(record);
     }
     let _ = PARKED.remove(tid);
 }
@@ -125,8 +125,8 @@ fn blocking() -> bool {
 }
 
 /// Keep the stack of the task being switched out until it is switched in again.
-fn park(sample: &Sample) {
-    if PARKED.insert(sample.tid, sample, 0).is_err() {
+fn park(record: &SampleRecord) {
+    if PARKED.insert(record.header.tid, record, 0).is_err() {
         bump(Counter::EventsLost);
     }
 }

@@ -21,14 +21,21 @@
 //!    `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step` instead, which
 //!    refuses frame pointers that do not look valid rather than inventing a frame;
 //! 4. the caller's PC must be in a mapping of the process (step 2 for it), else stop with
-//!    `NoMapping` without recording it; then record it with how it was found
-//!    (`SOURCE_TABLE`/`SOURCE_FP`) and continue from its registers.
+//!    `NoMapping` without recording it; then record it after the kernel frames of the record,
+//!    with how it was found (a bit of `fp_frames` for `SOURCE_FP`), and continue from its
+//!    registers.
+//!
+//! What each frame costs (the walk runs in every sample): the mapping found last and the page
+//! entry looked up last are kept in the walk state (forgotten when a walk starts), so a frame
+//! in the same mapping as the one below it costs one range check instead of two binary
+//! searches, and one in the same 64 KiB page no hash lookup; and the saved return address and
+//! frame pointer, adjacent on x86-64, come from one `bpf_probe_read_user` ([`ReadCache`]).
 
 use aya_ebpf::helpers::bpf_probe_read_user;
 use tracer_common::{
     trace::{
-        ExecMapping, FRAMES_PER_PROG, MAPPING_SEARCH_STEPS, MAX_MAPPINGS, MAX_USER_FRAMES, NO_OBJECT, ProcInfo,
-        ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
+        ExecMapping, FRAMES_PER_PROG, MAPPING_SEARCH_STEPS, MAX_KERNEL_FRAMES, MAX_MAPPINGS, MAX_USER_FRAMES,
+        NO_OBJECT, ProcInfo, ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
     },
     unwind::{FLAG_SIGNAL, KIND_NO_INFO, PAGE_SHIFT, PageKey, UnwindRow},
     walk::{self, Regs, Step, StopReason},
@@ -88,11 +95,11 @@ const NO_TABLE: ExecMapping = ExecMapping {
 
 /// [`walk_frame`]'s result: the walk goes on.
 const CONTINUE: u64 = 0;
-/// [`walk_frame`]'s result: the walk is over, its reason in `sample.stop`.
+/// [`walk_frame`]'s result: the walk is over, its reason in `header.stop`.
 const DONE: u64 = 1;
 
 /// Walk up to `FRAMES_PER_PROG` frames of the walk in `SCRATCH`; true when the walk is over
-/// (the reason is then in `sample.stop`), false when it should continue in another invocation.
+/// (the reason is then in `header.stop`), false when it should continue in another invocation.
 pub fn walk_frames(max_depth: u32) -> bool {
     for _ in 0..FRAMES_PER_PROG {
         if walk_frame(u64::from(max_depth)) != CONTINUE {
@@ -103,7 +110,7 @@ pub fn walk_frames(max_depth: u32) -> bool {
 }
 
 /// Unwind one frame of the walk in `SCRATCH` (module docs): [`DONE`] with the reason stored in
-/// `sample.stop`, or [`CONTINUE`] with the caller recorded.
+/// `header.stop`, or [`CONTINUE`] with the caller recorded.
 ///
 /// A global function (exported, not inlined): see the module docs. Inside it, every stop path
 /// stores its reason to memory and meets the others at one exit, and the frame count is read
@@ -123,7 +130,7 @@ pub extern "C" fn walk_frame(max_depth: u64) -> u64 {
         Some(reason) => {
             // SAFETY: a plain store into the walk state; volatile so the reason goes through
             // memory (see above) and `finish` reads it back.
-            unsafe { core::ptr::write_volatile(&mut state.sample.stop, reason as u32) };
+            unsafe { core::ptr::write_volatile(&mut state.record.header.stop, reason as u32) };
             DONE
         }
         None => CONTINUE,
@@ -135,50 +142,63 @@ pub extern "C" fn walk_frame(max_depth: u64) -> u64 {
 fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopReason> {
     let max_depth = max_depth.clamp(1, MAX_USER_FRAMES as u32);
     // SAFETY: a plain load from the walk state; volatile, see `walk_frame`.
-    let n = unsafe { core::ptr::read_volatile(&state.sample.num_user) };
+    let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
     if n >= max_depth {
         return Some(StopReason::MaxDepth);
     }
     let regs = Regs::from(state.regs);
     let pc = walk::lookup_pc(&regs, n <= 1);
-    let procs = PROCS.get_ptr(state.sample.tgid);
-    let mapping = match procs {
-        Some(procs) => {
-            let found = find_mapping(opaque, procs, pc);
-            if found.end == 0 {
-                return Some(StopReason::NoMapping);
-            }
-            found
-        }
-        None => NO_TABLE,
+    let Some(mapping) = mapping_of(opaque, state, pc) else {
+        return Some(StopReason::NoMapping);
     };
-    let (next, source) = match unwind_one(
-        opaque,
-        &mapping,
-        &regs,
-        &state.sample.num_user,
-        &state.sample.user_source,
-        pc,
-    ) {
+    let (next, source) = match unwind_one(opaque, state, &mapping, &regs, pc) {
         (Step::Next(next), source) => (next, source),
         (Step::Stop(reason), _) => return Some(reason),
     };
-    if let Some(procs) = procs
-        && find_mapping(opaque, procs, walk::lookup_pc(&next, false)).end == 0
-    {
+    // A process with mappings (not `NO_TABLE`): the caller's PC must be in one (and the next
+    // frame finds it remembered).
+    if mapping.end != 0 && mapping_of(opaque, state, walk::lookup_pc(&next, false)).is_none() {
         return Some(StopReason::NoMapping);
     }
     // Laundered: as an offset `n` would become precise, and then so would every range the
     // verifier derived for it, splitting the states of the whole frame.
-    let at = opaque.launder(n) as usize;
-    let (Some(slot), Some(source_slot)) = (state.sample.user.get_mut(at), state.sample.user_source.get_mut(at)) else {
+    let n = opaque.launder(n);
+    // SAFETY: a plain load from the walk state, volatile as above.
+    let kernel = unsafe { core::ptr::read_volatile(&state.record.header.num_kernel) };
+    let at = (kernel.min(MAX_KERNEL_FRAMES as u32) + n) as usize;
+    let record = &mut state.record;
+    let Some(slot) = record.frames.get_mut(at) else {
         return Some(StopReason::MaxDepth);
     };
     *slot = next.pc;
-    *source_slot = source;
-    state.sample.num_user = n + 1;
+    if source == SOURCE_FP
+        && let Some(word) = record.fp_frames.get_mut(n as usize / 64)
+    {
+        *word |= 1 << (n % 64);
+    }
+    record.header.num_user = n + 1;
     state.regs = next.into();
     None
+}
+
+/// Steps 2 and 4: the mapping holding `pc` for the walk in `state`, or `None` when the traced
+/// process has none there. [`NO_TABLE`] for a process not in `PROCS` (frame pointers only).
+/// The mapping found is remembered in the walk state and tried first the next time.
+#[inline(always)]
+fn mapping_of(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Option<ExecMapping> {
+    let last = state.mapping;
+    if pc >= last.start && pc < last.end {
+        return Some(last);
+    }
+    let Some(procs) = PROCS.get_ptr(state.record.header.tgid) else {
+        return Some(NO_TABLE);
+    };
+    let found = find_mapping(opaque, procs, pc);
+    if found.end == 0 {
+        return None;
+    }
+    state.mapping = found;
+    Some(found)
 }
 
 /// Step 2: the mapping holding `pc`, or [`NO_TABLE`] (`end == 0`, which no real mapping has)
@@ -240,14 +260,8 @@ fn last_mapping_from(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMa
 // Inlined so `Step` never goes through memory: storing its undefined `Next` payload for a
 // `Stop` is a read of an uninitialized register to the verifier ("!read_ok").
 #[inline(always)]
-fn unwind_one(
-    opaque: &Opaque,
-    m: &ExecMapping,
-    regs: &Regs,
-    num_user: &u32,
-    sources: &[u8; MAX_USER_FRAMES],
-    pc: u64,
-) -> (Step, u8) {
+fn unwind_one(opaque: &Opaque, state: &mut WalkState, m: &ExecMapping, regs: &Regs, pc: u64) -> (Step, u8) {
+    let mut words = ReadCache { addr: 0, value: 0 };
     if m.object != NO_OBJECT {
         let addr = pc.wrapping_sub(m.bias);
         let key = PageKey {
@@ -256,11 +270,18 @@ fn unwind_one(
         };
         // An address whose page does not fit u32 cannot have a page; the truncated key must
         // not find another's.
-        let entry = if addr >> PAGE_SHIFT <= u64::from(u32::MAX) {
-            // SAFETY: a copy out of the map value, valid during this run.
-            unsafe { PAGES.get(key) }.copied()
-        } else {
+        let entry = if addr >> PAGE_SHIFT > u64::from(u32::MAX) {
             None
+        } else if state.page_key == key {
+            Some(state.page)
+        } else {
+            // SAFETY: a copy out of the map value, valid during this run.
+            let entry = unsafe { PAGES.get(key) }.copied();
+            if let Some(entry) = entry {
+                state.page_key = key;
+                state.page = entry;
+            }
+            entry
         };
         if let Some(entry) = entry {
             let rule = walk::search_page(entry.num_rows, addr as u16, |i| {
@@ -274,19 +295,56 @@ fn unwind_one(
                 // Re-read here rather than passed in, so "topmost" is not a constant the
                 // verifier carries (and explores twice) through the searches above.
                 // SAFETY: a plain load from the walk state.
-                let topmost = unsafe { core::ptr::read_volatile(num_user) } <= 1;
-                return (walk::step(rule, regs, topmost, read_user), SOURCE_TABLE);
+                let topmost = unsafe { core::ptr::read_volatile(&state.record.header.num_user) } <= 1;
+                return (walk::step(rule, regs, topmost, |a| words.read(a)), SOURCE_TABLE);
             }
         }
     }
     // The current FP came from the chain when this frame was itself found by the fallback.
     // SAFETY: plain loads from the walk state.
-    let n = unsafe { core::ptr::read_volatile(num_user) };
-    let chained = n >= 2
-        && sources
-            .get(opaque.launder(n - 1) as usize)
-            .is_some_and(|s| *s == SOURCE_FP);
-    (walk::frame_pointer_step(regs, chained, read_user), SOURCE_FP)
+    let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
+    let chained = n >= 2 && {
+        let below = opaque.launder(n - 1);
+        state
+            .record
+            .fp_frames
+            .get(below as usize / 64)
+            .is_some_and(|word| word >> (below % 64) & 1 != 0)
+    };
+    (walk::frame_pointer_step(regs, chained, |a| words.read(a)), SOURCE_FP)
+}
+
+/// User words read for one step, two at a time: a step reads the saved return address and
+/// then the saved frame pointer, which on x86-64 sits in the word below it (`push rbp` after
+/// the call's push of the return address; `walk::frame_pointer_step` reads `fp + 8`, then
+/// `fp`). So each read fetches its word and the one below, and a read of that word below is
+/// served from here: one `bpf_probe_read_user` per frame instead of two.
+struct ReadCache {
+    /// Address of the word kept (0: none; no word is read at 0).
+    addr: u64,
+    value: u64,
+}
+
+impl ReadCache {
+    /// The user word at `addr`.
+    #[inline(always)]
+    fn read(&mut self, addr: u64) -> Option<u64> {
+        if self.addr != 0 && addr == self.addr {
+            return Some(self.value);
+        }
+        let below = addr.wrapping_sub(8);
+        // SAFETY: a probe read: an unmapped or kernel address fails instead of faulting.
+        if below != 0
+            && below < addr
+            && let Ok(pair) = unsafe { bpf_probe_read_user(below as *const [u64; 2]) }
+        {
+            self.addr = below;
+            self.value = pair[0];
+            return Some(pair[1]);
+        }
+        // The word below may be on an unmapped page: this word alone.
+        read_user(addr)
+    }
 }
 
 /// Global row `index`: `ROWS[index / ROW_CHUNK].rows[index % ROW_CHUNK]`.

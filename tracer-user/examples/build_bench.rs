@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use sframe_trace::{elf, table};
-use tracer_common::trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, Sample};
+use tracer_common::trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, RECORD_HEADER_BYTES, SampleRecord};
 
 /// Bytes the BPF ring buffer adds in front of each record (`BPF_RINGBUF_HDR_SZ`).
 const RINGBUF_HEADER: usize = 8;
@@ -67,7 +67,8 @@ fn main() -> anyhow::Result<()> {
         "passes": wall.len(),
         "wall_rows_per_sec": rates(rows, wall),
         "cpu_rows_per_sec": rates(rows, cpu),
-        "sample_record_bytes": size_of::<Sample>() + RINGBUF_HEADER,
+        "sample_record_bytes": size_of::<SampleRecord>() + RINGBUF_HEADER,
+        "sample_record_header_bytes": RECORD_HEADER_BYTES + RINGBUF_HEADER,
         "sample_max_user_frames": MAX_USER_FRAMES,
         "sample_max_kernel_frames": MAX_KERNEL_FRAMES,
     });

@@ -1,16 +1,48 @@
-//! [`Ring`]: records the kernel ships through a ring buffer, copied out one at a time —
-//! [`Events`] (samples, `EVENTS`) and [`Notices`] (process life-cycle notices, `NOTICES`).
-//! Registered with tokio (`AsyncFd`) so a trace loop can await them. It does not interpret
-//! records (symbolizing, aggregating and process tracking are elsewhere).
+//! [`Ring`]: records the kernel ships through a ring buffer, decoded one at a time —
+//! [`Events`] (samples, `EVENTS`: variable-length `SampleRecord`s) and [`Notices`] (process
+//! life-cycle notices, `NOTICES`). Registered with tokio (`AsyncFd`) so a trace loop can await
+//! them. It does not interpret records (symbolizing, aggregating and process tracking are
+//! elsewhere).
+//!
+//! The sampling programs do not wake userspace for each sample (that wakeup, on both sides,
+//! cost more than the walk): only when the ring buffer is filling up. So [`Ring::next`] reads
+//! whatever is waiting first, and when nothing is, waits for a wakeup or [`POLL_INTERVAL`],
+//! whichever comes first: samples reach userspace at most that late.
 
-use std::marker::PhantomData;
+use std::{marker::PhantomData, time::Duration};
 
 use anyhow::Context as _;
 use aya::maps::{Map, MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
 use tracer_common::{notice::Notice, trace::Sample};
 
-/// The records of one ring buffer, each a whole `T`.
+/// How often a ring buffer is read when the kernel has not woken userspace.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A record type of a ring buffer: how to read one from its bytes.
+pub trait Record: Sized {
+    /// The record of `bytes` (one ring buffer entry), or `None` if they are not one.
+    fn decode(bytes: &[u8]) -> Option<Self>;
+}
+
+impl Record for Sample {
+    fn decode(bytes: &[u8]) -> Option<Sample> {
+        Sample::decode(bytes)
+    }
+}
+
+impl Record for Notice {
+    fn decode(bytes: &[u8]) -> Option<Notice> {
+        if bytes.len() < size_of::<Notice>() {
+            return None;
+        }
+        // SAFETY: the bytes hold at least `size_of::<Notice>()` bytes; `Notice` is `Pod` (every
+        // bit pattern valid) and the read does not assume alignment.
+        Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Notice>()) })
+    }
+}
+
+/// The records of one ring buffer, each a `T`.
 pub struct Ring<T> {
     ring: AsyncFd<RingBuf<MapData>>,
     name: &'static str,
@@ -22,7 +54,7 @@ pub type Events = Ring<Sample>;
 /// The process notices of a loaded [`super::Kernel`].
 pub type Notices = Ring<Notice>;
 
-impl<T: aya::Pod> Ring<T> {
+impl<T: Record> Ring<T> {
     /// Wrap the ring buffer `map` (named `name`). Needs a tokio runtime (the fd is registered
     /// with its reactor).
     pub(super) fn new(map: Map, name: &'static str) -> anyhow::Result<Ring<T>> {
@@ -40,22 +72,31 @@ impl<T: aya::Pod> Ring<T> {
         })
     }
 
-    /// The next record, waiting for one; `None` only if the ring buffer cannot be polled.
+    /// The next record, waiting for one (module docs); `None` only if the ring buffer cannot
+    /// be polled.
     pub async fn next(&mut self) -> Option<T> {
         loop {
-            let mut guard = match self.ring.readable_mut().await {
-                Ok(guard) => guard,
-                Err(err) => {
-                    log::error!("polling {}: {err}", self.name);
-                    return None;
-                }
-            };
-            if let Some(record) = read(guard.get_inner_mut(), self.name) {
+            if let Some(record) = read(self.ring.get_mut(), self.name) {
                 return Some(record);
             }
-            // Readiness is only cleared if no new record was announced since the guard was
-            // taken, so a record that arrived after the read above is not missed.
-            guard.clear_ready();
+            tokio::select! {
+                ready = self.ring.readable_mut() => {
+                    let mut guard = match ready {
+                        Ok(guard) => guard,
+                        Err(err) => {
+                            log::error!("polling {}: {err}", self.name);
+                            return None;
+                        }
+                    };
+                    if let Some(record) = read(guard.get_inner_mut(), self.name) {
+                        return Some(record);
+                    }
+                    // Readiness is only cleared if no new record was announced since the guard
+                    // was taken, so a record that arrived after the read above is not missed.
+                    guard.clear_ready();
+                }
+                () = tokio::time::sleep(POLL_INTERVAL) => {}
+            }
         }
     }
 
@@ -65,17 +106,14 @@ impl<T: aya::Pod> Ring<T> {
     }
 }
 
-/// Copy out the next record that is a whole `T`; shorter records (which the program never
-/// writes) are skipped with a warning.
-fn read<T: aya::Pod>(ring: &mut RingBuf<MapData>, name: &str) -> Option<T> {
+/// Decode the next record; records that do not decode (which the program never writes) are
+/// skipped with a warning.
+fn read<T: Record>(ring: &mut RingBuf<MapData>, name: &str) -> Option<T> {
     loop {
         let item = ring.next()?;
-        if item.len() < size_of::<T>() {
-            log::warn!("skipping a {}-byte record in {name}: too short", item.len());
-            continue;
+        match T::decode(&item) {
+            Some(record) => return Some(record),
+            None => log::warn!("skipping a malformed {}-byte record in {name}", item.len()),
         }
-        // SAFETY: the record holds at least `size_of::<T>()` bytes; `T` is `Pod` (every bit
-        // pattern valid) and the read does not assume alignment.
-        return Some(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<T>()) });
     }
 }

@@ -230,7 +230,7 @@ fn check_tracepoint(spec: &str, category: &str, name: &str) -> anyhow::Result<()
 
 #[cfg(test)]
 mod tests {
-    use tracer_common::{event::MAP_PARKED, trace::Sample};
+    use tracer_common::{event::MAP_PARKED, trace::SampleRecord};
 
     use super::*;
     use crate::bpf::PROGRAM;
@@ -262,7 +262,7 @@ mod tests {
         let parked = object.maps.get(MAP_PARKED).expect("map PARKED");
         assert_eq!(
             (parked.key_size(), parked.value_size()),
-            (4, size_of::<Sample>() as u32)
+            (4, size_of::<SampleRecord>() as u32)
         );
     }
 }

@@ -52,10 +52,19 @@ impl Stack {
         let num_user = (sample.num_user as usize).min(sample.user.len());
         let mut user = Vec::with_capacity(num_user);
         let mut sources = Vec::with_capacity(num_user);
+        // The mapping of the frame before: the mappings `mapping_at` searches are disjoint and
+        // the same for every frame of the sample (same process, same time), so an address in
+        // its range resolves to it again, without the search (most frames are in one object).
+        let mut last: Option<&ResolvedMapping> = None;
         for (i, &pc) in sample.user[..num_user].iter().enumerate() {
             // Return addresses point after the call: look up the call itself.
             let lookup = if i == 0 { pc } else { pc.wrapping_sub(1) };
-            let frame = match catalog.mapping_at(sample.tgid, lookup, sample.time_ns) {
+            let mapping = match last {
+                Some(m) if m.start <= lookup && lookup < m.end => Some(m),
+                _ => catalog.mapping_at(sample.tgid, lookup, sample.time_ns),
+            };
+            last = mapping.or(last);
+            let frame = match mapping {
                 Some(&ResolvedMapping {
                     object: Some(object),
                     bias,

@@ -94,6 +94,11 @@ impl Memory {
         self.build["sample_record_bytes"].as_u64()
     }
 
+    /// Bytes of a sample record before its frames (8 bytes each), ring buffer header included.
+    pub fn sample_record_header_bytes(&self) -> Option<u64> {
+        self.build["sample_record_header_bytes"].as_u64()
+    }
+
     /// `root`: the workspace, left out of the objects' paths.
     pub fn phase(&self, root: &std::path::Path) -> Phase {
         let objects = self.build["objects"].as_array().cloned().unwrap_or_default();

@@ -24,6 +24,7 @@ fn rate(bytes_per_sec: f64) -> String {
 
 pub fn phase(runs: &Runs, memory: &Memory) -> Phase {
     let record = memory.sample_record_bytes();
+    let record_header = memory.sample_record_header_bytes();
     let mut rows = Vec::new();
     let mut json_rows = Vec::new();
     let mut at_999 = Vec::new();
@@ -31,11 +32,14 @@ pub fn phase(runs: &Runs, memory: &Memory) -> Phase {
         for tool in TOOLS {
             let rs = runs.of(Config::Traced { tool, hz });
             let output = Spread::of(rs.iter().map(|r| r.output_bytes as f64 / r.workload_cpu));
+            // Each record: its header and its frames (cpubench makes no system calls, so its
+            // samples carry user frames only): the sampled PC and the callers the summary
+            // counts.
             let ring = match tool {
-                Tool::Ours => record.and_then(|rec| {
+                Tool::Ours => record_header.and_then(|header| {
                     Spread::of(
                         rs.iter()
-                            .filter_map(|r| Some((r.samples? * rec) as f64 / r.workload_cpu)),
+                            .filter_map(|r| Some((r.samples? * (header + 8) + 8 * r.frames?) as f64 / r.workload_cpu)),
                     )
                 }),
                 _ => None,
@@ -79,8 +83,10 @@ pub fn phase(runs: &Runs, memory: &Memory) -> Phase {
     }
     let text = format!(
         "Bytes written by each tracer on `cpubench` per second of the workload's CPU time (cpu-clock \
-         samples it only while it runs; medians [min, max] over the overhead runs). sframe-trace also moves one fixed-size record per sample through its ring \
-         buffer ({} bytes: {} user and {} kernel frames at most, header included).\n\n{}",
+         samples it only while it runs; medians [min, max] over the overhead runs). sframe-trace also moves one record per sample through its ring \
+         buffer: {} bytes of header and 8 per frame, at most {} bytes ({} user and {} kernel frames); \
+         its rate below counts the samples' user frames.\n\n{}",
+        record_header.map_or("?".to_owned(), |r| r.to_string()),
         record.map_or("?".to_owned(), |r| r.to_string()),
         memory.build["sample_max_user_frames"],
         memory.build["sample_max_kernel_frames"],
@@ -96,7 +102,7 @@ pub fn phase(runs: &Runs, memory: &Memory) -> Phase {
         key: "volume",
         title: "6. Data volume",
         text,
-        json: json!({"sample_record_bytes": record, "rows": json_rows}),
+        json: json!({"sample_record_bytes": record, "sample_record_header_bytes": record_header, "rows": json_rows}),
         figures,
     }
 }
