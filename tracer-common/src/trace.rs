@@ -100,35 +100,6 @@ pub const SOURCE_TABLE: u8 = 0;
 /// The frame came from the frame-pointer fallback (no table covered the callee's PC).
 pub const SOURCE_FP: u8 = 1;
 
-/// One sample as userspace sees it: decoded from a [`SampleRecord`] by [`Sample::decode`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct Sample {
-    /// `bpf_ktime_get_ns` at the sample (offcpu: when the task was switched out).
-    pub time_ns: u64,
-    /// The nanoseconds it stands for: the sampling period for cpu-clock, the time blocked for
-    /// offcpu, 0 for a probe or tracepoint hit (counted, not timed).
-    pub weight: u64,
-    /// Which event took it (`event::event_id`).
-    pub event: u32,
-    pub _pad: u32,
-    pub tgid: u32,
-    pub tid: u32,
-    pub cpu: u32,
-    /// `walk::StopReason` code of the user walk.
-    pub stop: u32,
-    /// Valid entries of `user` (frame 0 = the sampled PC, then callers).
-    pub num_user: u32,
-    /// Valid entries of `kernel`, or 0 (`--no-kernel`, or no kernel stack: user-mode sample).
-    pub num_kernel: u32,
-    pub comm: [u8; 16],
-    pub kernel: [u64; MAX_KERNEL_FRAMES],
-    pub user: [u64; MAX_USER_FRAMES],
-    /// [`SOURCE_TABLE`] or [`SOURCE_FP`] per user frame: how the frame's *caller* was found
-    /// is recorded on the caller (frame 0's source is always `SOURCE_TABLE`).
-    pub user_source: [u8; MAX_USER_FRAMES],
-}
-
 /// The fixed part of a [`SampleRecord`]: who, when, why the walk ended, and how many frames
 /// follow.
 #[repr(C)]
@@ -136,7 +107,8 @@ pub struct Sample {
 pub struct SampleHeader {
     /// `bpf_ktime_get_ns` at the sample (offcpu: when the task was switched out).
     pub time_ns: u64,
-    /// The nanoseconds it stands for (see [`Sample::weight`]).
+    /// The nanoseconds it stands for: the sampling period for cpu-clock, the time blocked for
+    /// offcpu, 0 for a probe or tracepoint hit (counted, not timed).
     pub weight: u64,
     /// Which event took it (`event::event_id`).
     pub event: u32,
@@ -151,6 +123,34 @@ pub struct SampleHeader {
     /// Kernel frames in the record (0: `--no-kernel`, or a user-mode sample).
     pub num_kernel: u32,
     pub comm: [u8; 16],
+}
+
+/// One sample as userspace sees it: decoded from a [`SampleRecord`] by [`Sample::decode`],
+/// its header's fields readable directly (`sample.tgid`).
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub header: SampleHeader,
+    /// Valid: `..num_kernel` (innermost first).
+    pub kernel: [u64; MAX_KERNEL_FRAMES],
+    /// Valid: `..num_user` (frame 0 = the sampled PC, then callers).
+    pub user: [u64; MAX_USER_FRAMES],
+    /// [`SOURCE_TABLE`] or [`SOURCE_FP`] per user frame: how the frame's *caller* was found
+    /// is recorded on the caller (frame 0's source is always `SOURCE_TABLE`).
+    pub user_source: [u8; MAX_USER_FRAMES],
+}
+
+impl core::ops::Deref for Sample {
+    type Target = SampleHeader;
+
+    fn deref(&self) -> &SampleHeader {
+        &self.header
+    }
+}
+
+impl core::ops::DerefMut for Sample {
+    fn deref_mut(&mut self) -> &mut SampleHeader {
+        &mut self.header
+    }
 }
 
 /// Words of [`SampleRecord::fp_frames`]: one bit per user frame.
@@ -214,17 +214,19 @@ impl Sample {
         let at = core::mem::offset_of!(SampleHeader, comm);
         comm.copy_from_slice(&bytes[at..at + 16]);
         let mut sample = Sample {
-            time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
-            weight: word(core::mem::offset_of!(SampleHeader, weight))?,
-            event: half(core::mem::offset_of!(SampleHeader, event))?,
-            _pad: 0,
-            tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
-            tid: half(core::mem::offset_of!(SampleHeader, tid))?,
-            cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
-            stop: half(core::mem::offset_of!(SampleHeader, stop))?,
-            num_user,
-            num_kernel,
-            comm,
+            header: SampleHeader {
+                time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
+                weight: word(core::mem::offset_of!(SampleHeader, weight))?,
+                event: half(core::mem::offset_of!(SampleHeader, event))?,
+                _pad: 0,
+                tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
+                tid: half(core::mem::offset_of!(SampleHeader, tid))?,
+                cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
+                stop: half(core::mem::offset_of!(SampleHeader, stop))?,
+                num_user,
+                num_kernel,
+                comm,
+            },
             kernel: [0; MAX_KERNEL_FRAMES],
             user: [0; MAX_USER_FRAMES],
             user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
@@ -296,8 +298,6 @@ impl From<Regs> for WalkRegs {
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
 const _: () = assert!(core::mem::size_of::<ProcInfo>() == 8 + 32 * MAX_MAPPINGS);
 const _: () = assert!(core::mem::size_of::<RowChunk>() == 4 * ROW_CHUNK);
-const _: () = assert!(core::mem::size_of::<Sample>() == 64 + 8 * MAX_KERNEL_FRAMES + 9 * MAX_USER_FRAMES);
-const _: () = assert!(core::mem::offset_of!(Sample, comm) == 48 && core::mem::offset_of!(Sample, kernel) == 64);
 const _: () = assert!(core::mem::size_of::<SampleHeader>() == 64);
 const _: () = assert!(RECORD_HEADER_BYTES == 64 + 8 * SOURCE_WORDS);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == RECORD_HEADER_BYTES + 8 * RECORD_FRAMES);
@@ -314,8 +314,6 @@ mod pod {
     unsafe impl aya::Pod for super::ProcInfo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::RowChunk {}
-    // SAFETY: as above.
-    unsafe impl aya::Pod for super::Sample {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SampleRecord {}
     // SAFETY: as above.

@@ -3,7 +3,7 @@
 
 use tracer_common::{
     Counter,
-    trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE, Sample},
+    trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
     walk::StopReason,
 };
 
@@ -73,17 +73,19 @@ fn catalog() -> Catalog {
 
 fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
     let mut s = Sample {
-        time_ns: 1,
-        weight: 10_101_010,
-        event: tracer_common::event::EVENT_CPU_CLOCK,
-        _pad: 0,
-        tgid: 7,
-        tid: 8,
-        cpu: 0,
-        stop: StopReason::Outermost as u32,
-        num_user: user.len() as u32,
-        num_kernel: kernel.len() as u32,
-        comm: [0; 16],
+        header: SampleHeader {
+            time_ns: 1,
+            weight: 10_101_010,
+            event: tracer_common::event::EVENT_CPU_CLOCK,
+            _pad: 0,
+            tgid: 7,
+            tid: 8,
+            cpu: 0,
+            stop: StopReason::Outermost as u32,
+            num_user: user.len() as u32,
+            num_kernel: kernel.len() as u32,
+            comm: [0; 16],
+        },
         kernel: [0; MAX_KERNEL_FRAMES],
         user: [0; MAX_USER_FRAMES],
         user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
