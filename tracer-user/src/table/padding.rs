@@ -104,8 +104,8 @@ pub(crate) fn is_padding(arch: Arch, addr: u64, bytes: &[u8]) -> bool {
             true
         }
         Arch::Aarch64 => {
-            addr % 4 == 0
-                && bytes.len() % 4 == 0
+            addr.is_multiple_of(4)
+                && bytes.len().is_multiple_of(4)
                 && bytes
                     .chunks_exact(4)
                     .all(|word| word == AARCH64_NOP || word == AARCH64_UDF0)

@@ -233,6 +233,9 @@ fn fill_extends_only_padding_gaps_between_functions() {
     );
 }
 
+/// A flat list's transitions and covered runs.
+type Case<'a> = (&'a [(u64, UnwindRule)], &'a [(u64, u64)]);
+
 /// A padding gap is kept when it is longer than `MAX_PADDING`, when its bytes are outside
 /// the executable segments, or when the flat list does not have `NO_INFO` exactly over it.
 #[test]
@@ -244,7 +247,7 @@ fn fill_keeps_gaps_it_cannot_prove() {
         segments: vec![(0x1000, &bytes)],
     };
     let long = MAX_PADDING + 1;
-    let cases: [(&[(u64, UnwindRule)], &[(u64, u64)]); 4] = [
+    let cases: [Case; 4] = [
         // Longer than any alignment.
         (
             &[(0x1000, rule(8)), (0x1010, no), (0x1010 + long, rule(16))],
