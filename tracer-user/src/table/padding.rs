@@ -163,12 +163,13 @@ fn modrm_operand_len(modrm: u8, sib: Option<&u8>) -> Option<usize> {
 pub(crate) fn fill(flat: &mut Flat, code: &Code<'_>) -> u64 {
     let t = &flat.transitions;
     let mut drop = vec![false; t.len()];
-    let mut filled = 0;
+    let (mut filled, mut i) = (0, 0);
     for gap in flat.covered.windows(2) {
         let (start, end) = (gap[0].1, gap[1].0);
-        let Ok(i) = t.binary_search_by_key(&start, |&(at, _)| at) else {
-            continue;
-        };
+        // Gaps and transitions are both ascending: one forward walk, no search per gap.
+        while t.get(i).is_some_and(|&(at, _)| at < start) {
+            i += 1;
+        }
         let (Some(before), Some(&(at, rule)), Some(&(next_at, next_rule))) =
             (i.checked_sub(1).and_then(|b| t.get(b)), t.get(i), t.get(i + 1))
         else {
