@@ -2,9 +2,10 @@
 //! file is read as is; any other input is wrapped in a small ELF file as its `.eh_frame` (or
 //! `.debug_frame`, with or without an `.eh_frame_hdr` cut from it), for one of the three
 //! machines, so that mutations spend their time in the CFI rather than in ELF headers.
-//! Building the table (`table::build_from_cfi`) and looking up rules (`cfi::CfiTable`) must not
-//! panic, and a table must keep the paged layout the kernel searches: pages ascending, rows
-//! ascending from 0 inside a page, every rule index in range.
+//! Building the table (`table::build_from_cfi`; for ELF inputs also `table::build_object`, which
+//! reads code bytes from the program headers to fill alignment padding) and looking up rules
+//! (`cfi::CfiTable`) must not panic, and a table must keep the paged layout the kernel searches:
+//! pages ascending, rows ascending from 0 inside a page, every rule index in range.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -27,6 +28,11 @@ fuzz_target!(|input: &[u8]| {
         .get(1..9)
         .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     if let Ok(Some(built)) = table::build_from_cfi(file, entry) {
+        check_layout(&built);
+    }
+    if input.starts_with(b"\x7fELF")
+        && let Ok(Some((built, _))) = table::build_object(file)
+    {
         check_layout(&built);
     }
     if let Ok(Some(cfi)) = CfiTable::from_elf(file) {

@@ -18,7 +18,9 @@
 //!   `FLAG_FP_SAVED` (else FP unchanged), and `SP = CFA`.
 //! - `KIND_OUTERMOST`: this frame is the last one (`_start`, thread entry): the stack is complete.
 //! - `KIND_NO_INFO`:   no unwind information covers the address (gap between functions, or a
-//!   rule the kernel cannot execute): fall back to frame pointers, or stop with a reason.
+//!   rule the kernel cannot execute): fall back to frame pointers, or stop with a reason. Gaps
+//!   that are nothing but alignment padding carry the rule before them instead (never executed;
+//!   see `tracer-user/src/table/padding.rs`).
 //!
 //! `FLAG_TOPMOST_ONLY` marks rules that read a register other than SP/FP (or need the
 //! pre-prologue state): valid only in the first frame, whose full register set is known.

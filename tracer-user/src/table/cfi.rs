@@ -106,6 +106,7 @@ pub(crate) fn flatten(
             count(&mut flat.reasons, Unsupported::OverlappingFunctions, 1);
         }
         covered_to = covered_to.max(f.end);
+        flat.cover(f.start, f.end);
         flat.truncate_from(f.start);
         if f.end >= ADDRESS_LIMIT {
             count(&mut flat.reasons, Unsupported::AddressRange, 1);

@@ -11,7 +11,8 @@
 //! 4. `global`: [`RuleTable`] merges the local rules of many objects into the shared table.
 //!
 //! `cfi` does steps 1-2 for call-frame information, and `object` merges an object's SFrame and
-//! CFI transitions (SFrame first) before paging.
+//! CFI transitions (SFrame first) and lets rules run on through alignment padding (`padding`)
+//! before paging.
 //!
 //! Addresses are object-relative: what the ELF file places the code at (`Function::start`).
 //! [`ObjectTable::lookup`] is the host-side twin of the kernel's lookup, used by tests and
@@ -20,6 +21,7 @@
 mod cfi;
 mod global;
 mod object;
+mod padding;
 mod paging;
 mod rowspace;
 mod rules;
@@ -71,6 +73,9 @@ pub struct TableStats {
     pub rules: u64,
     /// How often each reason made the builder emit `NO_INFO` or leave something out.
     pub unsupported: BTreeMap<Unsupported, u64>,
+    /// Gaps between functions found to be alignment padding, which the rule before each runs
+    /// on through (`build_object` only; see `padding`).
+    pub padding_gaps: u64,
 }
 
 impl TableStats {
@@ -122,6 +127,7 @@ pub(crate) fn finish(mut flat: transitions::Flat) -> ObjectTable {
         pages: paged.pages.len() as u64,
         rules: paged.rules.len() as u64,
         unsupported: flat.reasons,
+        padding_gaps: flat.padding_gaps,
     };
     ObjectTable {
         pages: paged.pages,

@@ -6,10 +6,16 @@
 //! 1. Flatten each source into `(address, rule)` transitions (`transitions`, `cfi`), both with
 //!    the entry point's function outermost.
 //! 2. Merge: at every address the SFrame rule applies unless it is `NO_INFO`, then the CFI rule.
-//! 3. Page the merged list like any other (`finish`).
+//! 3. Fill alignment padding: the rule before a gap between functions that holds nothing but
+//!    padding instructions runs on through it (`padding`, which says why that is safe).
+//! 4. Page the merged list like any other (`finish`).
+//!
+//! Only this path fills padding: `build_from_sframe` and `build_from_cfi` give each source's
+//! rows as they are (`dump` shows them, tests check them against the sources).
 
 use super::{
     ObjectTable, cfi, finish,
+    padding::{self, Code},
     transitions::{Flat, Reasons},
 };
 use crate::{
@@ -43,8 +49,19 @@ pub fn build_object(file: &[u8]) -> Result<Option<(ObjectTable, BuiltFrom)>, Obj
     Ok(flatten_object(file, Evaluator::Fast)?.map(|(flat, built)| (finish(flat), built)))
 }
 
-/// Steps 1-2: the merged transitions of an ELF file, its CFI programs evaluated by `evaluator`.
+/// Steps 1-3: the merged transitions of an ELF file, its CFI programs evaluated by `evaluator`.
 pub(crate) fn flatten_object(file: &[u8], evaluator: Evaluator) -> Result<Option<(Flat, BuiltFrom)>, ObjectError> {
+    let Some((mut flat, built)) = flatten_sources(file, evaluator)? else {
+        return Ok(None);
+    };
+    if let Some(code) = Code::of(file) {
+        flat.padding_gaps = padding::fill(&mut flat, &code);
+    }
+    Ok(Some((flat, built)))
+}
+
+/// Steps 1-2: [`flatten_object`] without filling padding.
+pub(crate) fn flatten_sources(file: &[u8], evaluator: Evaluator) -> Result<Option<(Flat, BuiltFrom)>, ObjectError> {
     let entry = elf::entry_point(file)?;
     let sframe = match elf::find_sframe(file)? {
         Some(found) => {
@@ -71,7 +88,8 @@ pub(crate) fn flatten_object(file: &[u8], evaluator: Evaluator) -> Result<Option
     Ok(Some((flat, built)))
 }
 
-/// Step 2: `primary`'s rule wherever it has one, `fallback`'s elsewhere.
+/// Step 2: `primary`'s rule wherever it has one, `fallback`'s elsewhere; what either covers is
+/// covered.
 pub(crate) fn merge(primary: Flat, fallback: Flat) -> Flat {
     let mut reasons: Reasons = primary.reasons;
     for (reason, n) in fallback.reasons {
@@ -83,6 +101,11 @@ pub(crate) fn merge(primary: Flat, fallback: Flat) -> Flat {
         reasons,
         ..Flat::default()
     };
+    let mut runs = [primary.covered.as_slice(), fallback.covered.as_slice()].concat();
+    runs.sort_unstable();
+    for (start, end) in runs {
+        out.cover(start, end);
+    }
     let (p, f) = (&primary.transitions, &fallback.transitions);
     let (mut i, mut j) = (0, 0);
     let (mut in_p, mut in_f) = (UnwindRule::NO_INFO, UnwindRule::NO_INFO);

@@ -24,6 +24,9 @@
 //!    exhaust memory or time; real objects stay far below it.
 //! 7. Every push replaces a transition at the same address and is dropped when it repeats the
 //!    rule in effect, so the list is strictly ascending with no two equal neighbours.
+//!
+//! Every function's range, left out or not, is also recorded as covered (`Flat::covered`):
+//! `padding` fills only the holes between covered runs.
 
 use std::collections::BTreeMap;
 
@@ -50,6 +53,11 @@ pub(crate) struct Flat {
     pub functions: u64,
     pub sframe_rows: u64,
     pub reasons: Reasons,
+    /// The address ranges functions cover, as maximal runs `[start, end)`: strictly ascending,
+    /// neither overlapping nor touching (`padding` fills only the holes between them).
+    pub covered: Vec<(u64, u64)>,
+    /// Alignment-padding gaps `padding::fill` extended the rule before over.
+    pub padding_gaps: u64,
 }
 
 impl Flat {
@@ -63,6 +71,17 @@ impl Flat {
         let in_effect = self.transitions.last().map_or(UnwindRule::NO_INFO, |&(_, r)| r);
         if in_effect != rule {
             self.transitions.push((addr, rule));
+        }
+    }
+
+    /// Record that a function covers `[start, end)`; functions come sorted by start.
+    pub(crate) fn cover(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        match self.covered.last_mut() {
+            Some(run) if start <= run.1 => run.1 = run.1.max(end),
+            _ => self.covered.push((start, end)),
         }
     }
 
@@ -95,6 +114,7 @@ pub(crate) fn flatten(
             count(&mut flat.reasons, Unsupported::OverlappingFunctions, 1);
         }
         covered_to = covered_to.max(f.end());
+        flat.cover(f.start, f.end());
         flat.truncate_from(f.start);
         if f.end() >= ADDRESS_LIMIT {
             count(&mut flat.reasons, Unsupported::AddressRange, 1);

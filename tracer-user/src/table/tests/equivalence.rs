@@ -24,7 +24,7 @@ const SYSTEM: [&str; 3] = [
 const ROUNDS: usize = 1000;
 
 /// Every ELF file under `fixtures/bin`, then the system objects present here.
-fn corpus() -> Vec<PathBuf> {
+pub(super) fn corpus() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -80,7 +80,7 @@ fn same_fde_rows(bytes: &[u8], what: &str) -> (usize, usize) {
 }
 
 /// The rule in effect at `addr` in a flat transition list (NO_INFO before the first).
-fn in_effect(transitions: &[(u64, UnwindRule)], addr: u64) -> UnwindRule {
+pub(super) fn in_effect(transitions: &[(u64, UnwindRule)], addr: u64) -> UnwindRule {
     let after = transitions.partition_point(|&(at, _)| at <= addr);
     after.checked_sub(1).map_or(UnwindRule::NO_INFO, |i| transitions[i].1)
 }

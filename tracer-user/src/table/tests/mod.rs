@@ -5,6 +5,7 @@
 mod build;
 mod equivalence;
 mod global;
+mod padding;
 mod rules;
 
 use crate::sframe::{Abi, Function, Header, Reg, Row, Rule, testing, testing::row};
