@@ -6,10 +6,7 @@
 //! With `-f otlp` the profile's stacks are taken out at every export: they are kept here first,
 //! so that the view still shows the whole session.
 
-use std::{
-    collections::HashMap,
-    time::{Duration, Instant, SystemTime},
-};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use tokio::{
@@ -21,7 +18,7 @@ use tracer_common::Counter;
 use super::{
     TraceConfig,
     objects::Catalog,
-    profile::{self, Profile, Stack, Tally},
+    profile::{self, Profile},
     symbolize::{self, Collection, SymbolCache},
 };
 use crate::{
@@ -51,7 +48,7 @@ struct Active {
     /// Samples and time at the previous snapshot, for the rate.
     last: (u64, Instant),
     /// Stacks an OTLP export took out of the profile.
-    kept: HashMap<Stack, Tally>,
+    kept: profile::Stacks,
 }
 
 impl Live {
@@ -75,7 +72,7 @@ impl Live {
             start: SystemTime::now(),
             started: Instant::now(),
             last: (0, Instant::now()),
-            kept: HashMap::new(),
+            kept: profile::Stacks::default(),
         }));
         Ok((live, Quit(Some(quit))))
     }

@@ -7,7 +7,6 @@
 //! keep them first ([`Outputs::keep`]).
 
 use std::{
-    collections::HashMap,
     fs::File,
     io::{BufWriter, Write},
     path::PathBuf,
@@ -20,7 +19,7 @@ use tracer_common::trace::Sample;
 use super::{
     TraceConfig,
     objects::Catalog,
-    profile::{self, Profile, Stack, Tally},
+    profile::{self, Profile, Stack},
     symbolize::{self, Collection, SymbolCache},
 };
 use crate::{
@@ -66,7 +65,7 @@ pub struct Outputs {
     /// The session exports OTLP, which takes the profile's stacks out at every export.
     exports_take_stacks: bool,
     /// The stacks those exports took, for the outputs written at the end.
-    kept: HashMap<Stack, Tally>,
+    kept: profile::Stacks,
 }
 
 impl Outputs {
@@ -99,7 +98,7 @@ impl Outputs {
             realtime_offset_ns: i128::from(clock_ns(libc::CLOCK_REALTIME))
                 - i128::from(clock_ns(libc::CLOCK_MONOTONIC)),
             exports_take_stacks: config.otlp.is_some(),
-            kept: HashMap::new(),
+            kept: profile::Stacks::default(),
         })
     }
 

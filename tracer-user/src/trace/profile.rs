@@ -121,10 +121,14 @@ pub struct Tally {
     pub weight_ns: u64,
 }
 
+/// Stacks and their tallies, hashed with foldhash (per-process seeded; far cheaper than SipHash
+/// on a stack of dozens of frames, and the map is hashed once per sample).
+pub type Stacks = HashMap<Stack, Tally, foldhash::fast::RandomState>;
+
 /// Everything collected.
 #[derive(Debug, Default)]
 pub struct Profile {
-    pub stacks: HashMap<Stack, Tally>,
+    pub stacks: Stacks,
     /// The names of the session's events (default: cpu-clock only).
     pub events: EventNames,
     pub samples: u64,
@@ -179,7 +183,7 @@ fn table_source(frame: &Frame, catalog: &Catalog) -> Option<TableSource> {
 }
 
 /// Add the tallies of `from` to `into`.
-pub fn merge(into: &mut HashMap<Stack, Tally>, from: &HashMap<Stack, Tally>) {
+pub fn merge(into: &mut Stacks, from: &Stacks) {
     for (stack, tally) in from {
         let kept = into.entry(stack.clone()).or_default();
         kept.count += tally.count;
@@ -188,7 +192,7 @@ pub fn merge(into: &mut HashMap<Stack, Tally>, from: &HashMap<Stack, Tally>) {
 }
 
 /// The stacks of `profile` together with `kept` (stacks an export took out of it earlier).
-pub fn whole(kept: &HashMap<Stack, Tally>, profile: &Profile) -> Profile {
+pub fn whole(kept: &Stacks, profile: &Profile) -> Profile {
     let mut whole = Profile {
         stacks: kept.clone(),
         ..Profile::default()
