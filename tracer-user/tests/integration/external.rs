@@ -182,7 +182,9 @@ fn bash_stacks_are_exact_in_every_format() {
 
 /// Run plugin.sh in bash, traced by `sframe-trace ARGS` (`--pid` added when `pid_mode`), and
 /// judge bash's samples: at least 99.5 % exact down to `_start`, through the plugin loaded
-/// after the tracer attached and libc's qsort calling back.
+/// after the tracer attached and libc's qsort calling back. Samples taken between the dlopen
+/// and the tracer loading the plugin come out short (never wrong), a dozen or so: the run is
+/// long enough (some 5,000 samples) that they stay well under the 0.5 %.
 fn plugin_run(pid_mode: bool) {
     let (bash, asort) = external();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -194,7 +196,7 @@ fn plugin_run(pid_mode: bool) {
             .arg(fixture("plugin.sh"))
             .env("GO", &go)
             .env("ASORT", &asort)
-            .env("ITER", "16000")
+            .env("ITER", "32000")
             .env("DEPTH", "10")
             .spawn()
             .expect("start bash"),
