@@ -122,16 +122,12 @@ pub enum Weights {
 impl Resolved {
     /// What the stacks' weights measure.
     pub fn weights(&self) -> Weights {
-        let offcpu = self.stacks.iter().filter(|s| crate::event::is_offcpu(&s.event)).count();
-        let cpu = self
-            .stacks
-            .iter()
-            .filter(|s| s.event == crate::event::CPU_CLOCK)
-            .count();
-        match (cpu, offcpu) {
-            (_, 0) if cpu == self.stacks.len() => Weights::Cpu,
-            (0, n) if n == self.stacks.len() => Weights::OffCpu,
-            _ => Weights::Mixed,
+        if self.stacks.iter().all(|s| s.event == crate::event::CPU_CLOCK) {
+            Weights::Cpu
+        } else if self.stacks.iter().all(|s| crate::event::is_offcpu(&s.event)) {
+            Weights::OffCpu
+        } else {
+            Weights::Mixed
         }
     }
 }

@@ -112,12 +112,7 @@ impl Live {
             duration: active.started.elapsed(),
             period_ns: active.period_ns,
         };
-        let resolved = if active.kept.is_empty() {
-            symbolize::resolve(profile, catalog, &mut active.cache, &collection)
-        } else {
-            let whole = profile::whole(&active.kept, profile);
-            symbolize::resolve(&whole, catalog, &mut active.cache, &collection)
-        };
+        let resolved = symbolize::resolve_with_kept(&active.kept, profile, catalog, &mut active.cache, &collection);
         active.terminal.show(Snapshot { resolved, status });
         Ok(())
     }

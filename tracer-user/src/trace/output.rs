@@ -148,12 +148,7 @@ impl Outputs {
                 duration: self.started.elapsed(),
                 period_ns: self.period_ns,
             };
-            if self.kept.is_empty() {
-                symbolize::resolve(profile, catalog, &mut self.cache, &collection)
-            } else {
-                let whole = profile::whole(&self.kept, profile);
-                symbolize::resolve(&whole, catalog, &mut self.cache, &collection)
-            }
+            symbolize::resolve_with_kept(&self.kept, profile, catalog, &mut self.cache, &collection)
         });
         for sink in &mut self.sinks {
             let written = match (sink.format, &resolved) {

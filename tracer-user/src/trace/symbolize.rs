@@ -365,6 +365,22 @@ fn build_id_debug_file(id: &[u8]) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
+/// [`resolve`] `profile` together with `kept`, the stacks an OTLP export took out of it
+/// earlier (nothing is copied when there are none).
+pub fn resolve_with_kept(
+    kept: &super::profile::Stacks,
+    profile: &Profile,
+    catalog: &Catalog,
+    cache: &mut SymbolCache,
+    collection: &Collection,
+) -> Resolved {
+    if kept.is_empty() {
+        resolve(profile, catalog, cache, collection)
+    } else {
+        resolve(&super::profile::whole(kept, profile), catalog, cache, collection)
+    }
+}
+
 /// Nanoseconds since the Unix epoch (0 before it).
 pub fn unix_ns(time: SystemTime) -> u64 {
     time.duration_since(SystemTime::UNIX_EPOCH)
