@@ -189,10 +189,43 @@ impl SampleRecord {
 }
 
 impl Sample {
+    /// A sample with no frames, to decode records into ([`Sample::decode_into`]).
+    pub const EMPTY: Sample = Sample {
+        header: SampleHeader {
+            time_ns: 0,
+            weight: 0,
+            event: 0,
+            _pad: 0,
+            tgid: 0,
+            tid: 0,
+            cpu: 0,
+            stop: 0,
+            num_user: 0,
+            num_kernel: 0,
+            comm: [0; 16],
+        },
+        kernel: [0; MAX_KERNEL_FRAMES],
+        user: [0; MAX_USER_FRAMES],
+        user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+    };
+
     /// The sample of a record's bytes as shipped (the first [`SampleRecord::len`] bytes of a
     /// [`SampleRecord`]), or `None` when they are too short for the header or for the frames
     /// it announces, or announce more frames than a record holds (nothing the kernel writes).
     pub fn decode(bytes: &[u8]) -> Option<Sample> {
+        let mut sample = Sample::EMPTY;
+        sample.decode_into(bytes).then_some(sample)
+    }
+
+    /// [`Sample::decode`] into `self`, reused from record to record (a sample is 5.6 KiB, a
+    /// typical record a tenth of that): writes the header and the frames the record holds,
+    /// leaving the slots past `num_kernel` and `num_user` as they were. False (and `self`
+    /// unspecified) when the bytes are not a record.
+    pub fn decode_into(&mut self, bytes: &[u8]) -> bool {
+        self.read(bytes).is_some()
+    }
+
+    fn read(&mut self, bytes: &[u8]) -> Option<()> {
         let word = |at: usize| -> Option<u64> {
             let b = bytes.get(at..at + 8)?;
             Some(u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
@@ -213,36 +246,33 @@ impl Sample {
         let mut comm = [0u8; 16];
         let at = core::mem::offset_of!(SampleHeader, comm);
         comm.copy_from_slice(&bytes[at..at + 16]);
-        let mut sample = Sample {
-            header: SampleHeader {
-                time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
-                weight: word(core::mem::offset_of!(SampleHeader, weight))?,
-                event: half(core::mem::offset_of!(SampleHeader, event))?,
-                _pad: 0,
-                tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
-                tid: half(core::mem::offset_of!(SampleHeader, tid))?,
-                cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
-                stop: half(core::mem::offset_of!(SampleHeader, stop))?,
-                num_user,
-                num_kernel,
-                comm,
-            },
-            kernel: [0; MAX_KERNEL_FRAMES],
-            user: [0; MAX_USER_FRAMES],
-            user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+        self.header = SampleHeader {
+            time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
+            weight: word(core::mem::offset_of!(SampleHeader, weight))?,
+            event: half(core::mem::offset_of!(SampleHeader, event))?,
+            _pad: 0,
+            tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
+            tid: half(core::mem::offset_of!(SampleHeader, tid))?,
+            cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
+            stop: half(core::mem::offset_of!(SampleHeader, stop))?,
+            num_user,
+            num_kernel,
+            comm,
         };
         let frame = |i: usize| word(RECORD_HEADER_BYTES + 8 * i);
-        for (i, slot) in sample.kernel[..nk].iter_mut().enumerate() {
+        for (i, slot) in self.kernel[..nk].iter_mut().enumerate() {
             *slot = frame(i)?;
         }
         let fp_at = core::mem::offset_of!(SampleRecord, fp_frames);
         for i in 0..nu {
-            sample.user[i] = frame(nk + i)?;
-            if word(fp_at + 8 * (i / 64))? >> (i % 64) & 1 != 0 {
-                sample.user_source[i] = SOURCE_FP;
-            }
+            self.user[i] = frame(nk + i)?;
+            self.user_source[i] = if word(fp_at + 8 * (i / 64))? >> (i % 64) & 1 != 0 {
+                SOURCE_FP
+            } else {
+                SOURCE_TABLE
+            };
         }
-        Some(sample)
+        Some(())
     }
 }
 
@@ -381,6 +411,26 @@ mod tests {
             let expected = if i == 3 || i == 65 { SOURCE_FP } else { SOURCE_TABLE };
             assert_eq!(*source, expected, "frame {i}");
         }
+    }
+
+    /// A sample decoded into again holds the new record's frames and sources, none of the
+    /// last one's (frame 3 was found by frame pointers before, by a table now).
+    #[test]
+    fn decode_into_a_used_sample_keeps_nothing_of_the_last() {
+        let mut s = Sample::EMPTY;
+        let deep: [u64; 70] = core::array::from_fn(|i| 0x40_0000 + i as u64);
+        assert!(s.decode_into(shipped(&record(&[1, 2], &deep, &[3, 65]))));
+        let user = [0x10, 0x20, 0x30, 0x40, 0x50];
+        assert!(s.decode_into(shipped(&record(&[], &user, &[1]))));
+        assert_eq!((s.num_kernel, s.num_user, s.time_ns), (0, 5, 11));
+        assert_eq!(&s.user[..5], &user);
+        assert_eq!(
+            &s.user_source[..5],
+            &[SOURCE_TABLE, SOURCE_FP, SOURCE_TABLE, SOURCE_TABLE, SOURCE_TABLE]
+        );
+        let short = record(&[], &user, &[]);
+        let bytes = shipped(&short);
+        assert!(!s.decode_into(&bytes[..bytes.len() - 1]));
     }
 
     /// The deepest record (every slot in use) is the whole record and decodes.

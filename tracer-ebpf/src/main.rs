@@ -88,6 +88,15 @@ static SCRATCH: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1, 0);
 /// them.
 #[map]
 static OPAQUE: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
+/// Kernel-only: the user stack copied during the walk on each CPU (`unwind::StackWindow`).
+#[map]
+static STACK: PerCpuArray<unwind::StackWindow> = PerCpuArray::with_max_entries(1, 0);
+/// Kernel-only: the rules each CPU's walks looked up (`unwind::RuleCache`).
+#[map]
+static RULE_CACHE: PerCpuArray<unwind::RuleCache> = PerCpuArray::with_max_entries(1, 0);
+/// Kernel-only: when the sample ring buffer last woke userspace (`bpf_ktime_get_ns`).
+#[map]
+static WOKEN: Array<u64> = Array::with_max_entries(1, 0);
 /// `walk_user` at `PROG_WALK_SLOT` (`MAP_PROGS`), set by userspace after load.
 #[map]
 static PROGS: ProgramArray = ProgramArray::with_max_entries(1, 0);
@@ -178,6 +187,7 @@ fn begin<C: EbpfContext>(
     // Nothing remembered from the previous walk (another process, or tables since changed).
     state.mapping.end = 0;
     state.page_key.object = NO_OBJECT;
+    unwind::forget_stack();
     let record = &mut state.record;
     let header = &mut record.header;
     // SAFETY: helpers without preconditions.
@@ -267,13 +277,18 @@ fn end_walk(state: &mut WalkState) {
     }
 }
 
-/// Userspace is woken once this fraction of the ring buffer is waiting to be read (and
-/// otherwise reads it on a timer, `tracer-user`'s `bpf/events.rs`): a wakeup per sample costs
-/// both sides more than the sample itself.
+/// Userspace is woken once this fraction of the ring buffer is waiting to be read, or when
+/// [`WAKEUP_INTERVAL_NS`] have passed since the last wakeup (`tracer-user`'s `bpf/events.rs`):
+/// a wakeup per sample costs both sides more than the sample itself, and each wakeup of the
+/// reader costs it tens of microseconds, so it is woken a few times a second, not per sample
+/// or on a timer of its own.
 const WAKEUP_FRACTION: u64 = 8;
+/// At most this long between wakeups while samples are shipped (so they reach userspace at
+/// most this late); the first sample after a quiet spell wakes it at once.
+const WAKEUP_INTERVAL_NS: u64 = 200_000_000;
 
 /// Send the sample to userspace: the bytes of `record` in use (`SampleRecord::len`), without
-/// waking userspace unless the ring buffer is filling up.
+/// waking userspace unless the ring buffer is filling up or the last wakeup is a while ago.
 fn ship(record: &SampleRecord) {
     // SAFETY: plain loads from the record; volatile so the length below is computed from
     // unknown values, which the clamps in `len` bound for the verifier.
@@ -286,9 +301,7 @@ fn ship(record: &SampleRecord) {
     let len = SampleRecord::len(num_kernel, num_user).min(size_of::<SampleRecord>());
     // SAFETY: `len <= size_of::<SampleRecord>()`: bytes of the record, which is plain data.
     let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(record).cast::<u8>(), len) };
-    let waiting = EVENTS.query(u64::from(BPF_RB_AVAIL_DATA));
-    let size = EVENTS.query(u64::from(BPF_RB_RING_SIZE));
-    let flags = if waiting >= size / WAKEUP_FRACTION {
+    let flags = if wakeup_due() {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -296,6 +309,28 @@ fn ship(record: &SampleRecord) {
     if EVENTS.output::<[u8]>(bytes, u64::from(flags)).is_err() {
         bump(Counter::EventsLost);
     }
+}
+
+/// Whether the sample about to be shipped should wake userspace (see [`WAKEUP_FRACTION`]);
+/// if so, the wakeup is remembered. CPUs racing here may both wake it: harmless.
+fn wakeup_due() -> bool {
+    let waiting = EVENTS.query(u64::from(BPF_RB_AVAIL_DATA));
+    let size = EVENTS.query(u64::from(BPF_RB_RING_SIZE));
+    let Some(woken) = WOKEN.get_ptr_mut(0) else {
+        // Cannot happen (a one-slot array): wake as before the interval existed.
+        return waiting >= size / WAKEUP_FRACTION;
+    };
+    // SAFETY: a helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    // SAFETY: the slot of a one-slot array, valid while the program runs; a torn or stale
+    // value from another CPU only moves one wakeup.
+    let last = unsafe { core::ptr::read_volatile(woken) };
+    let due = waiting >= size / WAKEUP_FRACTION || now.wrapping_sub(last) >= WAKEUP_INTERVAL_NS;
+    if due {
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(woken, now) };
+    }
+    due
 }
 
 #[cfg(not(test))]

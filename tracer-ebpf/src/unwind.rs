@@ -15,9 +15,10 @@
 //!    last mapping starting at or below it, at most `MAPPING_SEARCH_STEPS` steps, then check
 //!    its end (`NoMapping` if none; a process not in `PROCS`, sampled because every process is,
 //!    has no mappings and is walked with frame pointers only);
-//! 3. with a table (`object != NO_OBJECT`), look up the page `(lookup_pc - bias) >> 16`, search
-//!    its rows with `walk::search_page` (rows read from `ROWS` chunks), read the rule from
-//!    `RULES`, and apply it with `walk::step`; where there is no table, no page, or a
+//! 3. with a table (`object != NO_OBJECT`), take the rule of `lookup_pc - bias` from this CPU's
+//!    [`RuleCache`], or else look up the page `(lookup_pc - bias) >> 16`, search its rows with
+//!    `walk::search_page` (rows read from `ROWS` chunks), read the rule from `RULES` (and
+//!    remember it in the cache); apply it with `walk::step`; where there is no table, no page, or a
 //!    `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step` instead, which
 //!    refuses frame pointers that do not look valid rather than inventing a frame;
 //! 4. the caller's PC must be in a mapping of the process (step 2 for it), else stop with
@@ -25,23 +26,29 @@
 //!    with how it was found (a bit of `fp_frames` for `SOURCE_FP`), and continue from its
 //!    registers.
 //!
-//! What each frame costs (the walk runs in every sample): the mapping found last and the page
-//! entry looked up last are kept in the walk state (forgotten when a walk starts), so a frame
-//! in the same mapping as the one below it costs one range check instead of two binary
-//! searches, and one in the same 64 KiB page no hash lookup; and the saved return address and
-//! frame pointer, adjacent on x86-64, come from one `bpf_probe_read_user` ([`ReadCache`]).
+//! What each frame costs (the walk runs in every sample, and its time is taken from the
+//! sampled program):
+//! - the mapping found last and the page entry looked up last are kept in the walk state
+//!   (forgotten when a walk starts), so a frame in the same mapping as the one below it costs
+//!   one range check instead of two binary searches, and one in the same 64 KiB page no hash
+//!   lookup;
+//! - a return address walked before, on this CPU, costs one compare instead of the page
+//!   lookup, row search and rule read ([`RuleCache`]: hot code is sampled over and over);
+//! - user stack words are read through a window of up to 512 bytes copied with one
+//!   `bpf_probe_read_user` ([`Window`]): a read is mostly fixed cost, and a few frames of
+//!   ordinary size fit in one window.
 
-use aya_ebpf::helpers::bpf_probe_read_user;
+use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use tracer_common::{
     trace::{
         ExecMapping, FRAMES_PER_PROG, MAPPING_SEARCH_STEPS, MAX_KERNEL_FRAMES, MAX_MAPPINGS, MAX_USER_FRAMES,
         NO_OBJECT, ProcInfo, ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
     },
-    unwind::{FLAG_SIGNAL, KIND_NO_INFO, PAGE_SHIFT, PageKey, UnwindRow},
+    unwind::{FLAG_SIGNAL, KIND_NO_INFO, PAGE_SHIFT, PageKey, UnwindRow, UnwindRule},
     walk::{self, Regs, Step, StopReason},
 };
 
-use crate::{OPAQUE, PAGES, PROCS, ROWS, RULES, SCRATCH};
+use crate::{OPAQUE, PAGES, PROCS, ROWS, RULE_CACHE, RULES, SCRATCH, STACK};
 
 /// Two per-CPU words that binary-search bounds pass through, so the verifier forgets them.
 ///
@@ -261,43 +268,31 @@ fn last_mapping_from(opaque: &Opaque, procs: *const ProcInfo, pc: u64) -> ExecMa
 // `Stop` is a read of an uninitialized register to the verifier ("!read_ok").
 #[inline(always)]
 fn unwind_one(opaque: &Opaque, state: &mut WalkState, m: &ExecMapping, regs: &Regs, pc: u64) -> (Step, u8) {
-    let mut words = ReadCache { addr: 0, value: 0 };
+    let Some(mut words) = Window::get() else {
+        // Cannot happen (a one-slot per-CPU array).
+        return (Step::Stop(StopReason::TableLookupFailed), SOURCE_TABLE);
+    };
     if m.object != NO_OBJECT {
         let addr = pc.wrapping_sub(m.bias);
-        let key = PageKey {
-            object: m.object,
-            page: (addr >> PAGE_SHIFT) as u32,
-        };
-        // An address whose page does not fit u32 cannot have a page; the truncated key must
-        // not find another's.
-        let entry = if addr >> PAGE_SHIFT > u64::from(u32::MAX) {
-            None
-        } else if state.page_key == key {
-            Some(state.page)
-        } else {
-            // SAFETY: a copy out of the map value, valid during this run.
-            let entry = unsafe { PAGES.get(key) }.copied();
-            if let Some(entry) = entry {
-                state.page_key = key;
-                state.page = entry;
-            }
-            entry
-        };
-        if let Some(entry) = entry {
-            let rule = walk::search_page(entry.num_rows, addr as u16, |i| {
-                row_at(opaque.launder(entry.first_row.wrapping_add(i)))
-            })
-            .and_then(|rule| RULES.get(u32::from(rule)));
-            let Some(rule) = rule else {
+        let slot = cache_slot(addr, m.object);
+        // Always initialized (no `Option` payload): the verifier refuses a register that one
+        // path leaves undefined when the paths merge ("!read_ok").
+        let mut rule = UnwindRule::NO_INFO;
+        if !slot.as_deref().is_some_and(|slot| slot.get(addr, m.object, &mut rule)) {
+            rule = table_rule(opaque, state, addr, m.object);
+            if rule.kind == LOOKUP_FAILED {
                 return (Step::Stop(StopReason::TableLookupFailed), SOURCE_TABLE);
-            };
-            if rule.kind != KIND_NO_INFO || rule.flags & FLAG_SIGNAL != 0 {
-                // Re-read here rather than passed in, so "topmost" is not a constant the
-                // verifier carries (and explores twice) through the searches above.
-                // SAFETY: a plain load from the walk state.
-                let topmost = unsafe { core::ptr::read_volatile(&state.record.header.num_user) } <= 1;
-                return (walk::step(rule, regs, topmost, |a| words.read(a)), SOURCE_TABLE);
             }
+            if let Some(slot) = slot {
+                slot.set(addr, m.object, rule);
+            }
+        }
+        if rule.kind != KIND_NO_INFO || rule.flags & FLAG_SIGNAL != 0 {
+            // Re-read here rather than passed in, so "topmost" is not a constant the
+            // verifier carries (and explores twice) through the searches above.
+            // SAFETY: a plain load from the walk state.
+            let topmost = unsafe { core::ptr::read_volatile(&state.record.header.num_user) } <= 1;
+            return (walk::step(&rule, regs, topmost, |a| words.read(a)), SOURCE_TABLE);
         }
     }
     // The current FP came from the chain when this frame was itself found by the fallback.
@@ -314,35 +309,174 @@ fn unwind_one(opaque: &Opaque, state: &mut WalkState, m: &ExecMapping, regs: &Re
     (walk::frame_pointer_step(regs, chained, |a| words.read(a)), SOURCE_FP)
 }
 
-/// User words read for one step, two at a time: a step reads the saved return address and
-/// then the saved frame pointer, which on x86-64 sits in the word below it (`push rbp` after
-/// the call's push of the return address; `walk::frame_pointer_step` reads `fp + 8`, then
-/// `fp`). So each read fetches its word and the one below, and a read of that word below is
-/// served from here: one `bpf_probe_read_user` per frame instead of two.
-struct ReadCache {
-    /// Address of the word kept (0: none; no word is read at 0).
-    addr: u64,
-    value: u64,
+/// [`table_rule`]'s kind for a row or rule the page promises that cannot be read (an
+/// inconsistent table); no rule has it.
+const LOOKUP_FAILED: u8 = u8::MAX;
+
+/// The rule of object-relative `addr` in the table of `object`: `NO_INFO` where the table has
+/// no page, kind [`LOOKUP_FAILED`] when the page's rows or rule cannot be read. The page entry
+/// looked up is remembered in the walk state.
+#[inline(always)]
+fn table_rule(opaque: &Opaque, state: &mut WalkState, addr: u64, object: u32) -> UnwindRule {
+    // An address whose page does not fit u32 cannot have a page; the truncated key must not
+    // find another's.
+    if addr >> PAGE_SHIFT > u64::from(u32::MAX) {
+        return UnwindRule::NO_INFO;
+    }
+    let key = PageKey {
+        object,
+        page: (addr >> PAGE_SHIFT) as u32,
+    };
+    let entry = if state.page_key == key {
+        state.page
+    } else {
+        // SAFETY: a copy out of the map value, valid during this run.
+        let Some(&entry) = (unsafe { PAGES.get(key) }) else {
+            return UnwindRule::NO_INFO;
+        };
+        state.page_key = key;
+        state.page = entry;
+        entry
+    };
+    let rule = walk::search_page(entry.num_rows, addr as u16, |i| {
+        row_at(opaque.launder(entry.first_row.wrapping_add(i)))
+    })
+    .and_then(|rule| RULES.get(u32::from(rule)));
+    match rule {
+        Some(rule) => *rule,
+        None => UnwindRule {
+            kind: LOOKUP_FAILED,
+            ..UnwindRule::NO_INFO
+        },
+    }
 }
 
-impl ReadCache {
-    /// The user word at `addr`.
+/// Entries of a [`RuleCache`] (a power of two: `1 << CACHE_BITS`).
+const CACHE_BITS: u32 = 10;
+
+/// One CPU's memory of the rules its walks looked up (`RULE_CACHE`): direct-mapped by object
+/// and address, so a frame whose return address was walked before (on a hot path, most
+/// frames) costs one compare instead of a page lookup, a row search and a rule read. Exact:
+/// object ids are never reused and a loaded object's rows and the rules never change, so
+/// what `(object, addr)` found once it finds again.
+#[repr(C)]
+pub struct RuleCache {
+    entries: [CachedRule; 1 << CACHE_BITS],
+}
+
+/// A [`RuleCache`] entry.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CachedRule {
+    addr: u64,
+    /// The object plus one; 0: empty (the map starts zeroed).
+    tag: u32,
+    rule: UnwindRule,
+}
+
+impl CachedRule {
+    /// Whether this is the entry of `(object, addr)`; if so, its rule goes into `rule`.
+    #[inline(always)]
+    fn get(&self, addr: u64, object: u32, rule: &mut UnwindRule) -> bool {
+        let hit = self.tag == object.wrapping_add(1) && self.addr == addr;
+        if hit {
+            *rule = self.rule;
+        }
+        hit
+    }
+
+    #[inline(always)]
+    fn set(&mut self, addr: u64, object: u32, rule: UnwindRule) {
+        self.addr = addr;
+        self.tag = object.wrapping_add(1);
+        self.rule = rule;
+    }
+}
+
+/// The entry of this CPU's rule cache for `(object, addr)`.
+#[inline(always)]
+fn cache_slot(addr: u64, object: u32) -> Option<&'static mut CachedRule> {
+    let cache = RULE_CACHE.get_ptr_mut(0)?;
+    let hash = (addr ^ u64::from(object) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_BITS);
+    // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs and used by
+    // nothing else meanwhile (programs do not nest on a CPU).
+    unsafe { (*cache).entries.get_mut(hash as usize) }
+}
+
+/// Bytes of user stack a [`StackWindow`] holds.
+const WINDOW_BYTES: u64 = 512;
+/// Words of a [`StackWindow`].
+const WINDOW_WORDS: usize = WINDOW_BYTES as usize / 8;
+/// The page size a window never reaches past (the smallest: a page past the one read may be
+/// unmapped, and a failed read costs a fault).
+const PAGE_BYTES: u64 = 4096;
+
+/// A copy of user stack memory made during this walk (`STACK`, one per CPU): `len` bytes from
+/// `base`, 8-byte aligned. A walk reads the saved return address and frame pointer of each
+/// frame, one just above the other, and frames of ordinary size lie next to each other, so a
+/// window read once serves the words of several frames.
+#[repr(C)]
+pub struct StackWindow {
+    base: u64,
+    /// 0: nothing copied (a new walk: the window may hold another task's stack).
+    len: u64,
+    words: [u64; WINDOW_WORDS],
+}
+
+/// Forget the window of the last walk (at the start of each walk).
+pub fn forget_stack() {
+    if let Some(window) = STACK.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs and used by
+        // nothing else meanwhile (programs do not nest on a CPU).
+        unsafe { (*window).len = 0 }
+    }
+}
+
+/// The reader of user stack words for one step, through this CPU's [`StackWindow`].
+struct Window(*mut StackWindow);
+
+impl Window {
+    fn get() -> Option<Window> {
+        STACK.get_ptr_mut(0).map(Window)
+    }
+
+    /// The user word at `addr`: from the window, else from a new window starting at the word
+    /// below it (a saved frame pointer sits below the return address on x86-64), else (an
+    /// unaligned address, or no window could be read) on its own.
     #[inline(always)]
     fn read(&mut self, addr: u64) -> Option<u64> {
-        if self.addr != 0 && addr == self.addr {
-            return Some(self.value);
+        // SAFETY: this CPU's slot of a per-CPU map (see `forget_stack`); fields are read and
+        // written through the pointer, without references into the map.
+        let window = unsafe { &mut *self.0 };
+        if addr & 7 == 0 {
+            let offset = addr.wrapping_sub(window.base);
+            if offset < window.len {
+                return window.words.get((offset / 8) as usize).copied();
+            }
+            let start = addr.wrapping_sub(8);
+            if start != 0 && start < addr {
+                // From `start` to the end of its page, at most a window: 8 to 512 bytes.
+                let len = (PAGE_BYTES - (start & (PAGE_BYTES - 1))).min(WINDOW_BYTES);
+                // SAFETY: a probe read of `len <= size_of_val(words)` bytes into the window's
+                // words: an unmapped or kernel address fails instead of faulting.
+                let read = unsafe {
+                    generated::bpf_probe_read_user(
+                        window.words.as_mut_ptr().cast(),
+                        len as u32,
+                        start as *const core::ffi::c_void,
+                    )
+                };
+                if read == 0 {
+                    window.base = start;
+                    window.len = len;
+                    if len >= 16 {
+                        return window.words.get(1).copied();
+                    }
+                } else {
+                    window.len = 0;
+                }
+            }
         }
-        let below = addr.wrapping_sub(8);
-        // SAFETY: a probe read: an unmapped or kernel address fails instead of faulting.
-        if below != 0
-            && below < addr
-            && let Ok(pair) = unsafe { bpf_probe_read_user(below as *const [u64; 2]) }
-        {
-            self.addr = below;
-            self.value = pair[0];
-            return Some(pair[1]);
-        }
-        // The word below may be on an unmapped page: this word alone.
         read_user(addr)
     }
 }

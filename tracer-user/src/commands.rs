@@ -221,10 +221,22 @@ fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::
     }))
 }
 
+/// The async runtime of a session: one thread, which reads the ring buffers itself. (A
+/// multi-threaded runtime parks the session's thread and wakes it from a worker for every
+/// ready ring buffer or timer: two threads scheduled per wakeup, for nothing.) Table builds
+/// still run on the blocking pool.
+#[cfg(feature = "ebpf")]
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 #[cfg(feature = "ebpf")]
 fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
     let config = trace_config(args)?;
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = runtime()?;
     let traced = runtime.block_on(sframe_trace::trace::run(config));
     // Tables still being built in the background are of no use any more: do not wait for them.
     runtime.shutdown_background();
@@ -373,7 +385,7 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result
         "--duration must be a positive number of seconds"
     );
     anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = runtime()?;
     runtime.block_on(async {
         let config = bpf::KernelConfig {
             frequency,

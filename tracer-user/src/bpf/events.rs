@@ -1,44 +1,71 @@
-//! [`Ring`]: records the kernel ships through a ring buffer, decoded one at a time —
+//! [`Ring`]: records the kernel ships through a ring buffer, decoded one at a time into a slot
+//! the ring keeps (a sample is 5.6 KiB: decoded in place, not built and moved per record) —
 //! [`Events`] (samples, `EVENTS`: variable-length `SampleRecord`s) and [`Notices`] (process
 //! life-cycle notices, `NOTICES`). Registered with tokio (`AsyncFd`) so a trace loop can await
 //! them. It does not interpret records (symbolizing, aggregating and process tracking are
 //! elsewhere).
 //!
 //! The sampling programs do not wake userspace for each sample (that wakeup, on both sides,
-//! cost more than the walk): only when the ring buffer is filling up. So [`Ring::next`] reads
-//! whatever is waiting first, and when nothing is, waits for a wakeup or [`POLL_INTERVAL`],
-//! whichever comes first: samples reach userspace at most that late.
+//! cost more than the walk), nor does userspace poll often (each wakeup costs it tens of
+//! microseconds): the kernel wakes it when the ring buffer is filling up or its last wakeup
+//! is 200 ms old (`tracer-ebpf`'s `ship`). So [`Ring::next`] reads whatever is waiting first,
+//! and when nothing is, waits for a wakeup or, for the samples, [`POLL_INTERVAL`], which only
+//! matters for the last samples before sampling goes quiet: samples reach userspace at most
+//! 200 ms late while they flow, and at most a second late after the last one. Notices wake
+//! userspace as they are sent, so their ring needs no timer.
 
-use std::{marker::PhantomData, time::Duration};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use aya::maps::{Map, MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
 use tracer_common::{notice::Notice, trace::Sample};
 
-/// How often a ring buffer is read when the kernel has not woken userspace.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How often the sample ring buffer is read when the kernel has not woken userspace.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A record type of a ring buffer: how to read one from its bytes.
 pub trait Record: Sized {
-    /// The record of `bytes` (one ring buffer entry), or `None` if they are not one.
-    fn decode(bytes: &[u8]) -> Option<Self>;
+    /// A record to decode into.
+    fn empty() -> Box<Self>;
+    /// Overwrite `self` with the record of `bytes` (one ring buffer entry); false if they are
+    /// not one.
+    fn decode_into(&mut self, bytes: &[u8]) -> bool;
+    /// How long to wait for records without a wakeup from the kernel (`None`: until woken).
+    const POLL: Option<Duration>;
 }
 
 impl Record for Sample {
-    fn decode(bytes: &[u8]) -> Option<Sample> {
-        Sample::decode(bytes)
+    const POLL: Option<Duration> = Some(POLL_INTERVAL);
+
+    fn empty() -> Box<Sample> {
+        Box::new(Sample::EMPTY)
+    }
+
+    fn decode_into(&mut self, bytes: &[u8]) -> bool {
+        Sample::decode_into(self, bytes)
     }
 }
 
 impl Record for Notice {
-    fn decode(bytes: &[u8]) -> Option<Notice> {
+    const POLL: Option<Duration> = None;
+
+    fn empty() -> Box<Notice> {
+        Box::new(Notice {
+            time_ns: 0,
+            kind: 0,
+            tgid: 0,
+        })
+    }
+
+    fn decode_into(&mut self, bytes: &[u8]) -> bool {
         if bytes.len() < size_of::<Notice>() {
-            return None;
+            return false;
         }
         // SAFETY: the bytes hold at least `size_of::<Notice>()` bytes; `Notice` is `Pod` (every
         // bit pattern valid) and the read does not assume alignment.
-        Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Notice>()) })
+        *self = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Notice>()) };
+        true
     }
 }
 
@@ -46,7 +73,8 @@ impl Record for Notice {
 pub struct Ring<T> {
     ring: AsyncFd<RingBuf<MapData>>,
     name: &'static str,
-    record: PhantomData<T>,
+    /// The record last read.
+    slot: Box<T>,
 }
 
 /// The sample stream of a loaded [`super::Kernel`].
@@ -68,17 +96,23 @@ impl<T: Record> Ring<T> {
         Ok(Ring {
             ring,
             name,
-            record: PhantomData,
+            slot: T::empty(),
         })
     }
 
     /// The next record, waiting for one (module docs); `None` only if the ring buffer cannot
     /// be polled.
-    pub async fn next(&mut self) -> Option<T> {
+    pub async fn next(&mut self) -> Option<&T> {
         loop {
-            if let Some(record) = read(self.ring.get_mut(), self.name) {
-                return Some(record);
+            if read(self.ring.get_mut(), self.name, &mut *self.slot) {
+                return Some(&self.slot);
             }
+            let poll = async {
+                match T::POLL {
+                    Some(interval) => tokio::time::sleep(interval).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 ready = self.ring.readable_mut() => {
                     let mut guard = match ready {
@@ -88,32 +122,32 @@ impl<T: Record> Ring<T> {
                             return None;
                         }
                     };
-                    if let Some(record) = read(guard.get_inner_mut(), self.name) {
-                        return Some(record);
+                    if read(guard.get_inner_mut(), self.name, &mut *self.slot) {
+                        return Some(&self.slot);
                     }
                     // Readiness is only cleared if no new record was announced since the guard
                     // was taken, so a record that arrived after the read above is not missed.
                     guard.clear_ready();
                 }
-                () = tokio::time::sleep(POLL_INTERVAL) => {}
+                () = poll => {}
             }
         }
     }
 
-    /// The next record if one is waiting, without blocking (for draining after detach).
-    pub fn try_next(&mut self) -> Option<T> {
-        read(self.ring.get_mut(), self.name)
+    /// The next record if one is waiting, without blocking (draining a batch, or after detach).
+    pub fn try_next(&mut self) -> Option<&T> {
+        read(self.ring.get_mut(), self.name, &mut *self.slot).then_some(&*self.slot)
     }
 }
 
-/// Decode the next record; records that do not decode (which the program never writes) are
-/// skipped with a warning.
-fn read<T: Record>(ring: &mut RingBuf<MapData>, name: &str) -> Option<T> {
+/// Decode the next record into `slot`; false when none is waiting. Records that do not
+/// decode (which the program never writes) are skipped with a warning.
+fn read<T: Record>(ring: &mut RingBuf<MapData>, name: &str, slot: &mut T) -> bool {
     loop {
-        let item = ring.next()?;
-        match T::decode(&item) {
-            Some(record) => return Some(record),
-            None => log::warn!("skipping a malformed {}-byte record in {name}", item.len()),
+        let Some(item) = ring.next() else { return false };
+        if slot.decode_into(&item) {
+            return true;
         }
+        log::warn!("skipping a malformed {}-byte record in {name}", item.len());
     }
 }

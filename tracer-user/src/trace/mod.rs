@@ -23,8 +23,9 @@ pub use output::OutputSpec;
 use profile::Profile;
 use targets::Targets;
 
-/// Samples handled before a process notice, at most.
-const DRAIN_BEFORE_LOADING: usize = 256;
+/// Samples handled in a row, at most: those waiting when a process notice comes in (before
+/// its tables load), or when the samples are read (before the loop looks at its other work).
+const BATCH: usize = 256;
 /// How often exited processes are forgotten and unused tables unloaded.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
@@ -108,18 +109,17 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 biased;
                 why = &mut stop => break why,
                 why = quit.wait() => break why,
-                notice = notices.next() => if let Some(notice) = notice {
+                notice = notices.next() => if let Some(&notice) = notice {
                     // An exit, an exec or unmapped code ends the mappings the samples queued are
                     // resolved with.
                     follower.ended(&notice, &mut catalog);
                     // Loading can take a while: make room in the sample ring buffer first (a
                     // bounded number: when samples arrive faster than they are written, an
                     // unbounded drain would never end).
-                    for _ in 0..DRAIN_BEFORE_LOADING {
+                    for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        profile.add(&sample, &catalog);
-                        output.sample(&sample, &catalog)?;
+                        take(sample, &mut profile, &mut output, &catalog)?;
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
                 },
@@ -134,8 +134,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 sample = events.next() => match sample {
                     Some(sample) => {
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        profile.add(&sample, &catalog);
-                        output.sample(&sample, &catalog)?;
+                        take(sample, &mut profile, &mut output, &catalog)?;
+                        // The rest of what is waiting, in one go: each turn of the loop costs
+                        // more than a sample.
+                        for _ in 1..BATCH {
+                            let Some(sample) = events.try_next() else { break };
+                            notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
+                            take(sample, &mut profile, &mut output, &catalog)?;
+                        }
                     }
                     None => break "the ring buffer closed",
                 },
@@ -146,8 +152,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        profile.add(&sample, &catalog);
-        output.sample(&sample, &catalog)?;
+        take(sample, &mut profile, &mut output, &catalog)?;
     }
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
@@ -170,6 +175,17 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         eprint!("{report}");
     }
     Ok(())
+}
+
+/// Fold `sample` into the profile and stream it to the outputs that are written as it goes.
+fn take(
+    sample: &tracer_common::trace::Sample,
+    profile: &mut Profile,
+    output: &mut output::Outputs,
+    catalog: &objects::Catalog,
+) -> anyhow::Result<()> {
+    profile.add(sample, catalog);
+    output.sample(sample, catalog)
 }
 
 /// Act on the notices sent so far, before a sample is resolved: those sent before it was taken

@@ -62,10 +62,7 @@ impl Otlp {
     /// Submit the stacks collected since the last export, and start a new window.
     pub fn export(&mut self, profile: &mut Profile, catalog: &Catalog) {
         let Some(active) = &mut self.0 else { return };
-        let window = Profile {
-            stacks: std::mem::take(&mut profile.stacks),
-            ..Profile::default()
-        };
+        let window = Profile::with_stacks(std::mem::take(&mut profile.stacks));
         let now = SystemTime::now();
         let collection = Collection {
             start: active.window_start,

@@ -49,9 +49,25 @@ impl Stack {
     /// The stack of a sample, its user frames resolved through the process's mappings and its
     /// event named through `events`.
     pub fn of_sample(sample: &Sample, catalog: &Catalog, events: &EventNames) -> Stack {
+        let mut stack = Stack {
+            pid: 0,
+            tid: 0,
+            comm: String::new(),
+            event: events.name(sample.event),
+            user: Vec::new(),
+            sources: Vec::new(),
+            kernel: Vec::new(),
+        };
+        stack.set_to(sample, catalog, events);
+        stack
+    }
+
+    /// Make this the stack of `sample` ([`Stack::of_sample`]), reusing its buffers: a profile
+    /// resolves every sample into one stack and copies it only when it is new.
+    pub fn set_to(&mut self, sample: &Sample, catalog: &Catalog, events: &EventNames) {
         let num_user = (sample.num_user as usize).min(sample.user.len());
-        let mut user = Vec::with_capacity(num_user);
-        let mut sources = Vec::with_capacity(num_user);
+        self.user.clear();
+        self.sources.clear();
         // The mapping of the frame before: the mappings `mapping_at` searches are disjoint and
         // the same for every frame of the sample (same process, same time), so an address in
         // its range resolves to it again, without the search (most frames are in one object).
@@ -81,29 +97,26 @@ impl Stack {
             let source = if i > 0 && sample.user_source[i] == SOURCE_FP {
                 FrameSource::Fp
             } else {
-                match table_source(user.last().unwrap_or(&frame), catalog) {
+                match table_source(self.user.last().unwrap_or(&frame), catalog) {
                     Some(TableSource::Cfi) => FrameSource::EhFrame,
                     Some(TableSource::Sframe) => FrameSource::Sframe,
                     None if i == 0 => FrameSource::Fp,
                     None => FrameSource::Sframe,
                 }
             };
-            user.push(frame);
-            sources.push(source);
+            self.user.push(frame);
+            self.sources.push(source);
         }
         let num_kernel = (sample.num_kernel as usize).min(sample.kernel.len());
-        let kernel = sample.kernel[..num_kernel]
-            .iter()
-            .map(|&addr| Frame::Kernel { addr })
-            .collect();
-        Stack {
-            pid: sample.tgid,
-            tid: sample.tid,
-            comm: comm_of(&sample.comm),
-            event: events.name(sample.event),
-            user,
-            sources,
-            kernel,
+        self.kernel.clear();
+        self.kernel
+            .extend(sample.kernel[..num_kernel].iter().map(|&addr| Frame::Kernel { addr }));
+        self.pid = sample.tgid;
+        self.tid = sample.tid;
+        set_comm(&mut self.comm, &sample.comm);
+        let event = events.name(sample.event);
+        if self.event != event {
+            self.event = event;
         }
     }
 
@@ -136,6 +149,8 @@ pub struct Profile {
     pub sframe_frames: u64,
     pub cfi_frames: u64,
     pub fp_frames: u64,
+    /// The stack [`Profile::add`] resolves samples into.
+    scratch: Option<Stack>,
 }
 
 impl Profile {
@@ -147,14 +162,28 @@ impl Profile {
         }
     }
 
-    /// Fold one sample in.
+    /// A profile of just `stacks` (no tallies of frames or samples).
+    pub fn with_stacks(stacks: Stacks) -> Profile {
+        Profile {
+            stacks,
+            ..Profile::default()
+        }
+    }
+
+    /// Fold one sample in. Its stack is resolved into `scratch` and copied into the map only
+    /// when the profile does not have it yet (most samples repeat a stack).
     pub fn add(&mut self, sample: &Sample, catalog: &Catalog) {
-        let stack = Stack::of_sample(sample, catalog, &self.events);
-        self.insert(stack, sample.weight);
+        let mut stack = self
+            .scratch
+            .take()
+            .unwrap_or_else(|| Stack::of_sample(sample, catalog, &self.events));
+        stack.set_to(sample, catalog, &self.events);
+        self.tally(&stack, sample.weight);
+        self.scratch = Some(stack);
     }
 
     /// Fold in a stack taken once, standing for `weight_ns`.
-    pub fn insert(&mut self, stack: Stack, weight_ns: u64) {
+    fn tally(&mut self, stack: &Stack, weight_ns: u64) {
         // Frame 0 was sampled, not found by unwinding.
         for source in stack.sources.iter().skip(1) {
             match source {
@@ -163,17 +192,24 @@ impl Profile {
                 FrameSource::Sframe | FrameSource::Kernel => self.sframe_frames += 1,
             }
         }
-        let tally = self.stacks.entry(stack).or_default();
+        let tally = match self.stacks.get_mut(stack) {
+            Some(tally) => tally,
+            None => self.stacks.entry(stack.clone()).or_default(),
+        };
         tally.count += 1;
         tally.weight_ns = tally.weight_ns.saturating_add(weight_ns);
         self.samples += 1;
     }
 }
 
-/// The NUL-terminated command name of a sample.
-fn comm_of(raw: &[u8; 16]) -> String {
+/// Set `comm` to the NUL-terminated command name of a sample.
+fn set_comm(comm: &mut String, raw: &[u8; 16]) {
     let len = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..len]).into_owned()
+    let name = String::from_utf8_lossy(&raw[..len]);
+    if *comm != name {
+        comm.clear();
+        comm.push_str(&name);
+    }
 }
 
 /// The source of the table that unwinds `frame`.
@@ -193,10 +229,7 @@ pub fn merge(into: &mut Stacks, from: &Stacks) {
 
 /// The stacks of `profile` together with `kept` (stacks an export took out of it earlier).
 pub fn whole(kept: &Stacks, profile: &Profile) -> Profile {
-    let mut whole = Profile {
-        stacks: kept.clone(),
-        ..Profile::default()
-    };
+    let mut whole = Profile::with_stacks(kept.clone());
     merge(&mut whole.stacks, &profile.stacks);
     whole
 }

@@ -4,6 +4,7 @@
 //! arriving while tables load ends the session once they are loaded, with everything written.
 
 use std::{
+    os::fd::FromRawFd as _,
     task::{Context, Poll, Waker},
     time::Duration,
 };
@@ -25,7 +26,7 @@ pub struct Targets {
     all: bool,
 }
 
-/// How often exits of `--pid` processes are polled for.
+/// How often exits of `--pid` processes are polled for where a pidfd cannot tell.
 const EXIT_POLL: Duration = Duration::from_millis(100);
 
 impl Targets {
@@ -120,8 +121,8 @@ impl Targets {
                     let _ = child.wait().await;
                 }
                 None => {
-                    while pids.iter().any(|&pid| alive(pid)) {
-                        sleep(EXIT_POLL).await;
+                    for pid in pids {
+                        exit_of(pid).await;
                     }
                 }
             }
@@ -196,6 +197,27 @@ impl Signals {
 }
 
 /// Whether a process exists (zombies count as gone).
+/// Resolves when process `pid` has exited (as a zombie or reaped): told by its pidfd (Linux
+/// 5.3+), without waking up until then, or else polled every [`EXIT_POLL`].
+async fn exit_of(pid: u32) {
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd >= 0 {
+        // SAFETY: a new fd that nothing else owns.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) };
+        // A pidfd is readable once the process has exited.
+        // SAFETY: the AsyncFd owns the OwnedFd, so the fd outlives the registration.
+        let registered = unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+        if let Ok(fd) = registered {
+            let _ = fd.readable().await;
+            return;
+        }
+    }
+    while alive(pid) {
+        sleep(EXIT_POLL).await;
+    }
+}
+
 pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))

@@ -208,11 +208,11 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
         let mut samples = Vec::new();
         let end = Instant::now() + Duration::from_secs(1);
         while let Ok(Some(sample)) = tokio::time::timeout_at(end.into(), events.next()).await {
-            samples.push(sample);
+            samples.push(*sample);
         }
         kernel.detach();
         while let Some(sample) = events.try_next() {
-            samples.push(sample);
+            samples.push(*sample);
         }
         let stops: BTreeMap<_, _> = kernel
             .stop_reasons()
