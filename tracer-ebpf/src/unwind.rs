@@ -407,12 +407,12 @@ fn cache_slot(addr: u64, object: u32) -> Option<&'static mut CachedRule> {
 const WINDOW_BYTES: u64 = 512;
 /// Words of a [`StackWindow`].
 const WINDOW_WORDS: usize = WINDOW_BYTES as usize / 8;
-/// The page size a window never reaches past (the smallest: a page past the one read may be
+/// The page size a window never crosses (the smallest: a page past the one read may be
 /// unmapped, and a failed read costs a fault).
 const PAGE_BYTES: u64 = 4096;
 
 /// A copy of user stack memory made during this walk (`STACK`, one per CPU): `len` bytes from
-/// `base`, 8-byte aligned. A walk reads the saved return address and frame pointer of each
+/// `base` (a whole window or nothing), 8-byte aligned, inside one page. A walk reads the saved return address and frame pointer of each
 /// frame, one just above the other, and frames of ordinary size lie next to each other, so a
 /// window read once serves the words of several frames.
 #[repr(C)]
@@ -421,6 +421,21 @@ pub struct StackWindow {
     /// 0: nothing copied (a new walk: the window may hold another task's stack).
     len: u64,
     words: [u64; WINDOW_WORDS],
+}
+
+impl StackWindow {
+    /// The word `offset` bytes into the window, if that is inside it (`offset` 8-aligned).
+    #[inline(always)]
+    fn word(&self, offset: u64) -> Option<u64> {
+        if offset >= WINDOW_BYTES {
+            return None;
+        }
+        // The index is masked, not only compared: older verifiers (5.10) bound a map-value
+        // offset by its known bits, not by the comparison; `black_box` keeps the compiler from
+        // dropping the mask as redundant after the comparison.
+        let index = core::hint::black_box(offset / 8) as usize & (WINDOW_WORDS - 1);
+        self.words.get(index).copied()
+    }
 }
 
 /// Forget the window of the last walk (at the start of each walk).
@@ -440,9 +455,9 @@ impl Window {
         STACK.get_ptr_mut(0).map(Window)
     }
 
-    /// The user word at `addr`: from the window, else from a new window starting at the word
-    /// below it (a saved frame pointer sits below the return address on x86-64), else (an
-    /// unaligned address, or no window could be read) on its own.
+    /// The user word at `addr`: from the window, else from a new window holding it and the
+    /// word below it (a saved frame pointer sits below the return address on x86-64), else
+    /// (an unaligned address, or no window could be read) on its own.
     #[inline(always)]
     fn read(&mut self, addr: u64) -> Option<u64> {
         // SAFETY: this CPU's slot of a per-CPU map (see `forget_stack`); fields are read and
@@ -451,34 +466,50 @@ impl Window {
         if addr & 7 == 0 {
             let offset = addr.wrapping_sub(window.base);
             if offset < window.len {
-                return window.words.get((offset / 8) as usize).copied();
+                return window.word(offset);
             }
-            let start = addr.wrapping_sub(8);
-            if start != 0 && start < addr {
-                // From `start` to the end of its page, at most a window: 8 to 512 bytes.
-                let len = (PAGE_BYTES - (start & (PAGE_BYTES - 1))).min(WINDOW_BYTES);
-                // SAFETY: a probe read of `len <= size_of_val(words)` bytes into the window's
-                // words: an unmapped or kernel address fails instead of faulting.
-                let read = unsafe {
-                    generated::bpf_probe_read_user(
-                        window.words.as_mut_ptr().cast(),
-                        len as u32,
-                        start as *const core::ffi::c_void,
-                    )
-                };
-                if read == 0 {
-                    window.base = start;
-                    window.len = len;
-                    if len >= 16 {
-                        return window.words.get(1).copied();
-                    }
-                } else {
-                    window.len = 0;
-                }
+            if let Some(base) = window_base(addr)
+                && Window::fill(window, base)
+                && let Some(word) = window.word(addr.wrapping_sub(base))
+            {
+                return Some(word);
             }
         }
         read_user(addr)
     }
+
+    /// Copy the window at `base` (always a whole window: a read of constant size, which every
+    /// kernel's verifier bounds); false, with the window emptied, when it cannot be read.
+    #[inline(always)]
+    fn fill(window: &mut StackWindow, base: u64) -> bool {
+        // SAFETY: a probe read of exactly `size_of_val(words)` bytes into the window's words:
+        // an unmapped or kernel address fails instead of faulting.
+        let read = unsafe {
+            generated::bpf_probe_read_user(
+                window.words.as_mut_ptr().cast(),
+                WINDOW_BYTES as u32,
+                base as *const core::ffi::c_void,
+            )
+        };
+        window.len = if read == 0 { WINDOW_BYTES } else { 0 };
+        window.base = base;
+        read == 0
+    }
+}
+
+/// Where the window for the word at `addr` (8-aligned) starts: at the word below it, or lower
+/// where the window would otherwise cross the end of that word's page (the next page may be
+/// unmapped: the top of the stack), so that it ends at the page's end. Every byte of it is in
+/// that one page. `None` at the bottom of the address space.
+#[inline(always)]
+fn window_base(addr: u64) -> Option<u64> {
+    let start = addr.checked_sub(8).filter(|&s| s != 0)?;
+    let page_end = (start | (PAGE_BYTES - 1)).checked_add(1)?;
+    Some(if page_end - start < WINDOW_BYTES {
+        page_end - WINDOW_BYTES
+    } else {
+        start
+    })
 }
 
 /// Global row `index`: `ROWS[index / ROW_CHUNK].rows[index % ROW_CHUNK]`.

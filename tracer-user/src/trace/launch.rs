@@ -73,6 +73,16 @@ impl Held {
     pub fn release(self) {
         // SAFETY: PTRACE_DETACH of our own stopped tracee; a failure (it was killed) is harmless.
         unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Held {
+    /// A command still held when the session gives up before sampling (tables or programs
+    /// that fail to load) is killed: it was launched to be traced, not to run untraced.
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of our own, unreaped child.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
     }
 }
 
