@@ -198,7 +198,7 @@ fn notices_first(
     kernel: &mut crate::bpf::Kernel,
 ) -> anyhow::Result<()> {
     while let Some(notice) = notices.try_next() {
-        follower.notice(&notice, catalog, kernel)?;
+        follower.notice(notice, catalog, kernel)?;
     }
     Ok(())
 }
