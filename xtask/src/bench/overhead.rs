@@ -83,6 +83,16 @@ impl Runs {
         .map(|s| s.median)
     }
 
+    /// The part of each run's overhead measured exactly, in percent of the untraced median:
+    /// the BPF programs' run time plus the tracer's CPU while the work runs (BPF tracers only).
+    pub fn measured_part(&self, config: Config) -> Option<Spread> {
+        let base = self.baseline(config)?;
+        Spread::of(self.of(config).iter().filter_map(|r| {
+            r.bpf
+                .map(|b| 100.0 * (b.run_time_ns as f64 / 1e9 + r.tracer_window_cpu) / base)
+        }))
+    }
+
     /// Overhead of each run of `config`, in percent.
     pub fn overhead(&self, config: Config) -> Option<Spread> {
         let base = self.baseline(config)?;
@@ -131,13 +141,14 @@ pub fn phase(runs: &Runs) -> Phase {
     let mut json_rows = Vec::new();
     for (config, rs) in &runs.configs {
         let cpu = Spread::of(rs.iter().map(|r| r.workload_cpu));
-        let (name, hz, overhead, workload, window, rest) = match *config {
+        let (name, hz, overhead, workload, bpf, window, rest) = match *config {
             Config::Baseline { frame_pointers } => (
                 format!(
                     "untraced (`{}`)",
                     if frame_pointers { "cpubench-fp" } else { "cpubench" }
                 ),
                 "—".to_owned(),
+                None,
                 None,
                 None,
                 None,
@@ -150,6 +161,11 @@ pub fn phase(runs: &Runs) -> Phase {
                     hz.to_string(),
                     runs.overhead(*config),
                     Spread::of(rs.iter().map(|r| 100.0 * (r.workload_cpu - base) / base)),
+                    Spread::of(
+                        rs.iter()
+                            .filter_map(|r| r.bpf)
+                            .map(|b| 100.0 * b.run_time_ns as f64 / 1e9 / base),
+                    ),
                     Spread::of(rs.iter().map(|r| 100.0 * r.tracer_window_cpu / base)),
                     Spread::of(rs.iter().map(|r| r.tracer_rest_cpu)),
                 )
@@ -163,6 +179,7 @@ pub fn phase(runs: &Runs) -> Phase {
             show(cpu, |x| format!("{x:.3} s")),
             show(overhead, pct),
             show(workload, pct),
+            show(bpf, pct),
             show(window, pct),
             show(rest, |x| format!("{x:.2} s")),
             post.map_or("—".to_owned(), |p| format!("{p:.2} s")),
@@ -170,6 +187,7 @@ pub fn phase(runs: &Runs) -> Phase {
         json_rows.push(json!({
             "config": name, "hz": hz, "workload_cpu_s": spread_json(cpu),
             "overhead_pct": spread_json(overhead), "workload_delta_pct": spread_json(workload),
+            "bpf_time_pct": spread_json(bpf),
             "tracer_window_pct": spread_json(window), "tracer_startup_and_output_s": spread_json(rest),
             "post_processing_cpu_s": post,
             "runs": rs.iter().map(run_json).collect::<Vec<_>>(),
@@ -184,7 +202,11 @@ pub fn phase(runs: &Runs) -> Phase {
          + tracer CPU while the work runs) / untraced median. The tracer's start-up, table loading and \
          output, and `perf script` over the first run's perf.data, are listed apart and not in the \
          overhead. Frame-pointer tracers run the frame-pointer build `cpubench-fp` against its own \
-         baseline.\n\n{}",
+         baseline. The BPF tracers' program time (kernel statistics, every CPU, while the work runs; \
+         the workload's part of it is in the workload's CPU time) is shown against the untraced \
+         median too: with the tracer's CPU, it is the part of the overhead measured exactly, which \
+         the run-to-run spread of the workload's CPU time can hide (the interrupt that runs the \
+         programs and their effect on caches are not in it).\n\n{}",
         table(
             &[
                 "tracer",
@@ -192,6 +214,7 @@ pub fn phase(runs: &Runs) -> Phase {
                 "workload CPU",
                 "overhead",
                 "of which workload",
+                "BPF programs (in workload)",
                 "of which tracer",
                 "tracer start-up + output",
                 "perf script"
@@ -221,6 +244,18 @@ pub fn phase(runs: &Runs) -> Phase {
                 verdict,
             )
         })
+        .chain([Tool::Ours, Tool::Bpftrace].map(|tool| {
+            let part = runs.measured_part(Config::Traced { tool, hz: 999 });
+            Figure::new(
+                format!(
+                    "Measured part of the 999 Hz overhead (BPF programs + tracer CPU), {}",
+                    tool.name()
+                ),
+                part.map_or("no runs".to_owned(), |s| s.show(pct)),
+                "— (context)",
+                Verdict::Peer,
+            )
+        }))
         .collect();
     Phase {
         key: "overhead",
