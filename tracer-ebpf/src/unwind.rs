@@ -412,9 +412,10 @@ const WINDOW_WORDS: usize = WINDOW_BYTES as usize / 8;
 const PAGE_BYTES: u64 = 4096;
 
 /// A copy of user stack memory made during this walk (`STACK`, one per CPU): `len` bytes from
-/// `base` (a whole window or nothing), 8-byte aligned, inside one page. A walk reads the saved return address and frame pointer of each
-/// frame, one just above the other, and frames of ordinary size lie next to each other, so a
-/// window read once serves the words of several frames.
+/// `base` (a whole window or nothing), 8-byte aligned, inside one page. A walk reads the saved
+/// return address and frame pointer of each frame, one just above the other, and frames of
+/// ordinary size lie next to each other, so a window read once serves the words of several
+/// frames.
 #[repr(C)]
 pub struct StackWindow {
     base: u64,

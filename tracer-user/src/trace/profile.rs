@@ -32,7 +32,7 @@ pub enum Frame {
 
 /// A distinct stack: who and what took it, user frames innermost first with how each was found,
 /// then kernel frames innermost first (as the kernel records them).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stack {
     pub pid: u32,
     pub tid: u32,
@@ -49,15 +49,7 @@ impl Stack {
     /// The stack of a sample, its user frames resolved through the process's mappings and its
     /// event named through `events`.
     pub fn of_sample(sample: &Sample, catalog: &Catalog, events: &EventNames) -> Stack {
-        let mut stack = Stack {
-            pid: 0,
-            tid: 0,
-            comm: String::new(),
-            event: events.name(sample.event),
-            user: Vec::new(),
-            sources: Vec::new(),
-            kernel: Vec::new(),
-        };
+        let mut stack = Stack::default();
         stack.set_to(sample, catalog, events);
         stack
     }
@@ -114,10 +106,7 @@ impl Stack {
         self.pid = sample.tgid;
         self.tid = sample.tid;
         set_comm(&mut self.comm, &sample.comm);
-        let event = events.name(sample.event);
-        if self.event != event {
-            self.event = event;
-        }
+        self.event = events.name(sample.event);
     }
 
     /// Every frame, user then kernel.
@@ -150,7 +139,7 @@ pub struct Profile {
     pub cfi_frames: u64,
     pub fp_frames: u64,
     /// The stack [`Profile::add`] resolves samples into.
-    scratch: Option<Stack>,
+    scratch: Stack,
 }
 
 impl Profile {
@@ -173,13 +162,10 @@ impl Profile {
     /// Fold one sample in. Its stack is resolved into `scratch` and copied into the map only
     /// when the profile does not have it yet (most samples repeat a stack).
     pub fn add(&mut self, sample: &Sample, catalog: &Catalog) {
-        let mut stack = self
-            .scratch
-            .take()
-            .unwrap_or_else(|| Stack::of_sample(sample, catalog, &self.events));
+        let mut stack = std::mem::take(&mut self.scratch);
         stack.set_to(sample, catalog, &self.events);
         self.tally(&stack, sample.weight);
-        self.scratch = Some(stack);
+        self.scratch = stack;
     }
 
     /// Fold in a stack taken once, standing for `weight_ns`.

@@ -87,10 +87,11 @@ impl Runs {
     /// the BPF programs' run time plus the tracer's CPU while the work runs (BPF tracers only).
     pub fn measured_part(&self, config: Config) -> Option<Spread> {
         let base = self.baseline(config)?;
-        Spread::of(self.of(config).iter().filter_map(|r| {
-            r.bpf
-                .map(|b| 100.0 * (b.run_time_ns as f64 / 1e9 + r.tracer_window_cpu) / base)
-        }))
+        Spread::of(
+            self.of(config)
+                .iter()
+                .filter_map(|r| Some(100.0 * (bpf_seconds(r)? + r.tracer_window_cpu) / base)),
+        )
     }
 
     /// Overhead of each run of `config`, in percent.
@@ -132,6 +133,11 @@ pub fn run(b: &Bench) -> anyhow::Result<Runs> {
     Ok(Runs { configs, reject_ns })
 }
 
+/// Seconds the run's BPF programs ran (BPF tracers only).
+fn bpf_seconds(r: &Run) -> Option<f64> {
+    r.bpf.map(|b| b.run_time_ns as f64 / 1e9)
+}
+
 fn pct(x: f64) -> String {
     format!("{x:.2}%")
 }
@@ -161,11 +167,7 @@ pub fn phase(runs: &Runs) -> Phase {
                     hz.to_string(),
                     runs.overhead(*config),
                     Spread::of(rs.iter().map(|r| 100.0 * (r.workload_cpu - base) / base)),
-                    Spread::of(
-                        rs.iter()
-                            .filter_map(|r| r.bpf)
-                            .map(|b| 100.0 * b.run_time_ns as f64 / 1e9 / base),
-                    ),
+                    Spread::of(rs.iter().filter_map(bpf_seconds).map(|s| 100.0 * s / base)),
                     Spread::of(rs.iter().map(|r| 100.0 * r.tracer_window_cpu / base)),
                     Spread::of(rs.iter().map(|r| r.tracer_rest_cpu)),
                 )
@@ -214,7 +216,7 @@ pub fn phase(runs: &Runs) -> Phase {
                 "workload CPU",
                 "overhead",
                 "of which workload",
-                "BPF programs (in workload)",
+                "BPF programs",
                 "of which tracer",
                 "tracer start-up + output",
                 "perf script"
