@@ -52,13 +52,16 @@ pub const ROW_CHUNK: usize = 1024;
 pub const MAX_MAPPINGS: usize = 256;
 /// `log2(MAX_MAPPINGS) + 1`.
 pub const MAPPING_SEARCH_STEPS: u32 = 9;
-/// Frames walked per program invocation before a tail call continues the walk.
-pub const FRAMES_PER_PROG: u32 = 16;
+/// Frames walked per program invocation before a tail call continues the walk. Each frame is
+/// one call of a global function, so the verifier's cost of a program does not grow with it.
+pub const FRAMES_PER_PROG: u32 = 64;
 /// The deepest walk possible: 33 tail calls (the kernel's limit) of [`FRAMES_PER_PROG`] frames
-/// reach 528; the record holds 512.
-pub const MAX_USER_FRAMES: usize = 512;
-/// The default of `--max-depth`.
-pub const DEFAULT_MAX_DEPTH: u32 = 256;
+/// reach 2112; the record holds 2048.
+pub const MAX_USER_FRAMES: usize = 2048;
+/// The default of `--max-depth`: the deepest walk. A record is as long as its stack, so the
+/// limit costs nothing for ordinary stacks; deep recursion (expression trees, parsers) is
+/// walked whole instead of cut short.
+pub const DEFAULT_MAX_DEPTH: u32 = MAX_USER_FRAMES as u32;
 /// Kernel frames kept (the kernel's default `perf_event_max_stack` is 127).
 pub const MAX_KERNEL_FRAMES: usize = 127;
 
@@ -153,8 +156,10 @@ impl core::ops::DerefMut for Sample {
     }
 }
 
-/// Words of [`SampleRecord::fp_frames`]: one bit per user frame.
-pub const SOURCE_WORDS: usize = MAX_USER_FRAMES / 64;
+/// Set in a user frame of a [`SampleRecord`] found by the frame-pointer fallback
+/// ([`SOURCE_FP`]); clear: [`SOURCE_TABLE`]. No user address has it (x86-64 and aarch64 user
+/// space ends below 2^57).
+pub const FP_FRAME_BIT: u64 = 1 << 63;
 /// Frame slots of a [`SampleRecord`]: the kernel stack, then the user stack.
 pub const RECORD_FRAMES: usize = MAX_KERNEL_FRAMES + MAX_USER_FRAMES;
 /// Bytes of a [`SampleRecord`] before its frames.
@@ -166,14 +171,12 @@ pub const RECORD_HEADER_BYTES: usize = core::mem::offset_of!(SampleRecord, frame
 ///
 /// `frames[..num_kernel]` is the kernel stack (innermost first; taken when the walk starts, so
 /// its length is known before the first user frame is written) and
-/// `frames[num_kernel..num_kernel + num_user]` the user stack (frame 0 = the sampled PC).
+/// `frames[num_kernel..num_kernel + num_user]` the user stack (frame 0 = the sampled PC), each
+/// user frame with [`FP_FRAME_BIT`] set when the frame-pointer fallback found it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SampleRecord {
     pub header: SampleHeader,
-    /// Bit `i % 64` of word `i / 64`: user frame `i` was found by the frame-pointer fallback
-    /// ([`SOURCE_FP`]); clear: [`SOURCE_TABLE`].
-    pub fp_frames: [u64; SOURCE_WORDS],
     pub frames: [u64; RECORD_FRAMES],
 }
 
@@ -263,10 +266,10 @@ impl Sample {
         for (i, slot) in self.kernel[..nk].iter_mut().enumerate() {
             *slot = frame(i)?;
         }
-        let fp_at = core::mem::offset_of!(SampleRecord, fp_frames);
         for i in 0..nu {
-            self.user[i] = frame(nk + i)?;
-            self.user_source[i] = if word(fp_at + 8 * (i / 64))? >> (i % 64) & 1 != 0 {
+            let word = frame(nk + i)?;
+            self.user[i] = word & !FP_FRAME_BIT;
+            self.user_source[i] = if word & FP_FRAME_BIT != 0 {
                 SOURCE_FP
             } else {
                 SOURCE_TABLE
@@ -329,9 +332,8 @@ const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
 const _: () = assert!(core::mem::size_of::<ProcInfo>() == 8 + 32 * MAX_MAPPINGS);
 const _: () = assert!(core::mem::size_of::<RowChunk>() == 4 * ROW_CHUNK);
 const _: () = assert!(core::mem::size_of::<SampleHeader>() == 64);
-const _: () = assert!(RECORD_HEADER_BYTES == 64 + 8 * SOURCE_WORDS);
+const _: () = assert!(RECORD_HEADER_BYTES == 64);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == RECORD_HEADER_BYTES + 8 * RECORD_FRAMES);
-const _: () = assert!(SOURCE_WORDS * 64 == MAX_USER_FRAMES);
 const _: () = assert!(1 << (MAPPING_SEARCH_STEPS - 1) >= MAX_MAPPINGS);
 const _: () = assert!(FRAMES_PER_PROG as usize * 33 >= MAX_USER_FRAMES);
 
@@ -370,14 +372,13 @@ mod tests {
                 num_kernel: kernel.len() as u32,
                 comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
             },
-            fp_frames: [0; SOURCE_WORDS],
             // Stale frames past the ones in use must not leak into the sample.
             frames: [0xdead; RECORD_FRAMES],
         };
         r.frames[..kernel.len()].copy_from_slice(kernel);
         r.frames[kernel.len()..kernel.len() + user.len()].copy_from_slice(user);
         for &i in fp {
-            r.fp_frames[i / 64] |= 1 << (i % 64);
+            r.frames[kernel.len() + i] |= FP_FRAME_BIT;
         }
         r
     }

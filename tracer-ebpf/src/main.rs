@@ -200,7 +200,6 @@ fn begin<C: EbpfContext>(
     header.cpu = unsafe { bpf_get_smp_processor_id() };
     header.comm = bpf_get_current_comm().unwrap_or([0; 16]);
     header.num_kernel = 0;
-    record.fp_frames = [0; tracer_common::trace::SOURCE_WORDS];
     if KERNEL_STACK.load() == 1 && !user.in_user_mode {
         kernel_stack(ctx, record);
     }

@@ -10,7 +10,8 @@
 //! their state in per-CPU maps.
 //!
 //! Per frame (frame `n - 1` is the last recorded one, its registers in `state.regs`):
-//! 1. stop with `MaxDepth` once `n` frames are recorded;
+//! 1. (the depth limit is checked after step 3, so that a last frame whose rule marks it the
+//!    outermost ends a complete stack, not a `MaxDepth` one);
 //! 2. find the mapping of `lookup_pc` in the process's sorted mappings: binary search for the
 //!    last mapping starting at or below it, at most `MAPPING_SEARCH_STEPS` steps, then check
 //!    its end (`NoMapping` if none; a process not in `PROCS`, sampled because every process is,
@@ -21,10 +22,10 @@
 //!    remember it in the cache); apply it with `walk::step`; where there is no table, no page, or a
 //!    `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step` instead, which
 //!    refuses frame pointers that do not look valid rather than inventing a frame;
-//! 4. the caller's PC must be in a mapping of the process (step 2 for it), else stop with
-//!    `NoMapping` without recording it; then record it after the kernel frames of the record,
-//!    with how it was found (a bit of `fp_frames` for `SOURCE_FP`), and continue from its
-//!    registers.
+//! 4. stop with `MaxDepth` when `n` frames are recorded already; the caller's PC must be in a
+//!    mapping of the process (step 2 for it), else stop with `NoMapping` without recording it;
+//!    then record it after the kernel frames of the record, with `FP_FRAME_BIT` set when
+//!    the frame-pointer fallback found it, and continue from its registers.
 //!
 //! What each frame costs (the walk runs in every sample, and its time is taken from the
 //! sampled program):
@@ -41,8 +42,8 @@
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use tracer_common::{
     trace::{
-        ExecMapping, FRAMES_PER_PROG, MAPPING_SEARCH_STEPS, MAX_KERNEL_FRAMES, MAX_MAPPINGS, MAX_USER_FRAMES,
-        NO_OBJECT, ProcInfo, ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
+        ExecMapping, FP_FRAME_BIT, FRAMES_PER_PROG, MAPPING_SEARCH_STEPS, MAX_KERNEL_FRAMES, MAX_MAPPINGS,
+        MAX_USER_FRAMES, NO_OBJECT, ProcInfo, ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
     },
     unwind::{FLAG_SIGNAL, KIND_NO_INFO, PAGE_SHIFT, PageKey, UnwindRow, UnwindRule},
     walk::{self, Regs, Step, StopReason},
@@ -150,9 +151,6 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
     let max_depth = max_depth.clamp(1, MAX_USER_FRAMES as u32);
     // SAFETY: a plain load from the walk state; volatile, see `walk_frame`.
     let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
-    if n >= max_depth {
-        return Some(StopReason::MaxDepth);
-    }
     let regs = Regs::from(state.regs);
     let pc = walk::lookup_pc(&regs, n <= 1);
     let Some(mapping) = mapping_of(opaque, state, pc) else {
@@ -162,6 +160,11 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
         (Step::Next(next), source) => (next, source),
         (Step::Stop(reason), _) => return Some(reason),
     };
+    // Only now: a last frame whose rule says it is the outermost (`_start`) ends a complete
+    // stack even at the depth limit.
+    if n >= max_depth {
+        return Some(StopReason::MaxDepth);
+    }
     // A process with mappings (not `NO_TABLE`): the caller's PC must be in one (and the next
     // frame finds it remembered).
     if mapping.end != 0 && mapping_of(opaque, state, walk::lookup_pc(&next, false)).is_none() {
@@ -170,19 +173,21 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
     // Laundered: as an offset `n` would become precise, and then so would every range the
     // verifier derived for it, splitting the states of the whole frame.
     let n = opaque.launder(n);
+    let word = if source == SOURCE_FP {
+        next.pc | FP_FRAME_BIT
+    } else {
+        next.pc
+    };
     // SAFETY: a plain load from the walk state, volatile as above.
     let kernel = unsafe { core::ptr::read_volatile(&state.record.header.num_kernel) };
-    let at = (kernel.min(MAX_KERNEL_FRAMES as u32) + n) as usize;
+    // In 64 bits: a 32-bit sum is zero-extended once for the bounds check and once more for
+    // the store, and the verifier bounds only the first copy.
+    let at = u64::from(kernel.min(MAX_KERNEL_FRAMES as u32)) + u64::from(n);
     let record = &mut state.record;
-    let Some(slot) = record.frames.get_mut(at) else {
+    let Some(slot) = record.frames.get_mut(at as usize) else {
         return Some(StopReason::MaxDepth);
     };
-    *slot = next.pc;
-    if source == SOURCE_FP
-        && let Some(word) = record.fp_frames.get_mut(n as usize / 64)
-    {
-        *word |= 1 << (n % 64);
-    }
+    *slot = word;
     record.header.num_user = n + 1;
     state.regs = next.into();
     None
@@ -300,11 +305,10 @@ fn unwind_one(opaque: &Opaque, state: &mut WalkState, m: &ExecMapping, regs: &Re
     let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
     let chained = n >= 2 && {
         let below = opaque.launder(n - 1);
-        state
-            .record
-            .fp_frames
-            .get(below as usize / 64)
-            .is_some_and(|word| word >> (below % 64) & 1 != 0)
+        // SAFETY: as above.
+        let kernel = unsafe { core::ptr::read_volatile(&state.record.header.num_kernel) };
+        let at = (kernel.min(MAX_KERNEL_FRAMES as u32) + below) as usize;
+        state.record.frames.get(at).is_some_and(|word| word & FP_FRAME_BIT != 0)
     };
     (walk::frame_pointer_step(regs, chained, |a| words.read(a)), SOURCE_FP)
 }

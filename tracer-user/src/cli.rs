@@ -104,8 +104,10 @@ pub struct TraceArgs {
     /// printed once the terminal is back.
     #[arg(long)]
     pub live: bool,
-    /// The deepest user stack to walk (1-512).
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    /// The deepest user stack to walk, in frames (1-2048; default: 2048, the most). A sample
+    /// costs time and ring-buffer bytes per frame it actually has, so a lower limit only
+    /// matters for very deep recursion; stacks cut at the limit are counted as `max_depth`.
+    #[arg(long, default_value_t = tracer_common::trace::DEFAULT_MAX_DEPTH, value_name = "N")]
     pub max_depth: u32,
     /// Do not record kernel stacks.
     #[arg(long)]

@@ -64,9 +64,16 @@ impl Workload {
 fn sframe_workloads() -> Vec<Workload> {
     let mut deeper = Workload::deep("deeper", 300);
     deeper.max_depth = Some(512);
+    // `_start` is the 104th frame, exactly the limit: the walks are complete, not `max_depth`
+    // (`complete_walks` counts them).
+    let mut deep_at_the_limit = Workload::deep("deep", 100);
+    deep_at_the_limit.max_depth = Some(104);
     vec![
         Workload::deep("deep", 100),
+        deep_at_the_limit,
         deeper,
+        // With default options: a 2004-frame recursion is walked whole.
+        Workload::deep("deepest", 2000),
         Workload::new("bigframe", &["_start", "main", "big", "spin"]),
         Workload::new("alloca", &["_start", "main", "dyn", "spin"]),
         Workload::new("plt", &["_start", "main", "lib_entry", "callback", "spin"]),
