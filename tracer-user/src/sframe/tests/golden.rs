@@ -1,6 +1,6 @@
-//! The worked example of SFRAME.md (v1, v2+PCREL, v3) byte for byte, in both byte orders,
-//! plus the layout variations around it: auxiliary header, start-field and word widths,
-//! MASK lookup, descriptor sorting.
+//! The worked example of docs/sframe-format.md (v1, v2+PCREL, v3) byte for byte, in both byte
+//! orders, plus the layout variations around it: auxiliary header, start-field and word
+//! widths, MASK lookup, descriptor sorting.
 
 use super::build::{Fde, Spec, amd64, fde, fre, hex, worked};
 use crate::sframe::testing;
@@ -8,7 +8,7 @@ use crate::sframe::{CfaRule, Endian, Error, FLAG_FDE_SORTED, PcType, Reg, Row, R
 
 const ROWS_HEX: &str = "00 03 08 | 01 05 10 f0 | 04 04 10 f0 | 18 05 08 f0";
 
-/// SFRAME.md's golden bytes for each version.
+/// The golden bytes of docs/sframe-format.md for each version.
 fn golden(version: u8) -> Vec<u8> {
     let body = match version {
         1 => {
@@ -63,7 +63,8 @@ fn expected_rows(first: u32) -> Vec<Row> {
     ]
 }
 
-/// SFRAME.md's golden bytes, every version and byte order, decode and look up as documented.
+/// The golden bytes of docs/sframe-format.md, every version and byte order, decode and look up
+/// as documented.
 #[test]
 fn worked_example_decodes_in_every_version_and_byte_order() {
     for version in 1..=3 {
@@ -72,7 +73,7 @@ fn worked_example_decodes_in_every_version_and_byte_order() {
         assert_eq!(
             worked(version).build(Endian::Little),
             le,
-            "builder matches SFRAME.md, v{version}"
+            "builder matches docs/sframe-format.md, v{version}"
         );
         assert_eq!(
             worked(version).build(Endian::Big),
