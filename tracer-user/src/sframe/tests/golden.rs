@@ -228,3 +228,40 @@ fn start_resolution_wraps() {
     assert_eq!((f.start, f.end()), (u64::MAX - 0x10, u64::MAX));
     assert_eq!(s.find_row(u64::MAX - 1).expect("lookup").map(|(_, r)| r.start), Some(0));
 }
+
+/// The fixture example of docs/sframe-format.md: libshlib.so's `.sframe` (v2, binutils 2.44)
+/// has the header bytes, descriptors and rows the document decodes by hand.
+#[test]
+fn fixture_example_of_the_format_document() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/bin/v2/x86_64/libshlib.so");
+    let file = std::fs::read(path).expect("read the fixture");
+    let sframe = crate::elf::find_sframe(&file).expect("ELF").expect("has .sframe");
+    assert_eq!((sframe.vaddr, sframe.data.len()), (0x5f8, 0x81));
+    assert_eq!(
+        &sframe.data[..28],
+        &hex("e2de 0201 0300 f800 0400 0000 0700 0000 1500 0000 0000 0000 5000 0000")[..]
+    );
+    let section = Section::parse(&sframe.data, sframe.vaddr).expect("parses");
+    let fdes: Vec<_> = section
+        .functions()
+        .iter()
+        .map(|f| (f.index, f.start, f.size, f.fre_offset, f.num_fres, f.pc_type, f.rep_size))
+        .collect();
+    assert_eq!(
+        fdes,
+        [
+            (0, 0x430, 16, 12, 2, PcType::Inc, 16),
+            (1, 0x440, 8, 18, 1, PcType::Mask, 8),
+            (2, 0x510, 20, 0, 3, PcType::Inc, 0),
+            (3, 0x530, 5, 9, 1, PcType::Inc, 0),
+        ]
+    );
+    let apply = &section.functions()[2];
+    let rows: Vec<(u32, Reg, i64)> = section
+        .rows(apply)
+        .expect("rows decode")
+        .iter()
+        .map(|r| (r.start, r.cfa.base, r.cfa.offset))
+        .collect();
+    assert_eq!(rows, [(0, Reg::Sp, 8), (4, Reg::Sp, 16), (0x10, Reg::Sp, 8)]);
+}
