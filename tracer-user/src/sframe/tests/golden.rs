@@ -245,7 +245,17 @@ fn fixture_example_of_the_format_document() {
     let fdes: Vec<_> = section
         .functions()
         .iter()
-        .map(|f| (f.index, f.start, f.size, f.fre_offset, f.num_fres, f.pc_type, f.rep_size))
+        .map(|f| {
+            (
+                f.index,
+                f.start,
+                f.size,
+                f.fre_offset,
+                f.num_fres,
+                f.pc_type,
+                f.rep_size,
+            )
+        })
         .collect();
     assert_eq!(
         fdes,
