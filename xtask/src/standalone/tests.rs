@@ -46,7 +46,7 @@ fn no_tracked_file_points_outside_the_repository() {
 #[test]
 fn machine_paths_are_told_from_system_paths() {
     for bad in [
-        concat!("see /", "work/shared/SFRAME.md"),
+        concat!("see /", "work/shared/notes.md"),
         concat!("(format: `/", "work/shared/x`)"),
         concat!("run ..", "/shared/vmtest/run.sh"),
         concat!("cache in /", "root/.cache"),
