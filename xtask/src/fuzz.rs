@@ -8,7 +8,7 @@ use std::{path::Path, process::Command};
 
 use anyhow::{Context as _, bail};
 
-use crate::run::{output, sh};
+use crate::cmd::{output, sh};
 
 /// Seconds each target runs for in `cargo xtask test`.
 pub const SECONDS: u64 = 20;

@@ -3,9 +3,12 @@
 //! split clippy. Run as `cargo xtask <task>`; every task prints the commands it runs.
 
 mod bench;
+mod cmd;
 mod fuzz;
 mod run;
 mod setup;
+#[cfg(test)]
+mod standalone;
 mod vmtest;
 
 use std::path::{Path, PathBuf};
@@ -44,11 +47,15 @@ enum Task {
         #[arg(long)]
         quick: bool,
     },
-    /// Run the privileged end-to-end tests inside other Debian kernels under qemu.
+    /// Run the privileged end-to-end tests inside other Debian kernels under qemu, and write
+    /// target/vm-test/report.md and the README's kernel table.
     VmTest {
         /// Debian suites (or kernel ABI names) to boot, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "bullseye,bookworm,trixie,sid")]
         kernels: Vec<String>,
+        /// Seconds each guest may run (boot and tests) before it is stopped.
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
     },
 }
 
@@ -70,9 +77,10 @@ fn main() -> anyhow::Result<()> {
             run::clippy()
         }
         Task::Fixtures => run::fixtures(&root),
-        Task::VmTest { kernels } => {
+        Task::VmTest { kernels, timeout } => {
+            vmtest::check_prerequisites(&root)?;
             setup::setup()?;
-            vmtest::vm_test(&root, &kernels)
+            vmtest::vm_test(&root, &kernels, std::time::Duration::from_secs(timeout))
         }
         Task::Bench { quick } => {
             setup::setup()?;

@@ -1,40 +1,10 @@
-//! Running commands loudly, and the tasks that are sequences of commands: demo, test, clippy,
-//! fixtures.
+//! The tasks that are sequences of commands: demo, test, clippy, fixtures.
 
 use std::{path::Path, process::Command};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
-/// Print and run a command; fail with its status if it fails.
-pub fn sh(cmd: &mut Command) -> anyhow::Result<()> {
-    eprintln!("+ {}", show(cmd));
-    let status = cmd.status().with_context(|| format!("cannot run {}", show(cmd)))?;
-    if !status.success() {
-        bail!("`{}` failed with {status}", show(cmd));
-    }
-    Ok(())
-}
-
-/// Run a command quietly and return its stdout, or None if it cannot run or fails.
-pub fn output(cmd: &mut Command) -> Option<String> {
-    let out = cmd.output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn show(cmd: &Command) -> String {
-    let mut s = cmd.get_program().to_string_lossy().into_owned();
-    for arg in cmd.get_args() {
-        s.push(' ');
-        s.push_str(&arg.to_string_lossy());
-    }
-    s
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
-}
+use crate::cmd::{cargo, sh};
 
 /// Build the release binary, compile the demo with SFrame, dump and check its table, and trace
 /// it: the folded stacks go to target/demo/stacks.folded, the summary to the terminal.

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use crate::run::{output, sh};
+use crate::cmd::{output, sh};
 
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -42,16 +42,15 @@ fn apt_packages() -> anyhow::Result<()> {
     apt(APT_PACKAGES)
 }
 
+/// Whether the Debian package `package` is installed.
+pub fn installed(package: &str) -> bool {
+    output(Command::new("dpkg-query").args(["-W", "-f=${Status}", package]))
+        .is_some_and(|status| status.contains("install ok installed"))
+}
+
 /// Install the Debian packages of `packages` that are missing (one `apt-get update` first).
 pub fn apt(packages: &[&str]) -> anyhow::Result<()> {
-    let missing: Vec<&str> = packages
-        .iter()
-        .copied()
-        .filter(|pkg| {
-            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", pkg]))
-                .is_none_or(|status| !status.contains("install ok installed"))
-        })
-        .collect();
+    let missing: Vec<&str> = packages.iter().copied().filter(|pkg| !installed(pkg)).collect();
     if missing.is_empty() {
         eprintln!("setup: apt packages present ({})", packages.join(", "));
         return Ok(());
@@ -59,7 +58,14 @@ pub fn apt(packages: &[&str]) -> anyhow::Result<()> {
     sh(Command::new("apt-get").arg("update").arg("-q"))?;
     sh(Command::new("apt-get")
         .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args([
+            "-o",
+            "DPkg::Lock::Timeout=300",
+            "install",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+        ])
         .args(&missing))
 }
 

@@ -11,8 +11,10 @@ mod rows;
 mod scan;
 mod table;
 
-pub(crate) use rows::{Evaluator, FdeRow, FdeRows};
-pub use table::{CfiTable, FdeRange};
+pub(crate) use program::FdeRow;
+pub(crate) use rows::{Evaluator, FdeRows};
+pub use scan::FdeRange;
+pub use table::CfiTable;
 
 use std::fmt;
 

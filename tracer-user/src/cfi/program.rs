@@ -17,7 +17,24 @@
 
 use gimli::{CallFrameInstruction as Op, CommonInformationEntry, FrameDescriptionEntry, Register, UnwindSection};
 
-use super::{Arch, CfiCfa, CfiReg, Slice, rows::FdeRow};
+use super::{Arch, CfiCfa, CfiReg, Slice};
+
+/// One row of an FDE's unwind table, as the table builder converts it (what
+/// both evaluators produce: this one, and gimli's behind `rows`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FdeRow {
+    /// `[start, end)`: the addresses the row covers (as gimli computes them: not clipped to
+    /// the FDE, and not checked to be ascending, on malformed input).
+    pub start: u64,
+    pub end: u64,
+    pub cfa: CfiCfa,
+    /// The bytes of the CFA expression when `cfa` is [`CfiCfa::Expression`], else empty.
+    pub cfa_expression: Vec<u8>,
+    pub ra: CfiReg,
+    pub fp: CfiReg,
+    /// aarch64: the return address is signed (the RA_SIGN_STATE pseudo-register is 1).
+    pub mangled_ra: bool,
+}
 
 /// gimli's `MAX_RULES`: registers with a rule in one row.
 const MAX_RULES: u32 = 192;

@@ -11,25 +11,9 @@ use gimli::{
 
 use super::{
     Arch, CfiCfa, CfiError, CfiReg, CfiSource, CfiTable, FdeRange, Slice,
-    program::{self, Initial},
+    program::{self, FdeRow, Initial},
     scan::entry_error,
 };
-
-/// One row of an FDE's unwind table, as the table builder converts it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FdeRow {
-    /// `[start, end)`: the addresses the row covers (as gimli computes them: not clipped to
-    /// the FDE, and not checked to be ascending, on malformed input).
-    pub start: u64,
-    pub end: u64,
-    pub cfa: CfiCfa,
-    /// The bytes of the CFA expression when `cfa` is [`CfiCfa::Expression`], else empty.
-    pub cfa_expression: Vec<u8>,
-    pub ra: CfiReg,
-    pub fp: CfiReg,
-    /// aarch64: the return address is signed (the RA_SIGN_STATE pseudo-register is 1).
-    pub mangled_ra: bool,
-}
 
 /// Every row of one FDE and whether its CIE marks a signal trampoline.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,16 @@ use gimli::{
     UnwindSection,
 };
 
-use super::{CfiError, CfiSource, Slice, table::FdeRange};
+use super::{CfiError, CfiSource, Slice};
+
+/// One FDE: the addresses `[start, end)` it covers, its section and its byte offset there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdeRange {
+    pub start: u64,
+    pub end: u64,
+    pub source: CfiSource,
+    pub offset: u64,
+}
 
 /// An entry (at `offset` in `section`) that gimli could not read.
 pub(super) fn entry_error(section: &'static str, offset: usize, source: gimli::Error) -> CfiError {

@@ -19,17 +19,8 @@ use object::{Object as _, ObjectSection as _};
 
 use super::{
     Arch, CfiCfa, CfiError, CfiReg, CfiRule, CfiSource, Slice,
-    scan::{entry_error, scan},
+    scan::{FdeRange, entry_error, scan},
 };
-
-/// One FDE: the addresses `[start, end)` it covers, its section and its byte offset there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FdeRange {
-    pub start: u64,
-    pub end: u64,
-    pub source: CfiSource,
-    pub offset: u64,
-}
 
 /// A section's bytes and its address.
 pub(super) type Located<'a> = (Cow<'a, [u8]>, u64);

@@ -145,7 +145,7 @@ mod tests {
         report.findings.iter().map(|f| (f.kind, f.address)).collect()
     }
 
-    /// Well-formed amd64 rows (the SFRAME.md worked example) produce no findings.
+    /// Well-formed amd64 rows (the worked example of docs/sframe-format.md) produce no findings.
     #[test]
     fn plausible_rows_are_clean() {
         let h = header(Abi::Amd64Le, -8);

@@ -1,10 +1,12 @@
-//! The dump model and its text rendering, checked on the worked example of SFRAME.md (binutils
-//! 2.40's bytes for one function at 0x401000 with four rows) and on hand-made rules.
+//! The dump model and its text rendering, checked on the worked example of
+//! docs/sframe-format.md (binutils 2.40's bytes for one function at 0x401000 with four rows) and
+//! on hand-made rules.
 
 use super::*;
 use crate::sframe::Section;
 
-/// SFRAME.md's worked example as binutils 2.40 wrote it (v1, amd64), `.sframe` at 0x402000.
+/// The worked example of docs/sframe-format.md as binutils 2.40 wrote it (v1, amd64), `.sframe`
+/// at 0x402000.
 const WORKED_V1: &[u8] = &[
     0xe2, 0xde, 0x01, 0x01, 0x03, 0x00, 0xf8, 0x00, // magic, version 1, sorted, amd64, RA -8
     1, 0, 0, 0, 4, 0, 0, 0, 15, 0, 0, 0, 0, 0, 0, 0, 17, 0, 0, 0, // 1 FDE, 4 FREs, 15 B, offs
@@ -16,7 +18,7 @@ fn worked() -> DumpSection {
     model(&Section::parse(WORKED_V1, 0x402000).expect("worked example parses")).expect("rows decode")
 }
 
-/// The model carries SFRAME.md's rows: absolute starts, CFA rules and FP save slots.
+/// The model carries the worked example's rows: absolute starts, CFA rules and FP save slots.
 #[test]
 fn model_of_the_worked_example() {
     let dump = worked();

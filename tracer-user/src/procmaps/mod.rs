@@ -1,4 +1,4 @@
-//! Discovery (DESIGN.md "Data flow" 1): a process's executable mappings and the objects behind
+//! Discovery (docs/design.md, step 1): a process's executable mappings and the objects behind
 //! them, as the in-kernel walker needs them: per address range, an object identity and the bias
 //! such that `object-relative address = runtime pc - bias`, object-relative addresses being the
 //! ELF file's own virtual addresses (what SFrame and `.eh_frame` describe).

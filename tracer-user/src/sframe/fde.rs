@@ -1,4 +1,4 @@
-//! Function descriptors (SFRAME.md, "Function descriptor entries"): v1 (17 bytes), v2
+//! Function descriptors (docs/sframe-format.md, "Function descriptors"): v1 (17 bytes), v2
 //! (20 bytes) and v3 (16-byte index entry + 5-byte attribute record in the FRE sub-section),
 //! with start addresses resolved to where the ELF file places the function, and the list
 //! sorted by that address. Checks that each function's rows could fit in the FRE sub-section

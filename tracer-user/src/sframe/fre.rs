@@ -1,4 +1,4 @@
-//! Frame row entries of one function (SFRAME.md, "Frame row entries"), decoded into [`Row`]s:
+//! Frame row entries of one function (docs/sframe-format.md, "Frame rows"), decoded into [`Row`]s:
 //! the start field, the fre_info byte, N data words of S bytes, and their meaning per FDE
 //! type and ABI. Reads stay inside the FRE sub-section; a row count never sizes an allocation
 //! beyond what the bytes can hold. Does not search (see `lookup`).

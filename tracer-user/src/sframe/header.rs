@@ -1,7 +1,7 @@
-//! The 28-byte SFrame header (SFRAME.md, "Header"): byte order from the magic, version, ABI,
-//! and the absolute byte ranges of the FDE and FRE sub-sections, validated against the data
-//! so that later reads can only fail on the contents of one descriptor or row. Does not look
-//! at function descriptors or rows.
+//! The 28-byte SFrame header (docs/sframe-format.md, "Header"): byte order from the magic,
+//! version, ABI, and the absolute byte ranges of the FDE and FRE sub-sections, validated
+//! against the data so that later reads can only fail on the contents of one descriptor or
+//! row. Does not look at function descriptors or rows.
 
 use super::read::Bytes;
 use super::{Abi, Endian, Error, Header};

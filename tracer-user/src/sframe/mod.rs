@@ -1,5 +1,5 @@
 //! The SFrame reader: bytes of one `.sframe` section in, typed header, functions and rows out
-//! (format: `/work/shared/SFRAME.md`; versions 1, 2, 2 with FUNC_START_PCREL, and 3, in both
+//! (format: docs/sframe-format.md; versions 1, 2, 2 with FUNC_START_PCREL, and 3, in both
 //! byte orders). Pure: no I/O, no ELF (see `crate::elf`), no kernel types. Malformed input is
 //! an [`Error`] naming the byte offset, never a panic, a hang, or an allocation sized by an
 //! unchecked count.

@@ -4,7 +4,7 @@
 //! Rules are written as equations over the caller's registers, e.g. for amd64 DEFAULT rows
 //! `CFA = SP + 16; RA = *(CFA - 8); FP = *(CFA - 16)`.
 
-/// `abi/arch` byte of the header (SFRAME.md, header offset 0x04).
+/// `abi/arch` byte of the header (docs/sframe-format.md, header offset 0x04).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Abi {
     Aarch64Be = 1,
@@ -20,7 +20,7 @@ pub enum Endian {
     Big,
 }
 
-/// Header flags (SFRAME.md, offset 0x03).
+/// Header flags (docs/sframe-format.md, header offset 0x03).
 pub const FLAG_FDE_SORTED: u8 = 0x1;
 /// v1/v2 only; an unused bit in v3.
 pub const FLAG_FRAME_POINTER: u8 = 0x2;

@@ -1,7 +1,7 @@
 //! Bounded corruption, part of the normal suite: about 20,000 deterministic mutations of real
-//! sections (the SFRAME.md worked example in v1/v2/v3 and both byte orders, and the sections
-//! of a compiled executable and relocatable object): every truncation, extreme values in each
-//! header and descriptor field, random byte changes. Parsing, decoding every function's rows
+//! sections (the worked example of docs/sframe-format.md in v1/v2/v3 and both byte orders, and
+//! the sections of a compiled executable and relocatable object): every truncation, extreme
+//! values in each header and descriptor field, random byte changes. Parsing, decoding every function's rows
 //! and looking up a few PCs must never panic, and every error must name an offset inside the
 //! data. The ELF side gets the same treatment on whole files, and each typed ELF error is
 //! provoked once. Fuzzing proper lives in `fuzz/`.

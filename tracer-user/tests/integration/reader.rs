@@ -215,7 +215,7 @@ fn crafted_elf_in_every_class_and_byte_order() {
     }
 }
 
-/// SFRAME.md's v1 worked example (section at 0x402000, function at 0x401000).
+/// The v1 worked example of docs/sframe-format.md (section at 0x402000, function at 0x401000).
 fn sframe_hex() -> Vec<u8> {
     crate::corrupt::golden_sections().swap_remove(0)
 }

@@ -19,7 +19,7 @@ use super::{
     sys,
     tool::Spawned,
 };
-use crate::run::output;
+use crate::cmd::output;
 
 /// Attach within this many seconds.
 const TARGET_ATTACH_SECS: f64 = 1.0;

@@ -1,7 +1,7 @@
 //! Kernel cost per sample (section 3 of the report), from the kernel's BPF statistics
 //! (`kernel.bpf_stats_enabled`, set by `overhead` for its runs): each BPF program's `run_time_ns`
-//! and `run_cnt`, read from `/proc/<tracer>/fdinfo/<fd>` of the tracer's program fds when the work
-//! starts and when it ends (`measure`); the figures are the differences.
+//! and `run_cnt`, read from the tracer's program fds (`progstats`) when the work starts and when it
+//! ends (`measure`); the figures are the differences.
 //!
 //! - A tail call does not pass through the kernel's accounting: `walk_user`'s own counters stay
 //!   0 and `on_sample`'s run time includes every tail call it made. So the program time is the
@@ -17,7 +17,6 @@
 //!   phase, at the same depth.
 
 use std::{
-    path::Path,
     process::Command,
     thread::sleep,
     time::{Duration, Instant},
@@ -27,61 +26,15 @@ use serde_json::json;
 
 use super::{
     Bench,
-    measure::Run,
-    overhead::{Config, FREQUENCIES, Runs},
+    progstats::prog_stats,
     report::{Figure, Phase, Spread, Verdict, spread_json, table},
+    runs::{Config, FREQUENCIES, Run, Runs},
     sys,
     tool::{Spawned, Tool},
 };
 
 /// Our time per sample may be at most this many times the frame-pointer walk's.
 const TARGET_RATIO: f64 = 3.0;
-
-/// The BPF programs of one process, summed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ProgStats {
-    pub run_time_ns: u64,
-    /// The entry program's runs (the largest count).
-    pub run_cnt: u64,
-    pub programs: usize,
-}
-
-impl ProgStats {
-    /// What was added since `earlier` (of the same programs).
-    pub fn since(self, earlier: ProgStats) -> ProgStats {
-        ProgStats {
-            run_time_ns: self.run_time_ns.saturating_sub(earlier.run_time_ns),
-            run_cnt: self.run_cnt.saturating_sub(earlier.run_cnt),
-            programs: self.programs,
-        }
-    }
-}
-
-/// The statistics of every BPF program `pid` holds an fd of.
-pub fn prog_stats(pid: u32) -> anyhow::Result<ProgStats> {
-    let mut stats = ProgStats::default();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        let entry = entry?;
-        if std::fs::read_link(entry.path()).is_ok_and(|l| l == Path::new("anon_inode:bpf-prog")) {
-            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", entry.file_name().to_string_lossy()))?;
-            let (time, runs) = parse_fdinfo(&info);
-            stats.run_time_ns += time;
-            stats.run_cnt = stats.run_cnt.max(runs);
-            stats.programs += 1;
-        }
-    }
-    Ok(stats)
-}
-
-/// `(run_time_ns, run_cnt)` of a program fd's fdinfo.
-fn parse_fdinfo(info: &str) -> (u64, u64) {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("run_time_ns:"), field("run_cnt:"))
-}
 
 /// Nanoseconds per run of `tool`'s BPF programs when every run rejects its sample: the tracer
 /// attached to a stopped `cpubench` (so every sample is of another process) for a second,
@@ -246,19 +199,5 @@ pub fn phase(runs: &Runs) -> Phase {
         json: json!({"target_ratio": TARGET_RATIO, "ratio_at_999_hz": ratio, "rejecting_run": reject_json,
                      "rows": json_rows}),
         figures,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The two counters are read from a program fd's fdinfo.
-    #[test]
-    fn fdinfo_counters() {
-        let info =
-            "pos:\t0\nprog_type:\t7\nprog_id:\t6644\nrun_time_ns:\t21635143\nrun_cnt:\t2843\nrecursion_misses:\t0\n";
-        assert_eq!(parse_fdinfo(info), (21_635_143, 2843));
-        assert_eq!(parse_fdinfo("pos:\t0\n"), (0, 0));
     }
 }

@@ -10,7 +10,7 @@ use super::{
     Bench, example,
     report::{Figure, Phase, Verdict},
 };
-use crate::run::sh;
+use crate::cmd::sh;
 
 /// Decode throughput the reader aims for, in rows (FREs) per second.
 const TARGET_ROWS_PER_SEC: f64 = 50e6;

@@ -23,38 +23,12 @@ use std::{
 use anyhow::Context as _;
 
 use super::{
-    Bench,
-    cost::{self, ProgStats},
-    fold,
-    overhead::Config,
+    Bench, fold,
+    progstats::{self, ProgStats},
+    runs::{Config, Run},
     sys,
     tool::{Spawned, Tool},
 };
-
-/// What one run measured.
-pub struct Run {
-    /// The workload's CPU time (user + system), seconds.
-    pub workload_cpu: f64,
-    /// Wall time of the work.
-    pub window: f64,
-    /// The tracer's CPU time in that window.
-    pub tracer_window_cpu: f64,
-    /// The tracer's CPU time outside it: start-up, loading, output.
-    pub tracer_rest_cpu: f64,
-    /// Samples of the workload the tracer reports, if it says.
-    pub samples: Option<u64>,
-    /// User frames in those samples, if it says.
-    pub frames: Option<u64>,
-    /// The BPF programs' statistics over the work (from resuming the workload to its second stop).
-    pub bpf: Option<ProgStats>,
-    /// Bytes of the tracer's output (folded stacks, perf.data, bpftrace's printed map).
-    pub output_bytes: u64,
-    /// `perf script` over perf.data: CPU seconds and output bytes (first run of a perf
-    /// configuration only).
-    pub post: Option<(f64, u64)>,
-    /// The tracer's stderr (sframe-trace's summary).
-    pub stderr: String,
-}
 
 /// The window: its wall time, and the tracer's CPU time and BPF statistics in it.
 struct Window {
@@ -153,7 +127,7 @@ fn stopped_window(spawned: &Spawned, workload: u32, tool: Option<Tool>) -> anyho
         None => 0.0,
     };
     let bpf = || match tool {
-        Some(Tool::Ours | Tool::Bpftrace) => cost::prog_stats(spawned.pid()).map(Some),
+        Some(Tool::Ours | Tool::Bpftrace) => progstats::prog_stats(spawned.pid()).map(Some),
         _ => Ok(None),
     };
     let bpf_before = bpf()?;

@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 use super::{
     Bench, example,
     measure::number_before,
-    overhead::{Config, Runs},
     report::{Figure, Phase, Verdict, table},
+    runs::{Config, Runs},
     sys,
     tool::{Spawned, Tool},
 };
-use crate::run::sh;
+use crate::cmd::sh;
 
 /// Kernel bytes per unwind row, at most.
 pub const TARGET_BYTES_PER_ROW: f64 = 4.0;

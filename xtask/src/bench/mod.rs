@@ -21,7 +21,9 @@ mod fold;
 mod measure;
 mod memory;
 mod overhead;
+mod progstats;
 mod report;
+mod runs;
 mod sys;
 mod tool;
 mod volume;
@@ -32,7 +34,7 @@ use std::{
 };
 
 use crate::{
-    run::{output, sh},
+    cmd::{output, sh},
     setup,
 };
 

@@ -1,6 +1,6 @@
 //! Overhead (section 2 of the report) on the fixed-work benchmark (fixtures/workloads/cpubench.c),
-//! and the runs that the kernel cost (`cost`), the data volume (`volume`) and the table memory
-//! (`memory`) are read from; one run is `measure`'s.
+//! and the runs (`runs`) that the kernel cost (`cost`), the data volume (`volume`) and the table
+//! memory (`memory`) are read from; one run is `measure`'s.
 //!
 //! Overhead = (workload CPU - untraced median + tracer CPU during the work) / untraced median.
 //! The workload's CPU time is its own rusage (user + system; it prints it, since the tracer
@@ -15,95 +15,15 @@ use serde_json::{Value, json};
 
 use super::{
     Bench, cost,
-    measure::{Run, one},
+    measure::one,
     report::{Figure, Phase, Spread, Verdict, spread_json, table},
+    runs::{Config, Run, Runs},
     sys::Sysctl,
-    tool::{TOOLS, Tool},
+    tool::Tool,
 };
 
-/// Sampling frequencies compared.
-pub const FREQUENCIES: [u32; 2] = [99, 999];
 /// Overhead target at 999 Hz, in percent.
 const TARGET_PCT: f64 = 1.0;
-
-/// What one configuration runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Config {
-    /// cpubench alone (frame-pointer build or not).
-    Baseline {
-        frame_pointers: bool,
-    },
-    Traced {
-        tool: Tool,
-        hz: u32,
-    },
-}
-
-impl Config {
-    pub fn frame_pointers(self) -> bool {
-        match self {
-            Config::Baseline { frame_pointers } => frame_pointers,
-            Config::Traced { tool, .. } => tool.frame_pointers(),
-        }
-    }
-
-    fn all() -> Vec<Config> {
-        let mut all = vec![
-            Config::Baseline { frame_pointers: false },
-            Config::Baseline { frame_pointers: true },
-        ];
-        for hz in FREQUENCIES {
-            all.extend(TOOLS.map(|tool| Config::Traced { tool, hz }));
-        }
-        all
-    }
-}
-
-/// Every configuration's runs.
-pub struct Runs {
-    pub configs: Vec<(Config, Vec<Run>)>,
-    /// Nanoseconds of one BPF program run that only rejects a sample of another process, per
-    /// BPF tracer (`cost::rejecting_run`).
-    pub reject_ns: Vec<(Tool, Spread)>,
-}
-
-impl Runs {
-    pub fn of(&self, config: Config) -> &[Run] {
-        self.configs.iter().find(|(c, _)| *c == config).map_or(&[], |(_, r)| r)
-    }
-
-    /// Median CPU time of the untraced workload (of the build `config` uses).
-    pub fn baseline(&self, config: Config) -> Option<f64> {
-        let frame_pointers = config.frame_pointers();
-        Spread::of(
-            self.of(Config::Baseline { frame_pointers })
-                .iter()
-                .map(|r| r.workload_cpu),
-        )
-        .map(|s| s.median)
-    }
-
-    /// The part of each run's overhead measured exactly, in percent of the untraced median:
-    /// the BPF programs' run time plus the tracer's CPU while the work runs (BPF tracers only).
-    pub fn measured_part(&self, config: Config) -> Option<Spread> {
-        let base = self.baseline(config)?;
-        Spread::of(
-            self.of(config)
-                .iter()
-                .filter_map(|r| Some(100.0 * (bpf_seconds(r)? + r.tracer_window_cpu) / base)),
-        )
-    }
-
-    /// Overhead of each run of `config`, in percent.
-    pub fn overhead(&self, config: Config) -> Option<Spread> {
-        let base = self.baseline(config)?;
-        Spread::of(
-            self.of(config)
-                .iter()
-                .map(|r| 100.0 * (r.workload_cpu - base + r.tracer_window_cpu) / base),
-        )
-    }
-}
 
 pub fn run(b: &Bench) -> anyhow::Result<Runs> {
     // For the kernel cost per sample (`cost`): on for the whole phase so that both BPF tracers
@@ -131,11 +51,6 @@ pub fn run(b: &Bench) -> anyhow::Result<Runs> {
         reject_ns.push((tool, spread));
     }
     Ok(Runs { configs, reject_ns })
-}
-
-/// Seconds the run's BPF programs ran (BPF tracers only).
-fn bpf_seconds(r: &Run) -> Option<f64> {
-    r.bpf.map(|b| b.run_time_ns as f64 / 1e9)
 }
 
 fn pct(x: f64) -> String {
@@ -167,7 +82,7 @@ pub fn phase(runs: &Runs) -> Phase {
                     hz.to_string(),
                     runs.overhead(*config),
                     Spread::of(rs.iter().map(|r| 100.0 * (r.workload_cpu - base) / base)),
-                    Spread::of(rs.iter().filter_map(bpf_seconds).map(|s| 100.0 * s / base)),
+                    Spread::of(rs.iter().filter_map(Run::bpf_seconds).map(|s| 100.0 * s / base)),
                     Spread::of(rs.iter().map(|r| 100.0 * r.tracer_window_cpu / base)),
                     Spread::of(rs.iter().map(|r| r.tracer_rest_cpu)),
                 )

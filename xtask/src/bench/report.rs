@@ -8,7 +8,7 @@ use std::{fmt::Write as _, process::Command, time::Instant};
 use serde_json::{Value, json};
 
 use super::{Bench, chart, sys, version};
-use crate::run::output;
+use crate::cmd::output;
 
 /// One phase's part of the report.
 pub struct Phase {

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::{
     memory::Memory,
-    overhead::{Config, FREQUENCIES, Runs},
     report::{Figure, Phase, Spread, Verdict, spread_json, table},
+    runs::{Config, FREQUENCIES, Runs},
     tool::{TOOLS, Tool},
 };
 

@@ -82,7 +82,7 @@ pub(super) fn amd64(version: u8, fdes: Vec<Fde>) -> Spec {
     }
 }
 
-/// SFRAME.md's worked example: one function at 0x401000, size 25, four rows.
+/// The worked example of docs/sframe-format.md: one function at 0x401000, size 25, four rows.
 pub(super) fn worked(version: u8) -> Spec {
     let rows = vec![
         fre(0, true, &[8]),

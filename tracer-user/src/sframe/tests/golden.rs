@@ -1,6 +1,6 @@
-//! The worked example of SFRAME.md (v1, v2+PCREL, v3) byte for byte, in both byte orders,
-//! plus the layout variations around it: auxiliary header, start-field and word widths,
-//! MASK lookup, descriptor sorting.
+//! The worked example of docs/sframe-format.md (v1, v2+PCREL, v3) byte for byte, in both byte
+//! orders, plus the layout variations around it: auxiliary header, start-field and word
+//! widths, MASK lookup, descriptor sorting.
 
 use super::build::{Fde, Spec, amd64, fde, fre, hex, worked};
 use crate::sframe::testing;
@@ -8,7 +8,7 @@ use crate::sframe::{CfaRule, Endian, Error, FLAG_FDE_SORTED, PcType, Reg, Row, R
 
 const ROWS_HEX: &str = "00 03 08 | 01 05 10 f0 | 04 04 10 f0 | 18 05 08 f0";
 
-/// SFRAME.md's golden bytes for each version.
+/// The golden bytes of docs/sframe-format.md for each version.
 fn golden(version: u8) -> Vec<u8> {
     let body = match version {
         1 => {
@@ -63,7 +63,8 @@ fn expected_rows(first: u32) -> Vec<Row> {
     ]
 }
 
-/// SFRAME.md's golden bytes, every version and byte order, decode and look up as documented.
+/// The golden bytes of docs/sframe-format.md, every version and byte order, decode and look up
+/// as documented.
 #[test]
 fn worked_example_decodes_in_every_version_and_byte_order() {
     for version in 1..=3 {
@@ -72,7 +73,7 @@ fn worked_example_decodes_in_every_version_and_byte_order() {
         assert_eq!(
             worked(version).build(Endian::Little),
             le,
-            "builder matches SFRAME.md, v{version}"
+            "builder matches docs/sframe-format.md, v{version}"
         );
         assert_eq!(
             worked(version).build(Endian::Big),
@@ -226,4 +227,51 @@ fn start_resolution_wraps() {
     let f = s.functions()[0];
     assert_eq!((f.start, f.end()), (u64::MAX - 0x10, u64::MAX));
     assert_eq!(s.find_row(u64::MAX - 1).expect("lookup").map(|(_, r)| r.start), Some(0));
+}
+
+/// The fixture example of docs/sframe-format.md: libshlib.so's `.sframe` (v2, binutils 2.44)
+/// has the header bytes, descriptors and rows the document decodes by hand.
+#[test]
+fn fixture_example_of_the_format_document() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/bin/v2/x86_64/libshlib.so");
+    let file = std::fs::read(path).expect("read the fixture");
+    let sframe = crate::elf::find_sframe(&file).expect("ELF").expect("has .sframe");
+    assert_eq!((sframe.vaddr, sframe.data.len()), (0x5f8, 0x81));
+    assert_eq!(
+        &sframe.data[..28],
+        &hex("e2de 0201 0300 f800 0400 0000 0700 0000 1500 0000 0000 0000 5000 0000")[..]
+    );
+    let section = Section::parse(&sframe.data, sframe.vaddr).expect("parses");
+    let fdes: Vec<_> = section
+        .functions()
+        .iter()
+        .map(|f| {
+            (
+                f.index,
+                f.start,
+                f.size,
+                f.fre_offset,
+                f.num_fres,
+                f.pc_type,
+                f.rep_size,
+            )
+        })
+        .collect();
+    assert_eq!(
+        fdes,
+        [
+            (0, 0x430, 16, 12, 2, PcType::Inc, 16),
+            (1, 0x440, 8, 18, 1, PcType::Mask, 8),
+            (2, 0x510, 20, 0, 3, PcType::Inc, 0),
+            (3, 0x530, 5, 9, 1, PcType::Inc, 0),
+        ]
+    );
+    let apply = &section.functions()[2];
+    let rows: Vec<(u32, Reg, i64)> = section
+        .rows(apply)
+        .expect("rows decode")
+        .iter()
+        .map(|r| (r.start, r.cfa.base, r.cfa.offset))
+        .collect();
+    assert_eq!(rows, [(0, Reg::Sp, 8), (4, Reg::Sp, 16), (0x10, Reg::Sp, 8)]);
 }

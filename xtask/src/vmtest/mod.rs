@@ -1,0 +1,334 @@
+//! `cargo xtask vm-test`: the privileged end-to-end tests inside other Linux kernels. Each
+//! Debian kernel (`kernel`: fetched and cached) boots under qemu with an initramfs built here
+//! (`initramfs`, `init.sh`), sees this machine's files, and runs the integration-test binary
+//! built here, filtered to the tests that load the eBPF program and trace real processes
+//! (`guest`). The verifier of each kernel is the judge. The results go to
+//! target/vm-test/report.md and into the README's kernel table (`report`).
+
+mod guest;
+mod initramfs;
+mod kernel;
+mod report;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::{
+    cmd::{output, sh},
+    setup,
+};
+
+/// Debian packages of the rig: qemu, a static busybox for the guest init, kmod (depmod and
+/// modprobe resolve the guest's boot modules), the decompressors of Debian's modules, and the
+/// archive keyring apt checks the kernels with.
+pub const QEMU_PACKAGES: &[&str] = &[
+    "qemu-system-x86",
+    "busybox-static",
+    "kmod",
+    "xz-utils",
+    "zstd",
+    "debian-archive-keyring",
+];
+
+/// Programs the rig runs, and the package each comes from.
+const TOOLS: &[(&str, &str)] = &[
+    ("qemu-system-x86_64", "qemu-system-x86"),
+    ("depmod", "kmod"),
+    ("modprobe", "kmod"),
+    ("xz", "xz-utils"),
+    ("zstd", "zstd"),
+    ("apt-get", "apt"),
+    ("dpkg-deb", "dpkg"),
+];
+
+/// The static busybox of busybox-static.
+const BUSYBOX: &str = "/bin/busybox";
+
+/// Virtual CPUs of each guest. With two, software emulation runs them on two host threads,
+/// and the kernel patching its own code while the other CPU runs it (static keys flipped when
+/// a tracer attaches or detaches a system-call tracepoint) was seen to crash 6.12 and 7.2 guests
+/// at a jump whose bytes were half old, half new: an emulation race, never seen on hardware.
+/// `VMTEST_CPUS` overrides.
+const GUEST_CPUS: u32 = 1;
+
+/// Guest memory (`VMTEST_MEM` overrides).
+const GUEST_MEMORY: &str = "1G";
+
+/// Tests left out on kernels before 5.15 (Debian bullseye), and why: without
+/// `bpf_task_pt_regs` samples that interrupt the kernel carry no user stack (so kprobes and
+/// tracepoints, which always hit the kernel, give none), and under qemu the vDSO clock falls
+/// back to a system call, so that test's samples are nearly all such. (The offcpu test checks
+/// there that offcpu is refused.)
+const SKIP_BEFORE_5_15: &[&str] = &[
+    "glibc_start::samples_in_the_vdso_unwind_completely",
+    "events::kprobe_has_user_and_kernel_stacks",
+    "events::tracepoint_has_user_and_kernel_stacks",
+];
+
+/// The tests run in each kernel: the walker, SFrame accuracy (v3), glibc/.eh_frame/vDSO,
+/// stacks on events (each event's programs face each verifier), and a memlock limit too low
+/// (kernels before 5.11 charge BPF maps to it: the one sentence), a launched command held at
+/// its entry point (ptrace) while the tables load. (The other life-cycle tests
+/// time their signals for a real CPU and check userspace, not the kernel.)
+const TESTS: &[&str] = &[
+    "walker::",
+    "trace::sframe_v3",
+    "glibc_start::",
+    "events::",
+    "lifecycle::low_memlock_limit_is_lifted_or_one_sentence",
+    "lifecycle::a_launched_command_is_traced_from_its_entry_point",
+];
+
+/// Everything vm-test needs that it cannot install itself, checked before any long set-up:
+/// one sentence naming what is missing.
+pub fn check_prerequisites(root: &Path) -> anyhow::Result<()> {
+    if !cfg!(target_arch = "x86_64") {
+        bail!("vm-test boots x86-64 kernels to run binaries built here, so it needs an x86-64 host");
+    }
+    for tool in ["apt-get", "dpkg-deb", "dpkg-query"] {
+        if !on_path(tool) {
+            bail!(
+                "vm-test fetches Debian's kernel packages with {tool}, which this host lacks: it needs a Debian or Ubuntu host"
+            );
+        }
+    }
+    let missing: Vec<&str> = QEMU_PACKAGES.iter().copied().filter(|p| !setup::installed(p)).collect();
+    if !missing.is_empty() && !is_root() {
+        bail!(
+            "vm-test needs the packages {} (as root: apt-get install {0}, or run vm-test as root)",
+            missing.join(" ")
+        );
+    }
+    guest::command_line(&root.join("target/vm-test"), root, &cache_dir()?.join("kernels"))?;
+    Ok(())
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/vmtest`.
+fn cache_dir() -> anyhow::Result<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").context("neither XDG_CACHE_HOME nor HOME is set")?).join(".cache")
+        }
+    };
+    Ok(base.join("sframe-trace/vmtest"))
+}
+
+/// After set-up: the tools are there and busybox is static (a dynamic one cannot run before
+/// the guest's root is mounted).
+fn check_tools() -> anyhow::Result<()> {
+    for (tool, package) in TOOLS {
+        if !on_path(tool) {
+            bail!("vm-test needs {tool} (package {package}), which is not on PATH");
+        }
+    }
+    let busybox = fs::read(BUSYBOX)
+        .with_context(|| format!("vm-test needs a static busybox at {BUSYBOX} (package busybox-static)"))?;
+    if !is_static(&busybox) {
+        bail!("{BUSYBOX} is dynamically linked; vm-test needs the static one (package busybox-static)");
+    }
+    Ok(())
+}
+
+/// Whether an ELF64 file has no program interpreter (`PT_INTERP`).
+fn is_static(elf: &[u8]) -> bool {
+    let word = |at: usize, len: usize| -> Option<u64> {
+        let bytes = elf.get(at..at + len)?;
+        Some(bytes.iter().rev().fold(0, |acc, b| acc << 8 | u64::from(*b)))
+    };
+    let header = || -> Option<bool> {
+        if elf.get(..5)? != b"\x7fELF\x02" {
+            return Some(false);
+        }
+        let (phoff, phentsize, phnum) = (
+            word(0x20, 8)? as usize,
+            word(0x36, 2)? as usize,
+            word(0x38, 2)? as usize,
+        );
+        Some((0..phnum).all(|i| word(phoff + i * phentsize, 4) != Some(3)))
+    };
+    header().unwrap_or(false)
+}
+
+pub fn vm_test(root: &Path, kernels: &[String], timeout: Duration) -> anyhow::Result<()> {
+    setup::apt(QEMU_PACKAGES)?;
+    check_tools()?;
+    let cache = cache_dir()?;
+    fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
+    let binary = integration_binary()?;
+    let cpus = match std::env::var("VMTEST_CPUS") {
+        Ok(n) => n.parse().context("VMTEST_CPUS must be a number")?,
+        Err(_) => GUEST_CPUS,
+    };
+    let memory = std::env::var("VMTEST_MEM").unwrap_or_else(|_| GUEST_MEMORY.to_owned());
+    let accel = std::env::var("VMTEST_ACCEL").unwrap_or_else(|_| "tcg".to_owned());
+    let date = report::date(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_secs());
+    let commit = commit();
+    let matrix = Matrix {
+        root,
+        cache: &cache,
+        binary: &binary,
+        cpus,
+        memory: &memory,
+        accel: &accel,
+        timeout,
+        date: &date,
+        commit: &commit,
+    };
+    let mut rows = Vec::new();
+    let mut not_run = Vec::new();
+    for name in kernels {
+        match matrix.run(name) {
+            Ok(row) => rows.push(row),
+            // A kernel that cannot be fetched or booted has no result: it stays out of the
+            // table, and the run fails at the end.
+            Err(e) => {
+                eprintln!("vm-test: {name}: {e:#}");
+                not_run.push(name.as_str());
+            }
+        }
+    }
+    let out = root.join("target/vm-test/report.md");
+    fs::write(&out, report::report(&rows))?;
+    print!("{}", report::report(&rows));
+    let readme_path = root.join("README.md");
+    let readme = fs::read_to_string(&readme_path)?;
+    let rewritten = report::rewrite_readme(&readme, &rows).with_context(|| {
+        format!(
+            "README.md lacks the kernel table markers `{}` and `{}`",
+            report::BEGIN,
+            report::END
+        )
+    })?;
+    fs::write(&readme_path, rewritten)?;
+    eprintln!("vm-test: wrote {} and the README's kernel table", out.display());
+    if !not_run.is_empty() {
+        bail!("kernels not run: {} (see the messages above)", not_run.join(", "));
+    }
+    if rows.iter().any(|r| r.result != "pass") {
+        bail!("the kernel matrix has failures ({})", out.display());
+    }
+    Ok(())
+}
+
+/// What every kernel's run shares.
+struct Matrix<'a> {
+    root: &'a Path,
+    cache: &'a Path,
+    binary: &'a Path,
+    cpus: u32,
+    memory: &'a str,
+    accel: &'a str,
+    timeout: Duration,
+    date: &'a str,
+    commit: &'a str,
+}
+
+impl Matrix<'_> {
+    /// Fetch kernel `name`, boot it with the tests, and return its row of the table.
+    fn run(&self, name: &str) -> anyhow::Result<report::Row> {
+        let started = Instant::now();
+        let kernel = kernel::fetch(self.cache, name).with_context(|| format!("fetching kernel {name}"))?;
+        let dir = self.root.join("target/vm-test").join(name);
+        fs::create_dir_all(&dir)?;
+        let initramfs = dir.join("initramfs.cpio");
+        fs::write(&initramfs, initramfs::build(&kernel, Path::new(BUSYBOX))?)?;
+        let old = report::major_minor(&kernel.release).is_some_and(|v| v < (5, 15));
+        let skips = if old { SKIP_BEFORE_5_15 } else { &[] };
+        let mut command = vec![self.binary.to_string_lossy().into_owned()];
+        command.extend(TESTS.iter().map(|t| (*t).to_owned()));
+        command.extend(skips.iter().flat_map(|t| ["--skip".to_owned(), (*t).to_owned()]));
+        command.push("--test-threads=1".to_owned());
+        let script = guest::command_script(&guest::passed_env(), self.root, &command);
+        fs::write(dir.join("command.sh"), script)?;
+        let run = guest::Run {
+            kernel: &kernel,
+            initramfs: &initramfs,
+            repo: self.root,
+            dir: &dir,
+            cpus: self.cpus,
+            memory: self.memory,
+            timeout: self.timeout,
+            accel: self.accel,
+        };
+        let line = guest::command_line(&dir, self.root, &kernel.dir)?;
+        eprintln!(
+            "vm-test: {name}: kernel {}, {} vCPU ({})",
+            kernel.release, self.cpus, self.accel
+        );
+        let outcome = guest::boot(&run, &line)?;
+        if outcome == report::Outcome::BootFailure {
+            eprint!("{}", guest::console_tail(&dir, 40));
+        }
+        if guest::kernel_complained(&dir) {
+            let console = dir.join("console.log");
+            eprintln!(
+                "vm-test: {name}: the kernel reported a problem, see {}",
+                console.display()
+            );
+        }
+        let output = fs::read_to_string(dir.join("output.log")).unwrap_or_default();
+        let row = report::Row::new(name, &kernel.release, &outcome, &output, self.date, self.commit);
+        eprintln!("vm-test: {name}: {} ({} s)", row.result, started.elapsed().as_secs());
+        Ok(row)
+    }
+}
+
+/// The commit tested: short hash, `+changes` when tracked files differ from it.
+fn commit() -> String {
+    let hash = output(Command::new("git").args(["rev-parse", "--short", "HEAD"]))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let dirty = output(Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]))
+        .is_some_and(|s| !s.trim().is_empty());
+    if dirty { format!("{hash}+changes") } else { hash }
+}
+
+/// Build the integration-test binary of tracer-user (optimised: under software emulation a
+/// debug tracer takes seconds to start, longer than the workloads run) and return its path.
+fn integration_binary() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .args([
+            "test",
+            "--release",
+            "--package",
+            "tracer-user",
+            "--test",
+            "integration",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .output()
+        .context("building the integration tests")?;
+    if !out.status.success() {
+        bail!(
+            "building the integration tests failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["target"]["name"] == "integration")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .context("cargo did not report the integration-test binary")
+}

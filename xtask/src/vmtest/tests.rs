@@ -1,0 +1,221 @@
+//! The pure parts of the kernel matrix: naming and resolving kernel packages, the guest's
+//! command line and script, the initramfs archive, and the report and README table.
+
+use std::path::Path;
+
+use super::{
+    guest, initramfs,
+    kernel::{self, KEYRING},
+    report::{self, BEGIN, END, Outcome, Row},
+};
+
+/// The release comes from the `Depends:` line that names a versioned image, not a recommends.
+#[test]
+fn release_is_read_from_apt_cache_depends() {
+    let depends = "linux-image-amd64\n  Recommends: firmware-linux-free\n  Depends: linux-image-6.1.0-41-amd64\n";
+    assert_eq!(kernel::release_from_depends(depends).as_deref(), Some("6.1.0-41-amd64"));
+    let trixie = "linux-image-amd64\n  Depends: linux-image-6.12.57+deb13-amd64\n";
+    assert_eq!(
+        kernel::release_from_depends(trixie).as_deref(),
+        Some("6.12.57+deb13-amd64")
+    );
+    assert_eq!(
+        kernel::release_from_depends("linux-image-amd64\n  Depends: linux-base\n"),
+        None
+    );
+}
+
+/// A release names its image, binary and modules packages; suites and releases are told apart.
+#[test]
+fn package_names_of_a_release() {
+    assert_eq!(
+        kernel::package_candidates("7.2.0-1-amd64"),
+        [
+            "linux-image-7.2.0-1-amd64",
+            "linux-binary-7.2.0-1-amd64",
+            "linux-modules-7.2.0-1-amd64"
+        ]
+    );
+    assert!(kernel::is_release("5.10.0-35-amd64"));
+    assert!(!kernel::is_release("bullseye"));
+}
+
+/// Stable suites get their updates and security archives; sid and backports only themselves.
+#[test]
+fn sources_of_stable_and_rolling_suites() {
+    let stable = kernel::sources_list("bookworm", "http://m/debian", "http://m/debian-security");
+    assert_eq!(stable.lines().count(), 3);
+    assert!(stable.contains("http://m/debian-security bookworm-security main"));
+    assert!(stable.contains(&format!("signed-by={KEYRING}")));
+    for rolling in ["sid", "bookworm-backports"] {
+        let list = kernel::sources_list(rolling, "http://m/debian", "http://m/debian-security");
+        assert_eq!(
+            list,
+            format!("deb [arch=amd64 signed-by={KEYRING}] http://m/debian {rolling} main\n")
+        );
+    }
+}
+
+/// The kernel command line carries the three paths for the guest init, and refuses a path
+/// with a space (the kernel would split it).
+#[test]
+fn guest_command_line() {
+    let line = guest::command_line(
+        Path::new("/r/target/vm-test/sid"),
+        Path::new("/r"),
+        Path::new("/c/kernels/7.2"),
+    )
+    .unwrap();
+    assert!(line.starts_with("console=ttyS0 panic=-1 "));
+    assert!(
+        line.ends_with(
+            " sframe_trace.run=/r/target/vm-test/sid sframe_trace.repo=/r sframe_trace.kernel=/c/kernels/7.2"
+        )
+    );
+    assert!(guest::command_line(Path::new("/a b"), Path::new("/r"), Path::new("/k")).is_err());
+}
+
+/// qemu option values double their commas; shell words are quoted only when they must be.
+#[test]
+fn quoting_for_qemu_and_the_shell() {
+    assert_eq!(guest::qemu_value(Path::new("/x,y")), "/x,,y");
+    assert_eq!(guest::shell_quote("walker::"), "walker::");
+    assert_eq!(guest::shell_quote("it's"), "'it'\\''s'");
+    assert_eq!(guest::shell_quote(""), "''");
+    let script = guest::command_script(
+        &[("PATH".to_owned(), "/usr/bin:/bin".to_owned())],
+        Path::new("/r"),
+        &["/r/t".to_owned(), "a b".to_owned()],
+    );
+    assert!(
+        script.ends_with("export PATH=/usr/bin:/bin\ncd /r || exit 125\nexec /r/t 'a b'\n"),
+        "{script}"
+    );
+}
+
+/// modprobe's plan gives each module file once, in load order; built-ins add nothing.
+#[test]
+fn boot_modules_from_modprobe_plans() {
+    let plans = [
+        "builtin virtio_pci\n".to_owned(),
+        "insmod /k/net/9p/9pnet.ko \ninsmod /k/net/9p/9pnet_virtio.ko \n".to_owned(),
+        "insmod /k/net/9p/9pnet.ko \ninsmod /k/fs/netfs/netfs.ko.xz \ninsmod /k/fs/9p/9p.ko.xz \n".to_owned(),
+    ];
+    assert_eq!(
+        initramfs::insmod_paths(&plans),
+        [
+            "/k/net/9p/9pnet.ko",
+            "/k/net/9p/9pnet_virtio.ko",
+            "/k/fs/netfs/netfs.ko.xz",
+            "/k/fs/9p/9p.ko.xz"
+        ]
+    );
+    assert_eq!(initramfs::module_name(3, "/k/fs/9p/9p.ko.xz"), "03-9p.ko");
+}
+
+/// A newc entry: the 110-byte header with hex fields, the name NUL-terminated and padded to 4
+/// bytes, the data padded to 4; the archive ends with its trailer.
+#[test]
+fn cpio_newc_layout() {
+    let mut cpio = initramfs::Cpio::default();
+    cpio.file("init", 0o755, b"hello");
+    let bytes = cpio.finish();
+    let header = std::str::from_utf8(&bytes[..110]).unwrap();
+    assert_eq!(&header[..6], "070701");
+    let field = |i: usize| u32::from_str_radix(&header[6 + 8 * i..14 + 8 * i], 16).unwrap();
+    assert_eq!(field(1), 0o100_755, "mode");
+    assert_eq!(field(6), 5, "file size");
+    assert_eq!(field(11), 5, "name size with its NUL");
+    assert_eq!(&bytes[110..115], b"init\0");
+    assert_eq!(&bytes[116..121], b"hello", "name padded to 116");
+    assert_eq!(&bytes[121..124], &[0, 0, 0], "data padded to 124");
+    assert_eq!(&bytes[124..130], b"070701");
+    assert_eq!(&bytes[234..245], b"TRAILER!!!\0");
+    assert_eq!(bytes.len() % 4, 0);
+}
+
+/// busybox must have no program interpreter: a real static and a real dynamic binary.
+#[test]
+fn static_elf_is_recognised() {
+    let dynamic = std::fs::read("/bin/sh").unwrap();
+    assert!(!super::is_static(&dynamic));
+    assert!(!super::is_static(b"#!/bin/sh\n"));
+    let mut elf = vec![0u8; 0x40 + 56];
+    elf[..5].copy_from_slice(b"\x7fELF\x02");
+    elf[0x20] = 0x40; // program headers right after the ELF header
+    elf[0x36] = 56;
+    elf[0x38] = 1;
+    elf[0x40] = 1; // PT_LOAD
+    assert!(super::is_static(&elf));
+    elf[0x40] = 3; // PT_INTERP
+    assert!(!super::is_static(&elf));
+}
+
+/// libtest's summary gives the counts; a run without one (a boot failure) gives none.
+#[test]
+fn test_counts_from_libtest() {
+    let ok = "running 16 tests\ntest result: ok. 16 passed; 0 failed; 0 ignored; 0 measured; 180 filtered out; finished in 212.5s\n";
+    assert_eq!(report::test_counts(ok).as_deref(), Some("16 passed"));
+    let bad = "test result: FAILED. 12 passed; 1 failed; 0 ignored; 0 measured; 183 filtered out\n";
+    assert_eq!(report::test_counts(bad).as_deref(), Some("12 passed, 1 failed"));
+    assert_eq!(report::test_counts("vmlinuz: panic\n"), None);
+}
+
+/// Calendar dates of epoch seconds, leap days included.
+#[test]
+fn dates_of_epoch_seconds() {
+    assert_eq!(report::date(0), "1970-01-01");
+    assert_eq!(report::date(951_782_400), "2000-02-29");
+    assert_eq!(report::date(1_795_478_400), "2026-11-24");
+}
+
+/// Rewriting the README replaces the rows of the kernels run, keeps the others with their own
+/// date and commit, orders by kernel version, and leaves the text around the markers alone.
+#[test]
+fn readme_table_is_rewritten_between_markers() {
+    let old_rows = [
+        Row::new(
+            "bullseye",
+            "5.10.0-35-amd64",
+            &Outcome::Exited(0),
+            "",
+            "2026-11-21",
+            "62509c0",
+        ),
+        Row::new(
+            "bookworm",
+            "6.1.0-41-amd64",
+            &Outcome::Exited(0),
+            "",
+            "2026-11-21",
+            "62509c0",
+        ),
+    ];
+    let readme = format!("intro\n{BEGIN}\n{}{END}\nafter\n", report::table(&old_rows));
+    let output = "test result: FAILED. 15 passed; 1 failed; 0 ignored\n";
+    let new = [Row::new(
+        "bookworm",
+        "6.1.0-42-amd64",
+        &Outcome::Exited(101),
+        output,
+        "2026-11-24",
+        "abc1234",
+    )];
+    let rewritten = report::rewrite_readme(&readme, &new).unwrap();
+    assert_eq!(
+        rewritten,
+        format!(
+            "intro\n{BEGIN}\n| kernel | result | tests | date | commit |\n|---|---|---|---|---|\n\
+             | 5.10 (bullseye) | pass | - | 2026-11-21 | 62509c0 |\n\
+             | 6.1 (bookworm) | fail (exit status 101) | 15 passed, 1 failed | 2026-11-24 | abc1234 |\n{END}\nafter\n"
+        )
+    );
+    assert_eq!(
+        report::rewrite_readme(&rewritten, &new).unwrap(),
+        rewritten,
+        "idempotent"
+    );
+    assert_eq!(report::rewrite_readme("no markers", &new), None);
+    let timeout = Row::new("sid", "7.2.0-1-amd64", &Outcome::Timeout, "", "d", "c");
+    assert!(report::report(&[timeout]).contains("| 7.2 (sid) | timeout | - | d | c |"));
+}
