@@ -254,6 +254,7 @@ fn check_json(resolved: &Resolved, samples: &[ResolvedSample]) {
         json::write_sample(&mut out, sample, &resolved.objects).expect("write json");
     }
     let text = String::from_utf8(out).expect("json is UTF-8");
+    assert_no_controls(&text, &['\n'], "json");
     assert_eq!(text.lines().count(), samples.len());
     for (line, sample) in text.lines().zip(samples) {
         let value: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
