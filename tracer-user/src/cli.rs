@@ -1,7 +1,7 @@
 //! Command-line flags, as clap derives them. Raw flags only: validation that needs more than
 //! the flag itself happens in `commands`.
 
-use std::path::PathBuf;
+use std::{ffi::OsString, path::PathBuf, time::Duration};
 
 use clap::{Parser, Subcommand};
 
@@ -43,7 +43,7 @@ pub struct Cli {
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
     /// Trace these running processes (and all their threads): PID[,PID...].
-    #[arg(short, long, value_name = "PID", value_delimiter = ',')]
+    #[arg(short, long, value_name = "PID", value_delimiter = ',', allow_negative_numbers = true)]
     pub pid: Vec<u32>,
     /// Trace every process on the host, including those started later (the default when
     /// neither --pid nor a command is given).
@@ -59,7 +59,7 @@ pub struct TraceArgs {
     #[arg(long, default_value = "8M", value_name = "SIZE", value_parser = parse_ring_buffer_size)]
     pub ring_buffer_size: u32,
     /// Sampling frequency per CPU, in Hz (the cpu-clock event).
-    #[arg(short = 'F', long, default_value_t = 99, value_name = "HZ")]
+    #[arg(short = 'F', long, default_value_t = 99, value_name = "HZ", allow_negative_numbers = true)]
     pub frequency: u64,
     /// Take stacks on this event (repeatable; default cpu-clock): `cpu-clock` (sampling at
     /// -F), `offcpu` (where threads block, weighted by the time blocked),
@@ -69,11 +69,11 @@ pub struct TraceArgs {
     #[arg(short, long = "event", value_name = "EVENT")]
     pub event: Vec<String>,
     /// `-e offcpu`: record blocks of at least this many microseconds [default: 1000].
-    #[arg(long, value_name = "USECS")]
+    #[arg(long, value_name = "USECS", allow_negative_numbers = true)]
     pub min_block: Option<u64>,
     /// Stop after this many seconds (default: when the traced processes exit, or on Ctrl-C).
-    #[arg(short, long, value_name = "SECS")]
-    pub duration: Option<f64>,
+    #[arg(short, long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    pub duration: Option<Duration>,
     /// Output format (repeatable: each -f writes the same stacks to its own --output, paired
     /// in the order given; one file format may go to stdout).
     ///
@@ -107,7 +107,12 @@ pub struct TraceArgs {
     /// The deepest user stack to walk, in frames (1-2048; default: 2048, the most). A sample
     /// costs time and ring-buffer bytes per frame it actually has, so a lower limit only
     /// matters for very deep recursion; stacks cut at the limit are counted as `max_depth`.
-    #[arg(long, default_value_t = tracer_common::trace::DEFAULT_MAX_DEPTH, value_name = "N")]
+    #[arg(
+        long,
+        default_value_t = tracer_common::trace::DEFAULT_MAX_DEPTH,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
     pub max_depth: u32,
     /// Do not record kernel stacks.
     #[arg(long)]
@@ -116,8 +121,8 @@ pub struct TraceArgs {
     /// are, where debug information records them).
     #[arg(long)]
     pub no_inline: bool,
-    /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT` (plain HTTP, no TLS). Port
-    /// 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
+    /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (plain HTTP, no TLS).
+    /// Port 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// `-f otlp`: the transport, overriding the guess from --otlp-endpoint.
@@ -128,11 +133,11 @@ pub struct TraceArgs {
     pub service_name: Option<String>,
     /// `-f otlp`: seconds between exports; what the collector cannot take in time is dropped
     /// and counted, never waited for.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    pub export_interval: f64,
+    #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    pub export_interval: Duration,
     /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
     #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -201,14 +206,14 @@ pub enum Command {
     #[cfg(feature = "ebpf")]
     Doctor {
         /// Count samples of this process only (default: every process).
-        #[arg(short, long)]
+        #[arg(short, long, allow_negative_numbers = true)]
         pid: Option<u32>,
         /// Sampling frequency in Hz.
-        #[arg(short = 'F', long, default_value_t = 99)]
+        #[arg(short = 'F', long, default_value_t = 99, allow_negative_numbers = true)]
         frequency: u64,
         /// How long to sample, in seconds.
-        #[arg(short, long, default_value_t = 1.0)]
-        duration: f64,
+        #[arg(short, long, default_value = "1", value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+        duration: Duration,
     },
 }
 
@@ -227,24 +232,36 @@ fn parse_ring_buffer_size(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("`{s}`: give a power of two from 4K to 1G"))
 }
 
-/// A byte count with an optional K, M or G suffix (powers of 1024); `None` when it overflows.
+/// A byte count: ASCII digits with an optional K, M or G suffix (powers of 1024), nothing else
+/// (no sign, no space); `None` when it overflows.
 fn parse_bytes(s: &str) -> Result<Option<u64>, String> {
-    let (digits, unit) = match s.trim().char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
-        _ => (s.trim(), 'B'),
+    let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&s[..s.len() - 1], 10),
+        Some(b'M') => (&s[..s.len() - 1], 20),
+        Some(b'G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
     };
-    let shift = match unit {
-        'B' => 0,
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        _ => return Err(format!("`{s}`: use a number with an optional K, M or G suffix")),
-    };
-    let n: u64 = digits
-        .trim()
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("`{s}` is not a size: give digits with an optional K, M or G suffix (e.g. 512M)"));
+    }
+    Ok(digits.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << shift)))
+}
+
+/// The longest duration or interval accepted, in seconds (about 31 years).
+pub const MAX_SECS: u64 = 1_000_000_000;
+
+/// Parse a number of seconds: positive, finite, at most [`MAX_SECS`].
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
         .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 512M)"))?;
-    Ok(n.checked_mul(1 << shift))
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("`{s}`: give a positive number of seconds"));
+    }
+    if secs > MAX_SECS as f64 {
+        return Err(format!("`{s}`: give at most {MAX_SECS} seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}`: give at most {MAX_SECS} seconds"))
 }
 
 /// Parse `0x`-prefixed hex or decimal.
@@ -278,6 +295,32 @@ mod tests {
         assert!(parse_size("12K").is_err(), "below 64K");
         assert!(parse_size("M").is_err());
         assert!(parse_size("5T").is_err());
+        assert!(parse_size("-64K").is_err());
+        assert_eq!(parse_size("18014398509481984K"), Err("`18014398509481984K`: give at least 64K and less than 16 EiB".to_owned()));
+    }
+
+    /// Sizes are strict: whitespace (ASCII or not) and signs are refused, never misread (a
+    /// leading space once made `100K` read as 10K) and never a panic.
+    #[test]
+    fn sizes_are_strict() {
+        for bad in [" 100K", "100K ", "\u{a0}100K", "100\u{2003}K", "1 00K", "+100K", "100KK", "K", "", "１００K"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
+            assert!(parse_ring_buffer_size(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    /// Seconds are positive, finite and at most MAX_SECS; huge, negative, NaN and infinite
+    /// values are refused in a sentence instead of panicking.
+    #[test]
+    fn seconds_parse() {
+        assert_eq!(parse_secs("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_secs("1e3"), Ok(Duration::from_secs(1000)));
+        for bad in ["0", "-1", "-0.5", "1e20", "inf", "NaN", "1e400", "", "ten", " 1"] {
+            let err = parse_secs(bad).expect_err(bad);
+            assert!(!err.contains('\n'), "{err}");
+        }
+        assert!(parse_secs("-1").unwrap_err().contains("positive"));
+        assert!(parse_secs("1e20").unwrap_err().contains("at most 1000000000 seconds"));
     }
 
     /// Ring buffer sizes are powers of two from 4K to 1G.

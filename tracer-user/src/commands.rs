@@ -89,11 +89,6 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         i64::from(args.ring_buffer_size) >= page as i64,
         "--ring-buffer-size must be at least the page size ({page} bytes)"
     );
-    let duration = match args.duration {
-        Some(secs) if secs > 0.0 && secs.is_finite() => Some(std::time::Duration::from_secs_f64(secs)),
-        Some(_) => anyhow::bail!("--duration must be a positive number of seconds"),
-        None => None,
-    };
     let otlp = otlp_config(&args)?;
     let mut events =
         sframe_trace::event::EventSet::parse(&args.event, args.min_block.map(std::time::Duration::from_micros))?;
@@ -105,7 +100,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         max_table_memory: args.max_table_memory,
         ring_buffer_bytes: args.ring_buffer_size,
         frequency: args.frequency,
-        duration,
+        duration: args.duration,
         max_depth: args.max_depth,
         kernel_stacks: !args.no_kernel,
         outputs,
@@ -206,17 +201,13 @@ fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::
     let Some(endpoint) = &args.otlp_endpoint else {
         anyhow::bail!("-f otlp needs --otlp-endpoint URL (the collector, e.g. http://localhost:4317)")
     };
-    anyhow::ensure!(
-        args.export_interval > 0.0 && args.export_interval.is_finite(),
-        "--export-interval must be a positive number of seconds"
-    );
     let protocol = args.otlp_protocol.map(|p| match p {
         crate::cli::OtlpProtocol::Grpc => Protocol::Grpc,
         crate::cli::OtlpProtocol::Http => Protocol::Http,
     });
     Ok(Some(OtlpConfig {
         destination: Destination::parse(endpoint, protocol).context("--otlp-endpoint")?,
-        interval: std::time::Duration::from_secs_f64(args.export_interval),
+        interval: args.export_interval,
         service_name: args.service_name.clone(),
     }))
 }
@@ -235,13 +226,17 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 #[cfg(feature = "ebpf")]
 fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
+    use sframe_trace::trace::Ended;
     let config = trace_config(args)?;
     let runtime = runtime()?;
     let traced = runtime.block_on(sframe_trace::trace::run(config));
     // Tables still being built in the background are of no use any more: do not wait for them.
     runtime.shutdown_background();
-    traced?;
-    Ok(Status::Ok)
+    Ok(match traced? {
+        Ended::Complete => Status::Ok,
+        Ended::NothingExported => Status::Findings,
+        Ended::OutputFailed => Status::Error,
+    })
 }
 
 #[cfg(not(feature = "ebpf"))]
@@ -375,15 +370,11 @@ fn run_check(file: &Path) -> anyhow::Result<Status> {
 }
 
 #[cfg(feature = "ebpf")]
-fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result<Status> {
+fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -> anyhow::Result<Status> {
     use sframe_trace::{bpf, table::TableSet};
     use tracer_common::trace::DEFAULT_MAX_DEPTH;
 
     bpf::preflight()?;
-    anyhow::ensure!(
-        duration > 0.0 && duration.is_finite(),
-        "--duration must be a positive number of seconds"
-    );
     anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
     let runtime = runtime()?;
     runtime.block_on(async {
@@ -406,9 +397,12 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: f64) -> anyhow::Result
         let mut events = kernel.events()?;
         kernel.attach()?;
         let scope = pid.map_or_else(|| "every process".to_owned(), |p| format!("pid {p}"));
-        eprintln!("sampling {scope} at {frequency} Hz for {duration} s ...");
+        eprintln!(
+            "sampling {scope} at {frequency} Hz for {} s ...",
+            duration.as_secs_f64()
+        );
         let mut received = 0u64;
-        let deadline = tokio::time::sleep(std::time::Duration::from_secs_f64(duration));
+        let deadline = tokio::time::sleep(duration);
         tokio::pin!(deadline);
         loop {
             tokio::select! {

@@ -7,11 +7,15 @@
 //! COUNT is the number of samples or hits, except for `offcpu`, whose lines count the
 //! microseconds blocked (as off-CPU flame graphs do). When a profile has several events, each
 //! line starts with its event (`offcpu;comm;...`), so that they never add up in one line.
+//!
+//! Names are written by the folded rule of [`crate::names`]: control characters as `\xHH`, `;`
+//! as `_`, and never ending in what reads as a count, so a line has one `;` per frame and ends
+//! in its count whatever the names.
 
 use std::{collections::BTreeMap, io::Write};
 
 use super::model::Resolved;
-use crate::event::is_offcpu;
+use crate::{event::is_offcpu, names};
 
 /// The folded lines of `resolved` (without their counts), sorted, with their counts.
 pub fn lines(resolved: &Resolved) -> BTreeMap<String, u64> {
@@ -21,13 +25,13 @@ pub fn lines(resolved: &Resolved) -> BTreeMap<String, u64> {
     for stack in &resolved.stacks {
         let mut line = String::new();
         if several_events {
-            line.push_str(&sanitize(&stack.event));
+            line.push_str(&names::folded(&stack.event));
             line.push(';');
         }
-        line.push_str(&sanitize(&stack.comm));
+        line.push_str(&names::folded(&stack.comm));
         for frame in stack.frames.iter().rev() {
             line.push(';');
-            line.push_str(&sanitize(&frame.name(&resolved.objects)));
+            line.push_str(&names::folded(&frame.name(&resolved.objects)));
         }
         let value = if is_offcpu(&stack.event) {
             stack.weight_ns / 1000
@@ -45,11 +49,6 @@ pub fn write(out: &mut impl Write, resolved: &Resolved) -> std::io::Result<()> {
         writeln!(out, "{line} {count}")?;
     }
     out.flush()
-}
-
-/// A frame name can hold neither the frame separator nor a line break.
-fn sanitize(name: &str) -> String {
-    name.replace([';', '\n'], "_")
 }
 
 #[cfg(test)]

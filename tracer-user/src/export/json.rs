@@ -10,7 +10,8 @@
 //! `time` is Unix time in seconds with nanosecond digits; frames go from the innermost (kernel
 //! frames first when the sample hit the kernel) to `_start`; addresses are hex strings (kernel
 //! addresses do not fit a JSON reader's doubles); unknown values are `null`: a frame without a
-//! symbol has `"symbol":null` with its object and offset.
+//! symbol has `"symbol":null` with its object and offset. Strings carry no raw control
+//! character (C0, DEL and C1 are `\u00XX` escapes).
 
 use std::io::{self, Write};
 
@@ -54,9 +55,23 @@ pub fn write_sample(out: &mut impl Write, sample: &ResolvedSample, objects: &[Ob
     out.flush()
 }
 
-/// `s` as a JSON string.
+/// `s` as a JSON string. serde_json escapes C0 control characters; DEL and C1 ones, valid raw
+/// in JSON, are escaped too (`\u007f`), so that the stream printed on a terminal carries no
+/// control character from names other users control. Readers get the same string either way.
 fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+    let quoted = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
+    if !quoted.contains(|c| matches!(c, '\x7f'..='\u{9f}')) {
+        return quoted;
+    }
+    let mut out = String::with_capacity(quoted.len() + 12);
+    for c in quoted.chars() {
+        if matches!(c, '\x7f'..='\u{9f}') {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn nullable(s: Option<&str>) -> String {

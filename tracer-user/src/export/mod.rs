@@ -10,6 +10,9 @@ pub mod perf_script;
 pub mod pprof;
 pub mod svg;
 
+#[cfg(test)]
+mod tests;
+
 /// The format of `--format` output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

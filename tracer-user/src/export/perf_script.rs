@@ -16,10 +16,15 @@
 //! own at the same address. Names are those of the folded format (a frame without a symbol
 //! is named by its object and offset instead of perf's `[unknown]`), so collapsing this text
 //! gives the folded stacks, with counts multiplied by the period.
+//!
+//! Names other users control are written by the perf-script rules of [`crate::names`]: no
+//! control character, no space in the command name or in an object path, no command name
+//! starting with `#`, so that a name can neither start a record nor split a field.
 
 use std::io::{self, Write};
 
 use super::model::{FrameSource, ObjectInfo, ResolvedSample};
+use crate::names;
 
 /// Write one sample as a record and flush it.
 pub fn write_sample(out: &mut impl Write, sample: &ResolvedSample, objects: &[ObjectInfo]) -> io::Result<()> {
@@ -27,36 +32,32 @@ pub fn write_sample(out: &mut impl Write, sample: &ResolvedSample, objects: &[Ob
     writeln!(
         record,
         "{} {}/{} [{:03}] {}.{:06}: {} {}:",
-        one_line(&sample.comm),
+        names::perf_script_comm(&sample.comm),
         sample.pid,
         sample.tid,
         sample.cpu,
         sample.time_ns / 1_000_000_000,
         sample.time_ns % 1_000_000_000 / 1000,
         sample.weight_ns,
-        sample.event,
+        names::escaped(&sample.event),
     )?;
     for frame in &sample.frames {
         let object = match (frame.source, frame.object.and_then(|o| objects.get(o))) {
-            (_, Some(object)) => object.path.as_str(),
-            (FrameSource::Kernel, None) => "[kernel.kallsyms]",
-            (_, None) => "[unknown]",
+            (_, Some(object)) => names::perf_script_object(&object.path),
+            (FrameSource::Kernel, None) => "[kernel.kallsyms]".to_owned(),
+            (_, None) => "[unknown]".to_owned(),
         };
         writeln!(
             record,
             "\t{:>16x} {} ({})",
             frame.addr,
-            one_line(&frame.name(objects)),
+            names::escaped(&frame.name(objects)),
             object
         )?;
     }
     record.push(b'\n');
     out.write_all(&record)?;
     out.flush()
-}
-
-fn one_line(s: &str) -> String {
-    s.replace('\n', " ")
 }
 
 #[cfg(test)]

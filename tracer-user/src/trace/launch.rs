@@ -22,8 +22,9 @@ pub struct Held {
     pid: libc::pid_t,
 }
 
-/// Launch `command` (program and arguments) so that it stops when its program is exec'ed.
-pub fn spawn(command: &[String]) -> anyhow::Result<Child> {
+/// Launch `command` (program and arguments, any bytes) so that it stops when its program is
+/// exec'ed.
+pub fn spawn(command: &[std::ffi::OsString]) -> anyhow::Result<Child> {
     let program = command.first().context("no command to launch")?;
     let mut launch = std::process::Command::new(program);
     launch.args(&command[1..]);
@@ -39,7 +40,7 @@ pub fn spawn(command: &[String]) -> anyhow::Result<Child> {
     }
     Command::from(launch)
         .spawn()
-        .with_context(|| format!("cannot launch `{program}`"))
+        .with_context(|| format!("cannot launch `{}`", program.to_string_lossy()))
 }
 
 impl Held {

@@ -9,6 +9,7 @@ mod launch;
 mod live;
 pub(crate) mod objects;
 mod otlp;
+mod outfile;
 mod output;
 pub(crate) mod profile;
 mod setup;
@@ -16,9 +17,13 @@ mod summary;
 pub(crate) mod symbolize;
 mod targets;
 
-use std::time::{Duration, Instant};
+use std::{
+    ffi::OsString,
+    time::{Duration, Instant},
+};
 
 use follow::Follower;
+pub use outfile::OutputFileError;
 pub use output::OutputSpec;
 use profile::Profile;
 use targets::Targets;
@@ -39,7 +44,8 @@ pub struct TraceConfig {
     /// Bytes of the sample ring buffer (a power of two, at least the page size).
     pub ring_buffer_bytes: u32,
     pub pids: Vec<u32>,
-    pub command: Vec<String>,
+    /// The command to launch and trace (program and arguments, as given: any bytes).
+    pub command: Vec<OsString>,
     pub frequency: u64,
     pub duration: Option<Duration>,
     pub max_depth: u32,
@@ -56,8 +62,25 @@ pub struct TraceConfig {
     pub live: bool,
 }
 
+/// How a session that traced ended, for the exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Every output written (and exported, with `-f otlp`).
+    Complete,
+    /// An output could not be written (named in the summary); the others were.
+    OutputFailed,
+    /// Every OTLP export failed: nothing reached the collector.
+    NothingExported,
+}
+
+/// Print to stderr, never failing: after a hangup the terminal may be gone, or stderr a pipe
+/// whose reader left, and by then the outputs are written.
+pub(crate) fn say(text: std::fmt::Arguments<'_>) {
+    let _ = std::io::Write::write_fmt(&mut std::io::stderr(), text);
+}
+
 /// Trace, write the stacks, print the summary.
-pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
+pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
     crate::bpf::preflight()?;
@@ -85,15 +108,15 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         follower.load(pid, &mut catalog, &mut kernel)?;
     }
     let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
-    eprintln!(
-        "sframe-trace: sampling {} {}{}; Ctrl-C to stop",
+    say(format_args!(
+        "sframe-trace: sampling {} {}{}; Ctrl-C to stop\n",
         targets.describe(),
         config.events.describe(config.frequency),
         config
             .duration
             .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
             .unwrap_or_default()
-    );
+    ));
 
     let mut profile = Profile::new(config.events.names());
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
@@ -119,7 +142,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog)?;
+                        take(sample, &mut profile, &mut output, &catalog);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
                 },
@@ -134,13 +157,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
                 sample = events.next() => match sample {
                     Some(sample) => {
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog)?;
+                        take(sample, &mut profile, &mut output, &catalog);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
                             notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                            take(sample, &mut profile, &mut output, &catalog)?;
+                            take(sample, &mut profile, &mut output, &catalog);
                         }
                     }
                     None => break "the ring buffer closed",
@@ -152,13 +175,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        take(sample, &mut profile, &mut output, &catalog)?;
+        take(sample, &mut profile, &mut output, &catalog);
     }
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
-    output.finish(&profile, &catalog)?;
+    let failed_outputs = output.finish(&profile, &catalog);
     let summary = summary::Summary {
         elapsed: started.elapsed(),
         why,
@@ -169,12 +192,25 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         table_bytes: catalog.tables.map_bytes(),
         table_capacity_bytes: catalog.tables.capacity_bytes(),
         follow: follower.stats,
+        failed_outputs: &failed_outputs,
     };
-    eprint!("{summary}");
+    say(format_args!("{summary}"));
+    let mut ended = if failed_outputs.is_empty() {
+        Ended::Complete
+    } else {
+        Ended::OutputFailed
+    };
     if let Some(report) = otlp.finish().await {
-        eprint!("{report}");
+        say(format_args!("{report}"));
+        if report.sent == 0 && report.dropped() > 0 && ended == Ended::Complete {
+            say(format_args!(
+                "sframe-trace: every OTLP export failed: nothing reached {}\n",
+                report.destination
+            ));
+            ended = Ended::NothingExported;
+        }
     }
-    Ok(())
+    Ok(ended)
 }
 
 /// Fold `sample` into the profile and stream it to the outputs that are written as it goes.
@@ -183,9 +219,9 @@ fn take(
     profile: &mut Profile,
     output: &mut output::Outputs,
     catalog: &objects::Catalog,
-) -> anyhow::Result<()> {
+) {
     profile.add(sample, catalog);
-    output.sample(sample, catalog)
+    output.sample(sample, catalog);
 }
 
 /// Act on the notices sent so far, before a sample is resolved: those sent before it was taken

@@ -3,22 +3,25 @@
 //! the session's cache for all of them and flushed at once; the others get the whole profile,
 //! symbolized once, at the end. Several outputs of one session carry the same stacks.
 //!
+//! Files are created safely and put in place only when complete ([`outfile`]). Each output
+//! fails alone: one that cannot be written (a full disk, `/dev/full`) is given up on, named in
+//! the summary, and the others are still written. A closed stdout (`| head`) is no failure.
+//!
 //! With `-f otlp` the profile's stacks are taken out at every export: the end-of-run outputs
 //! keep them first ([`Outputs::keep`]).
 
 use std::{
-    fs::File,
-    io::{BufWriter, Write},
+    io::{self, BufWriter, Write},
     path::PathBuf,
     time::{Instant, SystemTime},
 };
 
-use anyhow::Context as _;
 use tracer_common::trace::Sample;
 
 use super::{
     TraceConfig,
     objects::Catalog,
+    outfile::{self, Placement},
     profile::{self, Profile, Stack},
     symbolize::{self, Collection, SymbolCache},
 };
@@ -40,14 +43,26 @@ struct Sink {
     out: Box<dyn Write>,
     /// The file, for messages (`None`: stdout).
     path: Option<PathBuf>,
+    /// Where the file ends up once complete (`None`: stdout).
+    placement: Option<Placement>,
+    /// Given up on: why (the output is not written any more).
+    failed: Option<String>,
 }
 
 impl Sink {
-    fn describe(&self) -> String {
-        match &self.path {
-            Some(path) => format!("writing {}", path.display()),
-            None => "writing to stdout".to_owned(),
+    /// Record that writing failed and stop writing: the file is closed and its temporary
+    /// file removed. A closed stdout is not a failure: its reader is done.
+    fn fail(&mut self, err: &io::Error) {
+        if self.failed.is_some() {
+            return;
         }
+        self.out = Box::new(io::sink());
+        self.placement = None;
+        self.failed = Some(match &self.path {
+            Some(path) => format!("{}: {err}", path.display()),
+            None if err.kind() == io::ErrorKind::BrokenPipe => String::new(),
+            None => format!("stdout: {err}"),
+        });
     }
 }
 
@@ -69,22 +84,26 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// Create the output files (or take stdout) before tracing starts, so a bad path fails early.
+    /// Create the output files (or take stdout) before tracing starts, so that a bad path, or
+    /// a link or special file at it, is refused before anything is traced.
     pub fn open(config: &TraceConfig) -> anyhow::Result<Outputs> {
         let sinks = config
             .outputs
             .iter()
             .map(|spec| {
-                let out: Box<dyn Write> = match &spec.path {
-                    Some(path) => Box::new(BufWriter::new(
-                        File::create(path).with_context(|| format!("creating {}", path.display()))?,
-                    )),
-                    None => Box::new(BufWriter::new(std::io::stdout())),
+                let (out, placement): (Box<dyn Write>, _) = match &spec.path {
+                    Some(path) => {
+                        let (file, placement) = outfile::create(path)?;
+                        (Box::new(BufWriter::new(file)), Some(placement))
+                    }
+                    None => (Box::new(BufWriter::new(std::io::stdout())), None),
                 };
                 Ok(Sink {
                     format: spec.format,
                     out,
                     path: spec.path.clone(),
+                    placement,
+                    failed: None,
                 })
             })
             .collect::<anyhow::Result<_>>()?;
@@ -102,10 +121,10 @@ impl Outputs {
         })
     }
 
-    /// Stream one sample to the streaming outputs.
-    pub fn sample(&mut self, sample: &Sample, catalog: &Catalog) -> anyhow::Result<()> {
-        if !self.sinks.iter().any(|s| s.format.is_streamed()) {
-            return Ok(());
+    /// Stream one sample to the streaming outputs (those not given up on).
+    pub fn sample(&mut self, sample: &Sample, catalog: &Catalog) {
+        if !self.sinks.iter().any(|s| s.format.is_streamed() && s.failed.is_none()) {
+            return;
         }
         let stack = Stack::of_sample(sample, catalog, &self.events);
         let resolved = ResolvedSample {
@@ -120,15 +139,16 @@ impl Outputs {
             comm: stack.comm,
         };
         let objects = self.cache.objects();
-        for sink in &mut self.sinks {
+        for sink in self.sinks.iter_mut().filter(|s| s.failed.is_none()) {
             let written = match sink.format {
                 Format::Json => json::write_sample(&mut sink.out, &resolved, objects),
                 Format::PerfScript => perf_script::write_sample(&mut sink.out, &resolved, objects),
                 Format::Folded | Format::Svg | Format::Pprof | Format::Otlp => Ok(()),
             };
-            written.with_context(|| sink.describe())?;
+            if let Err(err) = written {
+                sink.fail(&err);
+            }
         }
-        Ok(())
     }
 
     /// Keep the stacks of `profile` before an OTLP export takes them out (when there are
@@ -139,18 +159,23 @@ impl Outputs {
         }
     }
 
-    /// Write the outputs written at the end (the profile symbolized once for all) and flush
-    /// every output.
-    pub fn finish(mut self, profile: &Profile, catalog: &Catalog) -> anyhow::Result<()> {
-        let resolved = self.sinks.iter().any(|s| !s.format.is_streamed()).then(|| {
-            let collection = Collection {
-                start: self.start,
-                duration: self.started.elapsed(),
-                period_ns: self.period_ns,
-            };
-            symbolize::resolve_with_kept(&self.kept, profile, catalog, &mut self.cache, &collection)
-        });
-        for sink in &mut self.sinks {
+    /// Write the outputs written at the end (the profile symbolized once for all), flush every
+    /// output and put each complete file in place. Returns the outputs that failed, each as
+    /// `PATH: why`.
+    pub fn finish(mut self, profile: &Profile, catalog: &Catalog) -> Vec<String> {
+        let resolved = self
+            .sinks
+            .iter()
+            .any(|s| !s.format.is_streamed() && s.failed.is_none())
+            .then(|| {
+                let collection = Collection {
+                    start: self.start,
+                    duration: self.started.elapsed(),
+                    period_ns: self.period_ns,
+                };
+                symbolize::resolve_with_kept(&self.kept, profile, catalog, &mut self.cache, &collection)
+            });
+        for sink in self.sinks.iter_mut().filter(|s| s.failed.is_none()) {
             let written = match (sink.format, &resolved) {
                 (Format::Folded, Some(resolved)) => folded::write(&mut sink.out, resolved),
                 (Format::Svg, Some(resolved)) => svg::write(&mut sink.out, resolved),
@@ -160,11 +185,20 @@ impl Outputs {
                     _,
                 ) => Ok(()),
             };
-            written
-                .and_then(|()| sink.out.flush())
-                .with_context(|| sink.describe())?;
+            let placed = written.and_then(|()| sink.out.flush()).and_then(|()| {
+                // Closes the file before it is renamed into place.
+                sink.out = Box::new(io::sink());
+                sink.placement.take().map_or(Ok(()), Placement::commit)
+            });
+            if let Err(err) = placed {
+                sink.fail(&err);
+            }
         }
-        Ok(())
+        self.sinks
+            .iter_mut()
+            .filter_map(|s| s.failed.take())
+            .filter(|why| !why.is_empty())
+            .collect()
     }
 }
 

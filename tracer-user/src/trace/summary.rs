@@ -1,5 +1,5 @@
 //! The summary printed on stderr at the end: samples and losses, complete and truncated stacks
-//! by stop reason, frames by source, and the unwind tables loaded.
+//! by stop reason, frames by source, the unwind tables loaded, and the outputs that failed.
 
 use std::{collections::BTreeMap, fmt, time::Duration};
 
@@ -24,6 +24,8 @@ pub struct Summary<'a> {
     pub table_bytes: u64,
     pub table_capacity_bytes: u64,
     pub follow: super::follow::FollowStats,
+    /// The outputs that could not be written, each `PATH: why`.
+    pub failed_outputs: &'a [String],
 }
 
 impl fmt::Display for Summary<'_> {
@@ -141,7 +143,8 @@ impl fmt::Display for Summary<'_> {
             })
             .collect();
         for why in notes.iter().take(MAX_NOTES) {
-            writeln!(f, "  note: {why}")?;
+            // Reasons name files other users control.
+            writeln!(f, "  note: {}", crate::names::escaped(why))?;
         }
         if notes.len() > MAX_NOTES {
             writeln!(
@@ -149,6 +152,9 @@ impl fmt::Display for Summary<'_> {
                 "  note: and {} more objects without a table",
                 notes.len() - MAX_NOTES
             )?;
+        }
+        for failed in self.failed_outputs {
+            writeln!(f, "  output failed: {}", crate::names::escaped(failed))?;
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! The traced processes: given pids, a command launched for the purpose, or every process on
-//! the host; and the moment to stop (they all exited, the duration ended, Ctrl-C or SIGTERM).
+//! the host; and the moment to stop (they all exited, the duration ended, Ctrl-C, SIGTERM,
+//! SIGHUP, SIGUSR1 or SIGPIPE).
 //! The signals are listened for from the start of the session ([`Signals`]), so that one
 //! arriving while tables load ends the session once they are loaded, with everything written.
 
@@ -49,7 +50,7 @@ impl Targets {
 
     /// Check the given pids exist, or launch the command and hold it at its entry point, its
     /// program and libraries mapped, until [`Targets::release`].
-    pub fn start(pids: &[u32], command: &[String]) -> anyhow::Result<Targets> {
+    pub fn start(pids: &[u32], command: &[std::ffi::OsString]) -> anyhow::Result<Targets> {
         if !command.is_empty() {
             let child = launch::spawn(command)?;
             let pid = child.id().context("the launched command exited at once")?;
@@ -147,34 +148,57 @@ impl Targets {
     }
 }
 
-/// Ctrl-C (SIGINT) and SIGTERM, caught from when [`Signals::listen`] is called to the end of
+/// The signals that end a session, each with the reason the summary gives: Ctrl-C (SIGINT),
+/// SIGTERM, SIGHUP (the terminal or ssh session went away), SIGUSR1, and SIGPIPE (a pipe the
+/// tracer writes to, stdout or stderr, lost its reader). Each ends the session like SIGTERM,
+/// with everything collected written.
+const STOPPING: [(libc::c_int, &str); 5] = [
+    (libc::SIGINT, "interrupted"),
+    (libc::SIGTERM, "terminated"),
+    (libc::SIGHUP, "hung up"),
+    (libc::SIGUSR1, "SIGUSR1"),
+    (libc::SIGPIPE, "a pipe closed"),
+];
+
+/// The signals of [`STOPPING`], caught from when [`Signals::listen`] is called to the end of
 /// the process (the handlers stay installed: a signal during the writing of the output is
 /// ignored rather than fatal).
 pub struct Signals {
-    interrupt: Signal,
-    terminate: Signal,
+    caught: Vec<(Signal, &'static str)>,
     received: Option<&'static str>,
 }
 
 impl Signals {
-    /// Catch both signals from now on. Needs a tokio runtime.
+    /// Catch them from now on. Needs a tokio runtime.
     pub fn listen() -> anyhow::Result<Signals> {
-        Ok(Signals {
-            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            received: None,
-        })
+        let caught = STOPPING
+            .iter()
+            .map(|&(number, why)| {
+                let caught = signal(SignalKind::from_raw(number))
+                    .with_context(|| format!("installing the handler of signal {number}"))?;
+                Ok((caught, why))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Signals { caught, received: None })
+    }
+
+    /// The reason of the first signal that has arrived, if any (registering `context`'s waker
+    /// with the others).
+    fn poll(&mut self, context: &mut Context<'_>) -> Poll<&'static str> {
+        for (signal, why) in &mut self.caught {
+            if signal.poll_recv(context).is_ready() {
+                return Poll::Ready(why);
+            }
+        }
+        Poll::Pending
     }
 
     /// Why to stop, if a signal has arrived; does not wait (for loops that do not await).
     pub fn received(&mut self) -> Option<&'static str> {
-        if self.received.is_none() {
-            let mut context = Context::from_waker(Waker::noop());
-            if self.interrupt.poll_recv(&mut context).is_ready() {
-                self.received = Some("interrupted");
-            } else if self.terminate.poll_recv(&mut context).is_ready() {
-                self.received = Some("terminated");
-            }
+        if self.received.is_none()
+            && let Poll::Ready(why) = self.poll(&mut Context::from_waker(Waker::noop()))
+        {
+            self.received = Some(why);
         }
         self.received
     }
@@ -184,13 +208,7 @@ impl Signals {
         if let Some(why) = self.received {
             return why;
         }
-        let why = std::future::poll_fn(|context| {
-            if self.interrupt.poll_recv(context).is_ready() {
-                return Poll::Ready("interrupted");
-            }
-            self.terminate.poll_recv(context).map(|_| "terminated")
-        })
-        .await;
+        let why = std::future::poll_fn(|context| self.poll(context)).await;
         self.received = Some(why);
         why
     }

@@ -213,7 +213,8 @@ fn events_are_named_and_weighted() {
     );
 }
 
-/// The summary counts complete and truncated stacks by reason, frames and tables by source.
+/// The summary counts complete and truncated stacks by reason, frames and tables by source,
+/// and names each failed output on a line of its own.
 #[test]
 fn summary_reports_stops_sources_and_tables() {
     let catalog = catalog();
@@ -240,8 +241,13 @@ fn summary_reports_stops_sources_and_tables() {
             exited: 1,
             ..Default::default()
         },
+        failed_outputs: &["/tmp/x\x1b]0;y: No space left on device (os error 28)".to_owned()],
     };
     let text = summary.to_string();
+    assert!(
+        text.contains("\n  output failed: /tmp/x\\x1b]0;y: No space left on device (os error 28)\n"),
+        "a failed output is one line, its name escaped: {text}"
+    );
     assert!(
         text.contains("processes: 2 loaded while tracing, 0 refreshed"),
         "{text}"

@@ -131,7 +131,7 @@ fn formats_and_outputs_that_do_not_pair_are_refused() {
             "--output same is given twice",
         ),
         (
-            &["-f", "otlp", "-f", "otlp", "--otlp-endpoint", "localhost:4317"],
+            &["-f", "otlp", "-f", "otlp", "--otlp-endpoint", "http://localhost:4317"],
             "-f otlp is given twice",
         ),
         (

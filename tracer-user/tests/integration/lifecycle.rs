@@ -182,10 +182,11 @@ fn signalled(
     let sampling = || lines.lock().expect("lines").iter().any(|l| l.contains(": sampling "));
     match moment {
         Moment::Loading => {
-            // The output file is created once the signals are caught, right before the tables
-            // load (a signal before that ends any process, as it would a shell).
+            // The output's temporary file is created beside it once the signals are caught,
+            // right before the tables load (a signal before that ends any process, as it would
+            // a shell).
             let until = Instant::now() + Duration::from_secs(30);
-            while !std::path::Path::new(out).exists() {
+            while crate::security::temporaries_of(std::path::Path::new(out)).is_empty() {
                 assert!(Instant::now() < until, "the tracer did not create its output");
                 sleep(Duration::from_millis(1));
             }

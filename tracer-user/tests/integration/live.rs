@@ -19,7 +19,7 @@ const COLUMNS: u32 = 120;
 const ROWS: u32 = 30;
 
 /// A command running in a pseudo-terminal; everything it prints is collected.
-struct Pty {
+pub(crate) struct Pty {
     child: Child,
     keys: ChildStdin,
     output: Arc<Mutex<Vec<u8>>>,
@@ -27,7 +27,7 @@ struct Pty {
 
 impl Pty {
     /// Run `shell` (a `sh -c` script) in a new pseudo-terminal of [`COLUMNS`] x [`ROWS`].
-    fn run(shell: &str) -> Pty {
+    pub(crate) fn run(shell: &str) -> Pty {
         let mut child = Command::new("script")
             .args(["--quiet", "--return", "--command"])
             .arg(format!("stty cols {COLUMNS} rows {ROWS}; {shell}"))
@@ -74,7 +74,7 @@ impl Pty {
     }
 
     /// Wait for the end (killed after `limit`); whether `script` (the command's status) succeeded.
-    fn finish(mut self, limit: Duration) -> (bool, String) {
+    pub(crate) fn finish(mut self, limit: Duration) -> (bool, String) {
         let end = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for script") {

@@ -32,6 +32,8 @@ mod otlp;
 mod privileged;
 mod procmaps;
 mod reader;
+#[cfg(feature = "ebpf")]
+mod security;
 mod support;
 #[cfg(feature = "ebpf")]
 mod symbols;

@@ -407,7 +407,8 @@ fn exports_over_http() {
 
 /// A collector that is absent (nothing listens) or stalls (takes requests, never answers),
 /// over either protocol: the tracer samples as usual, ends on time (its flush time at most
-/// after the workload), and the summary counts every export as dropped.
+/// after the workload), the summary counts every export as dropped, and a session whose exports
+/// all failed says so and exits 1 (it once exited 0).
 #[test]
 fn absent_or_stalled_collectors_never_stall_the_tracer() {
     let Some(_serial) = privileged("absent_or_stalled_collectors_never_stall_the_tracer") else {
@@ -443,11 +444,19 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
             "{} collector over {protocol}",
             if stall { "a stalled" } else { "an absent" }
         );
-        assert!(
-            traced.status.success(),
-            "{what}: {} exited with {}",
+        // Every export failed: said so, and status 1 (nothing to report).
+        assert_eq!(
+            traced.status.code(),
+            Some(1),
+            "{what}: {} exited with {}\n{}",
             traced.command,
-            traced.status
+            traced.status,
+            traced.stderr
+        );
+        assert!(
+            traced.stderr.contains("every OTLP export failed: nothing reached http://127.0.0.1:"),
+            "{what}: {}",
+            traced.stderr
         );
         assert!(
             traced.elapsed < Duration::from_secs(secs + FLUSH_SECS + 3),
@@ -480,7 +489,7 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
 fn bad_otlp_flags_are_refused() {
     let cases: &[(&[&str], &str)] = &[
         (&["-f", "otlp"], "needs --otlp-endpoint"),
-        (&["--otlp-endpoint", "localhost:4317"], "go with -f otlp"),
+        (&["--otlp-endpoint", "http://localhost:4317"], "go with -f otlp"),
         (&["-f", "otlp", "--otlp-endpoint", "https://collector:4317"], "no TLS"),
         (
             &["-f", "otlp", "--otlp-endpoint", "http://collector:4317/v1/x"],
@@ -491,14 +500,14 @@ fn bad_otlp_flags_are_refused() {
                 "-f",
                 "otlp",
                 "--otlp-endpoint",
-                "localhost:4317",
+                "http://localhost:4317",
                 "--export-interval",
                 "0",
             ],
             "--export-interval",
         ),
         (
-            &["-f", "otlp", "--otlp-endpoint", "localhost:4317", "-o", "x.pb"],
+            &["-f", "otlp", "--otlp-endpoint", "http://localhost:4317", "-o", "x.pb"],
             "--output does not apply",
         ),
     ];

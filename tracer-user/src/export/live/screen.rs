@@ -117,8 +117,9 @@ pub fn render(table: &Table, status: &Status, view: &View, width: usize, height:
     let page = height.saturating_sub(CHROME_LINES);
     let rows = view.rows(table);
     let first = view.scroll.min(rows.saturating_sub(page));
+    // Names come from other users: no control character reaches the terminal.
     let plain = |text: String| Line {
-        text: fit(&text, width),
+        text: fit(&crate::names::escaped(&text), width),
         style: Style::Plain,
     };
     let mut lines = vec![plain(status_line(status, table.samples))];
@@ -142,7 +143,7 @@ pub fn render(table: &Table, status: &Status, view: &View, width: usize, height:
                 table.percent(f.self_count),
                 f.total_count,
                 table.percent(f.total_count),
-                fit(f.object.as_deref().unwrap_or("[unknown]"), OBJECT_WIDTH),
+                fit(&crate::names::escaped(f.object.as_deref().unwrap_or("[unknown]")), OBJECT_WIDTH),
                 f.name
             ))
         })),

@@ -53,6 +53,8 @@ pub enum EndpointError {
     Malformed(String, String),
     #[error("`{0}`: only plain http:// collectors are supported (no TLS); point it at the host's collector")]
     Scheme(String),
+    #[error("`{0}` is not an endpoint: give http://HOST:PORT[/PATH] (e.g. http://localhost:4317)")]
+    Shape(String),
     #[error("`{0}`: a gRPC endpoint has no path (give http://HOST:PORT)")]
     GrpcPath(String),
 }
@@ -66,25 +68,47 @@ pub struct Destination {
 }
 
 impl Destination {
-    /// Validate an endpoint. Without a scheme, `http://` is assumed. The protocol is `protocol`
+    /// Validate an endpoint: `http://HOST:PORT[/PATH]` and nothing else (a host name or an IP
+    /// address, an explicit port, no user, query or fragment), so that a mistyped flag is
+    /// refused at once rather than looked up at the first export. The protocol is `protocol`
     /// when given, else HTTP when the port is 4318 or the path ends in [`HTTP_PATH`], else gRPC
     /// (the collector's 4317). An HTTP endpoint without a path gets [`HTTP_PATH`]; one with a
     /// path is used as it is (like `OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT`).
     pub fn parse(endpoint: &str, protocol: Option<Protocol>) -> Result<Destination, EndpointError> {
-        let with_scheme = if endpoint.contains("://") {
-            endpoint.to_owned()
-        } else {
-            format!("http://{endpoint}")
-        };
-        let uri: hyper::Uri = with_scheme
-            .parse()
-            .map_err(|e: hyper::http::uri::InvalidUri| EndpointError::Malformed(endpoint.to_owned(), e.to_string()))?;
-        if uri.scheme_str() != Some("http") {
+        let shape = || EndpointError::Shape(endpoint.to_owned());
+        if endpoint.starts_with("https://") {
             return Err(EndpointError::Scheme(endpoint.to_owned()));
         }
+        let rest = endpoint.strip_prefix("http://").ok_or_else(shape)?;
+        let uri: hyper::Uri = endpoint
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| EndpointError::Malformed(endpoint.to_owned(), e.to_string()))?;
         let Some(authority) = uri.authority() else {
             return Err(EndpointError::Malformed(endpoint.to_owned(), "no host".to_owned()));
         };
+        let host = authority.host();
+        let host_ok = if host.starts_with('[') {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::Ipv6Addr>()
+                .is_ok()
+        } else {
+            !host.is_empty()
+                && host.split('.').all(|label| {
+                    !label.is_empty()
+                        && !label.starts_with('-')
+                        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                })
+        };
+        let explicit_port = authority.port_u16().is_some_and(|port| port > 0);
+        if !host_ok
+            || !explicit_port
+            || authority.as_str().contains('@')
+            || uri.query().is_some()
+            || rest.contains('#')
+        {
+            return Err(shape());
+        }
         let path = uri.path_and_query().map_or("", |p| p.as_str()).trim_end_matches('/');
         let protocol = protocol.unwrap_or(if uri.port_u16() == Some(4318) || path.ends_with(HTTP_PATH) {
             Protocol::Http

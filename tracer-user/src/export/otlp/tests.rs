@@ -340,8 +340,9 @@ fn identical_samples_merge_and_offcpu_weighs_time() {
     assert_eq!(offcpu.period_type, None);
 }
 
-/// Endpoints: the scheme defaults to http, the protocol follows the port or path unless given,
-/// HTTP endpoints without a path get the profiles path, and TLS or paths on gRPC are refused.
+/// Endpoints: the protocol follows the port or path unless given, HTTP endpoints without a path
+/// get the profiles path, and TLS, paths on gRPC and anything but `http://HOST:PORT[/PATH]` are
+/// refused.
 #[test]
 fn endpoints_parse() {
     let parse = |e: &str, p| Destination::parse(e, p);
@@ -352,7 +353,7 @@ fn endpoints_parse() {
         })
     };
     assert_eq!(
-        parse("localhost:4317", None),
+        parse("http://localhost:4317", None),
         dest("http://localhost:4317", Protocol::Grpc)
     );
     assert_eq!(
@@ -372,7 +373,7 @@ fn endpoints_parse() {
         dest("http://collector:8080/custom/path", Protocol::Http)
     );
     assert_eq!(
-        parse("collector:4318", Some(Protocol::Grpc)),
+        parse("http://collector:4318", Some(Protocol::Grpc)),
         dest("http://collector:4318", Protocol::Grpc)
     );
     assert!(matches!(
@@ -384,6 +385,32 @@ fn endpoints_parse() {
         Err(EndpointError::GrpcPath(_))
     ));
     assert!(matches!(parse("http://", None), Err(EndpointError::Malformed(..))));
+    assert_eq!(
+        parse("http://[::1]:4317", None),
+        dest("http://[::1]:4317", Protocol::Grpc)
+    );
+    for garbage in [
+        "garbage",
+        "localhost:4317",
+        "http://garbage",
+        "http://collector:0",
+        "http://user@collector:4317",
+        "http://collector:4317/?q=1",
+        "http://-collector:4317",
+        "http://coll_ector:4317",
+        "http://collector..local:4317",
+        "http://[::zz]:4317",
+        "ftp://collector:4317",
+    ] {
+        assert!(
+            matches!(
+                parse(garbage, None),
+                Err(EndpointError::Shape(_) | EndpointError::Malformed(..))
+            ),
+            "{garbage}: {:?}",
+            parse(garbage, None)
+        );
+    }
 }
 
 /// A scripted collector: answers from `script` (then accepts), or never answers when stalled.
@@ -414,7 +441,7 @@ fn unavailable(retryable: bool) -> Result<Accepted, SendError> {
 
 fn config() -> OtlpConfig {
     OtlpConfig {
-        destination: Destination::parse("localhost:4317", None).expect("an endpoint"),
+        destination: Destination::parse("http://localhost:4317", None).expect("an endpoint"),
         interval: Duration::from_secs(10),
         service_name: None,
     }

@@ -1,0 +1,225 @@
+//! `--output` files, created safely in directories other users can write to (a shared `/tmp`):
+//! the tracer runs as root and its outputs carry kernel addresses and other users' command
+//! lines, so
+//!
+//! 1. what is at the path is looked at without following it (`O_PATH | O_NOFOLLOW`, then
+//!    `fstat`): a symbolic link, a FIFO, a socket, a directory or a block device is refused
+//!    before tracing starts;
+//! 2. a new or regular file is never opened: the output goes to a temporary file beside it,
+//!    named unpredictably and created with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600, and is
+//!    renamed over the path only once complete ([`Placement::commit`]); a session that fails or
+//!    an output that fails leaves what was at the path as it was and removes its temporary file;
+//! 3. a character device (`/dev/null`, `/dev/full`, a terminal) is written in place, opened with
+//!    `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY` and checked to be the device that was looked at
+//!    (users cannot create devices, so one at the path was put there by root).
+//!
+//! The directory is held open, so the rename lands in the directory the file was created in
+//! even if the path's directories are renamed meanwhile.
+
+use std::{
+    ffi::{CString, OsStr},
+    fs::File,
+    io,
+    os::{
+        fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
+        unix::ffi::OsStrExt as _,
+    },
+    path::{Path, PathBuf},
+};
+
+/// Why an output file cannot be created.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputFileError {
+    #[error(
+        "refusing to write {}: it is {what} (give a regular file, a new path or a character device such as /dev/null)",
+        path.display()
+    )]
+    NotAFile { path: PathBuf, what: &'static str },
+    #[error("cannot write {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Where an open output's bytes end up once it is complete.
+#[derive(Debug)]
+pub struct Placement(Option<Rename>);
+
+/// A temporary file `temp` in `dir`, renamed to `name` by [`Placement::commit`] and removed
+/// when dropped uncommitted. (A character device has none: it is written in place.)
+#[derive(Debug)]
+struct Rename {
+    dir: OwnedFd,
+    temp: CString,
+    name: CString,
+}
+
+/// Open the output at `path`: the file to write to and where it ends up.
+pub fn create(path: &Path) -> Result<(File, Placement), OutputFileError> {
+    let io_error = |source| OutputFileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let refuse = |what| OutputFileError::NotAFile {
+        path: path.to_owned(),
+        what,
+    };
+    let name = path
+        .file_name()
+        .filter(|_| !path.as_os_str().as_bytes().ends_with(b"/"))
+        .ok_or_else(|| refuse("not a file name"))?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let dir = open_at(None, parent.as_os_str().as_bytes(), libc::O_PATH | libc::O_DIRECTORY).map_err(io_error)?;
+    let name = c_string(name).map_err(io_error)?;
+    match open_at(Some(&dir), name.as_bytes(), libc::O_PATH | libc::O_NOFOLLOW) {
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(err) => return Err(io_error(err)),
+        Ok(found) => {
+            let seen = stat(&found).map_err(io_error)?;
+            match seen.st_mode & libc::S_IFMT {
+                libc::S_IFREG => {}
+                libc::S_IFCHR => return in_place(&dir, &name, &seen).map_err(io_error),
+                libc::S_IFLNK => return Err(refuse("a symbolic link")),
+                libc::S_IFIFO => return Err(refuse("a FIFO")),
+                libc::S_IFDIR => return Err(refuse("a directory")),
+                libc::S_IFSOCK => return Err(refuse("a socket")),
+                libc::S_IFBLK => return Err(refuse("a block device")),
+                _ => return Err(refuse("not a regular file")),
+            }
+        }
+    }
+    let (file, temp) = temporary_beside(&dir, &name).map_err(io_error)?;
+    Ok((file, Placement(Some(Rename { dir, temp, name }))))
+}
+
+impl Placement {
+    /// Put the complete output in place (the caller has flushed it).
+    pub fn commit(mut self) -> io::Result<()> {
+        let Some(Rename { dir, temp, name }) = self.0.take() else {
+            return Ok(());
+        };
+        // SAFETY: both names are NUL-terminated strings that live across the call; `dir` is an
+        // open directory.
+        let renamed = unsafe { libc::renameat(dir.as_raw_fd(), temp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
+        if renamed == -1 {
+            let err = io::Error::last_os_error();
+            remove(&dir, &temp);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// The temporary file's name while the output is written (`None` in place).
+    #[cfg(test)]
+    pub fn temporary(&self) -> Option<&OsStr> {
+        self.0.as_ref().map(|r| OsStr::from_bytes(r.temp.as_bytes()))
+    }
+}
+
+impl Drop for Placement {
+    /// An output that was not completed leaves no temporary file behind.
+    fn drop(&mut self) {
+        if let Some(Rename { dir, temp, .. }) = &self.0 {
+            remove(dir, temp);
+        }
+    }
+}
+
+fn remove(dir: &OwnedFd, name: &CString) {
+    // SAFETY: `name` is NUL-terminated and `dir` is open; unlinkat only removes that entry.
+    unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+}
+
+/// Open the character device `name` in `dir` for writing, checking it is the one `seen`.
+fn in_place(dir: &OwnedFd, name: &CString, seen: &libc::stat) -> io::Result<(File, Placement)> {
+    let fd = open_at(
+        Some(dir),
+        name.as_bytes(),
+        libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+    )?;
+    let now = stat(&fd)?;
+    if now.st_mode & libc::S_IFMT != libc::S_IFCHR || now.st_rdev != seen.st_rdev || now.st_ino != seen.st_ino {
+        return Err(io::Error::other("it changed while it was opened"));
+    }
+    // A device blocks like stdout does (a terminal); only the open had to be non-blocking.
+    // SAFETY: fcntl on an open fd we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    Ok((File::from(fd), Placement(None)))
+}
+
+/// Create `.NAME.XXXXXXXXXXXXXXXX.tmp` in `dir` (random hex, `O_EXCL`, mode 0600).
+fn temporary_beside(dir: &OwnedFd, name: &CString) -> io::Result<(File, CString)> {
+    // Room for the dots, 16 digits and `.tmp` within NAME_MAX (255).
+    let stem = &name.as_bytes()[..name.as_bytes().len().min(200)];
+    let mut attempts = 0;
+    loop {
+        let mut temp = b".".to_vec();
+        temp.extend_from_slice(stem);
+        temp.extend_from_slice(format!(".{:016x}.tmp", random()?).as_bytes());
+        let temp = CString::new(temp).map_err(io::Error::other)?;
+        // SAFETY: `temp` is NUL-terminated; openat returns a new fd or -1.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                temp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: a new fd that nothing else owns.
+            return Ok((unsafe { File::from_raw_fd(fd) }, temp));
+        }
+        let err = io::Error::last_os_error();
+        attempts += 1;
+        if err.raw_os_error() != Some(libc::EEXIST) || attempts == 8 {
+            return Err(err);
+        }
+    }
+}
+
+/// 64 bits from the kernel's random source.
+fn random() -> io::Result<u64> {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from_ne_bytes(bytes))
+}
+
+fn c_string(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(io::Error::other)
+}
+
+/// `openat(dir or the working directory, path, flags | O_CLOEXEC)`.
+fn open_at(dir: Option<&OwnedFd>, path: &[u8], flags: libc::c_int) -> io::Result<OwnedFd> {
+    let path = CString::new(path).map_err(io::Error::other)?;
+    let dir = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `path` is NUL-terminated; openat returns a new fd or -1.
+    let fd = unsafe { libc::openat(dir, path.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn stat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is valid; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` writable.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+#[cfg(test)]
+mod tests;
