@@ -9,6 +9,8 @@ pub mod elf;
 pub mod procmaps;
 pub mod sframe;
 pub mod table;
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(feature = "ebpf")]
 pub mod bpf;

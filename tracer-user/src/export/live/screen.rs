@@ -220,5 +220,4 @@ fn fit_left(text: &str, width: usize) -> String {
 }
 
 #[cfg(test)]
-#[path = "screen_tests.rs"]
 mod tests;
