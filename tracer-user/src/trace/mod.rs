@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use follow::Follower;
 pub use output::OutputSpec;
 use profile::Profile;
+pub use summary::{SummaryFormat, SummarySpec};
 use targets::Targets;
 
 /// Samples handled in a row, at most: those waiting when a process notice comes in (before
@@ -54,6 +55,8 @@ pub struct TraceConfig {
     pub events: crate::event::EventSet,
     /// `--live`: the terminal view while tracing (stdout is a terminal).
     pub live: bool,
+    /// `--summary-format`, `--summary-output`.
+    pub summary: SummarySpec,
 }
 
 /// Trace, write the stacks, print the summary.
@@ -64,6 +67,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
     let mut output = output::Outputs::open(&config)?;
+    let summary_out = summary::SummaryOut::open(&config.summary)?;
     let mut targets = if config.all {
         Targets::all()?
     } else {
@@ -170,7 +174,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<()> {
         table_capacity_bytes: catalog.tables.capacity_bytes(),
         follow: follower.stats,
     };
-    eprint!("{summary}");
+    summary_out.write(&summary)?;
     if let Some(report) = otlp.finish().await {
         eprint!("{report}");
     }
