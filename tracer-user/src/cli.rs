@@ -104,6 +104,14 @@ pub struct TraceArgs {
     /// printed once the terminal is back.
     #[arg(long)]
     pub live: bool,
+    /// The summary printed at the end: `text` for people, or `json`, one JSON object with the
+    /// same figures for scripts (its fields are listed in the README).
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text, value_name = "FORMAT")]
+    pub summary_format: SummaryFormat,
+    /// Write the summary to this file instead of stderr (created with mode 0600; a symbolic
+    /// link or another user's file there is refused).
+    #[arg(long, value_name = "PATH")]
+    pub summary_output: Option<PathBuf>,
     /// The deepest user stack to walk, in frames (1-2048; default: 2048, the most). A sample
     /// costs time and ring-buffer bytes per frame it actually has, so a lower limit only
     /// matters for very deep recursion; stacks cut at the limit are counted as `max_depth`.
@@ -155,6 +163,15 @@ pub enum Format {
     Json,
     PerfScript,
     Otlp,
+}
+
+/// The form of the summary (`--summary-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummaryFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object for scripts.
+    Json,
 }
 
 /// The OTLP transport.

@@ -108,6 +108,13 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         otlp,
         events,
         live: args.live,
+        summary: sframe_trace::trace::SummarySpec {
+            format: match args.summary_format {
+                crate::cli::SummaryFormat::Text => sframe_trace::trace::SummaryFormat::Text,
+                crate::cli::SummaryFormat::Json => sframe_trace::trace::SummaryFormat::Json,
+            },
+            path: args.summary_output,
+        },
     })
 }
 

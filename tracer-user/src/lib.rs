@@ -10,6 +10,8 @@ pub mod names;
 pub mod procmaps;
 pub mod sframe;
 pub mod table;
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(feature = "ebpf")]
 pub mod bpf;

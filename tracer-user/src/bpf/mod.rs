@@ -7,17 +7,16 @@
 //!
 //! Submodules: `tables` (the table maps), `procs` (the process map), `events` (the ring
 //! buffer), `probes` (the programs of events other than cpu-clock), `btf` (kernel structure
-//! offsets), `runtime` (memlock limit and aya-log forwarding), `unmap` (the programs that see
-//! code unmapped).
+//! offsets), `runtime` (memlock limit and aya-log forwarding), `tracefs` (found or mounted
+//! before the first tracepoint attach), `unmap` (the programs that see code unmapped).
 
 mod btf;
 mod events;
-#[cfg(test)]
-mod object_tests;
 mod probes;
 mod procs;
 mod runtime;
 mod tables;
+mod tracefs;
 mod unmap;
 
 use std::path::Path;
@@ -123,6 +122,8 @@ pub struct Kernel {
     event_links: Vec<probes::Link>,
     /// The exec and exit programs are attached (they stay until the kernel side is dropped).
     lifecycle_attached: bool,
+    /// Where every tracepoint attaches, found or mounted once before the first attach.
+    tracefs: tracefs::Tracefs,
 }
 
 impl Kernel {
@@ -142,6 +143,11 @@ impl Kernel {
             "the process map needs room for at least one process"
         );
         let sizes = tables::MapSizes::of(tables, config.table_capacity.as_ref())?;
+        // Before anything attaches (see `tracefs`); only tracepoint events need it.
+        let tracefs = tracefs::find_or_mount();
+        if let (true, Err(why)) = (config.events.has(EventKind::Tracepoint), &tracefs) {
+            bail!("tracepoint events attach through tracefs: {why}");
+        }
         let _deferred = runtime::DeferSignals::new();
         let memlock = runtime::raise_memlock_limit();
         let all_processes = u32::from(config.all_processes);
@@ -200,6 +206,7 @@ impl Kernel {
             event_links: Vec::new(),
             links: Vec::new(),
             lifecycle_attached: false,
+            tracefs,
         })
     }
 
@@ -229,11 +236,11 @@ impl Kernel {
                     .attach(tracepoint)
                     .with_context(|| format!("attaching {name} to the {tracepoint} raw tracepoint"))?;
             }
-            unmap::attach(&mut self.ebpf)?;
+            unmap::attach(&mut self.ebpf, &self.tracefs)?;
             self.lifecycle_attached = true;
         }
         if self.event_links.is_empty() {
-            self.event_links = probes::attach(&mut self.ebpf, &self.events)?;
+            self.event_links = probes::attach(&mut self.ebpf, &self.events, &self.tracefs)?;
         }
         if !self.events.has(EventKind::CpuClock) {
             return Ok(());
@@ -385,3 +392,6 @@ fn sum(array: &PerCpuArray<&MapData, u64>, index: u32) -> anyhow::Result<u64> {
         .with_context(|| format!("reading counter slot {index}"))?;
     Ok(per_cpu.iter().sum())
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,11 +27,11 @@ use tracer_common::{
     trace::PROG_WALK_SLOT,
 };
 
-use super::map_mut;
+use super::{
+    map_mut,
+    tracefs::{self, Tracefs},
+};
 use crate::event::{Event, EventSet, EventSpec};
-
-/// Where tracefs is mounted when it is (aya looks in the same places, in this order).
-const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// The kprobe PMU, which kernels with kprobes have.
 const KPROBE_PMU: &str = "/sys/bus/event_source/devices/kprobe";
@@ -119,11 +119,9 @@ fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut Pro
         .with_context(|| format!("program {name} missing from the eBPF object"))
 }
 
-/// Attach every loaded event program (not cpu-clock).
-pub(super) fn attach(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<Vec<Link>> {
-    if events.has(EventKind::Tracepoint) {
-        mount_tracefs()?;
-    }
+/// Attach every loaded event program (not cpu-clock); tracepoints through `tracefs`, the
+/// session's.
+pub(super) fn attach(ebpf: &mut Ebpf, events: &EventSet, tracefs: &Tracefs) -> anyhow::Result<Vec<Link>> {
     let mut links = Vec::new();
     for event in events.events() {
         let Some(name) = entry_program(event) else {
@@ -157,7 +155,7 @@ pub(super) fn attach(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<Vec<L
                 )
             }
             (EventSpec::Tracepoint { category, name: tracepoint }, Program::TracePoint(p)) => {
-                check_tracepoint(&event.name, category, tracepoint)?;
+                check_tracepoint(tracefs, &event.name, category, tracepoint)?;
                 Link::TracePoint(name, p.attach(category, tracepoint).with_context(what)?)
             }
             (EventSpec::Offcpu, Program::RawTracePoint(p)) => {
@@ -194,35 +192,13 @@ where
     ebpf.program_mut(name)?.try_into().ok()
 }
 
-/// The tracefs mount with an `events` directory, if any.
-fn tracefs() -> Option<&'static str> {
-    TRACEFS.into_iter().find(|dir| Path::new(dir).join("events").is_dir())
-}
-
-/// Tracepoints attach through tracefs: mount it where it is missing, and say so.
-fn mount_tracefs() -> anyhow::Result<()> {
-    if tracefs().is_some() {
-        return Ok(());
-    }
-    let target = TRACEFS[0];
-    let (source, fstype, dir) = (c"nodev", c"tracefs", c"/sys/kernel/tracing");
-    // SAFETY: mount(2) with NUL-terminated strings that live through the call and no data.
-    let mounted = unsafe { libc::mount(source.as_ptr(), dir.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
-    if mounted != 0 {
-        let err = std::io::Error::last_os_error();
-        bail!("tracepoint events need tracefs, which is not mounted, and mounting it at {target} failed: {err}");
-    }
-    eprintln!("sframe-trace: mounted tracefs at {target} (tracepoint events need it)");
-    Ok(())
-}
-
 /// A clear error for a tracepoint the kernel does not have.
-fn check_tracepoint(spec: &str, category: &str, name: &str) -> anyhow::Result<()> {
-    let Some(root) = tracefs() else {
-        bail!("tracefs is not mounted (needed by `{spec}`)");
+fn check_tracepoint(tracefs: &Tracefs, spec: &str, category: &str, name: &str) -> anyhow::Result<()> {
+    let root = match tracefs {
+        Ok(root) => root,
+        Err(why) => bail!("`{spec}` attaches through tracefs: {why}"),
     };
-    let dir = Path::new(root).join("events").join(category).join(name);
-    if !dir.join("id").exists() {
+    if !tracefs::has_tracepoint(root, category, name) {
         bail!("`{spec}`: this kernel has no tracepoint {category}:{name} (see {root}/events)");
     }
     Ok(())

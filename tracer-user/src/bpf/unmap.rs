@@ -9,6 +9,8 @@ use tracer_common::notice::{
     PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, TRACEPOINT_MUNMAP, TRACEPOINT_MUNMAP_EXIT, TRACEPOINT_SYSCALLS,
 };
 
+use super::tracefs::Tracefs;
+
 const PROGRAMS: [(&str, &str); 2] = [
     (PROG_ON_MUNMAP, TRACEPOINT_MUNMAP),
     (PROG_ON_MUNMAP_EXIT, TRACEPOINT_MUNMAP_EXIT),
@@ -31,14 +33,22 @@ pub(super) fn load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Attach both programs; a kernel or mount without the tracepoints is a warning, not an error.
-pub(super) fn attach(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+/// Attach both programs through `tracefs` (the session's); a kernel or host without the
+/// tracepoints or tracefs is a warning, not an error.
+pub(super) fn attach(ebpf: &mut Ebpf, tracefs: &Tracefs) -> anyhow::Result<()> {
+    let warn = |tracepoint: &str, why: &dyn std::fmt::Display| {
+        log::warn!(
+            "cannot attach to the {TRACEPOINT_SYSCALLS}:{tracepoint} tracepoint ({why}): code unmapped by a \
+             traced process (dlclose) is noticed only when a walk meets an unknown address"
+        );
+    };
+    if let Err(why) = tracefs {
+        warn(TRACEPOINT_MUNMAP, why);
+        return Ok(());
+    }
     for (name, tracepoint) in PROGRAMS {
         if let Err(err) = program(ebpf, name)?.attach(TRACEPOINT_SYSCALLS, tracepoint) {
-            log::warn!(
-                "cannot attach to the {TRACEPOINT_SYSCALLS}:{tracepoint} tracepoint ({err}): code unmapped by a \
-                 traced process (dlclose) is noticed only when a walk meets an unknown address"
-            );
+            warn(tracepoint, &err);
             return Ok(());
         }
     }

@@ -125,5 +125,4 @@ fn build_id<'data, P: ProgramHeader<Endian = Endianness>, R: ReadRef<'data>>(
 }
 
 #[cfg(test)]
-#[path = "image_tests.rs"]
 mod tests;

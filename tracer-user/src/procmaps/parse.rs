@@ -178,5 +178,4 @@ fn bad(line: usize, field: &'static str, value: &str) -> ParseError {
 }
 
 #[cfg(test)]
-#[path = "parse_tests.rs"]
 mod tests;

@@ -295,5 +295,4 @@ fn cfa_register(arch: Arch, reg: u16) -> Result<u8, Unsupported> {
 }
 
 #[cfg(test)]
-#[path = "cfi_tests.rs"]
 mod tests;

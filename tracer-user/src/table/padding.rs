@@ -191,5 +191,4 @@ pub(crate) fn fill(flat: &mut Flat, code: &Code<'_>) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "padding_tests.rs"]
 mod tests;

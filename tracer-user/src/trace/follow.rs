@@ -34,8 +34,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// How long an object's table stays loaded after the last process mapping it is gone.
 const UNLOAD_AFTER: Duration = Duration::from_secs(10);
 
-/// What following did, for the summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What following did, for the summary (its JSON form names the fields as they are).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FollowStats {
     /// Processes loaded after the start (system-wide: new ones; any mode: exec'ed ones).
     pub loaded: u64,

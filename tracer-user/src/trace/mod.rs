@@ -26,6 +26,7 @@ use follow::Follower;
 pub use outfile::OutputFileError;
 pub use output::OutputSpec;
 use profile::Profile;
+pub use summary::{SummaryFormat, SummarySpec};
 use targets::Targets;
 
 /// Samples handled in a row, at most: those waiting when a process notice comes in (before
@@ -60,6 +61,8 @@ pub struct TraceConfig {
     pub events: crate::event::EventSet,
     /// `--live`: the terminal view while tracing (stdout is a terminal).
     pub live: bool,
+    /// `--summary-format`, `--summary-output`.
+    pub summary: SummarySpec,
 }
 
 /// How a session that traced ended, for the exit status.
@@ -87,6 +90,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
     let mut output = output::Outputs::open(&config)?;
+    let summary_out = summary::SummaryOut::open(&config.summary)?;
     let mut targets = if config.all {
         Targets::all()?
     } else {
@@ -194,12 +198,15 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         follow: follower.stats,
         failed_outputs: &failed_outputs,
     };
-    say(format_args!("{summary}"));
     let mut ended = if failed_outputs.is_empty() {
         Ended::Complete
     } else {
         Ended::OutputFailed
     };
+    if let Err(err) = summary_out.write(&summary) {
+        say(format_args!("sframe-trace: {err:#}\n"));
+        ended = Ended::OutputFailed;
+    }
     if let Some(report) = otlp.finish().await {
         say(format_args!("{report}"));
         if report.sent == 0 && report.dropped() > 0 && ended == Ended::Complete {

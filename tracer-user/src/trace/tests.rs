@@ -1,21 +1,18 @@
-//! Unit tests of the session's pure parts: folding samples into stacks, the summary, and the
-//! symbol helpers, on hand-made samples, mappings and notes.
+//! Unit tests of the session's pure parts: folding samples into stacks and the symbol helpers,
+//! on hand-made samples, mappings and notes (shared with the summary's tests).
 
 use tracer_common::{
-    Counter,
     trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
     walk::StopReason,
 };
 
-use super::follow::FollowStats;
 use super::{
     objects::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource},
     profile::{Frame, Profile, Tally},
-    summary::Summary,
 };
 use crate::export::model::FrameSource;
 
-fn catalog() -> Catalog {
+pub(super) fn catalog() -> Catalog {
     let mut catalog = Catalog::default();
     let sframe = Table {
         id: 0,
@@ -71,7 +68,7 @@ fn catalog() -> Catalog {
     catalog
 }
 
-fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
+pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
     let mut s = Sample {
         header: SampleHeader {
             time_ns: 1,
@@ -210,66 +207,6 @@ fn events_are_named_and_weighted() {
             ),
             ("uprobe:/app:f".to_owned(), Tally { count: 1, weight_ns: 0 }),
         ]
-    );
-}
-
-/// The summary counts complete and truncated stacks by reason, frames and tables by source,
-/// and names each failed output on a line of its own.
-#[test]
-fn summary_reports_stops_sources_and_tables() {
-    let catalog = catalog();
-    let mut profile = Profile::default();
-    profile.add(
-        &sample(&[0x1100, 0x1201, 0x1301], &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP], &[]),
-        &catalog,
-    );
-    let summary = Summary {
-        elapsed: std::time::Duration::from_millis(1500),
-        why: "the duration ended",
-        profile: &profile,
-        catalog: &catalog,
-        counters: vec![(Counter::Sampled, 1), (Counter::EventsLost, 3)],
-        stops: vec![
-            (StopReason::Outermost, 5),
-            (StopReason::NoMapping, 2),
-            (StopReason::ZeroRa, 1),
-        ],
-        table_bytes: 2048,
-        table_capacity_bytes: 8192,
-        follow: FollowStats {
-            loaded: 2,
-            exited: 1,
-            ..Default::default()
-        },
-        failed_outputs: &["/tmp/x\x1b]0;y: No space left on device (os error 28)".to_owned()],
-    };
-    let text = summary.to_string();
-    assert!(
-        text.contains("\n  output failed: /tmp/x\\x1b]0;y: No space left on device (os error 28)\n"),
-        "a failed output is one line, its name escaped: {text}"
-    );
-    assert!(
-        text.contains("processes: 2 loaded while tracing, 0 refreshed"),
-        "{text}"
-    );
-    assert!(
-        text.contains("1 samples in 1.5 s (the duration ended), 3 lost"),
-        "{text}"
-    );
-    assert!(
-        text.contains("stacks: 5 complete, 3 truncated (zero_ra 1, no_mapping 2)")
-            || text.contains("stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("user frames: 1 from SFrame, 0 from .eh_frame, 1 from frame pointers"),
-        "{text}"
-    );
-    assert!(
-        text.contains(
-            "tables: 1 with SFrame, 1 with .eh_frame (15 rows, 2 KiB of 8 KiB of table maps in use), 1 without (1 no unwind information)"
-        ),
-        "{text}"
     );
 }
 

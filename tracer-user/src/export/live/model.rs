@@ -145,5 +145,4 @@ impl Table {
 }
 
 #[cfg(test)]
-#[path = "model_tests.rs"]
 mod tests;

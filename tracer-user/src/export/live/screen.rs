@@ -221,5 +221,4 @@ fn fit_left(text: &str, width: usize) -> String {
 }
 
 #[cfg(test)]
-#[path = "screen_tests.rs"]
 mod tests;

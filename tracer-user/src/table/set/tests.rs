@@ -405,13 +405,8 @@ fn random_adds_and_removes_keep_the_kernel_in_step() {
         synthetic(0x40_0000, 150, 3),
         synthetic(0, 700, 40),
     ];
-    let mut seed = 0x5eed_1234_abcd_0001_u64;
-    let mut next = move |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rng = crate::testing::Rng::new(0x5eed_1234_abcd_0001);
+    let mut next = move |n: usize| rng.below(n);
     let mut set = TableSet::with_capacity(Capacity {
         row_chunks: 3,
         pages: 24,

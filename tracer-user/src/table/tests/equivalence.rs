@@ -142,13 +142,8 @@ fn evaluators_agree_on_corrupted_cfi() {
     ];
     files.retain(|p| p.exists());
     assert!(!files.is_empty(), "no fixtures in {}", dir.display());
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = crate::testing::Rng::new(0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.next();
     for path in files {
         let bytes = std::fs::read(&path).expect("read");
         let Some(range) = object::File::parse(&*bytes)

@@ -102,13 +102,8 @@ fn x86_code_is_not_padding() {
 /// no random buffer makes the recogniser panic or read past it.
 #[test]
 fn x86_random_bytes_are_not_padding() {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = crate::testing::Rng::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.next();
     let mut accepted = 0;
     for _ in 0..20_000 {
         let len = 1 + (next() % MAX_PADDING) as usize;

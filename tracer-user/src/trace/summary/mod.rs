@@ -1,0 +1,339 @@
+//! The summary printed at the end: samples and losses, complete and truncated stacks by stop
+//! reason, frames by source, the unwind tables loaded, and what following processes did. The
+//! figures are gathered once ([`Figures`]) and written either as text for people (the
+//! default, on stderr) or as one JSON object for scripts (`--summary-format json`, on stderr or
+//! to `--summary-output`): both forms carry the same numbers. Writing the file lives in `file`.
+
+mod file;
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::PathBuf,
+    time::Duration,
+};
+
+use serde::Serialize;
+use tracer_common::{Counter, walk::StopReason};
+
+use super::{
+    follow::FollowStats,
+    objects::{Catalog, NoTable, TableSource},
+    profile::Profile,
+};
+
+/// Objects without a table whose reason the text prints in full (the JSON has them all).
+const MAX_NOTES: usize = 8;
+
+/// How the summary is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SummaryFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object (see [`Figures`] and the README).
+    Json,
+}
+
+/// Where and how the summary is written: its format, and its file (`None`: stderr).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SummarySpec {
+    pub format: SummaryFormat,
+    pub path: Option<PathBuf>,
+}
+
+/// The summary's destination, opened before tracing starts so that a bad path fails early.
+pub struct SummaryOut {
+    format: SummaryFormat,
+    file: Option<file::SummaryFile>,
+}
+
+impl SummaryOut {
+    /// Create the summary file (see `file`), or take stderr.
+    pub fn open(spec: &SummarySpec) -> Result<SummaryOut, super::OutputFileError> {
+        let file = spec.path.as_deref().map(file::SummaryFile::create).transpose()?;
+        Ok(SummaryOut {
+            format: spec.format,
+            file,
+        })
+    }
+
+    /// Write `summary` in the chosen format (to stderr, never failing: after a hangup the
+    /// terminal may be gone).
+    pub fn write(self, summary: &Summary<'_>) -> anyhow::Result<()> {
+        let text = match self.format {
+            SummaryFormat::Text => summary.to_string(),
+            SummaryFormat::Json => summary.json() + "\n",
+        };
+        match self.file {
+            Some(file) => file.write(&text),
+            None => {
+                super::say(format_args!("{text}"));
+                Ok(())
+            }
+        }
+    }
+}
+
+pub struct Summary<'a> {
+    pub elapsed: Duration,
+    pub why: &'static str,
+    pub profile: &'a Profile,
+    pub catalog: &'a Catalog,
+    pub counters: Vec<(Counter, u64)>,
+    pub stops: Vec<(StopReason, u64)>,
+    /// Kernel memory the loaded tables use, and the table maps' size.
+    pub table_bytes: u64,
+    pub table_capacity_bytes: u64,
+    pub follow: FollowStats,
+    /// The outputs that could not be written, each `PATH: why`.
+    pub failed_outputs: &'a [String],
+}
+
+/// Every figure of the summary, as the JSON form names them (field by field in the README).
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Figures {
+    /// Samples kept (folded into the stacks written).
+    pub samples: u64,
+    pub seconds: f64,
+    /// Why tracing ended, e.g. "the duration ended".
+    pub ended: &'static str,
+    /// Samples the kernel could not hand over (the sample ring buffer was full).
+    pub lost: u64,
+    pub stacks: Stacks,
+    pub user_frames: UserFrames,
+    pub tables: Tables,
+    /// Process notices lost (the notice ring buffer was full).
+    pub notices_lost: u64,
+    pub processes: FollowStats,
+    /// Why objects have no table, one sentence each (unreadable, or no room).
+    pub notes: Vec<String>,
+    /// The outputs that could not be written, each `PATH: why` (the others were written).
+    pub failed_outputs: Vec<String>,
+}
+
+/// Walks by how they ended.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Stacks {
+    /// Walks that reached the outermost frame.
+    pub complete: u64,
+    /// Walks that stopped early, in total and by stop reason (only reasons seen).
+    pub truncated: u64,
+    pub truncated_by_reason: BTreeMap<&'static str, u64>,
+}
+
+/// User frames by where their unwind step came from.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct UserFrames {
+    pub sframe: u64,
+    pub eh_frame: u64,
+    pub frame_pointers: u64,
+}
+
+/// The unwind tables of the objects the session met.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Tables {
+    /// Objects with a table built from `.sframe`, and from `.eh_frame`/`.debug_frame`.
+    pub sframe: u64,
+    pub eh_frame: u64,
+    /// Unwind rows the tables were built from.
+    pub rows: u64,
+    /// Bytes of kernel map memory the tables use, and the table maps' size.
+    pub kernel_bytes: u64,
+    pub capacity_bytes: u64,
+    /// Objects without a table, in total and by reason (only reasons seen): `no_unwind_info`,
+    /// `unreadable`, `no_room`.
+    pub without: u64,
+    pub without_by_reason: BTreeMap<&'static str, u64>,
+}
+
+/// The JSON name of why an object has no table, and the text's.
+fn no_table_names(why: &NoTable) -> (&'static str, &'static str) {
+    match why {
+        NoTable::NoUnwindInfo => ("no_unwind_info", "no unwind information"),
+        NoTable::Unreadable(_) => ("unreadable", "unreadable"),
+        NoTable::NoRoom(_) => ("no_room", "no room in the table maps (--max-table-memory)"),
+    }
+}
+
+impl Summary<'_> {
+    /// The figures, gathered once for either form.
+    pub fn figures(&self) -> Figures {
+        let counter = |c: Counter| self.counters.iter().find(|(k, _)| *k == c).map_or(0, |(_, v)| *v);
+        let complete = self
+            .stops
+            .iter()
+            .filter(|(r, _)| *r == StopReason::Outermost)
+            .map(|(_, n)| n)
+            .sum();
+        let truncated_by_reason: BTreeMap<&'static str, u64> = self
+            .stops
+            .iter()
+            .filter(|(r, n)| *r != StopReason::Outermost && *n > 0)
+            .map(|(r, n)| (r.name(), *n))
+            .collect();
+        let tables: Vec<_> = self
+            .catalog
+            .objects
+            .iter()
+            .filter_map(|o| o.table.as_ref().ok())
+            .collect();
+        let with = |source| tables.iter().filter(|t| t.source == source).count() as u64;
+        let mut without_by_reason: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for o in &self.catalog.objects {
+            if let Err(why) = &o.table {
+                *without_by_reason.entry(no_table_names(why).0).or_default() += 1;
+            }
+        }
+        let notes = self
+            .catalog
+            .objects
+            .iter()
+            .filter_map(|o| match &o.table {
+                Err(NoTable::Unreadable(why) | NoTable::NoRoom(why)) => Some(why.clone()),
+                _ => None,
+            })
+            .collect();
+        Figures {
+            samples: self.profile.samples,
+            seconds: self.elapsed.as_secs_f64(),
+            ended: self.why,
+            lost: counter(Counter::EventsLost),
+            stacks: Stacks {
+                complete,
+                truncated: truncated_by_reason.values().sum(),
+                truncated_by_reason,
+            },
+            user_frames: UserFrames {
+                sframe: self.profile.sframe_frames,
+                eh_frame: self.profile.cfi_frames,
+                frame_pointers: self.profile.fp_frames,
+            },
+            tables: Tables {
+                sframe: with(TableSource::Sframe),
+                eh_frame: with(TableSource::Cfi),
+                rows: tables.iter().map(|t| t.rows).sum(),
+                kernel_bytes: self.table_bytes,
+                capacity_bytes: self.table_capacity_bytes,
+                without: without_by_reason.values().sum(),
+                without_by_reason,
+            },
+            notices_lost: counter(Counter::NoticesLost),
+            processes: self.follow,
+            notes,
+            failed_outputs: self.failed_outputs.to_vec(),
+        }
+    }
+
+    /// The figures as one line of JSON.
+    pub fn json(&self) -> String {
+        serde_json::to_string(&self.figures()).unwrap_or_else(|err| format!("{{\"error\":\"{err}\"}}"))
+    }
+}
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let figures = self.figures();
+        writeln!(
+            f,
+            "sframe-trace: {} samples in {:.1} s ({}), {} lost",
+            figures.samples, figures.seconds, figures.ended, figures.lost,
+        )?;
+        let stacks = &figures.stacks;
+        write!(
+            f,
+            "  stacks: {} complete, {} truncated",
+            stacks.complete, stacks.truncated
+        )?;
+        if !stacks.truncated_by_reason.is_empty() {
+            let reasons: Vec<String> = stacks
+                .truncated_by_reason
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            write!(f, " ({})", reasons.join(", "))?;
+        }
+        writeln!(f)?;
+        let frames = &figures.user_frames;
+        writeln!(
+            f,
+            "  user frames: {} from SFrame, {} from .eh_frame, {} from frame pointers",
+            frames.sframe, frames.eh_frame, frames.frame_pointers
+        )?;
+        let tables = &figures.tables;
+        let mut without: BTreeMap<&str, u64> = BTreeMap::new();
+        for o in &self.catalog.objects {
+            if let Err(why) = &o.table {
+                *without.entry(no_table_names(why).1).or_default() += 1;
+            }
+        }
+        let without: Vec<String> = without.iter().map(|(why, n)| format!("{n} {why}")).collect();
+        writeln!(
+            f,
+            "  tables: {} with SFrame, {} with .eh_frame ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
+            tables.sframe,
+            tables.eh_frame,
+            tables.rows,
+            tables.kernel_bytes.div_ceil(1024),
+            tables.capacity_bytes.div_ceil(1024),
+            tables.without,
+            if without.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", without.join(", "))
+            },
+        )?;
+        // Exact, for `cargo xtask bench` and the 4-bytes-per-row aim (rows: the unwind rows the
+        // tables were built from).
+        if tables.rows > 0 {
+            writeln!(
+                f,
+                "  table memory: {} bytes in kernel maps for {} rows, {:.2} bytes per row",
+                tables.kernel_bytes,
+                tables.rows,
+                tables.kernel_bytes as f64 / tables.rows as f64
+            )?;
+        }
+        if figures.notices_lost > 0 {
+            writeln!(
+                f,
+                "  process notices lost: {} (the notice ring buffer was full)",
+                figures.notices_lost
+            )?;
+        }
+        let follow = &figures.processes;
+        if *follow != FollowStats::default() {
+            writeln!(
+                f,
+                "  processes: {} loaded while tracing, {} refreshed (new code mapped), {} exited, {} gone before loading, \
+                 {} without room, {} traced at the end; {} tables unloaded",
+                follow.loaded,
+                follow.refreshed,
+                follow.exited,
+                follow.vanished,
+                follow.no_room,
+                follow.traced_at_end,
+                follow.unloaded
+            )?;
+        }
+        // The first few reasons in full; system-wide there can be many.
+        for why in figures.notes.iter().take(MAX_NOTES) {
+            // Reasons name files other users control.
+            writeln!(f, "  note: {}", crate::names::escaped(why))?;
+        }
+        if figures.notes.len() > MAX_NOTES {
+            writeln!(
+                f,
+                "  note: and {} more objects without a table",
+                figures.notes.len() - MAX_NOTES
+            )?;
+        }
+        for failed in &figures.failed_outputs {
+            writeln!(f, "  output failed: {}", crate::names::escaped(failed))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

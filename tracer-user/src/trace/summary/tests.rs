@@ -1,0 +1,213 @@
+//! Unit tests of the summary: the text's lines, the JSON object's fields, and that both carry
+//! the same figures; the summary file's safe creation.
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use tracer_common::{
+    Counter,
+    trace::{SOURCE_FP, SOURCE_TABLE},
+    walk::StopReason,
+};
+
+use super::{Summary, file};
+use crate::trace::{
+    follow::FollowStats,
+    objects::{Catalog, NoTable, Object},
+    profile::Profile,
+    tests::{catalog, sample},
+};
+
+/// The session of these tests: the shared catalog with one more object (unreadable), and one
+/// sample of three frames (two from tables, one from frame pointers).
+fn session() -> (Catalog, Profile) {
+    let mut catalog = catalog();
+    catalog.objects.push(Object {
+        path: "/bad.so".into(),
+        name: "bad.so".into(),
+        table: Err(NoTable::Unreadable("/bad.so: truncated \"quoted\" header".into())),
+        users: 1,
+        unused_since: None,
+        unloaded: false,
+    });
+    let mut profile = Profile::default();
+    profile.add(
+        &sample(&[0x1100, 0x1201, 0x1301], &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP], &[]),
+        &catalog,
+    );
+    (catalog, profile)
+}
+
+fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
+    Summary {
+        elapsed: std::time::Duration::from_millis(1500),
+        why: "the duration ended",
+        profile,
+        catalog,
+        counters: vec![
+            (Counter::Sampled, 1),
+            (Counter::EventsLost, 3),
+            (Counter::NoticesLost, 4),
+        ],
+        stops: vec![
+            (StopReason::Outermost, 5),
+            (StopReason::NoMapping, 2),
+            (StopReason::ZeroRa, 1),
+            (StopReason::Signal, 0),
+        ],
+        table_bytes: 2048,
+        table_capacity_bytes: 8192,
+        follow: FollowStats {
+            loaded: 2,
+            exited: 1,
+            ..Default::default()
+        },
+        failed_outputs: &[],
+    }
+}
+
+/// The summary counts complete and truncated stacks by reason, frames and tables by source.
+#[test]
+fn summary_reports_stops_sources_and_tables() {
+    let (catalog, profile) = session();
+    let text = summary(&catalog, &profile).to_string();
+    assert!(
+        text.contains("processes: 2 loaded while tracing, 0 refreshed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 samples in 1.5 s (the duration ended), 3 lost"),
+        "{text}"
+    );
+    assert!(
+        text.contains("stacks: 5 complete, 3 truncated (zero_ra 1, no_mapping 2)")
+            || text.contains("stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("user frames: 1 from SFrame, 0 from .eh_frame, 1 from frame pointers"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "tables: 1 with SFrame, 1 with .eh_frame (15 rows, 2 KiB of 8 KiB of table maps in use), 2 without (1 no unwind information, 1 unreadable)"
+        ),
+        "{text}"
+    );
+}
+
+/// `--summary-format json`: one line, one object, with every documented field and the same
+/// figures as the text (samples, losses, stop reasons, frames, tables, processes, notes).
+#[test]
+fn json_has_the_figures_of_the_text() {
+    let (catalog, profile) = session();
+    let summary = summary(&catalog, &profile);
+    let json = summary.json();
+    assert_eq!(json.lines().count(), 1, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("the summary is JSON");
+    let expected = serde_json::json!({
+        "samples": 1,
+        "seconds": 1.5,
+        "ended": "the duration ended",
+        "lost": 3,
+        "stacks": {"complete": 5, "truncated": 3, "truncated_by_reason": {"no_mapping": 2, "zero_ra": 1}},
+        "user_frames": {"sframe": 1, "eh_frame": 0, "frame_pointers": 1},
+        "tables": {
+            "sframe": 1, "eh_frame": 1, "rows": 15, "kernel_bytes": 2048, "capacity_bytes": 8192,
+            "without": 2, "without_by_reason": {"no_unwind_info": 1, "unreadable": 1},
+        },
+        "notices_lost": 4,
+        "processes": {
+            "loaded": 2, "refreshed": 0, "exited": 1, "vanished": 0, "no_room": 0, "unloaded": 0,
+            "traced_at_end": 0,
+        },
+        "notes": ["/bad.so: truncated \"quoted\" header"],
+        "failed_outputs": [],
+    });
+    assert_eq!(v, expected);
+    // The text says the same.
+    let text = summary.to_string();
+    for line in [
+        "1 samples in 1.5 s (the duration ended), 3 lost",
+        "stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1)",
+        "process notices lost: 4",
+        "note: /bad.so: truncated \"quoted\" header",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+}
+
+/// Every object without a table is a note in the JSON, while the text names the first eight.
+#[test]
+fn json_has_every_note_the_text_shortens() {
+    let (mut catalog, profile) = session();
+    for i in 0..10 {
+        catalog.objects.push(Object {
+            path: format!("/bad{i}.so").into(),
+            name: format!("bad{i}.so").into(),
+            table: Err(NoTable::NoRoom(format!("/bad{i}.so: no room"))),
+            users: 1,
+            unused_since: None,
+            unloaded: false,
+        });
+    }
+    let summary = summary(&catalog, &profile);
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    assert_eq!(v["notes"].as_array().map(Vec::len), Some(11));
+    assert_eq!(v["tables"]["without_by_reason"]["no_room"], 10);
+    assert!(summary.to_string().contains("note: and 3 more objects without a table"));
+}
+
+/// The summary file is created with mode 0600 and replaces an old one only once written; a
+/// symbolic link or a FIFO planted at the path is refused without being written through or
+/// blocking, and a hard link to another file is replaced, not written through.
+#[test]
+fn summary_file_is_created_safely() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("summary.json");
+    std::fs::write(&path, "old figures").expect("write");
+    let created = file::SummaryFile::create(&path).expect("create");
+    assert_eq!(std::fs::read(&path).expect("read"), b"old figures", "kept until written");
+    created.write("new figures").expect("write");
+    assert_eq!(std::fs::read(&path).expect("read"), b"new figures");
+    assert_eq!(
+        std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777,
+        0o600
+    );
+
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").expect("write the victim");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+    let err = file::SummaryFile::create(&link).err().expect("a symbolic link is refused");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    let hard = dir.path().join("hard");
+    std::fs::hard_link(&victim, &hard).expect("hard link");
+    file::SummaryFile::create(&hard).expect("create").write("figures").expect("write");
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+    assert_eq!(std::fs::read_to_string(&hard).expect("read"), "figures");
+
+    let fifo = dir.path().join("fifo");
+    let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: mkfifo(3) with a NUL-terminated path that lives through the call.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+    assert!(file::SummaryFile::create(&fifo).is_err(), "a FIFO is refused, without blocking");
+}
+
+/// A failed output is named on a line of its own in the text, its name escaped, and listed in
+/// the JSON.
+#[test]
+fn failed_outputs_are_named() {
+    let (catalog, profile) = session();
+    let failed = ["/tmp/x\x1b]0;y: No space left on device (os error 28)".to_owned()];
+    let summary = Summary {
+        failed_outputs: &failed,
+        ..summary(&catalog, &profile)
+    };
+    let text = summary.to_string();
+    assert!(
+        text.contains("\n  output failed: /tmp/x\\x1b]0;y: No space left on device (os error 28)\n"),
+        "a failed output is one line, its name escaped: {text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    assert_eq!(v["failed_outputs"][0], failed[0].as_str());
+}
