@@ -454,7 +454,9 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
             traced.stderr
         );
         assert!(
-            traced.stderr.contains("every OTLP export failed: nothing reached http://127.0.0.1:"),
+            traced
+                .stderr
+                .contains("every OTLP export failed: nothing reached http://127.0.0.1:"),
             "{what}: {}",
             traced.stderr
         );

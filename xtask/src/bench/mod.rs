@@ -5,7 +5,7 @@
 //! 1. Set up: the peers' Debian packages, the release tracer, the examples, the workloads.
 //! 2. Phases, each in its own module: stack accuracy (`accuracy`); overhead, with the kernel
 //!    cost per sample and the data volume read from the same runs (`overhead` and `measure`,
-//!    `cost`, `volume`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
+//!    `cost`, `volume`); the cost per frame at three depths (`depth`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
 //!    decode rate (`decode`).
 //! 3. Report: `report` (Markdown, JSON) and `chart` (SVG).
 //!
@@ -17,6 +17,7 @@ mod attach;
 mod chart;
 mod cost;
 mod decode;
+mod depth;
 mod fold;
 mod measure;
 mod memory;
@@ -140,6 +141,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     let memory = report.timed("memory", || memory::run(&b, &runs))?;
     report.add(overhead::phase(&runs));
     report.add(cost::phase(&runs));
+    let depth = report.timed("depth", || depth::run(&b, &runs))?;
+    report.add(depth);
     report.add(memory.phase(&b.root));
     let attach = report.timed("attach", || attach::run(&b, &memory))?;
     report.add(attach);

@@ -6,12 +6,7 @@
 
 mod file;
 
-use std::{
-    collections::BTreeMap,
-    fmt,
-    path::PathBuf,
-    time::Duration,
-};
+use std::{collections::BTreeMap, fmt, path::PathBuf, time::Duration};
 
 use serde::Serialize;
 use tracer_common::{Counter, walk::StopReason};

@@ -166,7 +166,11 @@ fn summary_file_is_created_safely() {
     let path = dir.path().join("summary.json");
     std::fs::write(&path, "old figures").expect("write");
     let created = file::SummaryFile::create(&path).expect("create");
-    assert_eq!(std::fs::read(&path).expect("read"), b"old figures", "kept until written");
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        b"old figures",
+        "kept until written"
+    );
     created.write("new figures").expect("write");
     assert_eq!(std::fs::read(&path).expect("read"), b"new figures");
     assert_eq!(
@@ -178,11 +182,16 @@ fn summary_file_is_created_safely() {
     std::fs::write(&victim, "precious").expect("write the victim");
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&victim, &link).expect("symlink");
-    let err = file::SummaryFile::create(&link).err().expect("a symbolic link is refused");
+    let err = file::SummaryFile::create(&link)
+        .err()
+        .expect("a symbolic link is refused");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     let hard = dir.path().join("hard");
     std::fs::hard_link(&victim, &hard).expect("hard link");
-    file::SummaryFile::create(&hard).expect("create").write("figures").expect("write");
+    file::SummaryFile::create(&hard)
+        .expect("create")
+        .write("figures")
+        .expect("write");
     assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
     assert_eq!(std::fs::read_to_string(&hard).expect("read"), "figures");
 
@@ -190,7 +199,10 @@ fn summary_file_is_created_safely() {
     let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: mkfifo(3) with a NUL-terminated path that lives through the call.
     assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
-    assert!(file::SummaryFile::create(&fifo).is_err(), "a FIFO is refused, without blocking");
+    assert!(
+        file::SummaryFile::create(&fifo).is_err(),
+        "a FIFO is refused, without blocking"
+    );
 }
 
 /// A failed output is named on a line of its own in the text, its name escaped, and listed in

@@ -31,7 +31,10 @@ pub fn temporaries_of(path: &Path) -> Vec<PathBuf> {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
-                    let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let n = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
                     n.starts_with(&format!(".{name}.")) && n.ends_with(".tmp")
                 })
                 .collect()
@@ -146,7 +149,11 @@ fn until_sampling(mut command: Command) -> (Child, BufReader<std::process::Child
 /// The folded stacks of a complete output file: every line whole, its count parsed; the sum.
 fn folded_samples(path: &Path) -> u64 {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(text.is_empty() || text.ends_with('\n'), "{} ends mid-line", path.display());
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{} ends mid-line",
+        path.display()
+    );
     text.lines()
         .map(|line| {
             line.rsplit_once(' ')
