@@ -14,10 +14,11 @@ use clap::{Parser, Subcommand};
 /// Without a subcommand it traces: `sframe-trace --pid PID`, `sframe-trace -- COMMAND ARGS...`,
 /// or, with neither (or `--all`), every process on the host, including processes started later
 /// and code they load later (dlopen). It writes the stacks when the processes exit, at
-/// --duration or on Ctrl-C, and a summary on stderr.
+/// --duration or on Ctrl-C (or SIGTERM, SIGHUP, SIGUSR1, SIGPIPE), and a summary on stderr.
 ///
 /// Exit status: 0 success, 1 nothing to report or findings (no `.sframe`, check found problems,
-/// no function at --pc), 2 error (unreadable or malformed input, cannot trace on this host).
+/// no function at --pc, every OTLP export failed), 2 error (unreadable or malformed input, a
+/// bad value, cannot trace on this host, an output could not be written).
 #[derive(Debug, Parser)]
 #[command(
     name = "sframe-trace",
@@ -43,7 +44,13 @@ pub struct Cli {
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
     /// Trace these running processes (and all their threads): PID[,PID...].
-    #[arg(short, long, value_name = "PID", value_delimiter = ',', allow_negative_numbers = true)]
+    #[arg(
+        short,
+        long,
+        value_name = "PID",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
     pub pid: Vec<u32>,
     /// Trace every process on the host, including those started later (the default when
     /// neither --pid nor a command is given).
@@ -59,7 +66,13 @@ pub struct TraceArgs {
     #[arg(long, default_value = "8M", value_name = "SIZE", value_parser = parse_ring_buffer_size)]
     pub ring_buffer_size: u32,
     /// Sampling frequency per CPU, in Hz (the cpu-clock event).
-    #[arg(short = 'F', long, default_value_t = 99, value_name = "HZ", allow_negative_numbers = true)]
+    #[arg(
+        short = 'F',
+        long,
+        default_value_t = 99,
+        value_name = "HZ",
+        allow_negative_numbers = true
+    )]
     pub frequency: u64,
     /// Take stacks on this event (repeatable; default cpu-clock): `cpu-clock` (sampling at
     /// -F), `offcpu` (where threads block, weighted by the time blocked),
@@ -91,7 +104,8 @@ pub struct TraceArgs {
     #[arg(short, long, value_enum, default_values_t = [Format::Folded], value_name = "FORMAT")]
     pub format: Vec<Format>,
     /// Write the stacks here instead of stdout (repeatable: one per file format given with -f,
-    /// in the same order).
+    /// in the same order). The file is created mode 0600 beside the path and renamed over it
+    /// when complete; a link, FIFO or directory at the path is refused.
     #[arg(short, long, value_name = "PATH")]
     pub output: Vec<PathBuf>,
     /// Show the hottest functions (self and total samples) and stacks in the terminal,
@@ -235,7 +249,9 @@ fn parse_bytes(s: &str) -> Result<Option<u64>, String> {
         _ => (s, 0),
     };
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("`{s}` is not a size: give digits with an optional K, M or G suffix (e.g. 512M)"));
+        return Err(format!(
+            "`{s}` is not a size: give digits with an optional K, M or G suffix (e.g. 512M)"
+        ));
     }
     Ok(digits.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << shift)))
 }
@@ -245,9 +261,7 @@ pub const MAX_SECS: u64 = 1_000_000_000;
 
 /// Parse a number of seconds: positive, finite, at most [`MAX_SECS`].
 fn parse_secs(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
     if secs.is_nan() || secs <= 0.0 {
         return Err(format!("`{s}`: give a positive number of seconds"));
     }
@@ -289,14 +303,28 @@ mod tests {
         assert!(parse_size("M").is_err());
         assert!(parse_size("5T").is_err());
         assert!(parse_size("-64K").is_err());
-        assert_eq!(parse_size("18014398509481984K"), Err("`18014398509481984K`: give at least 64K and less than 16 EiB".to_owned()));
+        assert_eq!(
+            parse_size("18014398509481984K"),
+            Err("`18014398509481984K`: give at least 64K and less than 16 EiB".to_owned())
+        );
     }
 
     /// Sizes are strict: whitespace (ASCII or not) and signs are refused, never misread (a
     /// leading space once made `100K` read as 10K) and never a panic.
     #[test]
     fn sizes_are_strict() {
-        for bad in [" 100K", "100K ", "\u{a0}100K", "100\u{2003}K", "1 00K", "+100K", "100KK", "K", "", "１００K"] {
+        for bad in [
+            " 100K",
+            "100K ",
+            "\u{a0}100K",
+            "100\u{2003}K",
+            "1 00K",
+            "+100K",
+            "100KK",
+            "K",
+            "",
+            "１００K",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad:?} accepted");
             assert!(parse_ring_buffer_size(bad).is_err(), "{bad:?} accepted");
         }

@@ -186,7 +186,11 @@ fn check_folded(resolved: &Resolved) {
     }
     let total: u64 = write(resolved)
         .lines()
-        .map(|l| l.rsplit_once(' ').and_then(|(_, n)| n.parse::<u64>().ok()).expect("a count"))
+        .map(|l| {
+            l.rsplit_once(' ')
+                .and_then(|(_, n)| n.parse::<u64>().ok())
+                .expect("a count")
+        })
         .sum();
     assert_eq!(total, resolved.stacks.iter().map(|s| s.count).sum::<u64>());
 }
@@ -207,13 +211,24 @@ fn check_perf_script(resolved: &Resolved, samples: &[ResolvedSample]) {
         let header = lines.next().expect("a header");
         assert!(!header.starts_with(['\t', ' ', '#']), "header {header:?}");
         let mut fields = header.split(' ');
-        assert!(fields.next().is_some_and(|comm| !comm.is_empty() || sample.comm.is_empty()));
-        assert_eq!(fields.next(), Some(format!("{}/{}", sample.pid, sample.tid).as_str()), "{header:?}");
+        assert!(
+            fields
+                .next()
+                .is_some_and(|comm| !comm.is_empty() || sample.comm.is_empty())
+        );
+        assert_eq!(
+            fields.next(),
+            Some(format!("{}/{}", sample.pid, sample.tid).as_str()),
+            "{header:?}"
+        );
         let frames: Vec<&str> = lines.collect();
         assert_eq!(frames.len(), sample.frames.len(), "{record:?}");
         for frame in frames {
             let (_, object) = frame.rsplit_once(' ').expect("an object");
-            assert!(frame.starts_with('\t') && object.starts_with('(') && object.ends_with(')'), "{frame:?}");
+            assert!(
+                frame.starts_with('\t') && object.starts_with('(') && object.ends_with(')'),
+                "{frame:?}"
+            );
         }
     }
     // inferno 0.12.8's collapser slices names at byte offsets and panics inside non-ASCII
@@ -230,16 +245,22 @@ fn check_perf_script(resolved: &Resolved, samples: &[ResolvedSample]) {
     let weight: u64 = String::from_utf8(collapsed)
         .expect("utf-8")
         .lines()
-        .map(|l| l.rsplit_once(' ').and_then(|(_, n)| n.parse::<u64>().ok()).expect("a count"))
+        .map(|l| {
+            l.rsplit_once(' ')
+                .and_then(|(_, n)| n.parse::<u64>().ok())
+                .expect("a count")
+        })
         .sum();
     // The collapser skips frames whose name starts with `(` (perf's process names), and with
     // them a record that has no other frame.
     let expected: u64 = samples
         .iter()
         .filter(|s| {
-            s.frames
-                .iter()
-                .any(|f| !crate::names::escaped(&f.name(&resolved.objects)).trim().starts_with('('))
+            s.frames.iter().any(|f| {
+                !crate::names::escaped(&f.name(&resolved.objects))
+                    .trim()
+                    .starts_with('(')
+            })
         })
         .map(|s| s.weight_ns)
         .sum();
@@ -308,7 +329,11 @@ fn check_protobufs(resolved: &Resolved) {
     .expect("decode otlp");
     let otlp_strings = decoded.dictionary.expect("a dictionary").string_table;
     for stack in &resolved.stacks {
-        assert!(profile.string_table.contains(&stack.comm), "pprof comm {:?}", stack.comm);
+        assert!(
+            profile.string_table.contains(&stack.comm),
+            "pprof comm {:?}",
+            stack.comm
+        );
         for symbol in stack.frames.iter().filter_map(|f| f.symbol.as_ref()) {
             assert!(profile.string_table.contains(symbol), "pprof {symbol:?}");
             assert!(otlp_strings.contains(symbol), "otlp {symbol:?}");

@@ -384,7 +384,7 @@ fn exports_over_http() {
     // Past ld.so and into the busy loop.
     sleep(Duration::from_millis(200));
     let args = otlp_args(
-        &format!("127.0.0.1:{}", receiver.port),
+        &format!("http://127.0.0.1:{}", receiver.port),
         INTERVAL,
         &[
             "-d",
@@ -454,7 +454,9 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
             traced.stderr
         );
         assert!(
-            traced.stderr.contains("every OTLP export failed: nothing reached http://127.0.0.1:"),
+            traced
+                .stderr
+                .contains("every OTLP export failed: nothing reached http://127.0.0.1:"),
             "{what}: {}",
             traced.stderr
         );

@@ -143,7 +143,10 @@ pub fn render(table: &Table, status: &Status, view: &View, width: usize, height:
                 table.percent(f.self_count),
                 f.total_count,
                 table.percent(f.total_count),
-                fit(&crate::names::escaped(f.object.as_deref().unwrap_or("[unknown]")), OBJECT_WIDTH),
+                fit(
+                    &crate::names::escaped(f.object.as_deref().unwrap_or("[unknown]")),
+                    OBJECT_WIDTH
+                ),
                 f.name
             ))
         })),

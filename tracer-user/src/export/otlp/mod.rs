@@ -101,11 +101,7 @@ impl Destination {
                 })
         };
         let explicit_port = authority.port_u16().is_some_and(|port| port > 0);
-        if !host_ok
-            || !explicit_port
-            || authority.as_str().contains('@')
-            || uri.query().is_some()
-            || rest.contains('#')
+        if !host_ok || !explicit_port || authority.as_str().contains('@') || uri.query().is_some() || rest.contains('#')
         {
             return Err(shape());
         }

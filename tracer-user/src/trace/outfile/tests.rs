@@ -68,7 +68,11 @@ fn links_and_special_files_are_refused() {
         );
     }
     assert_eq!(std::fs::read_to_string(&target).expect("read"), "precious");
-    assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 4, "no file created");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("list").count(),
+        4,
+        "no file created"
+    );
 }
 
 /// A character device is written in place (here /dev/null), with nothing to rename.

@@ -32,7 +32,10 @@ fn bad_values_are_one_sentence_before_anything_happens() {
         (vec!["doctor", "-d", "1e20"], "at most 1000000000 seconds"),
         (vec!["doctor", "-d", "-1"], "positive number of seconds"),
         (vec!["--max-table-memory", " 100K", "--pid", "1"], "is not a size"),
-        (vec!["--max-table-memory", "\u{2003}100K", "--pid", "1"], "is not a size"),
+        (
+            vec!["--max-table-memory", "\u{2003}100K", "--pid", "1"],
+            "is not a size",
+        ),
         (vec!["--max-table-memory", "100K\u{a0}", "--pid", "1"], "is not a size"),
         (vec!["--ring-buffer-size", " 8M", "--pid", "1"], "is not a size"),
         (
@@ -48,7 +51,10 @@ fn bad_values_are_one_sentence_before_anything_happens() {
         assert_refused(args, says);
         let out = Command::new(tracer_binary()).args(args).output().expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("-- -"), "{args:?}: a tip to launch a command: {stderr}");
+        assert!(
+            !stderr.contains("-- -"),
+            "{args:?}: a tip to launch a command: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
@@ -79,7 +85,11 @@ fn arguments_and_file_names_are_bytes() {
         .expect("run sframe-trace");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {stderr}", out.status);
-    assert_eq!(std::fs::read(&said).expect("read"), b"arg\xc3\x28\xff", "the argument, byte for byte");
+    assert_eq!(
+        std::fs::read(&said).expect("read"),
+        b"arg\xc3\x28\xff",
+        "the argument, byte for byte"
+    );
 
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bin/v1/x86_64/chain");
     let file = dir.path().join(OsStr::from_bytes(b"chain\xff"));
@@ -90,7 +100,12 @@ fn arguments_and_file_names_are_bytes() {
             .arg(&file)
             .output()
             .expect("run sframe-trace");
-        assert_eq!(out.status.code(), Some(0), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = Command::new(tracer_binary())
         .arg("dump")

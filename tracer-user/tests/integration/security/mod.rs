@@ -31,7 +31,10 @@ pub fn temporaries_of(path: &Path) -> Vec<PathBuf> {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
-                    let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let n = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
                     n.starts_with(&format!(".{name}.")) && n.ends_with(".tmp")
                 })
                 .collect()
@@ -120,23 +123,20 @@ fn tracer(args: &[&std::ffi::OsStr]) -> Command {
 
 /// Start `command` (a tracer) with stderr piped and read it until the tracer samples; the
 /// child, the stderr reader (to keep or to drop, closing the pipe) and what it said so far.
-fn until_sampling(mut command: Command) -> (Child, BufReader<std::process::ChildStderr>, String) {
+fn until_sampling(mut command: Command) -> (Running, BufReader<std::process::ChildStderr>, String) {
     let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start sframe-trace");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let child = Running(child);
     let mut said = String::new();
     loop {
         let mut line = String::new();
         let n = stderr.read_line(&mut line).expect("read stderr");
         said.push_str(&line);
-        if n == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sframe-trace ended before sampling: {said}");
-        }
+        assert!(n > 0, "sframe-trace ended before sampling: {said}");
         if line.contains(": sampling ") {
             return (child, stderr, said);
         }
@@ -146,7 +146,11 @@ fn until_sampling(mut command: Command) -> (Child, BufReader<std::process::Child
 /// The folded stacks of a complete output file: every line whole, its count parsed; the sum.
 fn folded_samples(path: &Path) -> u64 {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(text.is_empty() || text.ends_with('\n'), "{} ends mid-line", path.display());
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{} ends mid-line",
+        path.display()
+    );
     text.lines()
         .map(|line| {
             line.rsplit_once(' ')

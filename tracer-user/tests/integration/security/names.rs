@@ -34,7 +34,11 @@ fn hostile_program(dir: &Path) -> Running {
     std::fs::write(&built, &bytes).expect("write the program");
     let name = dir.join(OsStr::from_bytes(b"evil;x 9 \x1b]0;PWNED\x07 12"));
     nobody_does(&["cp".as_ref(), built.as_os_str(), name.as_os_str()]);
-    Running(super::as_nobody(&[name.as_os_str()]).spawn().expect("run the hostile program"))
+    Running(
+        super::as_nobody(&[name.as_os_str()])
+            .spawn()
+            .expect("run the hostile program"),
+    )
 }
 
 /// No raw control byte but line ends (and the tabs of perf-script lines).
@@ -152,5 +156,8 @@ fn hostile_names_forge_nothing_and_reach_no_terminal() {
         "the view showed the name, escaped: {}",
         screen.escape_debug()
     );
-    assert!(!screen.contains("\x1b]0;PWN"), "a raw OSC sequence reached the terminal");
+    assert!(
+        !screen.contains("\x1b]0;PWN"),
+        "a raw OSC sequence reached the terminal"
+    );
 }

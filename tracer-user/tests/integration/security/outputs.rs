@@ -82,7 +82,11 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
     std::fs::write(&old, "old;stack 1\n").expect("write");
     let failed = trace(&["--pid".as_ref(), "999999999".as_ref(), "-o".as_ref(), old.as_os_str()]);
     assert_eq!(failed.status.code(), Some(2), "{}", failed.stderr);
-    assert!(failed.stderr.contains("no process with pid 999999999"), "{}", failed.stderr);
+    assert!(
+        failed.stderr.contains("no process with pid 999999999"),
+        "{}",
+        failed.stderr
+    );
     assert_eq!(std::fs::read_to_string(&old).expect("read"), "old;stack 1\n");
     assert!(temporaries_of(&old).is_empty(), "a temporary file was left");
 
@@ -106,16 +110,23 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
     let temporaries = temporaries_of(&old);
     assert_eq!(temporaries.len(), 1, "the new output is written beside it");
     assert_eq!(mode(&temporaries[0]), 0o600);
-    let status = wait_bounded(&mut child);
+    let status = wait_bounded(&mut child.0);
     let stderr = std::io::read_to_string(stderr).unwrap_or_default();
     assert!(status.success(), "{status}: {stderr}");
     let (samples, _) = samples_and_lost(&stderr);
     assert!(samples > 0, "{stderr}");
     assert_eq!(folded_samples(&old), samples, "the new output, whole");
-    assert_eq!(std::fs::read_to_string(&json).expect("read").lines().count() as u64, samples);
+    assert_eq!(
+        std::fs::read_to_string(&json).expect("read").lines().count() as u64,
+        samples
+    );
     for path in [&old, &json] {
         assert_eq!(mode(path), 0o600, "{}", path.display());
-        assert!(temporaries_of(path).is_empty(), "{}: a temporary file was left", path.display());
+        assert!(
+            temporaries_of(path).is_empty(),
+            "{}: a temporary file was left",
+            path.display()
+        );
     }
 }
 
