@@ -14,10 +14,11 @@ use clap::{Parser, Subcommand};
 /// Without a subcommand it traces: `sframe-trace --pid PID`, `sframe-trace -- COMMAND ARGS...`,
 /// or, with neither (or `--all`), every process on the host, including processes started later
 /// and code they load later (dlopen). It writes the stacks when the processes exit, at
-/// --duration or on Ctrl-C, and a summary on stderr.
+/// --duration or on Ctrl-C (or SIGTERM, SIGHUP, SIGUSR1, SIGPIPE), and a summary on stderr.
 ///
 /// Exit status: 0 success, 1 nothing to report or findings (no `.sframe`, check found problems,
-/// no function at --pc), 2 error (unreadable or malformed input, cannot trace on this host).
+/// no function at --pc, every OTLP export failed), 2 error (unreadable or malformed input, a
+/// bad value, cannot trace on this host, an output could not be written).
 #[derive(Debug, Parser)]
 #[command(
     name = "sframe-trace",
@@ -103,7 +104,8 @@ pub struct TraceArgs {
     #[arg(short, long, value_enum, default_values_t = [Format::Folded], value_name = "FORMAT")]
     pub format: Vec<Format>,
     /// Write the stacks here instead of stdout (repeatable: one per file format given with -f,
-    /// in the same order).
+    /// in the same order). The file is created mode 0600 beside the path and renamed over it
+    /// when complete; a link, FIFO or directory at the path is refused.
     #[arg(short, long, value_name = "PATH")]
     pub output: Vec<PathBuf>,
     /// Show the hottest functions (self and total samples) and stacks in the terminal,

@@ -63,7 +63,7 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 8 << 20;
 pub fn preflight() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
+    if euid != 0 && !has_effective_capabilities(&[CAP_PERFMON, CAP_BPF]) {
         bail!("sframe-trace needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF program: run it with sudo");
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
@@ -72,6 +72,21 @@ pub fn preflight() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `CAP_PERFMON` and `CAP_BPF` (Linux 5.8): loading the program and sampling without root.
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Whether this process has every capability of `caps` in its effective set.
+fn has_effective_capabilities(caps: &[u32]) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    caps.iter().all(|&cap| effective & (1 << cap) != 0)
 }
 
 /// Why this kernel cannot take stacks on `events`, as one sentence, or Ok (after [`preflight`]:

@@ -56,10 +56,10 @@ impl Held {
         let held = Held { pid };
         match run_to_entry(pid) {
             Ok(()) => {}
-            Err(Failed::Before(err)) => eprintln!(
+            Err(Failed::Before(err)) => super::say(format_args!(
                 "sframe-trace: warning: the launched command is held at exec, not at its entry point ({err:#}): \
-                 its first samples may be short"
-            ),
+                 its first samples may be short\n"
+            )),
             Err(Failed::After(err)) => {
                 // Its entry point may still hold the breakpoint: it must not run on.
                 // SAFETY: kill(2) of our own, unreaped child.

@@ -130,7 +130,7 @@ impl Live {
         if let Some(active) = self.0
             && let Err(err) = active.terminal.finish()
         {
-            eprintln!("sframe-trace: the live view stopped: {err}");
+            super::say(format_args!("sframe-trace: the live view stopped: {err}\n"));
         }
     }
 }

@@ -209,12 +209,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     }
     if let Some(report) = otlp.finish().await {
         say(format_args!("{report}"));
-        if report.sent == 0 && report.dropped() > 0 && ended == Ended::Complete {
+        if report.sent == 0 && report.dropped() > 0 {
             say(format_args!(
                 "sframe-trace: every OTLP export failed: nothing reached {}\n",
                 report.destination
             ));
-            ended = Ended::NothingExported;
+            if ended == Ended::Complete {
+                ended = Ended::NothingExported;
+            }
         }
     }
     Ok(ended)

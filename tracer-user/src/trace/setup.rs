@@ -155,9 +155,9 @@ impl Progress {
             self.total
         );
         if self.terminal {
-            eprint!("\r{line}\x1b[K");
+            super::say(format_args!("\r{line}\x1b[K"));
         } else {
-            eprintln!("{line}");
+            super::say(format_args!("{line}\n"));
         }
     }
 
@@ -168,9 +168,9 @@ impl Progress {
                 self.started.elapsed().as_secs_f64()
             );
             if self.terminal {
-                eprintln!("\r{line}\x1b[K");
+                super::say(format_args!("\r{line}\x1b[K\n"));
             } else {
-                eprintln!("{line}");
+                super::say(format_args!("{line}\n"));
             }
         }
     }

@@ -384,7 +384,7 @@ fn exports_over_http() {
     // Past ld.so and into the busy loop.
     sleep(Duration::from_millis(200));
     let args = otlp_args(
-        &format!("127.0.0.1:{}", receiver.port),
+        &format!("http://127.0.0.1:{}", receiver.port),
         INTERVAL,
         &[
             "-d",

@@ -99,7 +99,7 @@ pub fn run(b: &Bench, runs: &Runs) -> anyhow::Result<Phase> {
         ),
         json: json!({
             "points": points.iter().map(|(name, frames, walk)| json!({
-                "workload": name, "frames": frames, "walk_ns": spread_json(walk.clone()),
+                "workload": name, "frames": frames, "walk_ns": spread_json(*walk),
                 "record_bytes": bytes(*frames),
             })).collect::<Vec<_>>(),
             "ns_per_frame": per_frame,

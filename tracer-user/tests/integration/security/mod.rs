@@ -123,23 +123,20 @@ fn tracer(args: &[&std::ffi::OsStr]) -> Command {
 
 /// Start `command` (a tracer) with stderr piped and read it until the tracer samples; the
 /// child, the stderr reader (to keep or to drop, closing the pipe) and what it said so far.
-fn until_sampling(mut command: Command) -> (Child, BufReader<std::process::ChildStderr>, String) {
+fn until_sampling(mut command: Command) -> (Running, BufReader<std::process::ChildStderr>, String) {
     let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start sframe-trace");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let child = Running(child);
     let mut said = String::new();
     loop {
         let mut line = String::new();
         let n = stderr.read_line(&mut line).expect("read stderr");
         said.push_str(&line);
-        if n == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sframe-trace ended before sampling: {said}");
-        }
+        assert!(n > 0, "sframe-trace ended before sampling: {said}");
         if line.contains(": sampling ") {
             return (child, stderr, said);
         }

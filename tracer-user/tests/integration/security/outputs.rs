@@ -110,7 +110,7 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
     let temporaries = temporaries_of(&old);
     assert_eq!(temporaries.len(), 1, "the new output is written beside it");
     assert_eq!(mode(&temporaries[0]), 0o600);
-    let status = wait_bounded(&mut child);
+    let status = wait_bounded(&mut child.0);
     let stderr = std::io::read_to_string(stderr).unwrap_or_default();
     assert!(status.success(), "{status}: {stderr}");
     let (samples, _) = samples_and_lost(&stderr);
