@@ -49,6 +49,11 @@ enum Task {
     },
     /// Run the privileged end-to-end tests inside other Debian kernels under qemu, and write
     /// target/vm-test/report.md and the README's kernel table.
+    ///
+    /// Kernels are cached under ${XDG_CACHE_HOME:-~/.cache}/sframe-trace/vmtest; each guest's
+    /// output, exit status and console are in target/vm-test/KERNEL/. Settings: VMTEST_CPUS
+    /// (1), VMTEST_MEM (1G), VMTEST_ACCEL (tcg; kvm where it works), VMTEST_MIRROR and
+    /// VMTEST_SECURITY_MIRROR (deb.debian.org).
     VmTest {
         /// Debian suites (or kernel ABI names) to boot, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "bullseye,bookworm,trixie,sid")]

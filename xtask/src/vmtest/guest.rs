@@ -8,6 +8,7 @@
 use std::{
     fs,
     io::{Read as _, Seek as _, SeekFrom, Write as _},
+    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     thread,
@@ -159,7 +160,19 @@ pub fn boot(run: &Run, command_line: &str) -> anyhow::Result<Outcome> {
     }
     let args = qemu_args(run, command_line);
     eprintln!("+ qemu-system-x86_64 {}", args.join(" "));
-    let mut qemu = Command::new("qemu-system-x86_64")
+    let mut qemu = Command::new("qemu-system-x86_64");
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent; the guest dies
+    // with xtask (killed or not) instead of running on unseen.
+    unsafe {
+        qemu.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut qemu = qemu
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

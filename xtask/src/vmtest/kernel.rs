@@ -170,17 +170,27 @@ pub fn fetch(cache: &Path, name: &str) -> anyhow::Result<Kernel> {
     Ok(Kernel { release, dir })
 }
 
-/// The release of a suite's `linux-image-amd64`, remembered for a day under `suites/SUITE`.
+/// The release of a suite's `linux-image-amd64`, remembered for a day under `suites/SUITE`
+/// (and used longer when the archive cannot be reached).
 fn resolve(cache: &Path, suite: &str) -> anyhow::Result<String> {
     let remembered = cache.join("suites").join(suite);
-    if fresh(&remembered) {
-        let release = fs::read_to_string(&remembered)?.trim().to_owned();
-        if cache.join("kernels").join(&release).join("complete").exists() {
-            return Ok(release);
-        }
+    // The kernel resolved before, if it is still in the cache.
+    let cached = fs::read_to_string(&remembered)
+        .ok()
+        .map(|r| r.trim().to_owned())
+        .filter(|r| cache.join("kernels").join(r).join("complete").exists());
+    if let Some(release) = &cached
+        && fresh(&remembered)
+    {
+        return Ok(release.clone());
     }
     let apt = Apt::new(cache, suite)?;
-    apt.update()?;
+    if let Err(e) = apt.update() {
+        // Offline: a kernel fetched before still serves, older than a day or not.
+        let Some(release) = cached else { return Err(e) };
+        eprintln!("vm-test: cannot refresh {suite} ({e:#}); using its cached kernel {release}");
+        return Ok(release);
+    }
     let depends = output(apt.command("apt-cache").args(["depends", "linux-image-amd64"]))
         .with_context(|| format!("suite {suite} has no linux-image-amd64 (is it a Debian suite?)"))?;
     let release = release_from_depends(&depends)

@@ -292,13 +292,21 @@ impl Matrix<'_> {
     }
 }
 
-/// The commit tested: short hash, `+changes` when tracked files differ from it.
+/// The commit tested: short hash, `+changes` when tracked files differ from it (apart from the
+/// README, whose table this command writes).
 fn commit() -> String {
     let hash = output(Command::new("git").args(["rev-parse", "--short", "HEAD"]))
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|| "unknown".to_owned());
-    let dirty = output(Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]))
-        .is_some_and(|s| !s.trim().is_empty());
+    let dirty = output(Command::new("git").args([
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":!README.md",
+    ]))
+    .is_some_and(|s| !s.trim().is_empty());
     if dirty { format!("{hash}+changes") } else { hash }
 }
 
