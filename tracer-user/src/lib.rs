@@ -6,6 +6,7 @@ pub mod cfi;
 pub mod check;
 pub mod dump;
 pub mod elf;
+pub mod objfile;
 pub mod procmaps;
 pub mod sframe;
 pub mod table;

@@ -1,13 +1,11 @@
 //! The thin I/O part of discovery: reads `/proc/PID/maps`, opens the file behind each
-//! executable mapping and hands it to [`super::image::inspect`]. It opens files through
-//! `/proc/PID/root/<path>` so paths resolve in the process's mount namespace (containers), and
-//! through `/proc/PID/map_files/<start>-<end>` (the very file mapped; needs
-//! `CAP_CHECKPOINT_RESTORE` or root) when the path was deleted or now names another inode.
+//! executable mapping once ([`super::open`]: the process's own `map_files` entry, else its path
+//! inside the process's root, never out of it) and hands it to [`super::image::inspect`].
 //! Only the ELF header, program headers and notes are read, lazily (`object::ReadCache`).
 //! It must not parse anything itself, and one bad mapping never fails the whole process:
 //! it becomes [`MappingKind::Unreadable`].
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -15,11 +13,9 @@ use std::sync::Arc;
 
 use object::ReadCache;
 
+use super::open::ProcessFiles;
 use super::{Backing, Mapping, MappingKind, MapsEntry, ObjectKey, ParseError, Unreadable, inspect, parse_maps};
-
-/// Linux `ESRCH`: reading `/proc/PID/...` of a process that exits meanwhile. std has no
-/// `ErrorKind` for it, and `libc` is only a dependency of the `ebpf` feature.
-const ESRCH: i32 = 3;
+use crate::objfile::Pread;
 
 /// Why the mappings of a process could not be listed at all.
 #[derive(Debug, thiserror::Error)]
@@ -41,22 +37,23 @@ pub enum ProcError {
 pub fn executable_mappings(pid: u32) -> Result<Vec<Mapping>, ProcError> {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let maps_path = proc_dir.join("maps");
-    let text = fs::read_to_string(&maps_path).map_err(|e| proc_error(pid, &maps_path, e))?;
+    let text = fs::read(&maps_path).map_err(|e| proc_error(pid, &maps_path, e))?;
     let entries = parse_maps(&text).map_err(|source| ProcError::Parse { pid, source })?;
-    let mappings: Vec<Mapping> = entries.into_iter().map(|e| mapping(&proc_dir, e)).collect();
+    let mut files = ProcessFiles::new(proc_dir);
+    let mappings: Vec<Mapping> = entries.into_iter().map(|e| mapping(&mut files, e)).collect();
     // A process that exits while its files are opened leaves Unreadable mappings behind: tell
     // that apart from real per-file failures by looking again (gone, or a zombie without maps).
     let unreadable = mappings
         .iter()
         .any(|m| matches!(m.kind, MappingKind::Unreadable { .. }));
-    if unreadable && fs::read_to_string(&maps_path).map_or(true, |text| text.trim().is_empty()) {
+    if unreadable && fs::read(&maps_path).map_or(true, |text| text.trim_ascii().is_empty()) {
         return Err(ProcError::Gone { pid });
     }
     Ok(mappings)
 }
 
 fn proc_error(pid: u32, path: &Path, error: io::Error) -> ProcError {
-    if error.kind() == io::ErrorKind::NotFound || error.raw_os_error() == Some(ESRCH) {
+    if error.kind() == io::ErrorKind::NotFound || error.raw_os_error() == Some(libc::ESRCH) {
         ProcError::Gone { pid }
     } else if error.kind() == io::ErrorKind::PermissionDenied {
         ProcError::PermissionDenied {
@@ -72,12 +69,12 @@ fn proc_error(pid: u32, path: &Path, error: io::Error) -> ProcError {
     }
 }
 
-fn mapping(proc_dir: &Path, entry: MapsEntry) -> Mapping {
+fn mapping(files: &mut ProcessFiles, entry: MapsEntry) -> Mapping {
     let (path, deleted, kind) = match &entry.backing {
         Backing::Anonymous => (PathBuf::new(), false, MappingKind::Anonymous),
         Backing::Pseudo(name) if name == "[vdso]" => (PathBuf::from(name), false, MappingKind::Vdso),
         Backing::Pseudo(name) => (PathBuf::from(name), false, MappingKind::Anonymous),
-        Backing::File { path, deleted } => (path.clone(), *deleted, identify(proc_dir, &entry, path, *deleted)),
+        Backing::File { path, deleted } => (path.clone(), *deleted, identify(files, &entry, path, *deleted)),
     };
     Mapping {
         start: entry.start,
@@ -91,56 +88,40 @@ fn mapping(proc_dir: &Path, entry: MapsEntry) -> Mapping {
     }
 }
 
-fn identify(proc_dir: &Path, entry: &MapsEntry, path: &Path, deleted: bool) -> MappingKind {
-    let (file, opened) = match open_mapped(proc_dir, entry, path, deleted) {
-        Ok(found) => found,
+fn identify(files: &mut ProcessFiles, entry: &MapsEntry, path: &Path, deleted: bool) -> MappingKind {
+    let file = match files.open(entry, path, deleted) {
+        Ok(file) => file,
         Err(reason) => return MappingKind::Unreadable { reason },
     };
     let metadata = match file.metadata() {
         Ok(metadata) => metadata,
-        Err(e) => return io_reason(opened, e),
+        Err(e) => return io_reason(path.to_owned(), e),
     };
-    let cache = ReadCache::new(file);
-    match inspect(&cache, entry.start, entry.end, entry.file_offset) {
+    let facts = inspect(
+        &ReadCache::new(Pread::new(&file, metadata.size())),
+        entry.start,
+        entry.end,
+        entry.file_offset,
+    );
+    match facts {
         Ok(facts) => MappingKind::File {
-            key: facts.build_id.map_or_else(
-                || ObjectKey::File {
-                    device: entry.device,
-                    inode: entry.inode,
-                    size: metadata.size(),
-                    mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec()),
-                },
-                ObjectKey::BuildId,
-            ),
+            key: ObjectKey {
+                device: entry.device,
+                inode: entry.inode,
+                size: metadata.size(),
+                mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec()),
+                ctime_ns: i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()),
+            },
             bias: facts.bias,
+            build_id: facts.build_id,
+            file: Arc::new(file),
         },
         Err(source) => MappingKind::Unreadable {
-            reason: Unreadable::Elf { path: opened, source },
+            reason: Unreadable::Elf {
+                path: path.to_owned(),
+                source,
+            },
         },
-    }
-}
-
-/// The mapped file and the path it was opened by: the path inside the process's root when it
-/// still names the mapped inode (only the inode is compared: overlayfs reports another device
-/// in `/proc/PID/maps` than `stat` does), else the `map_files` entry.
-fn open_mapped(proc_dir: &Path, entry: &MapsEntry, path: &Path, deleted: bool) -> Result<(File, PathBuf), Unreadable> {
-    if !deleted {
-        let in_root = proc_dir.join("root").join(path.strip_prefix("/").unwrap_or(path));
-        if let Ok(file) = File::open(&in_root)
-            && file.metadata().is_ok_and(|m| m.ino() == entry.inode)
-        {
-            return Ok((file, in_root));
-        }
-    }
-    let map_file = proc_dir
-        .join("map_files")
-        .join(format!("{:x}-{:x}", entry.start, entry.end));
-    match File::open(&map_file) {
-        Ok(file) => Ok((file, map_file)),
-        Err(source) => Err(Unreadable::Io {
-            path: map_file,
-            source: Arc::new(source),
-        }),
     }
 }
 

@@ -23,7 +23,10 @@ use super::{
     objects::{Catalog, NoTable, Prebuilt, prebuild},
     targets::alive,
 };
-use crate::{bpf::Kernel, procmaps};
+use crate::{
+    bpf::Kernel,
+    procmaps::{self, ObjectKey},
+};
 
 /// How long an exited process's mappings are kept for the samples still queued.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -56,7 +59,7 @@ pub struct FollowStats {
 /// Tables built in the background for a process to load.
 pub struct Built {
     pid: u32,
-    tables: Vec<(std::path::PathBuf, Result<Prebuilt, NoTable>)>,
+    tables: Vec<(ObjectKey, Result<Prebuilt, NoTable>)>,
 }
 
 /// Process following state.
@@ -65,7 +68,7 @@ pub struct Follower {
     exited: VecDeque<(Instant, u32)>,
     built: mpsc::UnboundedSender<Built>,
     /// Objects being built in the background, and the processes waiting for them.
-    building: std::collections::HashSet<std::path::PathBuf>,
+    building: std::collections::HashSet<ObjectKey>,
     waiting: Vec<u32>,
     last_sweep: Instant,
     pub stats: FollowStats,
@@ -134,12 +137,8 @@ impl Follower {
             self.stats.vanished += 1;
             return Ok(());
         };
-        let missing = catalog.missing(pid, &mappings);
-        let small = missing
-            .iter()
-            .map(|path| std::fs::metadata(path).map_or(u64::MAX, |m| m.len()))
-            .fold(0u64, u64::saturating_add)
-            <= BUILD_NOW_BYTES;
+        let missing = catalog.missing(&mappings);
+        let small = missing.iter().map(|m| m.key.size).fold(0u64, u64::saturating_add) <= BUILD_NOW_BYTES;
         if small {
             // A plugin or a small program: built now, a few milliseconds, so that its first
             // samples are not lost waiting for a thread.
@@ -157,19 +156,22 @@ impl Follower {
             return Ok(());
         }
         // Each object is built once, however many processes wait for it.
-        let missing: Vec<_> = missing.into_iter().filter(|p| !self.building.contains(p)).collect();
+        let missing: Vec<_> = missing
+            .into_iter()
+            .filter(|m| !self.building.contains(&m.key))
+            .collect();
         if missing.is_empty() {
             if !self.waiting.contains(&pid) {
                 self.waiting.push(pid);
             }
             return Ok(());
         }
-        self.building.extend(missing.iter().cloned());
+        self.building.extend(missing.iter().map(|m| m.key.clone()));
         let sender = self.built.clone();
         tokio::task::spawn_blocking(move || {
-            let tables = missing.into_iter().map(|path| {
-                let table = prebuild(&path);
-                (path, table)
+            let tables = missing.into_iter().map(|m| {
+                let table = prebuild(&m.file, &m.path);
+                (m.key, table)
             });
             // The receiver is gone only when the session ended.
             let _ = sender.send(Built {
@@ -183,9 +185,9 @@ impl Follower {
     /// Tables built in the background arrived: keep them and load their process (reading its
     /// mappings again: they may have changed meanwhile).
     pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
-        for (path, table) in built.tables {
-            self.building.remove(&path);
-            catalog.add_prebuilt(path, table);
+        for (key, table) in built.tables {
+            self.building.remove(&key);
+            catalog.add_prebuilt(key, table);
         }
         self.load(built.pid, catalog, kernel)?;
         for pid in std::mem::take(&mut self.waiting) {

@@ -78,6 +78,7 @@ impl fmt::Display for Summary<'_> {
                 let reason = match why {
                     NoTable::NoUnwindInfo => "no unwind information",
                     NoTable::Unreadable(_) => "unreadable",
+                    NoTable::TooLarge(_) => "too large (over the per-object read limit)",
                     NoTable::NoRoom(_) => "no room in the table maps (--max-table-memory)",
                 };
                 *without.entry(reason).or_default() += 1;
@@ -136,7 +137,7 @@ impl fmt::Display for Summary<'_> {
             .objects
             .iter()
             .filter_map(|o| match &o.table {
-                Err(NoTable::Unreadable(why) | NoTable::NoRoom(why)) => Some(why),
+                Err(NoTable::Unreadable(why) | NoTable::TooLarge(why) | NoTable::NoRoom(why)) => Some(why),
                 _ => None,
             })
             .collect();

@@ -29,6 +29,9 @@ fn catalog() -> Catalog {
     };
     catalog.objects.push(Object {
         path: "/app".into(),
+        key: None,
+        file: std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file")),
+        build_id: None,
         name: "app".into(),
         table: Ok(sframe),
         users: 1,
@@ -37,6 +40,9 @@ fn catalog() -> Catalog {
     });
     catalog.objects.push(Object {
         path: "/lib.so".into(),
+        key: None,
+        file: std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file")),
+        build_id: None,
         name: "lib.so".into(),
         table: Ok(cfi),
         users: 1,
@@ -45,6 +51,9 @@ fn catalog() -> Catalog {
     });
     catalog.objects.push(Object {
         path: "/x.so".into(),
+        key: None,
+        file: std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file")),
+        build_id: None,
         name: "x.so".into(),
         table: Err(NoTable::NoUnwindInfo),
         users: 1,
