@@ -20,13 +20,10 @@ use tokio::sync::mpsc;
 use tracer_common::notice::{Notice, NoticeKind};
 
 use super::{
+    kernel::{KernelTables, Live, Processes},
     objects::{Catalog, NoTable, Prebuilt, prebuild},
-    targets::alive,
 };
-use crate::{
-    bpf::Kernel,
-    procmaps::{self, ObjectKey},
-};
+use crate::procmaps::ObjectKey;
 
 /// How long an exited process's mappings are kept for the samples still queued.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -62,8 +59,28 @@ pub struct Built {
     tables: Vec<(ObjectKey, Result<Prebuilt, NoTable>)>,
 }
 
-/// Process following state.
-pub struct Follower {
+/// How long things are kept (the constants above; tests shorten them).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub exit_grace: Duration,
+    pub sweep_every: Duration,
+    pub unload_after: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            exit_grace: EXIT_GRACE,
+            sweep_every: SWEEP_EVERY,
+            unload_after: UNLOAD_AFTER,
+        }
+    }
+}
+
+/// Process following state, over the processes `P` shows.
+pub struct Follower<P = Live> {
+    processes: P,
+    timing: Timing,
     /// Exited processes waiting for their grace period to end.
     exited: VecDeque<(Instant, u32)>,
     built: mpsc::UnboundedSender<Built>,
@@ -75,11 +92,20 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// A follower whose background builds arrive on the returned receiver: pass each to
-    /// [`Follower::built`].
+    /// A follower of this host's processes whose background builds arrive on the returned
+    /// receiver: pass each to [`Follower::built`].
     pub fn new() -> (Follower, mpsc::UnboundedReceiver<Built>) {
+        Follower::with(Live, Timing::default())
+    }
+}
+
+impl<P: Processes> Follower<P> {
+    /// A follower of the processes `processes` shows, keeping things as long as `timing` says.
+    pub fn with(processes: P, timing: Timing) -> (Follower<P>, mpsc::UnboundedReceiver<Built>) {
         let (built, receiver) = mpsc::unbounded_channel();
         let follower = Follower {
+            processes,
+            timing,
             exited: VecDeque::new(),
             built,
             building: std::collections::HashSet::new(),
@@ -108,7 +134,12 @@ impl Follower {
 
     /// Act on one notice. Failures that concern one process (it vanished, no room) are
     /// counted; only a failure to talk to the kernel maps is an error.
-    pub fn notice(&mut self, notice: &Notice, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+    pub fn notice(
+        &mut self,
+        notice: &Notice,
+        catalog: &mut Catalog,
+        kernel: &mut impl KernelTables,
+    ) -> anyhow::Result<()> {
         let pid = notice.tgid;
         self.ended(notice, catalog);
         log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
@@ -132,8 +163,8 @@ impl Follower {
 
     /// (Re)load `pid`: read its mappings; with every table at hand, write tables then
     /// mappings; else build the missing tables in the background first.
-    pub fn load(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
-        let Ok(mappings) = procmaps::executable_mappings(pid) else {
+    pub fn load(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
+        let Ok(mappings) = self.processes.mappings(pid) else {
             self.stats.vanished += 1;
             return Ok(());
         };
@@ -149,7 +180,7 @@ impl Follower {
                 self.stats.no_room += 1;
             }
             // It may have exited before it was in the process map: then no exit notice comes.
-            if !alive(pid) {
+            if !self.processes.alive(pid) {
                 self.exited.push_back((Instant::now(), pid));
                 kernel.remove_process(pid)?;
             }
@@ -184,7 +215,7 @@ impl Follower {
 
     /// Tables built in the background arrived: keep them and load their process (reading its
     /// mappings again: they may have changed meanwhile).
-    pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+    pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
         for (key, table) in built.tables {
             self.building.remove(&key);
             catalog.add_prebuilt(key, table);
@@ -198,11 +229,16 @@ impl Follower {
 
     /// Forget processes whose grace period ended, then unload tables nobody maps. Call it
     /// periodically.
-    pub fn housekeep(&mut self, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+    pub fn housekeep(&mut self, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
         // Exits can go unnoticed (a lost notice, an exit before the process was loaded).
-        if self.last_sweep.elapsed() >= SWEEP_EVERY {
+        if self.last_sweep.elapsed() >= self.timing.sweep_every {
             self.last_sweep = Instant::now();
-            for pid in catalog.processes.keys().copied().filter(|&pid| !alive(pid)) {
+            for pid in catalog
+                .processes
+                .keys()
+                .copied()
+                .filter(|&pid| !self.processes.alive(pid))
+            {
                 if !self.exited.iter().any(|&(_, p)| p == pid) {
                     self.exited.push_back((Instant::now(), pid));
                     kernel.remove_process(pid)?;
@@ -210,18 +246,18 @@ impl Follower {
             }
         }
         while let Some(&(at, pid)) = self.exited.front() {
-            if at.elapsed() < EXIT_GRACE {
+            if at.elapsed() < self.timing.exit_grace {
                 break;
             }
             self.exited.pop_front();
             // A pid can be reused by a new process loaded meanwhile: keep that one.
-            if alive(pid) {
+            if self.processes.alive(pid) {
                 continue;
             }
             catalog.remove_process(pid);
         }
-        catalog.expire_ended(EXIT_GRACE);
-        let unloaded = catalog.unload_unused(UNLOAD_AFTER);
+        catalog.expire_ended(self.timing.exit_grace);
+        let unloaded = catalog.unload_unused(self.timing.unload_after);
         if unloaded > 0 {
             self.stats.unloaded += unloaded as u64;
             kernel.sync_tables(&mut catalog.tables)?;
@@ -229,3 +265,6 @@ impl Follower {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,7 @@
 //! churn, pid reuse, a program replaced while traced), `load` (10 kHz on every CPU, maps and
 //! ring buffer far too small), `hostile` (corrupted ELF files that processes run from), `files`
 //! (FIFOs, symlinks and fake identities behind mapped paths), `reads` (bounded reads,
-//! non-UTF-8 names).
+//! non-UTF-8 names, one open per object).
 
 mod files;
 mod hostile;

@@ -1,6 +1,6 @@
 //! What the tracer reads, and how much: files that are not files or are huge, given to `dump`
 //! and `check` or mapped by a traced process, are refused or bounded; file names that are not
-//! UTF-8 are traced like any other.
+//! UTF-8 are traced like any other; and a traced object is reached by a path once per session.
 
 use std::{
     path::Path,
@@ -201,4 +201,59 @@ fn non_utf8_file_names_are_traced() {
             .sum::<u64>();
         assert!(resolved > 0, "{mode:?}: no resolved samples of the process: {stderr}");
     }
+}
+
+/// A traced object is reached by a path once per session (issue: a mapped file was opened in
+/// discovery, found again to be held open, and read a third time to build its table): under
+/// `strace`, the program's file is opened through one path, once, however many of its mappings
+/// and uses there are.
+#[test]
+fn a_traced_object_is_opened_once() {
+    let Some(_serial) = privileged("hardening::files::a_traced_object_is_opened_once") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = compile(dir.path(), "chain", "first", &[]);
+    let target = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = target.pid();
+    // The paths that lead to the program's file: its own, and its mappings' `map_files`.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let program_path = program.to_str().expect("path");
+    let mut paths: Vec<String> = maps
+        .lines()
+        .filter(|l| l.ends_with(program_path))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|range| format!("/proc/{pid}/map_files/{range}"))
+        .collect();
+    assert!(!paths.is_empty(), "the program is mapped: {maps}");
+    paths.push(program_path.to_owned());
+    let log = dir.path().join("strace.log");
+    let out = dir.path().join("stacks.folded");
+    let status = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=openat,openat2", "-o"])
+        .arg(&log)
+        .arg(tracer_binary())
+        .args(["--no-kernel", "-F", "99", "-d", "2", "--pid", &pid.to_string(), "-o"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .status()
+        .expect("run strace (apt package strace)");
+    assert!(status.success(), "sframe-trace under strace failed");
+    let log = std::fs::read_to_string(&log).expect("read the strace log");
+    let opens: Vec<&str> = log
+        .lines()
+        .filter(|l| paths.iter().any(|p| l.contains(&format!("\"{p}\""))))
+        .collect();
+    assert_eq!(
+        opens.len(),
+        1,
+        "the program was opened by path more than once:\n{}",
+        opens.join("\n")
+    );
+    assert!(
+        read_folded(&out)
+            .iter()
+            .any(|l| l.frames.iter().any(|f| f == "first_leaf"))
+    );
 }
