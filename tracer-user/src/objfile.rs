@@ -94,7 +94,8 @@ pub fn reopen_checked(handle: &File, meta: &std::fs::Metadata) -> Result<File, O
     Ok(file)
 }
 
-fn check_regular(meta: &std::fs::Metadata) -> Result<(), ObjectFileError> {
+/// `Ok` for the metadata of a regular file, else what kind of file it is.
+pub fn check_regular(meta: &std::fs::Metadata) -> Result<(), ObjectFileError> {
     let t = meta.file_type();
     let kind = if t.is_file() {
         return Ok(());

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub use image::{ElfFacts, ImageError, inspect};
 pub use parse::{Backing, MapsEntry, ParseError, parse_maps};
-pub use read::{ProcError, executable_mappings};
+pub use read::{Known, ProcError, executable_mappings, executable_mappings_with};
 
 /// A device number as `/proc/PID/maps` prints it (`major:minor`, hex).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

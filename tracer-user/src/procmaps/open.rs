@@ -36,8 +36,17 @@ use std::{
     sync::Arc,
 };
 
-use super::{MapsEntry, Unreadable};
-use crate::objfile::{ObjectFileError, reopen_checked};
+use super::{MapsEntry, ObjectKey, Unreadable};
+use crate::objfile::{ObjectFileError, check_regular, reopen_checked};
+
+/// The files already open, by identity: a file known is not opened for reading again.
+pub type Known<'a> = &'a dyn Fn(&ObjectKey) -> Option<Arc<File>>;
+
+/// A mapped file, open for reading, and its identity.
+pub(super) struct Opened {
+    pub key: ObjectKey,
+    pub file: Arc<File>,
+}
 
 /// What the mapped files of one process are opened relative to.
 pub(super) struct ProcessFiles {
@@ -51,8 +60,15 @@ impl ProcessFiles {
         ProcessFiles { proc_dir, root: None }
     }
 
-    /// The file `entry` maps (module docs), open for reading.
-    pub(super) fn open(&mut self, entry: &MapsEntry, path: &Path, deleted: bool) -> Result<File, Unreadable> {
+    /// The file `entry` maps (module docs), open for reading: the one `known` has for its
+    /// identity, else opened now.
+    pub(super) fn open(
+        &mut self,
+        entry: &MapsEntry,
+        path: &Path,
+        deleted: bool,
+        known: Known<'_>,
+    ) -> Result<Opened, Unreadable> {
         let map_file = self
             .proc_dir
             .join("map_files")
@@ -62,7 +78,7 @@ impl ProcessFiles {
             if meta.ino() != entry.inode {
                 return Err(mismatch(entry, &meta).into());
             }
-            reopen_checked(&handle, &meta)
+            finish(&handle, &meta, entry, known)
         });
         let first_error = match by_map_file {
             Ok(file) => return Ok(file),
@@ -76,12 +92,12 @@ impl ProcessFiles {
         let Some(root) = root else {
             return Err(unreadable(map_file, first_error));
         };
-        match open_checked(root, path, entry) {
+        match open_checked(root, path, entry, known) {
             Ok(file) => Ok(file),
             // The process's own view first: only if the path is not there at all, the tracer's.
             Err(ObjectFileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 let own = open_dir(Path::new("/")).ok_or_else(|| unreadable(in_root.clone(), e.into()))?;
-                open_checked(&own, path, entry).map_err(|e| unreadable(path.to_owned(), e))
+                open_checked(&own, path, entry, known).map_err(|e| unreadable(path.to_owned(), e))
             }
             Err(e) => Err(unreadable(in_root, e)),
         }
@@ -89,14 +105,37 @@ impl ProcessFiles {
 }
 
 /// `path` opened inside `root` (module docs, step 2) if it is the regular file `entry` maps.
-fn open_checked(root: &File, path: &Path, entry: &MapsEntry) -> Result<File, ObjectFileError> {
+fn open_checked(root: &File, path: &Path, entry: &MapsEntry, known: Known<'_>) -> Result<Opened, ObjectFileError> {
     let handle = open_in_root(root, path)?;
     let meta = handle.metadata()?;
     let device = (libc::major(meta.dev()), libc::minor(meta.dev()));
     if (device, meta.ino()) != ((entry.device.major, entry.device.minor), entry.inode) {
         return Err(mismatch(entry, &meta).into());
     }
-    reopen_checked(&handle, &meta)
+    finish(&handle, &meta, entry, known)
+}
+
+/// The checked `handle` (of metadata `meta`) open for reading, unless `known` has the file of
+/// its identity already.
+fn finish(
+    handle: &File,
+    meta: &std::fs::Metadata,
+    entry: &MapsEntry,
+    known: Known<'_>,
+) -> Result<Opened, ObjectFileError> {
+    check_regular(meta)?;
+    let key = ObjectKey {
+        device: entry.device,
+        inode: entry.inode,
+        size: meta.size(),
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+    };
+    let file = match known(&key) {
+        Some(file) => file,
+        None => Arc::new(reopen_checked(handle, meta)?),
+    };
+    Ok(Opened { key, file })
 }
 
 /// A directory as an `O_PATH` descriptor, `None` when it cannot be opened.

@@ -7,14 +7,13 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use object::ReadCache;
 
+pub use super::open::Known;
 use super::open::ProcessFiles;
-use super::{Backing, Mapping, MappingKind, MapsEntry, ObjectKey, ParseError, Unreadable, inspect, parse_maps};
+use super::{Backing, Mapping, MappingKind, MapsEntry, ParseError, Unreadable, inspect, parse_maps};
 use crate::objfile::Pread;
 
 /// Why the mappings of a process could not be listed at all.
@@ -35,12 +34,18 @@ pub enum ProcError {
 /// bias of its object or the reason it has none. A process without mappings (a kernel
 /// thread, a zombie) gives an empty list.
 pub fn executable_mappings(pid: u32) -> Result<Vec<Mapping>, ProcError> {
+    executable_mappings_with(pid, &|_| None)
+}
+
+/// [`executable_mappings`], reusing the files `known` has open (by identity) instead of
+/// opening them again.
+pub fn executable_mappings_with(pid: u32, known: Known<'_>) -> Result<Vec<Mapping>, ProcError> {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let maps_path = proc_dir.join("maps");
     let text = fs::read(&maps_path).map_err(|e| proc_error(pid, &maps_path, e))?;
     let entries = parse_maps(&text).map_err(|source| ProcError::Parse { pid, source })?;
     let mut files = ProcessFiles::new(proc_dir);
-    let mappings: Vec<Mapping> = entries.into_iter().map(|e| mapping(&mut files, e)).collect();
+    let mappings: Vec<Mapping> = entries.into_iter().map(|e| mapping(&mut files, e, known)).collect();
     // A process that exits while its files are opened leaves Unreadable mappings behind: tell
     // that apart from real per-file failures by looking again (gone, or a zombie without maps).
     let unreadable = mappings
@@ -69,12 +74,12 @@ fn proc_error(pid: u32, path: &Path, error: io::Error) -> ProcError {
     }
 }
 
-fn mapping(files: &mut ProcessFiles, entry: MapsEntry) -> Mapping {
+fn mapping(files: &mut ProcessFiles, entry: MapsEntry, known: Known<'_>) -> Mapping {
     let (path, deleted, kind) = match &entry.backing {
         Backing::Anonymous => (PathBuf::new(), false, MappingKind::Anonymous),
         Backing::Pseudo(name) if name == "[vdso]" => (PathBuf::from(name), false, MappingKind::Vdso),
         Backing::Pseudo(name) => (PathBuf::from(name), false, MappingKind::Anonymous),
-        Backing::File { path, deleted } => (path.clone(), *deleted, identify(files, &entry, path, *deleted)),
+        Backing::File { path, deleted } => (path.clone(), *deleted, identify(files, &entry, path, *deleted, known)),
     };
     Mapping {
         start: entry.start,
@@ -88,48 +93,29 @@ fn mapping(files: &mut ProcessFiles, entry: MapsEntry) -> Mapping {
     }
 }
 
-fn identify(files: &mut ProcessFiles, entry: &MapsEntry, path: &Path, deleted: bool) -> MappingKind {
-    let file = match files.open(entry, path, deleted) {
-        Ok(file) => file,
+fn identify(files: &mut ProcessFiles, entry: &MapsEntry, path: &Path, deleted: bool, known: Known<'_>) -> MappingKind {
+    let opened = match files.open(entry, path, deleted, known) {
+        Ok(opened) => opened,
         Err(reason) => return MappingKind::Unreadable { reason },
     };
-    let metadata = match file.metadata() {
-        Ok(metadata) => metadata,
-        Err(e) => return io_reason(path.to_owned(), e),
-    };
     let facts = inspect(
-        &ReadCache::new(Pread::new(&file, metadata.size())),
+        &ReadCache::new(Pread::new(&opened.file, opened.key.size)),
         entry.start,
         entry.end,
         entry.file_offset,
     );
     match facts {
         Ok(facts) => MappingKind::File {
-            key: ObjectKey {
-                device: entry.device,
-                inode: entry.inode,
-                size: metadata.size(),
-                mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec()),
-                ctime_ns: i128::from(metadata.ctime()) * 1_000_000_000 + i128::from(metadata.ctime_nsec()),
-            },
+            key: opened.key,
             bias: facts.bias,
             build_id: facts.build_id,
-            file: Arc::new(file),
+            file: opened.file,
         },
         Err(source) => MappingKind::Unreadable {
             reason: Unreadable::Elf {
                 path: path.to_owned(),
                 source,
             },
-        },
-    }
-}
-
-fn io_reason(path: PathBuf, source: io::Error) -> MappingKind {
-    MappingKind::Unreadable {
-        reason: Unreadable::Io {
-            path,
-            source: Arc::new(source),
         },
     }
 }

@@ -164,7 +164,7 @@ impl<P: Processes> Follower<P> {
     /// (Re)load `pid`: read its mappings; with every table at hand, write tables then
     /// mappings; else build the missing tables in the background first.
     pub fn load(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
-        let Ok(mappings) = self.processes.mappings(pid) else {
+        let Ok(mappings) = self.processes.mappings(pid, &|key| catalog.known_file(key)) else {
             self.stats.vanished += 1;
             return Ok(());
         };

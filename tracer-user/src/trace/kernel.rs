@@ -8,7 +8,7 @@
 use tracer_common::trace::ExecMapping;
 
 use crate::{
-    procmaps::{self, Mapping, ProcError},
+    procmaps::{self, Known, Mapping, ProcError},
     table::TableSet,
 };
 
@@ -38,8 +38,9 @@ impl KernelTables for crate::bpf::Kernel {
 
 /// The processes being followed, as discovery sees them.
 pub trait Processes {
-    /// `pid`'s executable mappings, each with its file opened (see [`procmaps`]).
-    fn mappings(&self, pid: u32) -> Result<Vec<Mapping>, ProcError>;
+    /// `pid`'s executable mappings, each with its file: the one `known` has for its identity,
+    /// else opened now (see [`procmaps`]).
+    fn mappings(&self, pid: u32, known: Known<'_>) -> Result<Vec<Mapping>, ProcError>;
     /// Whether `pid` still runs (not gone, not a zombie).
     fn alive(&self, pid: u32) -> bool;
 }
@@ -48,8 +49,8 @@ pub trait Processes {
 pub struct Live;
 
 impl Processes for Live {
-    fn mappings(&self, pid: u32) -> Result<Vec<Mapping>, ProcError> {
-        procmaps::executable_mappings(pid)
+    fn mappings(&self, pid: u32, known: Known<'_>) -> Result<Vec<Mapping>, ProcError> {
+        procmaps::executable_mappings_with(pid, known)
     }
 
     fn alive(&self, pid: u32) -> bool {

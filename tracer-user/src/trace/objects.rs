@@ -346,6 +346,12 @@ impl Catalog {
         index
     }
 
+    /// The file of the object with identity `key`, if there is one (discovery then does not
+    /// open it again).
+    pub fn known_file(&self, key: &ObjectKey) -> Option<Arc<File>> {
+        self.by_key.get(key).map(|&i| Arc::clone(&self.objects[i].file))
+    }
+
     /// Where to read object `index` for symbols: the file that was mapped, through the
     /// descriptor held open on it (its path may name another file by now, or none).
     pub fn symbol_source(&self, index: usize) -> Option<PathBuf> {

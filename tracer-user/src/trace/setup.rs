@@ -61,7 +61,7 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
             break;
         }
         progress.show(i, catalog.objects.len());
-        match procmaps::executable_mappings(pid) {
+        match procmaps::executable_mappings_with(pid, &|key| catalog.known_file(key)) {
             // Kernel threads map nothing.
             Ok(mappings) if mappings.is_empty() && targets.is_all() => {}
             Ok(mappings) => {

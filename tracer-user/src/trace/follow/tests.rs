@@ -21,7 +21,7 @@ use tracer_common::{
 
 use super::{Follower, Timing};
 use crate::{
-    procmaps::{Device, Mapping, MappingKind, ObjectKey, ProcError},
+    procmaps::{Device, Known, Mapping, MappingKind, ObjectKey, ProcError},
     table::{Capacity, TableSet},
     trace::{
         kernel::{KernelTables, Processes},
@@ -89,7 +89,7 @@ impl World {
 }
 
 impl Processes for World {
-    fn mappings(&self, pid: u32) -> Result<Vec<Mapping>, ProcError> {
+    fn mappings(&self, pid: u32, _known: Known<'_>) -> Result<Vec<Mapping>, ProcError> {
         self.0
             .borrow()
             .get(&pid)

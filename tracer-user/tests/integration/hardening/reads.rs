@@ -203,54 +203,65 @@ fn non_utf8_file_names_are_traced() {
     }
 }
 
-/// A traced object is reached by a path once per session (issue: a mapped file was opened in
-/// discovery, found again to be held open, and read a third time to build its table): under
-/// `strace`, the program's file is opened through one path, once, however many of its mappings
-/// and uses there are.
+/// A traced object is opened once per session (it was opened in discovery, found again to be
+/// held open, and read a third time to build its table): under `strace -y`, the program's file
+/// is opened for reading exactly once, though two processes run it, looked at by path (an
+/// `O_PATH` descriptor, to learn its identity) once per process load, and otherwise only
+/// reopened through the descriptor held (the symbolizer: blazesym takes paths).
 #[test]
 fn a_traced_object_is_opened_once() {
-    let Some(_serial) = privileged("hardening::files::a_traced_object_is_opened_once") else {
+    let Some(_serial) = privileged("hardening::reads::a_traced_object_is_opened_once") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let program = compile(dir.path(), "chain", "first", &[]);
-    let target = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
+    let first = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
+    let second = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
     std::thread::sleep(Duration::from_millis(200));
-    let pid = target.pid();
-    // The paths that lead to the program's file: its own, and its mappings' `map_files`.
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    let program_path = program.to_str().expect("path");
-    let mut paths: Vec<String> = maps
-        .lines()
-        .filter(|l| l.ends_with(program_path))
-        .filter_map(|l| l.split_whitespace().next())
-        .map(|range| format!("/proc/{pid}/map_files/{range}"))
-        .collect();
-    assert!(!paths.is_empty(), "the program is mapped: {maps}");
-    paths.push(program_path.to_owned());
+    let pids = format!("{},{}", first.pid(), second.pid());
     let log = dir.path().join("strace.log");
     let out = dir.path().join("stacks.folded");
     let status = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=openat,openat2", "-o"])
+        .args(["-f", "-qq", "-y", "-e", "trace=openat,openat2", "-o"])
         .arg(&log)
         .arg(tracer_binary())
-        .args(["--no-kernel", "-F", "99", "-d", "2", "--pid", &pid.to_string(), "-o"])
+        .args(["--no-kernel", "-F", "99", "-d", "2", "--pid", &pids, "-o"])
         .arg(&out)
         .stderr(Stdio::null())
         .status()
         .expect("run strace (apt package strace)");
     assert!(status.success(), "sframe-trace under strace failed");
     let log = std::fs::read_to_string(&log).expect("read the strace log");
-    let opens: Vec<&str> = log
-        .lines()
-        .filter(|l| paths.iter().any(|p| l.contains(&format!("\"{p}\""))))
-        .collect();
-    assert_eq!(
-        opens.len(),
-        1,
-        "the program was opened by path more than once:\n{}",
-        opens.join("\n")
-    );
+    // `-y` shows the file each new descriptor is open on: `= 12</path/to/first>`.
+    let program_fd = format!("<{}>", program.to_str().expect("path"));
+    let opens: Vec<&str> = log.lines().filter(|l| l.trim_end().ends_with(&program_fd)).collect();
+    let fd_of = |l: &str| {
+        let (_, result) = l.rsplit_once(" = ")?;
+        result.split('<').next()?.parse::<u32>().ok()
+    };
+    // Each open is an `O_PATH` look by path, a reopen of such a descriptor for reading
+    // (discovery), a reopen of that one (the symbolizer, through `/proc/self/fd`), or a lookup
+    // of the file by path for reading, which must not happen.
+    let (mut looks, mut reads, mut symbolizer, mut by_path) = (Vec::new(), Vec::new(), 0, Vec::new());
+    for &line in &opens {
+        let reopened = line
+            .split('"')
+            .nth(1)
+            .and_then(|p| p.strip_prefix("/proc/self/fd/"))
+            .and_then(|n| n.parse::<u32>().ok());
+        let fd = fd_of(line).expect("a descriptor");
+        match reopened {
+            _ if line.contains("O_PATH") => looks.push(fd),
+            Some(n) if looks.contains(&n) => reads.push(fd),
+            Some(n) if reads.contains(&n) => symbolizer += 1,
+            _ => by_path.push(line),
+        }
+    }
+    let all = opens.join("\n");
+    assert_eq!(reads.len(), 1, "opened for reading more than once:\n{all}");
+    assert_eq!(looks.len(), 2, "one identity look per process:\n{all}");
+    assert!(symbolizer <= 1, "the symbolizer opened it more than once:\n{all}");
+    assert!(by_path.is_empty(), "opened by path for reading:\n{all}");
     assert!(
         read_folded(&out)
             .iter()
