@@ -235,6 +235,7 @@ impl<P: Processes> Follower<P> {
             self.last_sweep = Instant::now();
             for pid in catalog
                 .processes
+                .current
                 .keys()
                 .copied()
                 .filter(|&pid| !self.processes.alive(pid))

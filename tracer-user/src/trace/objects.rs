@@ -17,7 +17,7 @@ use std::{
     os::fd::{AsRawFd as _, FromRawFd as _},
     path::PathBuf,
     sync::Arc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
@@ -105,27 +105,11 @@ pub struct Catalog {
     /// are the same object).
     by_image: HashMap<Box<[u8]>, usize>,
     pub tables: TableSet,
-    pub processes: HashMap<u32, Vec<ResolvedMapping>>,
-    /// When each process's mappings were loaded, in kernel time (`CLOCK_MONOTONIC`).
-    loaded_at: HashMap<u32, u64>,
-    /// The mappings processes had before, by when they ended, per pid (see
-    /// [`Catalog::end_process`]).
-    ended: HashMap<u32, Vec<Ended>>,
+    /// Each process's current mappings and those that ended.
+    pub processes: ProcessMaps,
     /// Tables built ahead, by the identity of the file they were read from, waiting to be
     /// installed.
     prebuilt: HashMap<ObjectKey, Result<Prebuilt, NoTable>>,
-}
-
-/// The mappings a process had until they were replaced, or it exited or exec'ed.
-#[derive(Debug)]
-struct Ended {
-    /// When, in kernel time (`bpf_ktime_get_ns`: `CLOCK_MONOTONIC`, as samples carry it).
-    at_ns: u64,
-    /// When they were loaded (`at_ns` for a process never loaded).
-    loaded_ns: u64,
-    /// When it was heard of, to forget it after a while.
-    noted: Instant,
-    mappings: Vec<ResolvedMapping>,
 }
 
 /// An object's table, built but not yet in the kernel tables.
@@ -173,7 +157,6 @@ impl Catalog {
     /// building tables for objects not seen before or unloaded since. Returns the mapping table
     /// for the kernel.
     pub fn add_process(&mut self, pid: u32, mappings: &[Mapping]) -> Vec<ExecMapping> {
-        let old = self.processes.remove(&pid).unwrap_or_default();
         let mut resolved = Vec::with_capacity(mappings.len());
         let mut exec = Vec::with_capacity(mappings.len());
         for m in mappings {
@@ -208,24 +191,14 @@ impl Catalog {
                 _pad: 0,
             });
         }
-        // Samples taken before now resolve through the old mappings, unless the new ones
-        // still have them all (code was only added, as by dlopen): then the new ones serve
-        // them as well, and name the code that was added before it was known.
-        let now = monotonic_ns();
-        if !old.iter().all(|o| resolved.contains(o)) {
-            let loaded = self.loaded_at.get(&pid).copied().unwrap_or(0);
-            self.keep_ended(pid, now, loaded, old.clone());
-        }
-        self.loaded_at.insert(pid, now);
-        self.processes.insert(pid, resolved);
+        let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);
         exec
     }
 
     /// Forget a process: its objects lose a user (see [`Catalog::unload_unused`]).
     pub fn remove_process(&mut self, pid: u32) {
-        self.loaded_at.remove(&pid);
-        if let Some(old) = self.processes.remove(&pid) {
+        if let Some(old) = self.processes.remove(pid) {
             self.release(&old);
         }
     }
@@ -241,45 +214,18 @@ impl Catalog {
     /// then, if they had been loaded before, else leaves empty ones. Returns whether the
     /// process's current mappings ended.
     pub fn end_process(&mut self, pid: u32, at_ns: u64) -> bool {
-        if self.loaded_at.get(&pid).is_some_and(|&loaded| loaded > at_ns) {
-            let ended = self.ended.entry(pid).or_default();
-            match ended.iter_mut().find(|e| e.at_ns >= at_ns) {
-                Some(then) if then.loaded_ns <= at_ns => then.at_ns = at_ns,
-                _ => self.keep_ended(pid, at_ns, at_ns, Vec::new()),
+        match self.processes.end(pid, at_ns) {
+            Some(ended) => {
+                self.release(&ended);
+                true
             }
-            return false;
+            None => false,
         }
-        let loaded = self.loaded_at.remove(&pid).unwrap_or(at_ns);
-        let mappings = self.processes.remove(&pid);
-        if let Some(mappings) = &mappings {
-            self.release(mappings);
-        }
-        let known = mappings.is_some();
-        self.keep_ended(pid, at_ns, loaded, mappings.unwrap_or_default());
-        known
-    }
-
-    /// Keep `mappings`, which `pid` had from `loaded_ns` until `at_ns`, in order of their end.
-    fn keep_ended(&mut self, pid: u32, at_ns: u64, loaded_ns: u64, mappings: Vec<ResolvedMapping>) {
-        let ended = self.ended.entry(pid).or_default();
-        let at = ended.partition_point(|e| e.at_ns <= at_ns);
-        ended.insert(
-            at,
-            Ended {
-                at_ns,
-                loaded_ns,
-                noted: Instant::now(),
-                mappings,
-            },
-        );
     }
 
     /// Forget the mappings of processes that ended more than `after` ago.
     pub fn expire_ended(&mut self, after: Duration) {
-        self.ended.retain(|_, ended| {
-            ended.retain(|e| e.noted.elapsed() < after);
-            !ended.is_empty()
-        });
+        self.processes.expire(after);
     }
 
     /// Unload the tables of objects no process has mapped for `idle` (a program started
@@ -444,23 +390,10 @@ impl Catalog {
         self.prebuilt.insert(key, prebuilt);
     }
 
-    /// The mapping of `pid` that holds `addr`.
-    pub fn mapping(&self, pid: u32, addr: u64) -> Option<&ResolvedMapping> {
-        find_mapping(self.processes.get(&pid)?, addr)
-    }
-
-    /// The mapping that held `addr` in the process with this `pid` at kernel time `time_ns`:
-    /// that of the first image ended after `time_ns` (see [`Catalog::end_process`]), else the
-    /// current one.
+    /// The mapping that held `addr` in the process with this `pid` at kernel time `time_ns`
+    /// (see [`ProcessMaps::mapping_at`]).
     pub fn mapping_at(&self, pid: u32, addr: u64, time_ns: u64) -> Option<&ResolvedMapping> {
-        let ended = self
-            .ended
-            .get(&pid)
-            .and_then(|ended| ended.iter().find(|e| time_ns < e.at_ns));
-        match ended {
-            Some(ended) => find_mapping(&ended.mappings, addr),
-            None => self.mapping(pid, addr),
-        }
+        self.processes.mapping_at(pid, addr, time_ns)
     }
 }
 
@@ -485,12 +418,6 @@ pub(super) fn monotonic_ns() -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
-
-/// The mapping of `maps` (sorted by start, not overlapping) that holds `addr`.
-fn find_mapping(maps: &[ResolvedMapping], addr: u64) -> Option<&ResolvedMapping> {
-    let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
-    maps.get(i).filter(|m| addr < m.end)
 }
 
 /// `[start, end)` of a process's memory (at most 1 MiB: a vDSO is a few pages).
@@ -527,3 +454,6 @@ pub struct Missing {
 
 #[cfg(test)]
 mod tests;
+
+mod maps;
+pub use maps::ProcessMaps;

@@ -60,7 +60,7 @@ fn catalog() -> Catalog {
         unused_since: None,
         unloaded: false,
     });
-    catalog.processes.insert(
+    catalog.processes.current.insert(
         7,
         vec![
             ResolvedMapping {

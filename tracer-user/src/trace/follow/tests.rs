@@ -452,9 +452,12 @@ fn a_process_exiting_while_loaded_is_removed() {
     s.world.0.borrow_mut().get_mut(&10).expect("running").1 = false;
     s.load(10);
     assert!(!s.kernel.processes.contains_key(&10));
-    assert!(s.catalog.processes.contains_key(&10), "kept through the grace period");
+    assert!(
+        s.catalog.processes.current.contains_key(&10),
+        "kept through the grace period"
+    );
     s.housekeep();
-    assert!(!s.catalog.processes.contains_key(&10));
+    assert!(!s.catalog.processes.current.contains_key(&10));
 }
 
 /// An exit whose notice was lost is found by the periodic sweep: the process leaves the kernel
@@ -469,7 +472,7 @@ fn an_unnoticed_exit_is_swept() {
     s.housekeep();
     assert!(!s.kernel.processes.contains_key(&10));
     s.housekeep();
-    assert!(!s.catalog.processes.contains_key(&10));
+    assert!(!s.catalog.processes.current.contains_key(&10));
     assert!(s.kernel.objects.is_empty());
 }
 

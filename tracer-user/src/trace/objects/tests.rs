@@ -51,12 +51,12 @@ fn samples_resolve_through_the_image_of_their_time() {
     };
     let bias_at = |catalog: &Catalog, time| catalog.mapping_at(5, 0x1800, time).map(|m| m.bias);
     let mut catalog = Catalog::default();
-    catalog.processes.insert(5, image(1));
+    catalog.processes.current.insert(5, image(1));
     assert_eq!(bias_at(&catalog, 50), Some(1));
     assert!(catalog.end_process(5, 100));
     assert_eq!(bias_at(&catalog, 99), Some(1));
     assert_eq!(bias_at(&catalog, 100), None, "ended, nothing loaded since");
-    catalog.processes.insert(5, image(2));
+    catalog.processes.current.insert(5, image(2));
     assert_eq!(bias_at(&catalog, 99), Some(1));
     assert_eq!(bias_at(&catalog, 150), Some(2));
     catalog.end_process(5, 200);
@@ -70,15 +70,15 @@ fn samples_resolve_through_the_image_of_their_time() {
     );
     // An end heard of after newer mappings were loaded ends the older ones then, when they
     // were loaded before it...
-    catalog.processes.insert(5, image(3));
-    catalog.loaded_at.insert(5, 400);
-    catalog.keep_ended(5, 400, 320, image(4));
+    catalog.processes.current.insert(5, image(3));
+    catalog.processes.loaded_at.insert(5, 400);
+    catalog.processes.keep_ended(5, 400, 320, image(4));
     assert!(!catalog.end_process(5, 350));
     assert_eq!((bias_at(&catalog, 340), bias_at(&catalog, 360)), (Some(4), Some(3)));
     // ... and else nothing: the newer ones are a successor's.
-    catalog.processes.insert(5, image(6));
-    catalog.loaded_at.insert(5, 600);
-    catalog.keep_ended(5, 600, 500, image(5));
+    catalog.processes.current.insert(5, image(6));
+    catalog.processes.loaded_at.insert(5, 600);
+    catalog.processes.keep_ended(5, 600, 500, image(5));
     assert!(!catalog.end_process(5, 450));
     assert_eq!(bias_at(&catalog, 440), None, "ended before the older ones were loaded");
     assert_eq!((bias_at(&catalog, 550), bias_at(&catalog, 650)), (Some(5), Some(6)));
