@@ -251,8 +251,12 @@ fn run_trace(_args: TraceArgs) -> anyhow::Result<Status> {
     anyhow::bail!("this build of sframe-trace has no tracing (built without the `ebpf` feature)")
 }
 
-fn read(file: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
+/// The parts of `file` that unwind information is read from, within the per-object limits
+/// (a FIFO, a device or a huge sparse file is refused, not read).
+fn read(file: &Path) -> anyhow::Result<sframe_trace::objfile::ObjectImage> {
+    sframe_trace::objfile::open_regular(file)
+        .and_then(|f| sframe_trace::objfile::read_object(&f))
+        .with_context(|| format!("cannot read {}", file.display()))
 }
 
 /// The file's `.sframe`, or `None` after saying so on stderr.

@@ -7,6 +7,7 @@ pub mod check;
 pub mod dump;
 pub mod elf;
 pub mod names;
+pub mod objfile;
 pub mod procmaps;
 pub mod sframe;
 pub mod table;

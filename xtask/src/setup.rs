@@ -18,7 +18,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
 /// pprof output in the format tests; python3-venv: the OTLP tests' receiver runs in a venv with
-/// the official opentelemetry-proto and grpcio packages; g++: cargo-fuzz builds libFuzzer).
+/// the official opentelemetry-proto and grpcio packages; g++: cargo-fuzz builds libFuzzer;
+/// strace: a test counts the tracer's opens of a traced file).
 const APT_PACKAGES: &[&str] = &[
     "gcc",
     "g++",
@@ -27,6 +28,7 @@ const APT_PACKAGES: &[&str] = &[
     "make",
     "golang-go",
     "python3-venv",
+    "strace",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

@@ -4,20 +4,24 @@
 //! ELF file's own virtual addresses (what SFrame and `.eh_frame` describe).
 //!
 //! Split so that nearly everything is pure: [`parse`] reads `/proc/PID/maps` text, [`image`]
-//! computes bias and build-id from ELF bytes, and only [`read`] touches `/proc`. No aya, no
-//! tokio, no unwind-table parsing here; tables are built per [`ObjectKey`] elsewhere.
+//! computes bias and build-id from ELF bytes, and only [`read`] and [`open`] touch `/proc`.
+//! Discovery opens each mapped file once, safely ([`open`]), and hands the open file on with
+//! the mapping: nothing after it finds the file again by a path. No aya, no tokio, no
+//! unwind-table parsing here; tables are built per [`ObjectKey`] elsewhere.
 
 pub mod image;
+mod open;
 pub mod parse;
 pub mod read;
 
 use std::fmt;
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use image::{ElfFacts, ImageError, inspect};
 pub use parse::{Backing, MapsEntry, ParseError, parse_maps};
-pub use read::{ProcError, executable_mappings};
+pub use read::{Known, ProcError, executable_mappings, executable_mappings_with};
 
 /// A device number as `/proc/PID/maps` prints it (`major:minor`, hex).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,30 +36,26 @@ impl fmt::Display for Device {
     }
 }
 
-/// Which object a mapping shows: the key under which its unwind table is built once and shared
-/// by every process mapping it.
+/// Which file a mapping shows: the key under which its unwind table is built once and shared
+/// by every process mapping the same file. The file as the kernel knows it (device and inode
+/// from `/proc/PID/maps`) plus its size, modification and change times (nanoseconds since the
+/// epoch), so that a file rewritten in place (same inode) is another object. Never the
+/// build-id alone: any file can carry any build-id, and a fake library carrying libc's would
+/// lend its table to every libc.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ObjectKey {
-    /// The GNU build-id (`NT_GNU_BUILD_ID`): the same bytes wherever the file is installed.
-    BuildId(Box<[u8]>),
-    /// No build-id: the file as the kernel knows it (device and inode from `/proc/PID/maps`)
-    /// plus size and modification time (nanoseconds since the epoch), so a file rewritten in
-    /// place (same inode) is a different object.
-    File {
-        device: Device,
-        inode: u64,
-        size: u64,
-        mtime_ns: i128,
-    },
+pub struct ObjectKey {
+    pub device: Device,
+    pub inode: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+    /// The change time cannot be set by the file's owner (unlike the modification time).
+    pub ctime_ns: i128,
 }
 
 impl fmt::Display for ObjectKey {
-    /// Hex build-id, or `major:minor/inode`.
+    /// `major:minor/inode`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ObjectKey::BuildId(id) => id.iter().try_for_each(|b| write!(f, "{b:02x}")),
-            ObjectKey::File { device, inode, .. } => write!(f, "{device}/{inode}"),
-        }
+        write!(f, "{}/{}", self.device, self.inode)
     }
 }
 
@@ -78,8 +78,15 @@ pub struct Mapping {
 /// What the walker can do with a mapping.
 #[derive(Clone, Debug)]
 pub enum MappingKind {
-    /// An ELF file: unwind with the table of `key`, at `pc - bias`.
-    File { key: ObjectKey, bias: u64 },
+    /// An ELF file: unwind with the table of `key`, at `pc - bias`. `file` is the file
+    /// itself, opened once by discovery (read it from there, never by path again).
+    File {
+        key: ObjectKey,
+        bias: u64,
+        /// The GNU build-id, for finding separate debug information (not an identity).
+        build_id: Option<Box<[u8]>>,
+        file: Arc<File>,
+    },
     /// The kernel's vDSO. It has no file; its image is read from the process's memory later.
     Vdso,
     /// No ELF file behind it: anonymous memory (JIT code), `[vsyscall]`, `[anon:name]`...
@@ -92,8 +99,8 @@ pub enum MappingKind {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Unreadable {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", path.display())]
     Io { path: PathBuf, source: Arc<std::io::Error> },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", path.display())]
     Elf { path: PathBuf, source: ImageError },
 }

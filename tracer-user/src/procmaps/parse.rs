@@ -6,8 +6,11 @@
 //! `start-end perms offset major:minor inode [padding] pathname`, with `start`, `end`, `offset`,
 //! `major` and `minor` in hex and `inode` in decimal. The pathname is everything after the
 //! padding, spaces included; the kernel escapes only a newline in it (as `\012`), and marks an
-//! unlinked file with a ` (deleted)` suffix (memfd files always carry it).
+//! unlinked file with a ` (deleted)` suffix (memfd files always carry it). The text is bytes:
+//! a file name need not be UTF-8, and paths stay bytes (`OsString`) from here on.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 
 use super::Device;
@@ -54,10 +57,10 @@ pub enum ParseError {
 
 /// The executable mappings listed in `text` (the contents of `/proc/PID/maps`), in file order.
 /// Blank lines are skipped; every other line must be well formed, executable or not.
-pub fn parse_maps(text: &str) -> Result<Vec<MapsEntry>, ParseError> {
+pub fn parse_maps(text: impl AsRef<[u8]>) -> Result<Vec<MapsEntry>, ParseError> {
     let mut out = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    for (index, line) in text.as_ref().split(|&b| b == b'\n').enumerate() {
+        if line.trim_ascii().is_empty() {
             continue;
         }
         if let Some(entry) = parse_line(index + 1, line)? {
@@ -68,7 +71,7 @@ pub fn parse_maps(text: &str) -> Result<Vec<MapsEntry>, ParseError> {
 }
 
 /// One line; `Ok(None)` when the mapping is not executable.
-fn parse_line(line_no: usize, line: &str) -> Result<Option<MapsEntry>, ParseError> {
+fn parse_line(line_no: usize, line: &[u8]) -> Result<Option<MapsEntry>, ParseError> {
     let mut fields = Fields { line_no, rest: line };
     let range = fields.next("address range")?;
     let (start, end) = range
@@ -104,7 +107,7 @@ fn parse_line(line_no: usize, line: &str) -> Result<Option<MapsEntry>, ParseErro
         device,
         inode,
         shared,
-        backing: backing(fields.rest.trim_start()),
+        backing: backing(fields.rest.trim_ascii_start()),
     }))
 }
 
@@ -122,33 +125,53 @@ fn parse_perms(perms: &str) -> Option<(bool, bool)> {
     valid.then_some((x == b'x', shared))
 }
 
-fn backing(name: &str) -> Backing {
+fn backing(name: &[u8]) -> Backing {
     if name.is_empty() {
         return Backing::Anonymous;
     }
-    if !name.starts_with('/') {
-        return Backing::Pseudo(name.to_owned());
+    if !name.starts_with(b"/") {
+        return Backing::Pseudo(String::from_utf8_lossy(name).into_owned());
     }
-    let (name, deleted) = match name.strip_suffix(" (deleted)") {
+    let (name, deleted) = match name.strip_suffix(b" (deleted)") {
         Some(stripped) => (stripped, true),
         None => (name, false),
     };
     Backing::File {
-        path: PathBuf::from(name.replace("\\012", "\n")),
+        path: PathBuf::from(OsStr::from_bytes(&unescape_newlines(name))),
         deleted,
     }
+}
+
+/// `name` with each `\012` (how the kernel prints a newline in a path) back to a newline.
+fn unescape_newlines(name: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len());
+    let mut rest = name;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix(b"\\012") {
+            out.push(b'\n');
+            rest = after;
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out
 }
 
 /// Splits whitespace-separated fields off the front of a line, leaving the pathname.
 struct Fields<'a> {
     line_no: usize,
-    rest: &'a str,
+    rest: &'a [u8],
 }
 
 impl<'a> Fields<'a> {
+    /// The next field; every field before the pathname is ASCII, so anything else is bad.
     fn next(&mut self, field: &'static str) -> Result<&'a str, ParseError> {
-        let trimmed = self.rest.trim_start();
-        let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+        let trimmed = self.rest.trim_ascii_start();
+        let end = trimmed
+            .iter()
+            .position(|b| b.is_ascii_whitespace())
+            .unwrap_or(trimmed.len());
         let (value, rest) = trimmed.split_at(end);
         if value.is_empty() {
             return Err(ParseError::MissingField {
@@ -157,7 +180,11 @@ impl<'a> Fields<'a> {
             });
         }
         self.rest = rest;
-        Ok(value)
+        std::str::from_utf8(value).map_err(|_| ParseError::BadField {
+            line: self.line_no,
+            field,
+            value: String::from_utf8_lossy(value).into_owned(),
+        })
     }
 }
 

@@ -20,10 +20,10 @@ use tokio::sync::mpsc;
 use tracer_common::notice::{Notice, NoticeKind};
 
 use super::{
+    kernel::{KernelTables, Live, Processes},
     objects::{Catalog, NoTable, Prebuilt, prebuild},
-    targets::alive,
 };
-use crate::{bpf::Kernel, procmaps};
+use crate::procmaps::ObjectKey;
 
 /// How long an exited process's mappings are kept for the samples still queued.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -56,27 +56,56 @@ pub struct FollowStats {
 /// Tables built in the background for a process to load.
 pub struct Built {
     pid: u32,
-    tables: Vec<(std::path::PathBuf, Result<Prebuilt, NoTable>)>,
+    tables: Vec<(ObjectKey, Result<Prebuilt, NoTable>)>,
 }
 
-/// Process following state.
-pub struct Follower {
+/// How long things are kept (the constants above; tests shorten them).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub exit_grace: Duration,
+    pub sweep_every: Duration,
+    pub unload_after: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            exit_grace: EXIT_GRACE,
+            sweep_every: SWEEP_EVERY,
+            unload_after: UNLOAD_AFTER,
+        }
+    }
+}
+
+/// Process following state, over the processes `P` shows.
+pub struct Follower<P = Live> {
+    processes: P,
+    timing: Timing,
     /// Exited processes waiting for their grace period to end.
     exited: VecDeque<(Instant, u32)>,
     built: mpsc::UnboundedSender<Built>,
     /// Objects being built in the background, and the processes waiting for them.
-    building: std::collections::HashSet<std::path::PathBuf>,
+    building: std::collections::HashSet<ObjectKey>,
     waiting: Vec<u32>,
     last_sweep: Instant,
     pub stats: FollowStats,
 }
 
 impl Follower {
-    /// A follower whose background builds arrive on the returned receiver: pass each to
-    /// [`Follower::built`].
+    /// A follower of this host's processes whose background builds arrive on the returned
+    /// receiver: pass each to [`Follower::built`].
     pub fn new() -> (Follower, mpsc::UnboundedReceiver<Built>) {
+        Follower::with(Live, Timing::default())
+    }
+}
+
+impl<P: Processes> Follower<P> {
+    /// A follower of the processes `processes` shows, keeping things as long as `timing` says.
+    pub fn with(processes: P, timing: Timing) -> (Follower<P>, mpsc::UnboundedReceiver<Built>) {
         let (built, receiver) = mpsc::unbounded_channel();
         let follower = Follower {
+            processes,
+            timing,
             exited: VecDeque::new(),
             built,
             building: std::collections::HashSet::new(),
@@ -105,7 +134,12 @@ impl Follower {
 
     /// Act on one notice. Failures that concern one process (it vanished, no room) are
     /// counted; only a failure to talk to the kernel maps is an error.
-    pub fn notice(&mut self, notice: &Notice, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+    pub fn notice(
+        &mut self,
+        notice: &Notice,
+        catalog: &mut Catalog,
+        kernel: &mut impl KernelTables,
+    ) -> anyhow::Result<()> {
         let pid = notice.tgid;
         self.ended(notice, catalog);
         log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
@@ -129,17 +163,13 @@ impl Follower {
 
     /// (Re)load `pid`: read its mappings; with every table at hand, write tables then
     /// mappings; else build the missing tables in the background first.
-    pub fn load(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
-        let Ok(mappings) = procmaps::executable_mappings(pid) else {
+    pub fn load(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
+        let Ok(mappings) = self.processes.mappings(pid, &|key| catalog.known_file(key)) else {
             self.stats.vanished += 1;
             return Ok(());
         };
-        let missing = catalog.missing(pid, &mappings);
-        let small = missing
-            .iter()
-            .map(|path| std::fs::metadata(path).map_or(u64::MAX, |m| m.len()))
-            .fold(0u64, u64::saturating_add)
-            <= BUILD_NOW_BYTES;
+        let missing = catalog.missing(&mappings);
+        let small = missing.iter().map(|m| m.key.size).fold(0u64, u64::saturating_add) <= BUILD_NOW_BYTES;
         if small {
             // A plugin or a small program: built now, a few milliseconds, so that its first
             // samples are not lost waiting for a thread.
@@ -150,26 +180,29 @@ impl Follower {
                 self.stats.no_room += 1;
             }
             // It may have exited before it was in the process map: then no exit notice comes.
-            if !alive(pid) {
+            if !self.processes.alive(pid) {
                 self.exited.push_back((Instant::now(), pid));
                 kernel.remove_process(pid)?;
             }
             return Ok(());
         }
         // Each object is built once, however many processes wait for it.
-        let missing: Vec<_> = missing.into_iter().filter(|p| !self.building.contains(p)).collect();
+        let missing: Vec<_> = missing
+            .into_iter()
+            .filter(|m| !self.building.contains(&m.key))
+            .collect();
         if missing.is_empty() {
             if !self.waiting.contains(&pid) {
                 self.waiting.push(pid);
             }
             return Ok(());
         }
-        self.building.extend(missing.iter().cloned());
+        self.building.extend(missing.iter().map(|m| m.key.clone()));
         let sender = self.built.clone();
         tokio::task::spawn_blocking(move || {
-            let tables = missing.into_iter().map(|path| {
-                let table = prebuild(&path);
-                (path, table)
+            let tables = missing.into_iter().map(|m| {
+                let table = prebuild(&m.file, &m.path);
+                (m.key, table)
             });
             // The receiver is gone only when the session ended.
             let _ = sender.send(Built {
@@ -182,10 +215,10 @@ impl Follower {
 
     /// Tables built in the background arrived: keep them and load their process (reading its
     /// mappings again: they may have changed meanwhile).
-    pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
-        for (path, table) in built.tables {
-            self.building.remove(&path);
-            catalog.add_prebuilt(path, table);
+    pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
+        for (key, table) in built.tables {
+            self.building.remove(&key);
+            catalog.add_prebuilt(key, table);
         }
         self.load(built.pid, catalog, kernel)?;
         for pid in std::mem::take(&mut self.waiting) {
@@ -196,11 +229,17 @@ impl Follower {
 
     /// Forget processes whose grace period ended, then unload tables nobody maps. Call it
     /// periodically.
-    pub fn housekeep(&mut self, catalog: &mut Catalog, kernel: &mut Kernel) -> anyhow::Result<()> {
+    pub fn housekeep(&mut self, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
         // Exits can go unnoticed (a lost notice, an exit before the process was loaded).
-        if self.last_sweep.elapsed() >= SWEEP_EVERY {
+        if self.last_sweep.elapsed() >= self.timing.sweep_every {
             self.last_sweep = Instant::now();
-            for pid in catalog.processes.keys().copied().filter(|&pid| !alive(pid)) {
+            for pid in catalog
+                .processes
+                .current
+                .keys()
+                .copied()
+                .filter(|&pid| !self.processes.alive(pid))
+            {
                 if !self.exited.iter().any(|&(_, p)| p == pid) {
                     self.exited.push_back((Instant::now(), pid));
                     kernel.remove_process(pid)?;
@@ -208,18 +247,18 @@ impl Follower {
             }
         }
         while let Some(&(at, pid)) = self.exited.front() {
-            if at.elapsed() < EXIT_GRACE {
+            if at.elapsed() < self.timing.exit_grace {
                 break;
             }
             self.exited.pop_front();
             // A pid can be reused by a new process loaded meanwhile: keep that one.
-            if alive(pid) {
+            if self.processes.alive(pid) {
                 continue;
             }
             catalog.remove_process(pid);
         }
-        catalog.expire_ended(EXIT_GRACE);
-        let unloaded = catalog.unload_unused(UNLOAD_AFTER);
+        catalog.expire_ended(self.timing.exit_grace);
+        let unloaded = catalog.unload_unused(self.timing.unload_after);
         if unloaded > 0 {
             self.stats.unloaded += unloaded as u64;
             kernel.sync_tables(&mut catalog.tables)?;
@@ -227,3 +266,6 @@ impl Follower {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

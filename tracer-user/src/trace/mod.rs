@@ -5,6 +5,7 @@
 
 mod budget;
 mod follow;
+mod kernel;
 mod launch;
 mod live;
 pub(crate) mod objects;

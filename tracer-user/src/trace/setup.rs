@@ -42,13 +42,9 @@ const DEFER_BYTES: u64 = 8 << 20;
 /// (measured: glibc 18, a compiler's 130 MB library 15).
 const FILE_BYTES_PER_TABLE_BYTE: u64 = 16;
 
-/// The size of the files of `pid`'s mappings that have no table yet.
-fn new_bytes(catalog: &Catalog, pid: u32, mappings: &[procmaps::Mapping]) -> u64 {
-    catalog
-        .missing(pid, mappings)
-        .iter()
-        .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()))
-        .sum()
+/// The size of the files of the mappings that have no table yet.
+fn new_bytes(catalog: &Catalog, mappings: &[procmaps::Mapping]) -> u64 {
+    catalog.missing(mappings).iter().map(|m| m.key.size).sum()
 }
 
 /// Build and load everything for `targets`. A signal (`signals`) stops the building of
@@ -65,12 +61,12 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
             break;
         }
         progress.show(i, catalog.objects.len());
-        match procmaps::executable_mappings(pid) {
+        match procmaps::executable_mappings_with(pid, &|key| catalog.known_file(key)) {
             // Kernel threads map nothing.
             Ok(mappings) if mappings.is_empty() && targets.is_all() => {}
             Ok(mappings) => {
                 let new = if targets.is_all() {
-                    new_bytes(&catalog, pid, &mappings)
+                    new_bytes(&catalog, &mappings)
                 } else {
                     0
                 };

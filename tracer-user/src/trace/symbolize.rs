@@ -206,17 +206,14 @@ impl SymbolCache {
         }
         let info = match catalog.objects.get(index) {
             Some(obj) => ObjectInfo {
-                // Images without a file (the vDSO) are kept in a private file: show their name.
+                // Images without a file (the vDSO) are kept in memory: show their name.
                 path: if obj.name.starts_with('[') {
                     obj.name.clone()
                 } else {
                     obj.path.display().to_string()
                 },
                 name: obj.name.clone(),
-                build_id: catalog
-                    .symbol_source(index)
-                    .and_then(|path| blazesym::helper::read_elf_build_id(&path).ok().flatten())
-                    .map(|id| id.to_vec()),
+                build_id: obj.build_id.as_ref().map(|id| id.to_vec()),
             },
             None => ObjectInfo {
                 path: "[unknown]".to_owned(),

@@ -24,31 +24,10 @@ pub(super) fn catalog() -> Catalog {
         source: TableSource::Cfi,
         rows: 5,
     };
-    catalog.objects.push(Object {
-        path: "/app".into(),
-        name: "app".into(),
-        table: Ok(sframe),
-        users: 1,
-        unused_since: None,
-        unloaded: false,
-    });
-    catalog.objects.push(Object {
-        path: "/lib.so".into(),
-        name: "lib.so".into(),
-        table: Ok(cfi),
-        users: 1,
-        unused_since: None,
-        unloaded: false,
-    });
-    catalog.objects.push(Object {
-        path: "/x.so".into(),
-        name: "x.so".into(),
-        table: Err(NoTable::NoUnwindInfo),
-        users: 1,
-        unused_since: None,
-        unloaded: false,
-    });
-    catalog.processes.insert(
+    catalog.objects.push(object("/app", Ok(sframe)));
+    catalog.objects.push(object("/lib.so", Ok(cfi)));
+    catalog.objects.push(object("/x.so", Err(NoTable::NoUnwindInfo)));
+    catalog.processes.current.insert(
         7,
         vec![
             ResolvedMapping {
@@ -243,4 +222,19 @@ fn build_id_from_notes() {
     assert_eq!(gnu_build_id(&notes), Some(vec![0xab; 20]));
     assert_eq!(gnu_build_id(&notes[..notes.len() - 4]), None);
     assert_eq!(gnu_build_id(&[]), None);
+}
+/// An object of the test catalog at `path` (named by its file name), with `table`, mapped by
+/// one process; its file is /dev/null (nothing reads it in these tests).
+pub(super) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
+    Object {
+        path: path.into(),
+        key: None,
+        file: std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file")),
+        build_id: None,
+        name: path.rsplit('/').next().unwrap_or(path).to_owned(),
+        table,
+        users: 1,
+        unused_since: None,
+        unloaded: false,
+    }
 }

@@ -6,10 +6,14 @@
 //!
 //! Submodules: `storm` (fork/exec storms, processes killed mid-walk), `reuse` (dlopen/dlclose
 //! churn, pid reuse, a program replaced while traced), `load` (10 kHz on every CPU, maps and
-//! ring buffer far too small), `hostile` (corrupted ELF files that processes run from).
+//! ring buffer far too small), `hostile` (corrupted ELF files that processes run from), `files`
+//! (FIFOs, symlinks and fake identities behind mapped paths), `reads` (bounded reads,
+//! non-UTF-8 names, one open per object).
 
+mod files;
 mod hostile;
 mod load;
+mod reads;
 mod reuse;
 mod storm;
 

@@ -7,7 +7,7 @@ use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use sframe_trace::procmaps::{Mapping, MappingKind, ObjectKey, ProcError, executable_mappings};
+use sframe_trace::procmaps::{Mapping, MappingKind, ProcError, executable_mappings};
 
 use super::reader::compile;
 
@@ -107,9 +107,10 @@ fn containing(mappings: &[Mapping], pc: u64) -> &Mapping {
 fn build_id(mapping: &Mapping) -> (String, u64) {
     match &mapping.kind {
         MappingKind::File {
-            key: key @ ObjectKey::BuildId(_),
+            build_id: Some(id),
             bias,
-        } => (key.to_string(), *bias),
+            ..
+        } => (id.iter().map(|b| format!("{b:02x}")).collect(), *bias),
         other => panic!("{}: expected a build-id, got {other:?}", mapping.path.display()),
     }
 }

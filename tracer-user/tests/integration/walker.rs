@@ -122,15 +122,15 @@ fn tables_for(pid: u32, exe: &Path) -> (TableSet, Traced) {
     let exe = exe.canonicalize().expect("canonical exe path");
     for m in executable_mappings(pid).expect("read mappings") {
         let (object, bias) = match &m.kind {
-            MappingKind::File { key, bias } => {
+            MappingKind::File { key, bias, file, .. } => {
                 if m.path == exe {
                     exe_ranges.push((m.start, m.end, *bias));
                 }
                 let object = match ids.get(key) {
                     Some(&id) => id,
                     None => {
-                        let bytes =
-                            std::fs::read(format!("/proc/{pid}/root{}", m.path.display())).expect("read object");
+                        // The file discovery opened (the one mapped), read within bounds.
+                        let bytes = sframe_trace::objfile::read_object(file).expect("read object");
                         let id = match find_sframe(&bytes).expect("elf") {
                             Some(sframe) => {
                                 let section = Section::parse(&sframe.data, sframe.vaddr).expect("parse .sframe");

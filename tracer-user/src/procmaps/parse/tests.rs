@@ -117,7 +117,7 @@ fn malformed_lines() {
         ("1000-2000 r-xp 0 08:02 -1", bad("inode", "-1")),
     ];
     for (line, expected) in cases {
-        assert_eq!(parse_maps(&format!("{good}{line}\n")), Err(expected), "{line}");
+        assert_eq!(parse_maps(format!("{good}{line}\n")), Err(expected), "{line}");
     }
     assert_eq!(
         parse_maps("1000-2000 r-xp 0 08:02"),
@@ -134,4 +134,26 @@ fn bad(field: &'static str, value: &str) -> ParseError {
         field,
         value: value.into(),
     }
+}
+
+/// Regression (a mapped file whose name is not UTF-8 made the whole process untraceable): the
+/// path comes through as the bytes the kernel printed, a newline escape undone, and the other
+/// lines are unaffected.
+#[test]
+fn non_utf8_paths_are_bytes() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let text = b"1000-2000 r-xp 00000000 fd:01 7 /tmp/lib\xff\xfe\\012x.so\n\
+                 3000-4000 r-xp 00000000 fd:01 8 /usr/lib/libc.so.6\n";
+    let entries = parse_maps(text).expect("parse");
+    assert_eq!(entries.len(), 2);
+    match &entries[0].backing {
+        Backing::File { path, deleted: false } => assert_eq!(path.as_os_str().as_bytes(), b"/tmp/lib\xff\xfe\nx.so"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(entries[1].backing, file("/usr/lib/libc.so.6", false));
+    // A field before the path that is not ASCII is an error naming the line, not a panic.
+    assert!(matches!(
+        parse_maps(b"1000-2000 r-xp 0000\xff000 fd:01 7 /x\n"),
+        Err(ParseError::BadField { line: 1, .. })
+    ));
 }

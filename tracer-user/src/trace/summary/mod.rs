@@ -137,7 +137,7 @@ pub struct Tables {
     pub kernel_bytes: u64,
     pub capacity_bytes: u64,
     /// Objects without a table, in total and by reason (only reasons seen): `no_unwind_info`,
-    /// `unreadable`, `no_room`.
+    /// `unreadable`, `too_large`, `no_room`.
     pub without: u64,
     pub without_by_reason: BTreeMap<&'static str, u64>,
 }
@@ -147,6 +147,7 @@ fn no_table_names(why: &NoTable) -> (&'static str, &'static str) {
     match why {
         NoTable::NoUnwindInfo => ("no_unwind_info", "no unwind information"),
         NoTable::Unreadable(_) => ("unreadable", "unreadable"),
+        NoTable::TooLarge(_) => ("too_large", "too large (over the per-object read limit)"),
         NoTable::NoRoom(_) => ("no_room", "no room in the table maps (--max-table-memory)"),
     }
 }
@@ -185,7 +186,7 @@ impl Summary<'_> {
             .objects
             .iter()
             .filter_map(|o| match &o.table {
-                Err(NoTable::Unreadable(why) | NoTable::NoRoom(why)) => Some(why.clone()),
+                Err(NoTable::Unreadable(why) | NoTable::TooLarge(why) | NoTable::NoRoom(why)) => Some(why.clone()),
                 _ => None,
             })
             .collect();

@@ -12,23 +12,19 @@ use tracer_common::{
 use super::{Summary, file};
 use crate::trace::{
     follow::FollowStats,
-    objects::{Catalog, NoTable, Object},
+    objects::{Catalog, NoTable},
     profile::Profile,
-    tests::{catalog, sample},
+    tests::{catalog, object, sample},
 };
 
 /// The session of these tests: the shared catalog with one more object (unreadable), and one
 /// sample of three frames (two from tables, one from frame pointers).
 fn session() -> (Catalog, Profile) {
     let mut catalog = catalog();
-    catalog.objects.push(Object {
-        path: "/bad.so".into(),
-        name: "bad.so".into(),
-        table: Err(NoTable::Unreadable("/bad.so: truncated \"quoted\" header".into())),
-        users: 1,
-        unused_since: None,
-        unloaded: false,
-    });
+    catalog.objects.push(object(
+        "/bad.so",
+        Err(NoTable::Unreadable("/bad.so: truncated \"quoted\" header".into())),
+    ));
     let mut profile = Profile::default();
     profile.add(
         &sample(&[0x1100, 0x1201, 0x1301], &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP], &[]),
@@ -141,14 +137,10 @@ fn json_has_the_figures_of_the_text() {
 fn json_has_every_note_the_text_shortens() {
     let (mut catalog, profile) = session();
     for i in 0..10 {
-        catalog.objects.push(Object {
-            path: format!("/bad{i}.so").into(),
-            name: format!("bad{i}.so"),
-            table: Err(NoTable::NoRoom(format!("/bad{i}.so: no room"))),
-            users: 1,
-            unused_since: None,
-            unloaded: false,
-        });
+        catalog.objects.push(object(
+            &format!("/bad{i}.so"),
+            Err(NoTable::NoRoom(format!("/bad{i}.so: no room"))),
+        ));
     }
     let summary = summary(&catalog, &profile);
     let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");

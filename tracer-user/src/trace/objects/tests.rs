@@ -1,0 +1,87 @@
+//! The catalog's object counting and the mappings of each sample's time.
+
+use super::*;
+
+/// Objects are counted by the processes that map them: a table is unloaded only once no
+/// process maps it, after the idle time, and built again when a process maps it again.
+#[test]
+fn tables_follow_the_processes_that_map_them() {
+    let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
+    let mut catalog = Catalog::default();
+    catalog.add_process(1, &mappings);
+    catalog.add_process(2, &mappings);
+    let loaded = catalog.tables.num_objects();
+    assert!(loaded >= 2, "this test's own executable and libc have tables");
+    catalog.remove_process(1);
+    assert_eq!(
+        catalog.unload_unused(std::time::Duration::ZERO),
+        0,
+        "process 2 still maps them"
+    );
+    catalog.remove_process(2);
+    assert_eq!(
+        catalog.unload_unused(std::time::Duration::from_secs(3600)),
+        0,
+        "not idle long enough"
+    );
+    assert_eq!(catalog.unload_unused(std::time::Duration::ZERO) as u32, loaded);
+    assert_eq!(catalog.tables.num_objects(), 0);
+    assert_eq!(catalog.tables.live_rows(), 0);
+    let objects = catalog.objects.len();
+    let exec = catalog.add_process(3, &mappings);
+    assert_eq!(catalog.tables.num_objects(), loaded, "built again");
+    assert_eq!(catalog.objects.len(), objects, "the same objects, not new ones");
+    assert!(exec.iter().any(|m| m.object != NO_OBJECT));
+    assert!(catalog.objects.iter().all(|o| !o.unloaded));
+}
+
+/// A sample resolves through the image its process had when it was taken: the mappings of
+/// a process that exited (or exec'ed) serve the samples taken before, those of the next
+/// process with the same pid the samples taken after, and none serve a sample taken after
+/// an end when nothing was loaded since.
+#[test]
+fn samples_resolve_through_the_image_of_their_time() {
+    let image = |bias| {
+        vec![ResolvedMapping {
+            start: 0x1000,
+            end: 0x2000,
+            bias,
+            object: None,
+        }]
+    };
+    let bias_at = |catalog: &Catalog, time| catalog.mapping_at(5, 0x1800, time).map(|m| m.bias);
+    let mut catalog = Catalog::default();
+    catalog.processes.current.insert(5, image(1));
+    assert_eq!(bias_at(&catalog, 50), Some(1));
+    assert!(catalog.end_process(5, 100));
+    assert_eq!(bias_at(&catalog, 99), Some(1));
+    assert_eq!(bias_at(&catalog, 100), None, "ended, nothing loaded since");
+    catalog.processes.current.insert(5, image(2));
+    assert_eq!(bias_at(&catalog, 99), Some(1));
+    assert_eq!(bias_at(&catalog, 150), Some(2));
+    catalog.end_process(5, 200);
+    assert_eq!((bias_at(&catalog, 99), bias_at(&catalog, 150)), (Some(1), Some(2)));
+    assert_eq!(bias_at(&catalog, 250), None);
+    assert!(!catalog.end_process(5, 300), "nothing loaded since 200");
+    assert_eq!(
+        bias_at(&catalog, 250),
+        None,
+        "a process never loaded resolves nothing, not its successor's"
+    );
+    // An end heard of after newer mappings were loaded ends the older ones then, when they
+    // were loaded before it...
+    catalog.processes.current.insert(5, image(3));
+    catalog.processes.loaded_at.insert(5, 400);
+    catalog.processes.keep_ended(5, 400, 320, image(4));
+    assert!(!catalog.end_process(5, 350));
+    assert_eq!((bias_at(&catalog, 340), bias_at(&catalog, 360)), (Some(4), Some(3)));
+    // ... and else nothing: the newer ones are a successor's.
+    catalog.processes.current.insert(5, image(6));
+    catalog.processes.loaded_at.insert(5, 600);
+    catalog.processes.keep_ended(5, 600, 500, image(5));
+    assert!(!catalog.end_process(5, 450));
+    assert_eq!(bias_at(&catalog, 440), None, "ended before the older ones were loaded");
+    assert_eq!((bias_at(&catalog, 550), bias_at(&catalog, 650)), (Some(5), Some(6)));
+    catalog.expire_ended(Duration::ZERO);
+    assert_eq!(bias_at(&catalog, 99), Some(6), "the older ones forgotten");
+}
