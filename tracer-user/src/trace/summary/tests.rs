@@ -141,7 +141,7 @@ fn json_has_every_note_the_text_shortens() {
     for i in 0..10 {
         catalog.objects.push(Object {
             path: format!("/bad{i}.so").into(),
-            name: format!("bad{i}.so").into(),
+            name: format!("bad{i}.so"),
             table: Err(NoTable::NoRoom(format!("/bad{i}.so: no room"))),
             users: 1,
             unused_since: None,
