@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, privileged};
+use crate::support::{Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, privileged};
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
@@ -198,16 +198,13 @@ fn signalled(
             sleep(Duration::from_millis(rng.below(150) as u64));
         }
         Moment::Sampling => {
-            // As long as it makes progress (a line every few seconds while the tables load).
-            let (mut seen, mut until) = (0, Instant::now() + SILENCE);
+            // As long as it makes progress (lines, CPU time: see `support::Progress`).
+            let mut progress = Progress::new(child.id());
             while !sampling() {
                 let printed = lines.lock().expect("lines").len();
-                if printed > seen {
-                    (seen, until) = (printed, Instant::now() + SILENCE);
-                }
                 assert!(
-                    Instant::now() < until,
-                    "the tracer printed nothing for {} s before it sampled",
+                    !progress.stuck(printed),
+                    "the tracer made no progress for {} s before it sampled",
                     SILENCE.as_secs()
                 );
                 assert!(

@@ -75,11 +75,57 @@ pub struct Tracer {
     pub stderr: Vec<String>,
 }
 
-/// How long a starting tracer may print nothing before it counts as stuck. Every line renews
-/// it, and while the tables load the tracer prints its progress every few seconds, so a slow
-/// start on a busy machine is waited for as long as it makes progress.
+/// How long a starting tracer may make no progress before it counts as stuck: progress is a
+/// line on stderr (while the tables load it prints its progress every few seconds) or CPU time
+/// spent (one large object's table can take minutes on a busy machine), so a slow start is
+/// waited for as long as it works, and a blocked one fails.
 #[cfg(feature = "ebpf")]
 pub const SILENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// When a starting tracer last made progress (see [`SILENCE`]).
+#[cfg(feature = "ebpf")]
+pub struct Progress {
+    pid: u32,
+    cpu: u64,
+    printed: usize,
+    at: std::time::Instant,
+}
+
+#[cfg(feature = "ebpf")]
+impl Progress {
+    pub fn new(pid: u32) -> Progress {
+        Progress {
+            pid,
+            cpu: 0,
+            printed: 0,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Note what the tracer has `printed` so far (lines or bytes); whether it is stuck.
+    pub fn stuck(&mut self, printed: usize) -> bool {
+        // utime and stime of all its threads, fields 14 and 15 of /proc/PID/stat (after the
+        // parenthesised command name).
+        let cpu = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|stat| {
+                let fields: Vec<u64> = stat
+                    .rsplit_once(") ")?
+                    .1
+                    .split(' ')
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|f| f.parse().ok())
+                    .collect();
+                Some(fields.iter().sum())
+            })
+            .unwrap_or(0);
+        if cpu > self.cpu || printed > self.printed {
+            (self.cpu, self.printed, self.at) = (cpu, printed, std::time::Instant::now());
+        }
+        self.at.elapsed() > SILENCE
+    }
+}
 
 #[cfg(feature = "ebpf")]
 impl Tracer {
@@ -90,9 +136,9 @@ impl Tracer {
         Tracer::spawn(command)
     }
 
-    /// Start `command` (which runs the tracer, e.g. through `unshare`) and wait until the
-    /// tracer samples: as long as it keeps printing (see [`SILENCE`]), failing at once with its
-    /// stderr when it ends first.
+    /// Start `command` (which runs the tracer, e.g. through `unshare`, with `exec`) and wait
+    /// until the tracer samples: as long as it makes progress (see [`SILENCE`]), failing at
+    /// once with its stderr when it ends first.
     pub fn spawn(mut command: Command) -> Tracer {
         let mut child = command
             .stderr(std::process::Stdio::piped())
@@ -107,13 +153,14 @@ impl Tracer {
                 }
             }
         });
+        let mut progress = Progress::new(child.id());
         let mut tracer = Tracer {
             child,
             lines,
             stderr: Vec::new(),
         };
         loop {
-            match tracer.lines.recv_timeout(SILENCE) {
+            match tracer.lines.recv_timeout(std::time::Duration::from_secs(1)) {
                 Ok(line) => {
                     let sampling = line.contains(": sampling ");
                     tracer.stderr.push(line);
@@ -128,11 +175,12 @@ impl Tracer {
                         tracer.stderr.join("\n")
                     )
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
-                    "sframe-trace printed nothing for {} s before it sampled:\n{}",
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if progress.stuck(tracer.stderr.len()) => panic!(
+                    "sframe-trace made no progress (no line, no CPU time) for {} s before it sampled:\n{}",
                     SILENCE.as_secs(),
                     tracer.stderr.join("\n")
                 ),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
     }
@@ -251,30 +299,32 @@ pub fn own_name(dir: &Path, name: &str) -> String {
 }
 
 /// Wait for a tracer whose stderr goes to the file `stderr` to end: while it starts, as long
-/// as it keeps printing (see [`SILENCE`]: a slow start on a busy machine prints progress);
-/// once it says it samples, `after_start` at most. Past either, it is killed and the test
-/// fails with what it printed.
+/// as it makes progress (see [`SILENCE`]); once it says it samples, `after_start` at most.
+/// Past either, it is killed and the test fails with what it printed.
 #[cfg(feature = "ebpf")]
 pub fn wait_tracer(child: &mut Child, stderr: &Path, after_start: std::time::Duration) -> std::process::ExitStatus {
     use std::time::Instant;
-    let (mut printed, mut until, mut sampling) = (0, Instant::now() + SILENCE, false);
+    let mut progress = Progress::new(child.id());
+    let mut sampling: Option<Instant> = None;
     loop {
         if let Some(status) = child.try_wait().expect("wait for sframe-trace") {
             return status;
         }
         let text = std::fs::read_to_string(stderr).unwrap_or_default();
-        if !sampling && text.contains(": sampling ") {
-            (sampling, until) = (true, Instant::now() + after_start);
-        } else if !sampling && text.len() > printed {
-            (printed, until) = (text.len(), Instant::now() + SILENCE);
+        if sampling.is_none() && text.contains(": sampling ") {
+            sampling = Some(Instant::now() + after_start);
         }
-        if Instant::now() > until {
+        let late = match sampling {
+            Some(until) => Instant::now() > until,
+            None => progress.stuck(text.len()),
+        };
+        if late {
             let _ = child.kill();
             let _ = child.wait();
-            let when = if sampling {
+            let when = if sampling.is_some() {
                 format!("{} s after it started sampling", after_start.as_secs())
             } else {
-                format!("{} s without printing before it sampled", SILENCE.as_secs())
+                format!("after {} s without progress before it sampled", SILENCE.as_secs())
             };
             panic!("sframe-trace still running {when}: killed:\n{text}");
         }

@@ -209,11 +209,16 @@ fn corrupted_programs_are_survived_and_counted() {
     let summary = Summary::of(&stderr);
     let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!("{stderr}\n{samples} samples, {lost} lost");
+    // Corrupted files must stay runnable: none may have died. `h_host` ends by itself after
+    // 30 s, which a slow run on a busy machine can outlast; the others run until killed.
     for (name, process) in &mut running {
-        assert!(
-            process.0.try_wait().expect("try_wait").is_none(),
-            "{name} should still run (corrupted files must stay runnable)"
-        );
+        match process.0.try_wait().expect("try_wait") {
+            None => {}
+            Some(status) => assert!(
+                *name == "h_host" && status.success(),
+                "{name} ended ({status}): corrupted files must stay runnable"
+            ),
+        }
     }
     let lines = read_folded(&out);
     for name in ["h_sframe_junk", "h_truncated", "h_host"] {
