@@ -6,6 +6,35 @@ use anyhow::Context as _;
 
 use crate::cmd::{cargo, sh};
 
+/// The file the integration tests record skipped tests in (one line each), and the variable
+/// that names it (read by tracer-user/tests/integration/support.rs).
+const SKIPPED_FILE: &str = "target/skipped-tests";
+const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
+
+/// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`].
+fn cargo_test(root: &Path) -> Command {
+    let mut command = cargo();
+    command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
+    command
+}
+
+/// Say how many tests were skipped (not root, a tool or kernel feature missing), and which.
+fn report_skipped(root: &Path) {
+    let text = std::fs::read_to_string(root.join(SKIPPED_FILE)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        println!("xtask: no test was skipped");
+        return;
+    }
+    println!(
+        "xtask: {} tests were SKIPPED (they did not run, they did not pass):",
+        lines.len()
+    );
+    for line in lines {
+        println!("  {line}");
+    }
+}
+
 /// Build the release binary, compile the demo with SFrame, dump and check its table, and trace
 /// it: the folded stacks go to target/demo/stacks.folded, the summary to the terminal.
 pub fn demo(root: &Path) -> anyhow::Result<()> {
@@ -53,19 +82,26 @@ pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
     // tracing tests build their workloads with every SFrame version.
     sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
+    let _ = std::fs::remove_file(root.join(SKIPPED_FILE));
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
-    let mut tests = cargo();
+    let mut tests = cargo_test(root);
     if long {
         // Read by tracer-user/tests/integration/hardening.rs.
         tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
     }
-    sh(tests.args(["test", "--no-fail-fast"]))?;
+    let suite = sh(tests.args(["test", "--no-fail-fast"]));
+    if suite.is_err() {
+        report_skipped(root);
+    }
+    suite?;
     // The pure readers also build alone, as fuzz/ uses them.
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
     conformance(root)?;
     external(root)?;
     crate::fuzz::fuzz(root, crate::fuzz::SECONDS)?;
-    clippy()
+    clippy()?;
+    report_skipped(root);
+    Ok(())
 }
 
 /// The walker on a real program that is not in the repository: bash from Debian's source,
@@ -94,6 +130,7 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         "external::a_uprobe_on_bash_reports_its_true_callers",
     ] {
         ignored_test(
+            root,
             &[("SFRAME_TRACE_EXTERNAL_DIR", &dir), ("SFRAME_TRACE_BIN", &tracer)],
             test,
         )?;
@@ -102,8 +139,8 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Run one `#[ignore]`d integration test with the environment it needs (corpus directories).
-fn ignored_test(env: &[(&str, &Path)], test: &str) -> anyhow::Result<()> {
-    let mut command = cargo();
+fn ignored_test(root: &Path, env: &[(&str, &Path)], test: &str) -> anyhow::Result<()> {
+    let mut command = cargo_test(root);
     for (var, path) in env {
         command.env(var, path);
     }
@@ -119,6 +156,7 @@ pub fn conformance(root: &Path) -> anyhow::Result<()> {
     let dir = root.join("target/conformance");
     sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
     ignored_test(
+        root,
         &[("SFRAME_TRACE_CONFORMANCE_DIR", &dir)],
         "golden::conformance_corpus_matches_readelf",
     )

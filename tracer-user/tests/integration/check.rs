@@ -18,6 +18,8 @@ use sframe_trace::{
     sframe::{Abi, FreType, PcType, Reg, Row, Rule, Section},
 };
 
+use crate::support::run;
+
 /// Leaf and non-leaf functions, a VLA and an over-aligned local (both force a frame pointer),
 /// a 70 KB frame, varargs, a jump table, setjmp/longjmp and a noreturn call.
 const PROGRAM: &str = r#"
@@ -117,16 +119,6 @@ fn without_sections(input: &Path, names: &[&str]) -> PathBuf {
     out
 }
 
-fn run(cmd: &mut Command) -> Vec<u8> {
-    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
 fn check_file(path: &Path) -> Report {
     let bytes = std::fs::read(path).expect("read binary");
     let report = check::check(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -184,8 +176,9 @@ fn aarch64_builds_check_clean() {
             std::env::var("CI").as_deref() != Ok("true"),
             "{compiler} is needed under CI"
         );
-        eprintln!(
-            "\n!!!!! SKIPPED aarch64_builds_check_clean: no {compiler} (apt install gcc-aarch64-linux-gnu) !!!!!\n"
+        crate::support::skipped(
+            "check::aarch64_builds_check_clean",
+            &format!("no {compiler} (apt install gcc-aarch64-linux-gnu)"),
         );
         return;
     }
@@ -385,9 +378,9 @@ fn cfi_rules_match_readelf() {
 fn libc_every_fde_evaluates() {
     let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
     if !libc.exists() {
-        eprintln!(
-            "\n!!!!! SKIPPED libc_every_fde_evaluates: no {} on this machine !!!!!\n",
-            libc.display()
+        crate::support::skipped(
+            "check::libc_every_fde_evaluates",
+            &format!("no {} on this machine", libc.display()),
         );
         return;
     }

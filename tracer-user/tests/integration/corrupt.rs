@@ -71,7 +71,7 @@ fn exercise(data: &[u8], vaddr: u64, rng: &mut Rng) -> Result<(), String> {
         Ok(s) => s,
         Err(e) => return check(&e),
     };
-    let mut pcs = vec![vaddr, rng.next(), vaddr.wrapping_sub(0x1000)];
+    let mut pcs = vec![vaddr, rng.next_u64(), vaddr.wrapping_sub(0x1000)];
     for f in s.functions().iter().take(32) {
         match s.rows(f) {
             Ok(rows) if rows.windows(2).any(|w| w[0].start >= w[1].start) => {
@@ -159,7 +159,7 @@ fn mutate(section: &[u8], vaddr: u64, random: usize, rng: &mut Rng) -> usize {
             data[at] = match rng.below(3) {
                 0 => data[at] ^ (1 << rng.below(8)),
                 1 => data[at].wrapping_add(1),
-                _ => rng.next() as u8,
+                _ => rng.next_u64() as u8,
             };
         }
         run(&data, vaddr, rng);
@@ -219,7 +219,7 @@ fn corrupted_elf_files_never_panic() {
                     _ => rng.below(data.len()),
                 };
                 if let Some(b) = data.get_mut(at) {
-                    *b = rng.next() as u8;
+                    *b = rng.next_u64() as u8;
                 }
             }
             let outcome = catch_unwind(AssertUnwindSafe(|| {

@@ -11,7 +11,7 @@ use std::{
     process::Command,
 };
 
-use crate::support::Rng;
+use crate::support::{Rng, run};
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use sframe_trace::{
     cfi::{CfiCfa, CfiReg, CfiRule, CfiTable},
@@ -53,16 +53,6 @@ int main(int argc, char **argv) {
     return atoi(argv[argc - 1]) & 1;
 }
 "#;
-
-fn run(cmd: &mut Command) -> Vec<u8> {
-    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
 
 /// `PROGRAM` built by the host gcc with `flags` into `dir`.
 fn compile(dir: &Path, flags: &[&str]) -> PathBuf {
@@ -155,7 +145,7 @@ fn expected(rule: &CfiRule, pc: u64, plt: &Range<u64>) -> Result<UnwindRule, &'s
 #[test]
 fn libc_rows_match_cfi() {
     if !Path::new(LIBC).exists() {
-        eprintln!("\n!!!!! SKIPPED libc_rows_match_cfi: no {LIBC} on this machine !!!!!\n");
+        crate::support::skipped("eh_frame::libc_rows_match_cfi", &format!("no {LIBC} on this machine"));
         return;
     }
     let bytes = std::fs::read(LIBC).expect("read libc");
@@ -451,7 +441,7 @@ fn corrupted_eh_frame_never_panics() {
                 } else {
                     range.start + rng.below(range.len())
                 };
-                copy[i] = rng.next() as u8;
+                copy[i] = rng.next_u64() as u8;
             }
             tally(build_never_panics(&copy, &format!("{} mutation {n}", path.display())));
         }

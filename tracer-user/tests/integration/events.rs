@@ -19,7 +19,7 @@ use sframe_trace::{
     table::TableSet,
 };
 
-use crate::support::{Running, Tracer, privileged};
+use crate::support::{Running, Tracer, compile_fixture, privileged, tracer_binary};
 
 /// The counts of fixtures/events/events.c.
 const TARGET_VIA_B: u64 = 300;
@@ -37,24 +37,7 @@ struct Workload {
 impl Workload {
     fn build() -> Workload {
         let dir = tempfile::tempdir().expect("tempdir");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/events/events.c");
-        let out = Command::new("gcc")
-            .args([
-                "-O2",
-                "-fomit-frame-pointer",
-                "-fno-optimize-sibling-calls",
-                "-Wa,--gsframe",
-                "-o",
-            ])
-            .arg(dir.path().join("events"))
-            .arg(&src)
-            .output()
-            .expect("run gcc");
-        assert!(
-            out.status.success(),
-            "gcc failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        compile_fixture("events/events", &dir.path().join("events"), &[]);
         Workload { dir }
     }
 
@@ -65,6 +48,12 @@ impl Workload {
     /// Start the workload (paused on stdin), trace it with `sframe-trace --pid PID ARGS -o OUT`,
     /// let it run and end, and return the tracer's output and stderr.
     fn trace(&self, args: &[&str]) -> (String, String) {
+        self.trace_through(&[], args)
+    }
+
+    /// [`Workload::trace`] with the tracer started through `launcher` (a command that ends by
+    /// running its arguments).
+    fn trace_through(&self, launcher: &[&str], args: &[&str]) -> (String, String) {
         let mut workload = Running(
             Command::new(self.exe())
                 .stdin(Stdio::piped())
@@ -77,7 +66,14 @@ impl Workload {
         let output_arg = output.to_str().expect("utf-8 path");
         let mut full = vec!["--pid", &pid, "-o", output_arg];
         full.extend(args);
-        let tracer = Tracer::start(&full);
+        let tracer = match launcher.split_first() {
+            None => Tracer::start(&full),
+            Some((program, launcher_args)) => {
+                let mut command = Command::new(program);
+                command.args(launcher_args).arg(tracer_binary()).args(&full);
+                Tracer::spawn(command)
+            }
+        };
         let mut stdin = workload.0.stdin.take().expect("stdin");
         stdin.write_all(b"x").expect("start the workload");
         drop(stdin);
@@ -160,7 +156,7 @@ fn has_kprobes(test: &str) -> bool {
     if Path::new("/sys/bus/event_source/devices/kprobe").exists() {
         return true;
     }
-    eprintln!("\n!!!!! SKIPPED {test}: this kernel has no kprobes (CONFIG_KPROBES); vm-test runs it !!!!!\n");
+    crate::support::skipped(test, "this kernel has no kprobes (CONFIG_KPROBES); vm-test runs it");
     false
 }
 
@@ -264,6 +260,88 @@ fn tracepoint_has_user_and_kernel_stacks() {
     let workload = Workload::build();
     let (text, stderr) = workload.trace(&["-e", "tracepoint:sched:sched_process_fork"]);
     check_syscall_stacks(&text, &stderr, "forker", FORKS, |innermost| innermost == "kernel_clone");
+}
+
+/// Runs its arguments in a private mount namespace without tracefs: every tracefs and debugfs
+/// mount unmounted, and checked gone (exit 97 otherwise).
+const WITHOUT_TRACEFS: &str = r#"
+for _ in 1 2 3 4 5; do
+    grep -E ' (/sys/kernel/tracing|/sys/kernel/debug)[/ ]' /proc/self/mountinfo | cut -d' ' -f5 | sort -r |
+        while read -r mount; do umount -l "$mount"; done
+done
+if grep -qE ' - (tracefs|debugfs) ' /proc/self/mountinfo \
+    || [ -e /sys/kernel/tracing/events ] || [ -e /sys/kernel/debug/tracing/events ]; then
+    echo "tracefs is still mounted" >&2
+    exit 97
+fi
+exec "$@"
+"#;
+
+/// The tracer's stderr says it mounted tracefs itself, and warns of nothing about it (nor about
+/// the `munmap` tracepoints, which attach through it).
+fn assert_mounted_tracefs_quietly(stderr: &str) {
+    assert!(
+        stderr.contains("sframe-trace: mounted tracefs at /sys/kernel/tracing"),
+        "tracefs was not mounted by the tracer: {stderr}"
+    );
+    for line in stderr.lines() {
+        assert!(
+            !line.contains("munmap") && (!line.contains("tracefs") || line.contains("mounted tracefs at")),
+            "a warning about tracefs: {line}\n{stderr}"
+        );
+    }
+}
+
+/// Regression (a tracepoint event failed with "tracefs not found" right after the tracer
+/// mounted tracefs, because the `munmap` tracepoints were attached before the mount and the
+/// miss was remembered): in a mount namespace where tracefs is not mounted, a tracepoint event
+/// attaches and has its exact stacks, and plain sampling samples, both without a warning.
+#[test]
+fn tracefs_is_mounted_before_the_first_attach() {
+    let Some(_serial) = privileged("events::tracefs_is_mounted_before_the_first_attach") else {
+        return;
+    };
+    let unshare = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        WITHOUT_TRACEFS,
+        "sh",
+    ];
+    let workload = Workload::build();
+    let (text, stderr) = workload.trace_through(&unshare, &["-e", "tracepoint:sched:sched_process_fork"]);
+    assert_mounted_tracefs_quietly(&stderr);
+    check_syscall_stacks(&text, &stderr, "forker", FORKS, |innermost| innermost == "kernel_clone");
+
+    // Plain sampling: a program that spins in `main -> a -> b -> c`.
+    let chain = compile_fixture("follow/chain", &workload.dir.path().join("chain"), &[]);
+    let spinning = Running(Command::new(&chain).spawn().expect("start chain"));
+    let out = workload.dir.path().join("chain.folded");
+    let pid = spinning.pid().to_string();
+    let args = [
+        "-F",
+        "999",
+        "-d",
+        "2",
+        "--no-kernel",
+        "--pid",
+        &pid,
+        "-o",
+        out.to_str().expect("path"),
+    ];
+    let mut command = Command::new(unshare[0]);
+    command.args(&unshare[1..]).arg(tracer_binary()).args(args);
+    let stderr = Tracer::spawn(command).finish();
+    assert_mounted_tracefs_quietly(&stderr);
+    let text = std::fs::read_to_string(&out).expect("read the output");
+    let sampled = count(&folded(&text), |s| s.ends_with(";main;a;b;c"));
+    assert!(
+        sampled >= 100,
+        "too few samples of the spinning program:\n{text}\n{stderr}"
+    );
 }
 
 /// Off-CPU samples of the workload: each `nap` blocks in `nanosleep` for about `NAP_NS`, and

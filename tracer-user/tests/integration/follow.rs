@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::hardening::{Verdict, Verdicts, followed, read_folded};
-use crate::support::{Running, Tracer, compile_fixture, privileged};
+use crate::hardening::{Verdict, Verdicts, read_folded};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged};
 
 /// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
 fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
@@ -71,7 +71,7 @@ fn dlopen_after_attach_is_unwound() {
     eprintln!("{stderr}\nplugin samples: {good}/{total} exact");
     assert!(total >= 200, "too few samples in the plugin: {total}");
     assert!(good * 100 >= total * 99, "{good}/{total} exact");
-    assert!(followed(&stderr, "refreshed (new code mapped)") >= 1, "{stderr}");
+    assert!(Summary::of(&stderr).count("processes.refreshed") >= 1, "{stderr}");
 }
 
 /// A system-wide tracer picks up a process started after it, with its plugin, and drops it
@@ -83,9 +83,23 @@ fn system_wide_follows_a_later_process() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
-    let host = compile(dir.path(), "host", &[]);
+    // A command name no other program uses: the trace is system-wide.
+    let comm = own_name(dir.path(), "host");
+    let host = dir.path().join(&comm);
+    std::fs::rename(compile(dir.path(), "host", &[]), &host).expect("rename the host");
     let out = dir.path().join("stacks.folded");
-    let tracer = Tracer::start(&["-a", "-F", "499", "-d", "6", "--no-kernel", "-o", out.to_str().unwrap()]);
+    let tracer = Tracer::start(&[
+        SUMMARY_JSON[0],
+        SUMMARY_JSON[1],
+        "-a",
+        "-F",
+        "499",
+        "-d",
+        "6",
+        "--no-kernel",
+        "-o",
+        out.to_str().expect("path"),
+    ]);
     let mut later = Running(
         Command::new(&host)
             .env("PLUGIN", &plugin)
@@ -101,14 +115,15 @@ fn system_wide_follows_a_later_process() {
     // host) are walked with frame pointers only: they come out short, never wrong.
     let chain: Vec<String> = PLUGIN_CHAIN.split(';').map(str::to_owned).collect();
     let verdicts = Verdicts::of(&read_folded(&out), |line| {
-        line.frames.iter().any(|f| f == "plugin_leaf").then(|| chain.clone())
+        (line.comm == comm && line.frames.iter().any(|f| f == "plugin_leaf")).then(|| chain.clone())
     });
     eprintln!("{stderr}");
     verdicts.assert_sound("plugin samples of the later process", 100);
     let (good, total) = (verdicts.get(Verdict::Exact), verdicts.total());
     assert!(good * 100 >= total * 90, "{good}/{total} exact");
-    assert!(followed(&stderr, "loaded while tracing") >= 1, "{stderr}");
-    assert!(followed(&stderr, "exited") >= 1, "{stderr}");
+    let summary = Summary::of(&stderr);
+    assert!(summary.count("processes.loaded") >= 1, "{stderr}");
+    assert!(summary.count("processes.exited") >= 1, "{stderr}");
 }
 
 /// A traced process that execs a new image is reloaded: the new image's stacks are exact.
@@ -137,7 +152,7 @@ fn exec_reloads_the_process() {
     assert!(before >= 50, "too few samples before the exec: {before}");
     assert!(total >= 200, "too few samples after the exec: {total}");
     assert!(good * 100 >= total * 99, "{good}/{total} exact");
-    assert!(followed(&stderr, "loaded while tracing") >= 1, "{stderr}");
+    assert!(Summary::of(&stderr).count("processes.loaded") >= 1, "{stderr}");
 }
 
 /// Hundreds of short-lived processes under a system-wide tracer: it survives, they are seen
@@ -147,7 +162,16 @@ fn fork_storm_is_survived_and_cleaned_up() {
     let Some(_serial) = privileged("follow::fork_storm_is_survived_and_cleaned_up") else {
         return;
     };
-    let tracer = Tracer::start(&["-a", "-F", "999", "--no-kernel", "-o", "/dev/null"]);
+    let tracer = Tracer::start(&[
+        SUMMARY_JSON[0],
+        SUMMARY_JSON[1],
+        "-a",
+        "-F",
+        "999",
+        "--no-kernel",
+        "-o",
+        "/dev/null",
+    ]);
     let at_start: u64 = tracer
         .stderr
         .iter()
@@ -167,11 +191,12 @@ fn fork_storm_is_survived_and_cleaned_up() {
     let stderr = tracer.interrupt();
     eprintln!("{stderr}");
     // Most storm processes are gone before they can be loaded; those loaded exit again.
-    let seen = followed(&stderr, "loaded while tracing") + followed(&stderr, "gone before loading");
+    let summary = Summary::of(&stderr);
+    let seen = summary.count("processes.loaded") + summary.count("processes.vanished");
     assert!(seen >= 100, "{stderr}");
-    assert!(followed(&stderr, "exited") >= 1, "{stderr}");
+    assert!(summary.count("processes.exited") >= 1, "{stderr}");
     assert!(
-        followed(&stderr, "traced at the end") <= at_start + 20,
+        summary.count("processes.traced_at_end") <= at_start + 20,
         "{at_start} processes at the start: {stderr}"
     );
 }
@@ -185,6 +210,8 @@ fn trace_pid(pid: u32, secs: &str, extra: &[&str]) -> (tempfile::TempDir, PathBu
     let out = dir.path().join("stacks.folded");
     let pid = pid.to_string();
     let mut args = vec![
+        SUMMARY_JSON[0],
+        SUMMARY_JSON[1],
         "-F",
         "499",
         "-d",
@@ -265,12 +292,10 @@ fn a_small_table_budget_is_reported() {
     std::thread::sleep(Duration::from_millis(300));
     let (_, total, stderr) = trace_chain(running.pid(), &["--max-table-memory", "64K"]);
     assert!(total >= 200, "too few samples: {total}");
+    let summary = Summary::of(&stderr);
+    assert!(summary.count("tables.without_by_reason.no_room") > 0, "{stderr}");
     assert!(
-        stderr.contains("no room in the table maps (--max-table-memory)"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("1 with SFrame"),
+        summary.count("tables.sframe") >= 1,
         "the program's own table fits: {stderr}"
     );
 }

@@ -10,7 +10,6 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::mpsc,
-    thread::sleep,
     time::{Duration, Instant},
 };
 
@@ -21,7 +20,7 @@ use inferno::collapse::{
 
 use crate::{
     consumers::EveryFormat,
-    support::{Running, privileged},
+    support::{Running, privileged, run_text as run, wait_tracer},
 };
 
 /// Sampling frequency of every run, and the period it gives (perf-script's period field).
@@ -90,20 +89,9 @@ impl Workload {
     }
 }
 
-/// Run a build or inspection command; its stdout.
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `sframe-trace -F HZ --no-kernel ARGS -o OUT -- formats SECS MODE`; the output file's bytes.
-/// Fails with the tracer's stderr when it does not succeed within a minute.
+/// Fails with the tracer's stderr when it does not succeed, or is still running a minute after
+/// it started sampling (see `support::wait_tracer`).
 fn trace(workload: &Workload, args: &[&str], mode: &str) -> Vec<u8> {
     let scratch = tempfile::tempdir().expect("tempdir");
     let output = scratch.path().join("out");
@@ -123,14 +111,7 @@ fn trace(workload: &Workload, args: &[&str], mode: &str) -> Vec<u8> {
             .spawn()
             .expect("spawn sframe-trace"),
     );
-    let limit = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.0.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < limit, "sframe-trace {args:?} still running after 60 s");
-        sleep(Duration::from_millis(50));
-    };
+    let status = wait_tracer(&mut child.0, &stderr, Duration::from_secs(60));
     let summary = std::fs::read_to_string(&stderr).unwrap_or_default();
     assert!(status.success(), "sframe-trace {args:?} failed ({status}):\n{summary}");
     std::fs::read(&output).unwrap_or_else(|e| panic!("read the output of sframe-trace {args:?}: {e}"))

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use crate::support::privileged;
+use crate::support::{SFRAME_CFLAGS, gcc, privileged};
 
 const PROGRAM: &str = r#"
 #include <stdlib.h>
@@ -23,19 +23,7 @@ fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).expect("write source");
     let exe = dir.join(name);
-    let gcc = Command::new("gcc")
-        .args([
-            "-O2",
-            "-fomit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-Wa,--gsframe",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(gcc.success());
+    gcc(&src, &exe, &SFRAME_CFLAGS);
     let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
         .args(["-F", "499", "-d", "2", "--no-kernel", "--"])
         .arg(&exe)

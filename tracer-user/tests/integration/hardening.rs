@@ -23,6 +23,8 @@ use std::{
     time::Duration,
 };
 
+use crate::support::own_name;
+
 /// Set to run the long variants.
 const LONG_VAR: &str = "SFRAME_TRACE_HARDENING_LONG";
 
@@ -47,12 +49,19 @@ fn compile(dir: &Path, source: &str, out: &str, extra: &[&str]) -> PathBuf {
 
 /// `first` and `second`: fixtures/hardening/chain.c twice, not position-independent, so that
 /// their code is at the same addresses and a frame resolved through the other's mappings
-/// shows as a foreign name.
+/// shows as a foreign name. Their files (and so their command names) are `first-TAG` and
+/// `second-TAG`, names no other program uses (see `own_name`).
 fn chain_programs(dir: &Path) -> (PathBuf, PathBuf) {
     (
-        compile(dir, "chain", "first", &["-no-pie"]),
-        compile(dir, "chain", "second", &["-no-pie", "-DSECOND"]),
+        compile(dir, "chain", &own_name(dir, "first"), &["-no-pie"]),
+        compile(dir, "chain", &own_name(dir, "second"), &["-no-pie", "-DSECOND"]),
     )
+}
+
+/// The command name of a program started from `path`.
+fn comm(path: &Path) -> String {
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    name.chars().take(15).collect()
 }
 
 /// The call chain of `first` or `second` (`prefix`) with `depth` levels of recursion, from
@@ -175,48 +184,26 @@ impl Verdicts {
     }
 }
 
-/// The chain for stacks of `first`/`second` with `depth` levels (the variant by command name),
-/// for the lines that name one of their functions; any other line is not judged.
-fn chain_by_comm(depth: usize) -> impl Fn(&Folded) -> Option<Vec<String>> {
+/// The chain for stacks of the programs `first` and `second` (as [`chain_programs`] built
+/// them) with `depth` levels, by command name; the lines of every other program are not
+/// judged (a system-wide trace has them, and their function names can look like ours: GCC's
+/// `cc1` has `first_commutative_argument`), nor those without any symbol (samples of a process
+/// gone before its mappings were read cannot be symbolized: short, not wrong).
+fn chain_by_comm(programs: &(PathBuf, PathBuf), depth: usize) -> impl Fn(&Folded) -> Option<Vec<String>> {
+    let (first, second) = (comm(&programs.0), comm(&programs.1));
     move |line| {
-        let ours = line
-            .frames
-            .iter()
-            .any(|f| f.starts_with("first_") || f.starts_with("second_"));
-        if !ours {
+        if line.frames.iter().all(|f| f.starts_with("[unknown")) {
             return None;
         }
         // A frame of one program in the other's stack is wrong: judge against the comm's chain.
-        Some(chain_of(if line.comm == "second" { "second" } else { "first" }, depth))
+        if line.comm == first {
+            Some(chain_of("first", depth))
+        } else if line.comm == second {
+            Some(chain_of("second", depth))
+        } else {
+            None
+        }
     }
-}
-
-/// The summary's head line: samples and samples lost.
-pub(crate) fn samples_and_lost(stderr: &str) -> (u64, u64) {
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("sframe-trace: ") && l.contains(" samples in "))
-        .unwrap_or_else(|| panic!("no summary: {stderr}"));
-    let number = |before: &str| -> u64 {
-        let at = line.find(before).unwrap_or_else(|| panic!("no `{before}` in {line}"));
-        line[..at]
-            .rsplit(|c: char| !c.is_ascii_digit())
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no number before `{before}` in {line}"))
-    };
-    (number(" samples in "), number(" lost"))
-}
-
-/// A counter of the summary's "processes:" line, e.g. `traced at the end`.
-pub(crate) fn followed(stderr: &str, what: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| l.trim_start().starts_with("processes:"))
-        .unwrap_or_else(|| panic!("no processes line in the summary: {stderr}"));
-    line.split([',', ';', ':'])
-        .find_map(|part| part.trim().strip_suffix(what)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no `{what}` in {line}"))
 }
 
 /// The processes the tracer counted at its start ("every process (N now)").

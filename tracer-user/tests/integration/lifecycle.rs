@@ -9,27 +9,28 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{
-    hardening::samples_and_lost,
-    support::{Rng, Running, build_workloads, privileged},
-};
+use crate::support::{Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, privileged};
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
 }
 
-/// Start a tracer, wait until it samples, send it `signal`, and return what it printed.
+/// Start a tracer with the folded stacks going to a file, wait until it samples (following its
+/// progress, see `support::Tracer`), let it sample for 2.5 s, send it `signal`, and return what
+/// it wrote (the stacks as stdout) and printed.
 fn interrupted(args: &[&str], signal: libc::c_int) -> Output {
-    let child = sframe_trace()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("stacks.folded");
+    // Before `args`, which may end with `-- COMMAND`.
+    let full = [&["-o", out.to_str().expect("path")][..], args].concat();
+    let tracer = Tracer::start(&full);
     sleep(Duration::from_millis(2500));
-    // SAFETY: kill(2) on our own, not yet reaped child.
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    child.wait_with_output().expect("wait for the tracer")
+    let (status, stderr) = tracer.stop(signal);
+    Output {
+        status,
+        stdout: std::fs::read(&out).expect("read the stacks"),
+        stderr: stderr.into_bytes(),
+    }
 }
 
 /// Every folded line, as (stack, count).
@@ -112,7 +113,7 @@ fn the_session_ends_when_the_target_exits() {
         .output()
         .expect("run");
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(60),
         "the tracer outlived its target"
     );
     assert_flushed(&out, "the traced processes exited");
@@ -185,17 +186,33 @@ fn signalled(
             // The output's temporary file is created beside it once the signals are caught,
             // right before the tables load (a signal before that ends any process, as it would
             // a shell).
-            let until = Instant::now() + Duration::from_secs(30);
+            let until = Instant::now() + SILENCE;
             while crate::security::temporaries_of(std::path::Path::new(out)).is_empty() {
                 assert!(Instant::now() < until, "the tracer did not create its output");
+                assert!(
+                    child.try_wait().expect("try_wait").is_none(),
+                    "the tracer ended before it created its output: {:?}",
+                    lines.lock().expect("lines")
+                );
                 sleep(Duration::from_millis(1));
             }
             sleep(Duration::from_millis(rng.below(150) as u64));
         }
         Moment::Sampling => {
-            let until = Instant::now() + Duration::from_secs(180);
+            // As long as it makes progress (lines, CPU time: see `support::Progress`).
+            let mut progress = Progress::new(child.id());
             while !sampling() {
-                assert!(Instant::now() < until, "the tracer did not start sampling");
+                let printed = lines.lock().expect("lines").len();
+                assert!(
+                    !progress.stuck(printed),
+                    "the tracer made no progress for {} s before it sampled",
+                    SILENCE.as_secs()
+                );
+                assert!(
+                    child.try_wait().expect("try_wait").is_none(),
+                    "the tracer ended before it sampled: {:?}",
+                    lines.lock().expect("lines")
+                );
                 sleep(Duration::from_millis(20));
             }
             sleep(Duration::from_millis(100 + rng.below(1100) as u64));
@@ -285,6 +302,7 @@ fn signals_at_any_moment_flush_complete_output() {
     for (args, moment, format, first) in runs {
         let mut args = args.to_vec();
         args.extend(["--no-kernel", "-f", format, "-o", out]);
+        args.extend(SUMMARY_JSON);
         let started = Instant::now();
         let _ = std::fs::remove_file(out);
         let (status, stderr, fell_in) = signalled(&args, out, moment, first, &mut rng);
@@ -295,11 +313,12 @@ fn signals_at_any_moment_flush_complete_output() {
         );
         assert!(status.success(), "{args:?}: {status}: {stderr}");
         // The other signal follows within milliseconds: either may be the one acted on.
+        let summary = Summary::of(&stderr);
         assert!(
-            stderr.contains("(interrupted)") || stderr.contains("(terminated)"),
+            summary.0["ended"] == "interrupted" || summary.0["ended"] == "terminated",
             "{args:?}: the summary should say the session was stopped: {stderr}"
         );
-        let (samples, _) = samples_and_lost(&stderr);
+        let samples = summary.count("samples");
         let written = samples_written(std::path::Path::new(out), format);
         assert_eq!(
             written, samples,

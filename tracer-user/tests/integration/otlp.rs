@@ -21,7 +21,7 @@ use std::{
 use object::{Object as _, read::File as ElfFile};
 use serde_json::Value;
 
-use crate::support::{Running, build_workloads, privileged, tracer_binary};
+use crate::support::{Running, build_workloads, privileged, run, tracer_binary};
 
 /// The receiver's Python packages: the proto release of the protos sframe-trace speaks
 /// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos).
@@ -64,17 +64,6 @@ fn receiver_python() -> PathBuf {
             python
         })
         .clone()
-}
-
-fn run(command: &mut Command) {
-    let out = command.output().unwrap_or_else(|e| panic!("run {command:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{command:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A running receiver and the file it writes one decoded request per line to.

@@ -30,18 +30,10 @@ pub fn compile(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf 
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).expect("write source");
     let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-O2", "-fomit-frame-pointer", "-Wa,--gsframe"])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .expect("run gcc (the integration tests compile C programs)");
-    assert!(
-        status.status.success(),
-        "gcc failed: {}",
-        String::from_utf8_lossy(&status.stderr)
+    crate::support::gcc(
+        &src,
+        &out,
+        &[&["-O2", "-fomit-frame-pointer", "-Wa,--gsframe"][..], extra].concat(),
     );
     out
 }

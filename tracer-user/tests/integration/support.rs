@@ -2,8 +2,9 @@
 //! outlive its test, and the build of the tracing workloads.
 
 #[cfg(feature = "ebpf")]
-use std::{path::Path, process::Child};
+use std::process::Child;
 use std::{
+    path::Path,
     process::Command,
     sync::{Mutex, MutexGuard},
 };
@@ -12,19 +13,39 @@ use std::{
 /// none of them measures another's load on a small machine.
 static PRIVILEGED: Mutex<()> = Mutex::new(());
 
+/// Where skipped tests are recorded, one line each, when set (`cargo xtask test` sets it and
+/// prints their count at the end: a skipped test must not pass for a passed one).
+pub const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
+
 /// The turn of a privileged test: `Some(guard)` when it may run (hold the guard for the whole
-/// test), `None` after skipping loudly without root. Under `CI=true`, not being root fails.
+/// test), `None` after reporting it skipped (see [`skipped`]). Under `CI=true`, not being root
+/// fails.
 pub fn privileged(test: &str) -> Option<MutexGuard<'static, ()>> {
-    let uid = Command::new("id").arg("-u").output().expect("run id -u");
-    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
         return Some(PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
     }
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "{test}: privileged tests must run under CI, but this is not root"
     );
-    eprintln!("\n!!!!! SKIPPED {test}: needs root to load BPF (run the tests with sudo) !!!!!\n");
+    skipped(test, "not root: it loads BPF (run the tests with sudo)");
     None
+}
+
+/// Report `test` as skipped because of `why`: a loud line on stderr (shown with `--nocapture`)
+/// and a line in the file [`SKIPPED_VAR`] names, if any.
+pub fn skipped(test: &str, why: &str) {
+    eprintln!("\n!!!!! SKIPPED ({why}): {test} !!!!!\n");
+    if let Some(path) = std::env::var_os(SKIPPED_VAR) {
+        let line = format!("{test}: {why}\n");
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
+        written.unwrap_or_else(|err| panic!("recording {test} as skipped in {path:?}: {err}"));
+    }
 }
 
 /// A process started by a test; killed and reaped on drop, even when an assertion fails.
@@ -54,13 +75,72 @@ pub struct Tracer {
     pub stderr: Vec<String>,
 }
 
+/// How long a starting tracer may make no progress before it counts as stuck: progress is a
+/// line on stderr (while the tables load it prints its progress every few seconds) or CPU time
+/// spent (one large object's table can take minutes on a busy machine), so a slow start is
+/// waited for as long as it works, and a blocked one fails.
+#[cfg(feature = "ebpf")]
+pub const SILENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// When a starting tracer last made progress (see [`SILENCE`]).
+#[cfg(feature = "ebpf")]
+pub struct Progress {
+    pid: u32,
+    cpu: u64,
+    printed: usize,
+    at: std::time::Instant,
+}
+
+#[cfg(feature = "ebpf")]
+impl Progress {
+    pub fn new(pid: u32) -> Progress {
+        Progress {
+            pid,
+            cpu: 0,
+            printed: 0,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Note what the tracer has `printed` so far (lines or bytes); whether it is stuck.
+    pub fn stuck(&mut self, printed: usize) -> bool {
+        // utime and stime of all its threads, fields 14 and 15 of /proc/PID/stat (after the
+        // parenthesised command name).
+        let cpu = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|stat| {
+                let fields: Vec<u64> = stat
+                    .rsplit_once(") ")?
+                    .1
+                    .split(' ')
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|f| f.parse().ok())
+                    .collect();
+                Some(fields.iter().sum())
+            })
+            .unwrap_or(0);
+        if cpu > self.cpu || printed > self.printed {
+            (self.cpu, self.printed, self.at) = (cpu, printed, std::time::Instant::now());
+        }
+        self.at.elapsed() > SILENCE
+    }
+}
+
 #[cfg(feature = "ebpf")]
 impl Tracer {
-    /// Start `sframe-trace ARGS` and wait until it samples.
+    /// Start `sframe-trace ARGS` (its stdout discarded) and wait until it samples.
     pub fn start(args: &[&str]) -> Tracer {
-        let mut child = Command::new(tracer_binary())
-            .args(args)
-            .stdout(std::process::Stdio::null())
+        let mut command = Command::new(tracer_binary());
+        command.args(args).stdout(std::process::Stdio::null());
+        Tracer::spawn(command)
+    }
+
+    /// Start `command` (which runs the tracer, e.g. through `unshare`, with `exec`) and wait
+    /// until the tracer samples: as long as it makes progress (see [`SILENCE`]), failing at
+    /// once with its stderr when it ends first.
+    pub fn spawn(mut command: Command) -> Tracer {
+        let mut child = command
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("start sframe-trace");
@@ -73,13 +153,14 @@ impl Tracer {
                 }
             }
         });
+        let mut progress = Progress::new(child.id());
         let mut tracer = Tracer {
             child,
             lines,
             stderr: Vec::new(),
         };
         loop {
-            match tracer.lines.recv_timeout(std::time::Duration::from_secs(120)) {
+            match tracer.lines.recv_timeout(std::time::Duration::from_secs(1)) {
                 Ok(line) => {
                     let sampling = line.contains(": sampling ");
                     tracer.stderr.push(line);
@@ -87,7 +168,19 @@ impl Tracer {
                         return tracer;
                     }
                 }
-                Err(_) => panic!("sframe-trace did not start sampling: {:?}", tracer.stderr),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = tracer.child.wait().expect("wait for sframe-trace");
+                    panic!(
+                        "sframe-trace ended ({status}) before it sampled:\n{}",
+                        tracer.stderr.join("\n")
+                    )
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if progress.stuck(tracer.stderr.len()) => panic!(
+                    "sframe-trace made no progress (no line, no CPU time) for {} s before it sampled:\n{}",
+                    SILENCE.as_secs(),
+                    tracer.stderr.join("\n")
+                ),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
     }
@@ -99,18 +192,143 @@ impl Tracer {
 
     /// Stop it with SIGINT, as Ctrl-C does; its whole stderr.
     pub fn interrupt(self) -> String {
+        let (status, text) = self.stop(libc::SIGINT);
+        assert!(status.success(), "sframe-trace failed: {text}");
+        text
+    }
+
+    /// Send it `signal` and wait for it to end: its exit status and whole stderr.
+    pub fn stop(mut self, signal: libc::c_int) -> (std::process::ExitStatus, String) {
         // SAFETY: kill(2) on our own child, not reaped yet, so its pid cannot be reused.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-        self.finish()
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        self.wait()
     }
 
     /// Wait for it to end by itself (its duration); its whole stderr.
     pub fn finish(mut self) -> String {
-        let status = self.child.wait().expect("wait for sframe-trace");
-        self.stderr.extend(self.lines.iter());
-        let text = self.stderr.join("\n");
+        let (status, text) = self.wait();
         assert!(status.success(), "sframe-trace failed: {text}");
         text
+    }
+
+    fn wait(&mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().expect("wait for sframe-trace");
+        self.stderr.extend(self.lines.iter());
+        (status, self.stderr.join("\n"))
+    }
+}
+
+/// A tracer a failed test leaves behind is killed, not left sampling.
+#[cfg(feature = "ebpf")]
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The flags that make the tracer write its summary as one JSON object on stderr, for
+/// [`Summary::of`].
+#[cfg(feature = "ebpf")]
+pub const SUMMARY_JSON: [&str; 2] = ["--summary-format", "json"];
+
+/// The summary of a tracer run with [`SUMMARY_JSON`] (its fields are listed in the README).
+#[cfg(feature = "ebpf")]
+#[derive(Debug)]
+pub struct Summary(pub serde_json::Value);
+
+#[cfg(feature = "ebpf")]
+impl Summary {
+    /// The last line of `stderr` that is a JSON object.
+    pub fn of(stderr: &str) -> Summary {
+        let line = stderr
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| panic!("no JSON summary in: {stderr}"));
+        Summary(serde_json::from_str(line).unwrap_or_else(|err| panic!("the summary is not JSON ({err}): {line}")))
+    }
+
+    /// The count at a dotted path, e.g. `processes.exited`: a missing field fails, except a
+    /// reason not seen in a `*_by_reason` object, which is 0.
+    pub fn count(&self, path: &str) -> u64 {
+        let mut value = &self.0;
+        let mut parent = "";
+        for key in path.split('.') {
+            match value.get(key) {
+                Some(v) => value = v,
+                None if parent.ends_with("_by_reason") => return 0,
+                None => panic!("no `{path}` in the summary: {}", self.0),
+            }
+            parent = key;
+        }
+        value
+            .as_u64()
+            .unwrap_or_else(|| panic!("`{path}` is not a count in the summary: {}", self.0))
+    }
+
+    /// The notes: why objects have no table.
+    pub fn notes(&self) -> Vec<String> {
+        self.0["notes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no notes in the summary: {}", self.0))
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// `name` with a tag of `dir` (a test's own temporary directory, named at random): a command
+/// name (at most 15 bytes) no other program on the host uses, so that a system-wide trace,
+/// which also sees other programs (other test runs' included), can be judged by it.
+#[cfg(feature = "ebpf")]
+pub fn own_name(dir: &Path, name: &str) -> String {
+    let dir_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tag: String = dir_name.chars().filter(char::is_ascii_alphanumeric).collect();
+    let tag = &tag[tag.len().saturating_sub(6)..];
+    assert!(
+        name.len() + 1 + tag.len() <= 15,
+        "{name}: a command name has at most 15 bytes"
+    );
+    format!("{name}-{tag}")
+}
+
+/// Wait for a tracer whose stderr goes to the file `stderr` to end: while it starts, as long
+/// as it makes progress (see [`SILENCE`]); once it says it samples, `after_start` at most.
+/// Past either, it is killed and the test fails with what it printed.
+#[cfg(feature = "ebpf")]
+pub fn wait_tracer(child: &mut Child, stderr: &Path, after_start: std::time::Duration) -> std::process::ExitStatus {
+    use std::time::Instant;
+    let mut progress = Progress::new(child.id());
+    let mut sampling: Option<Instant> = None;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for sframe-trace") {
+            return status;
+        }
+        let text = std::fs::read_to_string(stderr).unwrap_or_default();
+        if sampling.is_none() && text.contains(": sampling ") {
+            sampling = Some(Instant::now() + after_start);
+        }
+        let late = match sampling {
+            Some(until) => Instant::now() > until,
+            None => progress.stuck(text.len()),
+        };
+        if late {
+            let _ = child.kill();
+            let _ = child.wait();
+            let when = if sampling.is_some() {
+                format!("{} s after it started sampling", after_start.as_secs())
+            } else {
+                format!("after {} s without progress before it sampled", SILENCE.as_secs())
+            };
+            panic!("sframe-trace still running {when}: killed:\n{text}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
@@ -121,26 +339,28 @@ pub fn tracer_binary() -> std::path::PathBuf {
     std::env::var_os("SFRAME_TRACE_BIN").map_or_else(|| env!("CARGO_BIN_EXE_sframe-trace").into(), Into::into)
 }
 
-/// Compile `fixtures/SOURCE.c` into `out` without frame pointers, with SFrame, calls kept
-/// calls, and `extra` flags.
+/// The flags of the programs the tracing tests unwind: optimized, without frame pointers (the
+/// walker must use the tables), every call a real call (no sibling calls, so the call chain in
+/// the source is the stack), and SFrame from the assembler.
+pub const SFRAME_CFLAGS: [&str; 4] = [
+    "-O2",
+    "-fomit-frame-pointer",
+    "-fno-optimize-sibling-calls",
+    "-Wa,--gsframe",
+];
+
+/// Compile the C file `source` into `out` with the host gcc and `flags`; panics with gcc's
+/// message (these tests need gcc).
+pub fn gcc(source: &Path, out: &Path, flags: &[&str]) -> std::path::PathBuf {
+    run(Command::new("gcc").args(flags).arg("-o").arg(out).arg(source));
+    out.to_path_buf()
+}
+
+/// Compile `fixtures/SOURCE.c` into `out` with [`SFRAME_CFLAGS`] and `extra` flags.
 #[cfg(feature = "ebpf")]
 pub fn compile_fixture(source: &str, out: &Path, extra: &[&str]) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/{source}.c"));
-    let status = Command::new("gcc")
-        .args([
-            "-O2",
-            "-fomit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-Wa,--gsframe",
-        ])
-        .args(extra)
-        .arg("-o")
-        .arg(out)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc {source} failed");
-    out.to_path_buf()
+    gcc(&src, out, &[&SFRAME_CFLAGS[..], extra].concat())
 }
 
 /// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
@@ -164,21 +384,26 @@ pub fn build_workloads(sets: &[&str]) -> tempfile::TempDir {
     out
 }
 
-/// xorshift64*: a deterministic stream of numbers for mutation tests, with no extra crate.
-pub struct Rng(pub u64);
+/// The deterministic random numbers of every test (shared with the unit tests).
+pub use sframe_trace::testing::Rng;
 
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
+/// Run a build or inspection command that must succeed; its stdout. Fails with the command,
+/// its status and its output.
+pub fn run(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
 
-    /// A number below `n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// [`run`], its stdout as text.
+pub fn run_text(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&run(cmd)).into_owned()
 }
 
 /// `sframe-trace ARGS`, run in an empty directory, is refused before anything happens: status 2,

@@ -13,19 +13,10 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Running, privileged, tracer_binary};
+use crate::support::{Running, privileged, run, tracer_binary};
 
 /// The C++ chain, innermost first, as the debug information or symbol table names it.
 const CXX_CHAIN: &[&str] = &["shop::Ledger<unsigned long>::settle(unsigned long)", "run", "main"];
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A debug file placed under /usr/lib/debug/.build-id for the test, removed after it.
 struct BuildIdDebugFile(PathBuf);

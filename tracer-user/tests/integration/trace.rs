@@ -13,7 +13,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
     thread::sleep,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use folded::Verdict;
@@ -89,7 +89,7 @@ struct Traced {
 }
 
 /// Run `sframe-trace ARGS` with stdout and stderr in files under `scratch`; kill it if it is
-/// still running `secs + 30` seconds later.
+/// still running `secs + 30` seconds after it started sampling (see `support::wait_tracer`).
 fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path>) -> Traced {
     let stdout_path = scratch.join("stdout");
     let stderr_path = scratch.join("stderr");
@@ -100,22 +100,7 @@ fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path
         .stderr(File::create(&stderr_path).expect("create stderr file"))
         .spawn()
         .expect("spawn sframe-trace");
-    let limit = Instant::now() + Duration::from_secs(u64::from(secs) + 30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for sframe-trace") {
-            break status;
-        }
-        if Instant::now() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "sframe-trace {} still running after {} s: killed",
-                args.join(" "),
-                secs + 30
-            );
-        }
-        sleep(Duration::from_millis(50));
-    };
+    let status = crate::support::wait_tracer(&mut child, &stderr_path, Duration::from_secs(u64::from(secs) + 30));
     let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_else(|e| format!("<cannot read {path:?}: {e}>"));
     Traced {
         command: format!("sframe-trace {}", args.join(" ")),

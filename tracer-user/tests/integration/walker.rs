@@ -15,7 +15,7 @@ use sframe_trace::sframe::Section;
 use sframe_trace::table::{TableSet, build_from_sframe};
 use tracer_common::trace::{ExecMapping, NO_OBJECT, SOURCE_FP, Sample};
 
-use crate::support::{Running, privileged};
+use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};
 use tracer_common::walk::StopReason;
 
 /// The program: `c` spins (volatile work, so it stays in `c`; with `-DSYSCALLS` it mostly
@@ -42,21 +42,11 @@ int main(void) { while (forever) a(); return 0; }
 /// Flags shared by every build: calls stay calls.
 const COMMON: &[&str] = &["-O2", "-fno-optimize-sibling-calls"];
 
-/// Compile [`SOURCE`] with `flags` into `dir/name`.
+/// Compile [`SOURCE`] with `flags` (after [`COMMON`]) into `dir/name`.
 fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let src = dir.join("chain.c");
     std::fs::write(&src, SOURCE).expect("write source");
-    let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(COMMON)
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc {flags:?} failed");
-    out
+    gcc(&src, &dir.join(name), &[COMMON, flags].concat())
 }
 
 /// The function symbols of `exe`: `(object-relative start, size, name)`.
@@ -306,7 +296,7 @@ fn sframe_stacks_are_exact() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = compile(dir.path(), "sframe", &["-fomit-frame-pointer", "-Wa,--gsframe"]);
+    let exe = compile(dir.path(), "sframe", &SFRAME_CFLAGS);
     let run = trace(&exe, false);
     report("sframe", &run);
     // ~499 on an idle machine; the rest of the suite may take part of the CPU meanwhile.
@@ -384,11 +374,7 @@ fn kernel_samples_have_both_stacks() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = compile(
-        dir.path(),
-        "syscalls",
-        &["-fomit-frame-pointer", "-Wa,--gsframe", "-DSYSCALLS"],
-    );
+    let exe = compile(dir.path(), "syscalls", &[&SFRAME_CFLAGS[..], &["-DSYSCALLS"]].concat());
     let run = trace(&exe, true);
     report("system calls", &run);
     for s in &run.samples {

@@ -103,7 +103,7 @@ fn x86_code_is_not_padding() {
 #[test]
 fn x86_random_bytes_are_not_padding() {
     let mut rng = crate::testing::Rng::new(0x9e37_79b9_7f4a_7c15);
-    let mut next = move || rng.next();
+    let mut next = move || rng.next_u64();
     let mut accepted = 0;
     for _ in 0..20_000 {
         let len = 1 + (next() % MAX_PADDING) as usize;

@@ -143,7 +143,7 @@ fn evaluators_agree_on_corrupted_cfi() {
     files.retain(|p| p.exists());
     assert!(!files.is_empty(), "no fixtures in {}", dir.display());
     let mut rng = crate::testing::Rng::new(0x2545_f491_4f6c_dd1d);
-    let mut next = move || rng.next();
+    let mut next = move || rng.next_u64();
     for path in files {
         let bytes = std::fs::read(&path).expect("read");
         let Some(range) = object::File::parse(&*bytes)

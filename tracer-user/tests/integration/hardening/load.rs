@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-use super::{Folded, Verdicts, chain_by_comm, chain_programs, read_folded, samples_and_lost};
-use crate::support::{Running, Tracer, privileged};
+use super::{Folded, Verdicts, chain_by_comm, chain_programs, read_folded};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
 
 /// One busy `first` (three calls deep) per CPU for the length of a run.
 fn busy_on_every_cpu(first: &std::path::Path) -> Vec<Running> {
@@ -16,11 +16,11 @@ fn busy_on_every_cpu(first: &std::path::Path) -> Vec<Running> {
 }
 
 /// A system-wide tracer at 10 kHz for 3 s with `extra` flags, with one busy chain program per
-/// CPU: its stderr, samples kept and lost, and the folded stacks.
-fn run_at_10_khz(extra: &[&str]) -> (String, u64, u64, Vec<Folded>) {
+/// CPU: its stderr, summary, and the folded stacks judged by command name.
+fn run_at_10_khz(extra: &[&str]) -> (String, Summary, Verdicts) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (first, _) = chain_programs(dir.path());
-    let _busy = busy_on_every_cpu(&first);
+    let programs = chain_programs(dir.path());
+    let _busy = busy_on_every_cpu(&programs.0);
     let out = dir.path().join("stacks.folded");
     let mut args = vec![
         "-a",
@@ -32,10 +32,13 @@ fn run_at_10_khz(extra: &[&str]) -> (String, u64, u64, Vec<Folded>) {
         "-o",
         out.to_str().expect("path"),
     ];
+    args.extend(SUMMARY_JSON);
     args.extend(extra);
     let stderr = Tracer::start(&args).finish();
-    let (samples, lost) = samples_and_lost(&stderr);
-    (stderr, samples, lost, read_folded(&out))
+    let stacks: Vec<Folded> = read_folded(&out);
+    let verdicts = Verdicts::of(&stacks, chain_by_comm(&programs, 3));
+    let summary = Summary::of(&stderr);
+    (stderr, summary, verdicts)
 }
 
 /// A system-wide tracer at 10 kHz on every CPU for 3 s, with the CPUs busy: it keeps up or
@@ -45,7 +48,8 @@ fn ten_khz_on_every_cpu() {
     let Some(_serial) = privileged("hardening::load::ten_khz_on_every_cpu") else {
         return;
     };
-    let (stderr, samples, lost, stacks) = run_at_10_khz(&[]);
+    let (stderr, summary, verdicts) = run_at_10_khz(&[]);
+    let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!("{stderr}\n10 kHz: {samples} samples kept, {lost} lost");
     // 10 kHz on every CPU for 3 s (the busy programs alone are 2 CPUs' worth) is at least
     // 30,000 samples taken, kept or lost; the debug build of the tests keeps fewer.
@@ -54,7 +58,7 @@ fn ten_khz_on_every_cpu() {
         "10 kHz should take tens of thousands of samples: {stderr}"
     );
     assert!(samples >= 500, "too few samples kept at 10 kHz: {samples}");
-    Verdicts::of(&stacks, chain_by_comm(3)).assert_sound("busy programs at 10 kHz", 1_000);
+    verdicts.assert_sound("busy programs at 10 kHz", 1_000);
 }
 
 /// A ring buffer with room for one sample and table maps of 64 KiB, at 10 kHz with the CPUs
@@ -65,16 +69,14 @@ fn maps_far_too_small_lose_counted_samples() {
     let Some(_serial) = privileged("hardening::load::maps_far_too_small_lose_counted_samples") else {
         return;
     };
-    let (stderr, samples, lost, stacks) = run_at_10_khz(&["--ring-buffer-size", "8K", "--max-table-memory", "64K"]);
+    let (stderr, summary, verdicts) = run_at_10_khz(&["--ring-buffer-size", "8K", "--max-table-memory", "64K"]);
+    let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!("{stderr}\ntiny ring buffer: {samples} samples kept, {lost} lost");
     assert!(
         lost > 0,
         "a one-sample ring buffer at 10 kHz must lose samples: {stderr}"
     );
     assert!(samples > 0, "some samples must get through: {stderr}");
-    assert!(
-        stderr.contains("no room in the table maps (--max-table-memory)"),
-        "{stderr}"
-    );
-    Verdicts::of(&stacks, chain_by_comm(3)).assert_sound("busy programs with tiny maps", 1);
+    assert!(summary.count("tables.without_by_reason.no_room") > 0, "{stderr}");
+    verdicts.assert_sound("busy programs with tiny maps", 1);
 }

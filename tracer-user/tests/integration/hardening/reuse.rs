@@ -10,10 +10,10 @@ use std::{
 };
 
 use super::{
-    Folded, ROOMY, Verdict, Verdicts, chain_by_comm, chain_of, chain_programs, compile, followed, free_pid, judge,
-    read_folded, samples_and_lost,
+    Folded, ROOMY, Verdict, Verdicts, chain_by_comm, chain_of, chain_programs, comm, compile, free_pid, judge,
+    read_folded,
 };
-use crate::support::{Running, Tracer, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
 
 /// fixtures/hardening/churn.c's stack in its plugin.
 const CHURN_CHAIN: [&str; 7] = [
@@ -50,6 +50,8 @@ fn dlopen_dlclose_churn_is_never_wrong() {
     );
     let pid = running.pid().to_string();
     let stderr = Tracer::start(&[
+        SUMMARY_JSON[0],
+        SUMMARY_JSON[1],
         "-F",
         "999",
         "--no-kernel",
@@ -80,7 +82,7 @@ fn dlopen_dlclose_churn_is_never_wrong() {
         .and_then(|n| n.trim().parse().ok())
         .expect("distinct addresses in the report");
     assert!(distinct >= 2, "the library should have moved: {report}");
-    assert!(followed(&stderr, "refreshed (new code mapped)") >= 20, "{stderr}");
+    assert!(Summary::of(&stderr).count("processes.refreshed") >= 20, "{stderr}");
 }
 
 /// One pid taken again and again: fixtures/hardening/reuse.c starts each process with the pid
@@ -94,12 +96,14 @@ fn reused_pids_are_told_apart() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let (first, second) = chain_programs(dir.path());
+    let programs = chain_programs(dir.path());
+    let (first, second) = &programs;
     let reuse = compile(dir.path(), "reuse", "reuse", &[]);
     let out = dir.path().join("stacks.folded");
     let tracer = Tracer::start(
         &[
             &ROOMY[..],
+            &SUMMARY_JSON[..],
             &["-a", "-F", "499", "--no-kernel", "-o", out.to_str().expect("path")],
         ]
         .concat(),
@@ -111,7 +115,7 @@ fn reused_pids_are_told_apart() {
         let pid = free_pid();
         let output = Command::new(&reuse)
             .args([pid.to_string().as_str(), "16"])
-            .args([&first, &second])
+            .args([first, second])
             .args(["300", "2"])
             .output()
             .expect("run reuse");
@@ -122,7 +126,8 @@ fn reused_pids_are_told_apart() {
     }
     let (pid, output) = run.expect("a pid free long enough");
     let stderr = tracer.interrupt();
-    let (samples, lost) = samples_and_lost(&stderr);
+    let summary = Summary::of(&stderr);
+    let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!(
         "{stderr}\n{}{}{samples} samples, {lost} lost",
         String::from_utf8_lossy(&output.stdout),
@@ -130,10 +135,11 @@ fn reused_pids_are_told_apart() {
     );
     assert!(output.status.success(), "reuse with pid {pid} failed");
     let lines = read_folded(&out);
-    let verdicts = Verdicts::of(&lines, chain_by_comm(2));
+    let verdicts = Verdicts::of(&lines, chain_by_comm(&programs, 2));
     verdicts.assert_sound("processes with one pid", 200);
-    for name in ["first", "second"] {
-        let exact = Verdicts::of(&lines, |line| (line.comm == name).then(|| chain_of(name, 2))).get(Verdict::Exact);
+    for (name, program) in [("first", first), ("second", second)] {
+        let comm = comm(program);
+        let exact = Verdicts::of(&lines, |line| (line.comm == comm).then(|| chain_of(name, 2))).get(Verdict::Exact);
         assert!(exact >= 50, "{name}: only {exact} exact samples");
     }
 }

@@ -12,10 +12,10 @@ use std::{
 };
 
 use super::{
-    ROOMY, Verdict, Verdicts, chain_by_comm, chain_programs, compile, followed, processes_at_start, read_folded,
-    samples_and_lost, status_kib, storm_duration,
+    ROOMY, Verdict, Verdicts, chain_by_comm, chain_programs, compile, processes_at_start, read_folded, status_kib,
+    storm_duration,
 };
-use crate::support::{Rng, Running, Tracer, privileged};
+use crate::support::{Rng, Running, SUMMARY_JSON, Summary, Tracer, privileged};
 
 /// The tracer's resident memory, read every 200 ms until dropped.
 struct RssWatch {
@@ -119,11 +119,12 @@ fn fork_exec_storm_is_bounded() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let (first, _) = chain_programs(dir.path());
+    let programs = chain_programs(dir.path());
+    let first = &programs.0;
     let storm = compile(dir.path(), "storm", "storm", &[]);
     let out = dir.path().join("stacks.folded");
     let args = ["-a", "-F", "999", "--no-kernel", "-o", out.to_str().expect("path")];
-    let tracer = Tracer::start(&[&ROOMY[..], &args[..]].concat());
+    let tracer = Tracer::start(&[&ROOMY[..], &SUMMARY_JSON[..], &args[..]].concat());
     let at_start = processes_at_start(&tracer.stderr);
     let rss_at_start = settled_rss(tracer.pid());
     let files_at_start = open_files(tracer.pid());
@@ -132,7 +133,7 @@ fn fork_exec_storm_is_bounded() {
     let started = Instant::now();
     let storm = Command::new(&storm)
         .args([&seconds.to_string(), "300"])
-        .arg(&first)
+        .arg(first)
         .args(["2", "1"])
         .output()
         .expect("run the storm");
@@ -153,7 +154,8 @@ fn fork_exec_storm_is_bounded() {
     let rss_in_storm = watch.at(started + storm_duration() / 3);
     drop(watch);
     let stderr = tracer.interrupt();
-    let (samples, lost) = samples_and_lost(&stderr);
+    let summary = Summary::of(&stderr);
+    let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!(
         "{stderr}\n{report}storm of {seconds} s took {:.1} s; tracer RSS {rss_at_start} KiB at the start, \
          {rss_in_storm} KiB a third into the storm, {rss_after_storm} KiB after it, {rss_at_end} KiB at the end, \
@@ -170,13 +172,13 @@ fn fork_exec_storm_is_bounded() {
         started >= seconds * 100,
         "the storm should start hundreds of processes a second: {report}"
     );
-    let verdicts = Verdicts::of(&read_folded(&out), chain_by_comm(1));
+    let verdicts = Verdicts::of(&read_folded(&out), chain_by_comm(&programs, 1));
     verdicts.assert_sound("storm processes", 20);
-    let seen = followed(&stderr, "loaded while tracing") + followed(&stderr, "gone before loading");
+    let seen = summary.count("processes.loaded") + summary.count("processes.vanished");
     assert!(seen >= 100, "the storm's processes should be noticed: {stderr}");
-    assert!(followed(&stderr, "exited") >= 50, "{stderr}");
+    assert!(summary.count("processes.exited") >= 50, "{stderr}");
     assert!(
-        followed(&stderr, "traced at the end") <= at_start + 30,
+        summary.count("processes.traced_at_end") <= at_start + 30,
         "{at_start} processes at the start: {stderr}"
     );
     assert!(
@@ -205,23 +207,29 @@ fn processes_killed_mid_walk() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let (first, _) = chain_programs(dir.path());
+    let programs = chain_programs(dir.path());
     let out = dir.path().join("stacks.folded");
     let args = ["-a", "-F", "4999", "--no-kernel", "-o", out.to_str().expect("path")];
-    let tracer = Tracer::start(&[&ROOMY[..], &args[..]].concat());
+    let tracer = Tracer::start(&[&ROOMY[..], &SUMMARY_JSON[..], &args[..]].concat());
     let mut rng = Rng(0x6b69_6c6c);
     let until = Instant::now() + storm_duration();
     let mut kills = 0;
     while Instant::now() < until {
-        let victim = Running(Command::new(&first).args(["0", "100"]).spawn().expect("start first"));
+        let victim = Running(
+            Command::new(&programs.0)
+                .args(["0", "100"])
+                .spawn()
+                .expect("start first"),
+        );
         std::thread::sleep(Duration::from_millis(5 + rng.below(56) as u64));
         drop(victim);
         kills += 1;
     }
     let stderr = tracer.interrupt();
-    let (samples, lost) = samples_and_lost(&stderr);
+    let summary = Summary::of(&stderr);
+    let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!("{stderr}\n{kills} processes killed; {samples} samples, {lost} lost");
-    let verdicts = Verdicts::of(&read_folded(&out), chain_by_comm(100));
+    let verdicts = Verdicts::of(&read_folded(&out), chain_by_comm(&programs, 100));
     verdicts.assert_sound("killed processes", 100);
     assert!(verdicts.get(Verdict::Exact) > 0, "no exact stack at all");
     assert!(kills >= 50, "only {kills} kills");

@@ -8,7 +8,7 @@ use super::{
     busy_nobody, folded_samples, mode, nobody_does, said, sticky_dir, temporaries_of, trace, until_sampling,
     wait_bounded,
 };
-use crate::{hardening::samples_and_lost, support::privileged};
+use crate::support::{SUMMARY_JSON, Summary, privileged};
 
 /// Regression (root clobbered a file through a user's symlink at `-o`, and blocked forever on a
 /// user's FIFO there): nobody pre-creates a symlink to a root-only file, a FIFO and a directory
@@ -94,7 +94,7 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
     let pid = target.pid().to_string();
     let tracer = crate::support::tracer_binary();
     let script = format!(
-        "umask 0; exec {} --pid {pid} -F 199 -d 3 -f folded -o {} -f json -o {}",
+        "umask 0; exec {} --pid {pid} -F 199 -d 3 --summary-format json -f folded -o {} -f json -o {}",
         tracer.display(),
         old.display(),
         json.display()
@@ -113,7 +113,7 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
     let status = wait_bounded(&mut child.0);
     let stderr = std::io::read_to_string(stderr).unwrap_or_default();
     assert!(status.success(), "{status}: {stderr}");
-    let (samples, _) = samples_and_lost(&stderr);
+    let samples = Summary::of(&stderr).count("samples");
     assert!(samples > 0, "{stderr}");
     assert_eq!(folded_samples(&old), samples, "the new output, whole");
     assert_eq!(
@@ -156,16 +156,21 @@ fn a_failing_output_fails_alone() {
         "json".as_ref(),
         "-o".as_ref(),
         "/dev/full".as_ref(),
+        SUMMARY_JSON[0].as_ref(),
+        SUMMARY_JSON[1].as_ref(),
     ]);
     assert_eq!(ran.status.code(), Some(2), "{}", ran.stderr);
-    let (samples, _) = samples_and_lost(&ran.stderr);
+    let summary = Summary::of(&ran.stderr);
+    let samples = summary.count("samples");
     assert!(samples > 0, "{}", ran.stderr);
     assert_eq!(folded_samples(&good), samples, "the good output, whole");
+    let failed: Vec<&str> = summary.0["failed_outputs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
     assert!(
-        ran.stderr
-            .lines()
-            .any(|l| l.starts_with("  output failed: /dev/full: ") && l.contains("No space left on device")),
-        "{}",
+        matches!(failed[..], [only] if only.starts_with("/dev/full: ") && only.contains("No space left on device")),
+        "the failed output is named, alone: {}",
         ran.stderr
     );
     assert_eq!(mode(&good), 0o600);

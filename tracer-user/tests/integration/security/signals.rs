@@ -3,7 +3,7 @@
 //! 0, and no temporary file is left.
 
 use super::{busy_nobody, folded_samples, temporaries_of, tracer, until_sampling, wait_bounded};
-use crate::{hardening::samples_and_lost, support::privileged};
+use crate::support::{SUMMARY_JSON, Summary, privileged};
 
 /// Regression (SIGHUP killed the tracer with status 129, an empty output and scratch files
 /// left): SIGHUP and SIGPIPE with stderr closed (its reader gone, as after a dropped ssh
@@ -30,6 +30,8 @@ fn hangup_usr1_and_pipe_end_the_session_with_everything_written() {
             "499".as_ref(),
             "-o".as_ref(),
             out.as_os_str(),
+            SUMMARY_JSON[0].as_ref(),
+            SUMMARY_JSON[1].as_ref(),
         ]));
         std::thread::sleep(std::time::Duration::from_millis(1500));
         let stderr = if close_stderr {
@@ -48,7 +50,11 @@ fn hangup_usr1_and_pipe_end_the_session_with_everything_written() {
         if let Some(stderr) = stderr {
             let stderr = std::io::read_to_string(stderr).unwrap_or_default();
             assert!(stderr.contains("(SIGUSR1)"), "{name}: {stderr}");
-            assert_eq!(samples_and_lost(&stderr).0, written, "{name}: every sample written");
+            assert_eq!(
+                Summary::of(&stderr).count("samples"),
+                written,
+                "{name}: every sample written"
+            );
         }
     }
 }
