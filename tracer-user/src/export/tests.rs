@@ -184,14 +184,7 @@ fn check_folded(resolved: &Resolved) {
             );
         }
     }
-    let total: u64 = write(resolved)
-        .lines()
-        .map(|l| {
-            l.rsplit_once(' ')
-                .and_then(|(_, n)| n.parse::<u64>().ok())
-                .expect("a count")
-        })
-        .sum();
+    let total = folded_total(&write(resolved));
     assert_eq!(total, resolved.stacks.iter().map(|s| s.count).sum::<u64>());
 }
 
@@ -242,15 +235,7 @@ fn check_perf_script(resolved: &Resolved, samples: &[ResolvedSample]) {
     Folder::from(options)
         .collapse(out.as_slice(), &mut collapsed)
         .expect("inferno collapses perf-script");
-    let weight: u64 = String::from_utf8(collapsed)
-        .expect("utf-8")
-        .lines()
-        .map(|l| {
-            l.rsplit_once(' ')
-                .and_then(|(_, n)| n.parse::<u64>().ok())
-                .expect("a count")
-        })
-        .sum();
+    let weight = folded_total(&String::from_utf8(collapsed).expect("utf-8"));
     // The collapser skips frames whose name starts with `(` (perf's process names), and with
     // them a record that has no other frame.
     let expected: u64 = samples
@@ -369,4 +354,16 @@ fn hostile_names_cannot_forge_records_in_any_format() {
         check_protobufs(&resolved);
         check_live(&resolved);
     }
+}
+
+/// The sum of the counts of folded text (`STACK COUNT` lines).
+fn folded_total(folded: &str) -> u64 {
+    folded
+        .lines()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .and_then(|(_, n)| n.parse::<u64>().ok())
+                .expect("a count")
+        })
+        .sum()
 }

@@ -63,6 +63,21 @@ impl Lines {
     }
 }
 
+/// `mapexec FILE`, started (it maps FILE executable and sleeps for a minute) and waited for
+/// until it has mapped it.
+pub(super) fn mapping(mapexec: &Path, file: &Path) -> Running {
+    let mut mapper = Running(
+        Command::new(mapexec)
+            .arg(file)
+            .arg("60000")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start mapexec"),
+    );
+    Lines::of(&mut mapper).numbers("mapped");
+    mapper
+}
+
 /// `sframe-trace ARGS` (under `setpriv --bounding-set CAPS` when `caps` is given), which must
 /// end by itself within `limit`; its stderr.
 pub(super) fn trace_bounded(args: &[&str], caps: Option<&str>, limit: Duration) -> String {
@@ -331,15 +346,7 @@ fn a_fake_build_id_does_not_poison_libc() {
     // The hostile process (static: it maps no libc of its own) maps the fake, and is loaded
     // first.
     let mapexec = compile(dir.path(), "mapexec", "mapexec", &["-static"]);
-    let mut hostile = Running(
-        Command::new(&mapexec)
-            .arg(&fake)
-            .arg("60000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the hostile process"),
-    );
-    Lines::of(&mut hostile).numbers("mapped");
+    let hostile = mapping(&mapexec, &fake);
     let victim = Running(Command::new(&first).args(["0", "2"]).spawn().expect("start the victim"));
     std::thread::sleep(Duration::from_millis(300));
     let out = dir.path().join("stacks.folded");

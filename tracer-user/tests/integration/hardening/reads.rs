@@ -10,7 +10,7 @@ use std::{
 
 use super::{
     Verdicts, chain_of, compile,
-    files::{Lines, trace_bounded},
+    files::{mapping, trace_bounded},
     read_folded,
 };
 use crate::support::{Running, privileged, tracer_binary};
@@ -107,15 +107,7 @@ fn huge_mapped_files_are_bounded() {
         .expect("open")
         .set_len(3 << 30)
         .expect("extend");
-    let mut mapper = Running(
-        Command::new(&mapexec)
-            .arg(&huge)
-            .arg("60000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start mapexec"),
-    );
-    Lines::of(&mut mapper).numbers("mapped");
+    let mapper = mapping(&mapexec, &huge);
     let runner = Running(Command::new(&padded).args(["0", "1"]).spawn().expect("start"));
     let out = dir.path().join("stacks.folded");
     let pids = format!("{},{}", mapper.pid(), runner.pid());
@@ -172,15 +164,7 @@ fn non_utf8_file_names_are_traced() {
     let library = compile(dir.path(), "churn_plugin", "libplugin.so", &["-shared", "-fPIC"]);
     let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"lib\xff\xfe\nodd.so"));
     std::fs::rename(&library, &odd).expect("rename");
-    let mut mapper = Running(
-        Command::new(&mapexec)
-            .arg(&odd)
-            .arg("60000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start mapexec"),
-    );
-    Lines::of(&mut mapper).numbers("mapped");
+    let mapper = mapping(&mapexec, &odd);
     let pid = mapper.pid().to_string();
     let out = dir.path().join("stacks.folded");
     for mode in [&["--pid", pid.as_str()][..], &["-a"]] {
