@@ -185,14 +185,20 @@ impl Verdicts {
 }
 
 /// The chain for stacks of the programs `first` and `second` (as [`chain_programs`] built
-/// them) with `depth` levels, by command name; the lines of every other program are not
-/// judged (a system-wide trace has them, and their function names can look like ours: GCC's
-/// `cc1` has `first_commutative_argument`), nor those without any symbol (samples of a process
-/// gone before its mappings were read cannot be symbolized: short, not wrong).
+/// them) with `depth` levels, by command name, for their lines in their own code (a frame
+/// named `first_*` or `second_*`). Not judged: the lines of every other program (a system-wide
+/// trace has them, and their function names can look like ours: GCC's `cc1` has
+/// `first_commutative_argument`), and our programs' samples outside their chain (the dynamic
+/// loader before `main`, `exit`; samples of a process gone before its mappings were read,
+/// which cannot be symbolized).
 fn chain_by_comm(programs: &(PathBuf, PathBuf), depth: usize) -> impl Fn(&Folded) -> Option<Vec<String>> {
     let (first, second) = (comm(&programs.0), comm(&programs.1));
     move |line| {
-        if line.frames.iter().all(|f| f.starts_with("[unknown")) {
+        let in_chain = line
+            .frames
+            .iter()
+            .any(|f| f.starts_with("first_") || f.starts_with("second_"));
+        if !in_chain {
             return None;
         }
         // A frame of one program in the other's stack is wrong: judge against the comm's chain.
