@@ -133,7 +133,7 @@ fn bad_targets_are_one_clear_sentence() {
         ),
         (
             &["--max-depth", "9999", "--pid", "1"][..],
-            "--max-depth must be between 1 and 512",
+            "--max-depth must be between 1 and 2048",
         ),
         (
             &["--", "/nonexistent/program"][..],

@@ -49,12 +49,9 @@ fn hangup_usr1_and_pipe_end_the_session_with_everything_written() {
         assert!(temporaries_of(&out).is_empty(), "{name}: a temporary file was left");
         if let Some(stderr) = stderr {
             let stderr = std::io::read_to_string(stderr).unwrap_or_default();
-            assert!(stderr.contains("(SIGUSR1)"), "{name}: {stderr}");
-            assert_eq!(
-                Summary::of(&stderr).count("samples"),
-                written,
-                "{name}: every sample written"
-            );
+            let summary = Summary::of(&stderr);
+            assert_eq!(summary.0["ended"], "SIGUSR1", "{name}: {stderr}");
+            assert_eq!(summary.count("samples"), written, "{name}: every sample written");
         }
     }
 }
