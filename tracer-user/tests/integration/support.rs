@@ -342,6 +342,7 @@ pub fn tracer_binary() -> std::path::PathBuf {
 /// The flags of the programs the tracing tests unwind: optimized, without frame pointers (the
 /// walker must use the tables), every call a real call (no sibling calls, so the call chain in
 /// the source is the stack), and SFrame from the assembler.
+#[cfg(feature = "ebpf")]
 pub const SFRAME_CFLAGS: [&str; 4] = [
     "-O2",
     "-fomit-frame-pointer",
@@ -402,6 +403,7 @@ pub fn run(cmd: &mut Command) -> Vec<u8> {
 }
 
 /// [`run`], its stdout as text.
+#[cfg(feature = "ebpf")]
 pub fn run_text(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&run(cmd)).into_owned()
 }
