@@ -122,8 +122,8 @@ pub struct TraceArgs {
     /// same figures for scripts (its fields are listed in the README).
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text, value_name = "FORMAT")]
     pub summary_format: SummaryFormat,
-    /// Write the summary to this file instead of stderr (created with mode 0600; a symbolic
-    /// link or another user's file there is refused).
+    /// Write the summary to this file instead of stderr (created like --output files: mode
+    /// 0600, put in place when complete; a symbolic link or a FIFO there is refused).
     #[arg(long, value_name = "PATH")]
     pub summary_output: Option<PathBuf>,
     /// The deepest user stack to walk, in frames (1-2048; default: 2048, the most). A sample
