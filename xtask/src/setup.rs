@@ -174,13 +174,4 @@ fn bpf_linker() -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The bpf-linker feature is derived from the major of rustc's versioned libLLVM name.
-    #[test]
-    fn llvm_feature_from_library_name() {
-        assert_eq!(llvm_feature("libLLVM.so.22.1-rust-1.95.0-stable").unwrap(), "llvm-22");
-        assert!(llvm_feature("libLLVM.so.x").is_err());
-    }
-}
+mod tests;

@@ -1,0 +1,73 @@
+//! Unit tests of `cli`; each test says what it proves.
+
+use super::*;
+
+/// Addresses parse as hex with a 0x prefix or as decimal, and garbage is refused.
+#[test]
+fn addresses_parse() {
+    assert_eq!(parse_address("0x401000"), Ok(0x401000));
+    assert_eq!(parse_address("4198400"), Ok(0x401000));
+    assert!(parse_address("0xzz").is_err());
+    assert!(parse_address("").is_err());
+}
+
+/// Sizes take K/M/G suffixes, and tiny or malformed sizes are refused.
+#[test]
+fn sizes_parse() {
+    assert_eq!(parse_size("256M"), Ok(256 << 20));
+    assert_eq!(parse_size("1g"), Ok(1 << 30));
+    assert_eq!(parse_size("2097152"), Ok(2 << 20));
+    assert!(parse_size("12K").is_err(), "below 64K");
+    assert!(parse_size("M").is_err());
+    assert!(parse_size("5T").is_err());
+    assert!(parse_size("-64K").is_err());
+    assert_eq!(
+        parse_size("18014398509481984K"),
+        Err("`18014398509481984K`: give at least 64K and less than 16 EiB".to_owned())
+    );
+}
+
+/// Sizes are strict: whitespace (ASCII or not) and signs are refused, never misread (a
+/// leading space once made `100K` read as 10K) and never a panic.
+#[test]
+fn sizes_are_strict() {
+    for bad in [
+        " 100K",
+        "100K ",
+        "\u{a0}100K",
+        "100\u{2003}K",
+        "1 00K",
+        "+100K",
+        "100KK",
+        "K",
+        "",
+        "１００K",
+    ] {
+        assert!(parse_size(bad).is_err(), "{bad:?} accepted");
+        assert!(parse_ring_buffer_size(bad).is_err(), "{bad:?} accepted");
+    }
+}
+
+/// Seconds are positive, finite and at most MAX_SECS; huge, negative, NaN and infinite
+/// values are refused in a sentence instead of panicking.
+#[test]
+fn seconds_parse() {
+    assert_eq!(parse_secs("1.5"), Ok(Duration::from_millis(1500)));
+    assert_eq!(parse_secs("1e3"), Ok(Duration::from_secs(1000)));
+    for bad in ["0", "-1", "-0.5", "1e20", "inf", "NaN", "1e400", "", "ten", " 1"] {
+        let err = parse_secs(bad).expect_err(bad);
+        assert!(!err.contains('\n'), "{err}");
+    }
+    assert!(parse_secs("-1").unwrap_err().contains("positive"));
+    assert!(parse_secs("1e20").unwrap_err().contains("at most 1000000000 seconds"));
+}
+
+/// Ring buffer sizes are powers of two from 4K to 1G.
+#[test]
+fn ring_buffer_sizes_parse() {
+    assert_eq!(parse_ring_buffer_size("8M"), Ok(8 << 20));
+    assert_eq!(parse_ring_buffer_size("4k"), Ok(4096));
+    assert!(parse_ring_buffer_size("2K").is_err(), "below 4K");
+    assert!(parse_ring_buffer_size("12K").is_err(), "not a power of two");
+    assert!(parse_ring_buffer_size("2G").is_err(), "above 1G");
+}

@@ -1,0 +1,82 @@
+//! Unit tests of `export::svg`; each test says what it proves.
+
+use super::*;
+use crate::export::model::{FrameSource, ResolvedFrame, ResolvedStack};
+
+fn named(symbol: &str) -> ResolvedFrame {
+    ResolvedFrame {
+        addr: 0x1000,
+        object: None,
+        offset: 0x1000,
+        symbol: Some(symbol.to_owned()),
+        file: None,
+        line: None,
+        inlined: false,
+        source: FrameSource::Sframe,
+    }
+}
+
+/// Every frame of the stacks is a titled box of the graph, with its sample count.
+#[test]
+fn frames_become_boxes() {
+    let stack = |frames: Vec<ResolvedFrame>, count| ResolvedStack {
+        pid: 1,
+        tid: 1,
+        comm: "app".to_owned(),
+        event: "cpu-clock".to_owned(),
+        frames,
+        count,
+        weight_ns: 0,
+    };
+    let resolved = Resolved {
+        stacks: vec![
+            stack(vec![named("leaf"), named("main")], 30),
+            stack(vec![named("other"), named("main")], 10),
+        ],
+        ..Resolved::default()
+    };
+    let mut out = Vec::new();
+    write(&mut out, &resolved).expect("write");
+    let svg = String::from_utf8(out).expect("utf-8");
+    assert!(svg.starts_with("<?xml"), "{}", &svg[..100]);
+    for title in [
+        "<title>main (40 samples, 100.00%)</title>",
+        "<title>leaf (30 samples, 75.00%)</title>",
+        "<title>other (10 samples, 25.00%)</title>",
+    ] {
+        assert!(svg.contains(title), "no {title} in the SVG");
+    }
+}
+
+/// An off-CPU graph counts microseconds, not samples: its widths are the folded counts.
+#[test]
+fn offcpu_widths_are_microseconds() {
+    let resolved = Resolved {
+        stacks: vec![ResolvedStack {
+            pid: 1,
+            tid: 1,
+            comm: "app".to_owned(),
+            event: "offcpu".to_owned(),
+            frames: vec![named("wait"), named("main")],
+            count: 2,
+            weight_ns: 3_000_000,
+        }],
+        ..Resolved::default()
+    };
+    let mut out = Vec::new();
+    write(&mut out, &resolved).expect("write");
+    let svg = String::from_utf8(out).expect("utf-8");
+    assert!(svg.contains("<title>wait (3,000 us, 100.00%)</title>"), "{svg}");
+    assert!(
+        svg.contains("microseconds off-CPU"),
+        "the subtitle says what widths are"
+    );
+}
+
+/// A profile without samples still gives an SVG document.
+#[test]
+fn empty_profile_is_a_picture() {
+    let mut out = Vec::new();
+    write(&mut out, &Resolved::default()).expect("write");
+    assert!(String::from_utf8(out).expect("utf-8").contains("</svg>"));
+}

@@ -1,0 +1,152 @@
+//! Unit tests of `trace::folded`; each test says what it proves.
+
+use super::*;
+
+fn chain(frames: &str) -> Vec<String> {
+    frames.split(';').map(str::to_owned).collect()
+}
+
+fn stacks(text: &str) -> Vec<Stack> {
+    parse(text).expect("valid folded text")
+}
+
+/// Folded lines split into comm, frames (outermost first) and count; a comm alone is a stack
+/// without frames.
+#[test]
+fn parses_folded_lines() {
+    let got = stacks("deep;_start;main;leaf 12\n\nplt;[unknown];0x7f00 3\nnoinfo 2\n");
+    assert_eq!(
+        got,
+        vec![
+            Stack {
+                comm: "deep".into(),
+                frames: chain("_start;main;leaf"),
+                count: 12
+            },
+            Stack {
+                comm: "plt".into(),
+                frames: chain("[unknown];0x7f00"),
+                count: 3
+            },
+            Stack {
+                comm: "noinfo".into(),
+                frames: vec![],
+                count: 2
+            },
+        ]
+    );
+}
+
+/// A line without a numeric count, or with an empty frame, is rejected with its line number.
+#[test]
+fn rejects_malformed_lines() {
+    assert!(parse("deep;main").unwrap_err().contains("line 1"));
+    assert!(parse("deep;main 1\ndeep;main x").unwrap_err().contains("line 2"));
+    assert!(parse("deep;;main 1").unwrap_err().contains("empty"));
+    assert!(parse(";main 1").is_err());
+}
+
+/// Only stacks equal to the whole chain, from the right comm, count as exact.
+#[test]
+fn exact_counts_only_the_whole_chain() {
+    let want = chain("_start;main;big;spin");
+    let v = Verdict::exact(
+        &stacks(
+            "bigframe;_start;main;big;spin 97\nbigframe;main;big;spin 2\nother;_start;main;big;spin 1\n\
+             bigframe;_start;_start;main;big;spin 1\nbigframe;_start;main;big;spin;extra 1",
+        ),
+        "bigframe",
+        &want,
+    );
+    assert_eq!((v.good, v.total), (97, 102));
+    assert_eq!(v.wrong.len(), 4);
+    assert_eq!(v.wrong[0].0, 2, "most frequent wrong stack first");
+    assert!((v.accuracy() - 97.0 / 102.0).abs() < 1e-12);
+}
+
+/// Truncated stacks pass the innermost-part check; a stack with any frame off the chain, a
+/// missing middle frame, an outer part, or no frame at all does not.
+#[test]
+fn innermost_part_accepts_only_true_suffixes() {
+    let want = chain("_start;main;run;recurse;recurse;leaf");
+    let v = Verdict::innermost_part(
+        &stacks(
+            "noinfo;leaf 5\nnoinfo;recurse;leaf 4\nnoinfo;_start;main;run;recurse;recurse;leaf 3\n\
+             noinfo;main;leaf 1\nnoinfo;[unknown];leaf 1\nnoinfo;_start;main 1\nnoinfo 1\n\
+             noinfo;run;recurse;leaf 1",
+        ),
+        "noinfo",
+        &want,
+    );
+    assert_eq!((v.good, v.total), (12, 17));
+    assert_eq!(v.wrong.len(), 5);
+}
+
+/// No samples is 0% accurate, not a pass.
+#[test]
+fn no_samples_is_zero_accuracy() {
+    assert_eq!(Verdict::exact(&[], "deep", &chain("main")).accuracy(), 0.0);
+}
+
+/// The report shows the accuracy and the three most frequent wrong stacks, compressed, with
+/// how many of their innermost frames agree.
+#[test]
+fn report_shows_top_three_wrong_stacks() {
+    let mut want = chain("_start;main;run");
+    want.extend(std::iter::repeat_n("recurse".to_owned(), 100));
+    want.push("leaf".into());
+    let recursion = vec!["recurse"; 100].join(";");
+    let text = format!(
+        "deep;_start;main;run;{recursion};leaf 990\ndeep;0x2;_start;main;run;{recursion};leaf 4\n\
+         deep;run;{recursion};leaf 3\ndeep;leaf 2\ndeep;[unknown] 1"
+    );
+    let v = Verdict::exact(&stacks(&text), "deep", &want);
+    let report = v.to_string();
+    assert!(report.starts_with("99.00% (990 of 1000 samples)"), "{report}");
+    assert!(
+        report.contains("wrong x4: deep;0x2;_start;main;run;recurse x100;leaf  [105 frames; the innermost 104 agree with the expected 104]"),
+        "{report}"
+    );
+    assert!(
+        report.contains("wrong x3: deep;run;recurse x100;leaf  [102 frames;"),
+        "{report}"
+    );
+    assert!(
+        report.contains("wrong x2: deep;leaf  [1 frames; the innermost 1 agree"),
+        "{report}"
+    );
+    assert!(!report.contains("[unknown]"), "only three wrong stacks: {report}");
+    assert!(report.contains("and 1 more"), "{report}");
+}
+
+/// A stack printed on two lines is reported once, with its number of lines.
+#[test]
+fn finds_repeated_lines() {
+    let got = repeated_lines(&stacks(
+        "noinfo;leaf 1\nnoinfo;recurse;leaf 2\nnoinfo;leaf 494\nother;leaf 3\nnoinfo;leaf 4",
+    ));
+    assert_eq!(got, vec![("noinfo;leaf".to_owned(), 3)]);
+    assert!(repeated_lines(&stacks("a;b 1\na;b;b 1\nb;b 1")).is_empty());
+}
+
+/// Runs of a repeated frame are shortened; single frames are not.
+#[test]
+fn compresses_repeated_frames() {
+    assert_eq!(compress(&chain("a;b;b;b;c;b")), "a;b x3;c;b");
+    assert_eq!(compress(&[]), "");
+}
+
+/// The frame-pointer count is read from the tracer's summary line and a few other shapes,
+/// never from the SFrame count next to it.
+#[test]
+fn reads_frame_pointer_frames_from_the_summary() {
+    let summary = "sframe-trace: 998 samples in 2.0 s (the duration ended), 0 lost\n  \
+                   stacks: 998 complete, 0 truncated\n  \
+                   user frames: 5 from SFrame tables, 103794 from frame pointers\n";
+    assert_eq!(frame_pointer_frames(summary), Some(103_794));
+    assert_eq!(frame_pointer_frames("frames: sframe=10 fp=20"), Some(20));
+    assert_eq!(frame_pointer_frames("frames: 10 sframe, 20 fp"), Some(20));
+    assert_eq!(frame_pointer_frames("Frame-pointer frames: 7"), Some(7));
+    assert_eq!(frame_pointer_frames("frames: 10 from SFrame tables"), None);
+    assert_eq!(frame_pointer_frames("lost 3 samples"), None);
+}
