@@ -187,6 +187,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
     let failed_outputs = output.finish(&profile, &catalog);
+    // The exports are flushed first: the summary counts what reached the collector.
+    let exported = otlp.finish().await;
     let summary = summary::Summary {
         elapsed: started.elapsed(),
         why,
@@ -198,6 +200,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         table_capacity_bytes: catalog.tables.capacity_bytes(),
         follow: follower.stats,
         failed_outputs: &failed_outputs,
+        otlp: exported.as_ref(),
     };
     let mut ended = if failed_outputs.is_empty() {
         Ended::Complete
@@ -208,16 +211,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         say(format_args!("sframe-trace: {err:#}\n"));
         ended = Ended::OutputFailed;
     }
-    if let Some(report) = otlp.finish().await {
-        say(format_args!("{report}"));
-        if report.sent == 0 && report.dropped() > 0 {
-            say(format_args!(
-                "sframe-trace: every OTLP export failed: nothing reached {}\n",
-                report.destination
-            ));
-            if ended == Ended::Complete {
-                ended = Ended::NothingExported;
-            }
+    if let Some(report) = exported
+        && report.sent == 0
+        && report.dropped() > 0
+    {
+        say(format_args!(
+            "sframe-trace: every OTLP export failed: nothing reached {}\n",
+            report.destination
+        ));
+        if ended == Ended::Complete {
+            ended = Ended::NothingExported;
         }
     }
     Ok(ended)

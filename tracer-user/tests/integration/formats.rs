@@ -10,7 +10,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::mpsc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use inferno::collapse::{
@@ -20,7 +20,7 @@ use inferno::collapse::{
 
 use crate::{
     consumers::EveryFormat,
-    support::{Running, privileged, run_text as run, wait_tracer},
+    support::{Progress, Running, SILENCE, privileged, run_text as run, wait_tracer},
 };
 
 /// Sampling frequency of every run, and the period it gives (perf-script's period field).
@@ -288,11 +288,13 @@ fn json_streams_while_the_program_runs() {
         return;
     };
     let workload = Workload::build();
+    // The workload runs far longer than the lines take to arrive on a busy machine; it is
+    // killed once they have.
     let mut tracer = Running(
         Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
             .args(["-F", &HZ.to_string(), "--no-kernel", "-f", "json", "--"])
             .arg(workload.bin())
-            .args(["6", "inline"])
+            .args(["120", "inline"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -309,23 +311,32 @@ fn json_streams_while_the_program_runs() {
             }
         }
     });
-    let first = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("a json line within 20 s of the start");
+    // Lines are waited for as long as the tracer makes progress (loading tables, sampling).
+    let mut progress = Progress::new(tracer.pid());
+    let mut next_line = |lines: usize| loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => break line,
+            Err(mpsc::RecvTimeoutError::Timeout) if !progress.stuck(lines) => {}
+            Err(err) => panic!("{lines} json lines, then none ({err}): the tracer made no progress for {SILENCE:?}"),
+        }
+    };
+    let first = next_line(0);
     let v: serde_json::Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
     let pid = v["pid"].as_u64().unwrap_or_else(|| panic!("no pid: {first}"));
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let running = state.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z'));
-    assert!(running, "the first line arrived after the traced program {pid} ended");
-
+    let alive = || {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        state.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    };
+    assert!(alive(), "the first line arrived after the traced program {pid} ended");
     let mut lines = vec![first];
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            lines.push(line);
-        }
+    while lines.len() < 50 {
+        lines.push(next_line(lines.len()));
     }
-    assert!(lines.len() >= 20, "only {} lines in 2 s", lines.len());
+    assert!(alive(), "50 lines arrived only after the traced program {pid} ended");
+    // SAFETY: kill(2) on the pid of the traced program, which the test's tracer launched and
+    // which is still running (checked just above).
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    drop(tracer);
     let mut inlined_seen = false;
     for line in &lines {
         let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));

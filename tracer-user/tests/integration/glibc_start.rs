@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use crate::support::{SFRAME_CFLAGS, gcc, privileged};
+use crate::support::{SFRAME_CFLAGS, SUMMARY_JSON, Summary, gcc, privileged};
 
 const PROGRAM: &str = r#"
 #include <stdlib.h>
@@ -18,13 +18,15 @@ int main(int argc, char **argv) { for (;;) a(1L << 20); }
 "#;
 
 /// Compile `source` with SFrame into `dir/name` and trace it for 2 s; the folded stacks (glibc's
-/// `__libc_start_main_impl` named `__libc_start_main`), the sample count, and the summary.
+/// `__libc_start_main_impl` named `__libc_start_main`), the sample count, and the stderr with
+/// the summary as JSON.
 fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>, u64, String) {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).expect("write source");
     let exe = dir.join(name);
     gcc(&src, &exe, &SFRAME_CFLAGS);
     let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+        .args(SUMMARY_JSON)
         .args(["-F", "499", "-d", "2", "--no-kernel", "--"])
         .arg(&exe)
         .output()
@@ -46,17 +48,7 @@ fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>
         .collect();
     let total = stacks.iter().map(|(_, n)| n).sum();
     assert!(total >= 100, "too few samples ({total}): {stderr}");
-    let complete = stderr
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("stacks: ")?
-                .split_once(" complete")?
-                .0
-                .parse::<u64>()
-                .ok()
-        })
-        .expect("stacks line in the summary");
+    let complete = Summary::of(&stderr).count("stacks.complete");
     assert!(
         complete as f64 >= 0.99 * total as f64,
         "{complete} complete of {total}: {stderr}"
@@ -79,7 +71,10 @@ fn stacks_cross_from_sframe_into_glibc_eh_frame() {
         exact as f64 >= 0.99 * total as f64,
         "{exact} of {total} exact:\n{stacks:?}\n{stderr}"
     );
-    assert!(stderr.contains(" from .eh_frame"), "{stderr}");
+    // libc's frames (`__libc_start_call_main`, `__libc_start_main`) took `.eh_frame` rows.
+    let summary = Summary::of(&stderr);
+    assert!(summary.count("user_frames.eh_frame") >= 2 * exact, "{stderr}");
+    assert!(summary.count("tables.eh_frame") >= 1, "{stderr}");
 }
 
 /// A loop reading the clock spends its time in the vDSO: those samples unwind through the

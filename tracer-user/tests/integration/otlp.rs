@@ -21,7 +21,7 @@ use std::{
 use object::{Object as _, read::File as ElfFile};
 use serde_json::Value;
 
-use crate::support::{Running, build_workloads, privileged, run, tracer_binary};
+use crate::support::{Running, SUMMARY_JSON, Summary, build_workloads, privileged, run, tracer_binary};
 
 /// The receiver's Python packages: the proto release of the protos sframe-trace speaks
 /// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos).
@@ -128,13 +128,14 @@ pub(crate) struct Traced {
     elapsed: Duration,
 }
 
-/// Run `sframe-trace ARGS` with `envs` added to its environment (and so to a command it
-/// launches), killing it if it outlives `limit`.
+/// Run `sframe-trace ARGS` (its summary as JSON) with `envs` added to its environment (and so
+/// to a command it launches), killing it if it outlives `limit`.
 pub(crate) fn sframe_trace(args: &[String], envs: &[(&str, &str)], limit: Duration) -> Traced {
     let scratch = tempfile::tempdir().expect("tempdir");
     let stderr_path = scratch.path().join("stderr");
     let started = Instant::now();
     let mut child = Command::new(tracer_binary())
+        .args(SUMMARY_JSON)
         .args(args)
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
@@ -161,37 +162,16 @@ pub(crate) fn sframe_trace(args: &[String], envs: &[(&str, &str)], limit: Durati
     }
 }
 
-/// `N` of the summary's `sframe-trace: N samples in ...`.
+impl Traced {
+    /// The run's summary.
+    pub(crate) fn summary(&self) -> Summary {
+        Summary::of(&self.stderr)
+    }
+}
+
+/// The samples the summary counts.
 pub(crate) fn summary_samples(traced: &Traced) -> u64 {
-    traced
-        .stderr
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("sframe-trace: ")?
-                .split_once(" samples in ")?
-                .0
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("{}: no sample count in:\n{}", traced.command, traced.stderr))
-}
-
-/// The summary's `otlp:` line.
-fn otlp_line(traced: &Traced) -> &str {
-    traced
-        .stderr
-        .lines()
-        .find(|l| l.trim_start().starts_with("otlp: "))
-        .unwrap_or_else(|| panic!("{}: no otlp line in the summary:\n{}", traced.command, traced.stderr))
-}
-
-/// The number before `word` in `line` (`3 dropped` -> 3).
-fn count_before(line: &str, word: &str) -> u64 {
-    let words: Vec<&str> = line.split([' ', ',', ';']).filter(|w| !w.is_empty()).collect();
-    words
-        .windows(2)
-        .find_map(|w| (w[1] == word).then(|| w[0].parse().ok()).flatten())
-        .unwrap_or_else(|| panic!("no count before `{word}` in `{line}`"))
+    traced.summary().count("samples")
 }
 
 fn build_id_hex(path: &Path) -> String {
@@ -301,9 +281,10 @@ fn check_export(traced: &Traced, receiver: &Receiver, bin_dir: &Path, pid: Optio
             "the build-id of {key}: {builds:?}"
         );
     }
-    let line = otlp_line(traced);
-    assert_eq!(count_before(line, "dropped"), 0, "{line}");
-    assert_eq!(count_before(line, "exports") as usize, requests.len(), "{line}");
+    let summary = traced.summary();
+    assert_eq!(summary.count("otlp.dropped"), 0, "{}", context());
+    assert_eq!(summary.count("otlp.sent") as usize, requests.len(), "{}", context());
+    assert_eq!(summary.count("otlp.sent_samples"), total, "{}", context());
 }
 
 /// `-F HZ -f otlp --otlp-endpoint ENDPOINT --export-interval INTERVAL EXTRA...`.
@@ -462,12 +443,14 @@ fn absent_or_stalled_collectors_never_stall_the_tracer() {
             "{what}: only {sampled} samples (at least {min})\n{}",
             traced.stderr
         );
-        let line = otlp_line(&traced);
-        assert_eq!(count_before(line, "exports"), 0, "{what}: {line}");
-        assert!(count_before(line, "dropped") >= 2, "{what}: {line}");
-        assert!(
-            line.contains(&format!("{sampled} samples (")),
-            "{what}: every sample lost: {line}"
+        let summary = traced.summary();
+        assert_eq!(summary.count("otlp.sent"), 0, "{what}: {}", traced.stderr);
+        assert!(summary.count("otlp.dropped") >= 2, "{what}: {}", traced.stderr);
+        assert_eq!(
+            summary.count("otlp.dropped_samples"),
+            sampled,
+            "{what}: every sample lost: {}",
+            traced.stderr
         );
         if let Some(receiver) = receiver {
             assert!(receiver.requests().is_empty(), "{what}: it never answered");

@@ -18,7 +18,7 @@ use std::{
 
 use folded::Verdict;
 
-use crate::support::{Running, build_workloads as build, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, build_workloads as build, privileged};
 
 /// The bar for SFrame and frame-pointer workloads: exactly the known chain.
 const MIN_EXACT: f64 = 0.99;
@@ -80,20 +80,23 @@ fn sframe_workloads() -> Vec<Workload> {
     ]
 }
 
-/// What one tracer run left: its exit status, the folded text and the summary (stderr).
+/// What one tracer run left: its exit status, the folded text and its stderr (progress, then
+/// the summary as JSON).
 struct Traced {
     command: String,
     status: ExitStatus,
     folded: String,
-    summary: String,
+    stderr: String,
 }
 
-/// Run `sframe-trace ARGS` with stdout and stderr in files under `scratch`; kill it if it is
+/// Run `sframe-trace ARGS` (its summary as JSON) with stdout and stderr in files under
+/// `scratch`; kill it if it is
 /// still running `secs + 30` seconds after it started sampling (see `support::wait_tracer`).
 fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path>) -> Traced {
     let stdout_path = scratch.join("stdout");
     let stderr_path = scratch.join("stderr");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+        .args(SUMMARY_JSON)
         .args(args)
         .stdin(Stdio::null())
         .stdout(File::create(&stdout_path).expect("create stdout file"))
@@ -106,7 +109,7 @@ fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path
         command: format!("sframe-trace {}", args.join(" ")),
         status,
         folded: read(output.unwrap_or(&stdout_path)),
-        summary: read(&stderr_path),
+        stderr: read(&stderr_path),
     }
 }
 
@@ -179,7 +182,7 @@ fn judge(traced: &Traced, w: &Workload, secs: u32, check: Check, extra: Extra) -
             "{}:\n    {}\n    stderr:\n{}",
             traced.command,
             problems.join("\n    "),
-            indent(&traced.summary)
+            indent(&traced.stderr)
         ))
     };
     if !traced.status.success() {
@@ -288,32 +291,25 @@ fn no_extra_check(_: &Workload, _: &Traced, _: &Verdict) -> Result<(), String> {
 /// summary must count them.
 fn counts_frame_pointer_frames(w: &Workload, traced: &Traced, verdict: &Verdict) -> Result<(), String> {
     let want = verdict.good * (w.chain.len() as u64 - 1);
-    match folded::frame_pointer_frames(&traced.summary) {
-        Some(fp) if fp >= want => Ok(()),
-        Some(fp) => Err(format!(
+    let fp = Summary::of(&traced.stderr).count("user_frames.frame_pointers");
+    if fp >= want {
+        Ok(())
+    } else {
+        Err(format!(
             "the summary counts {fp} frame-pointer frames, expected at least {want}"
-        )),
-        None => Err(
-            "no frame-pointer frame count in the summary (expected a line like `user frames: N from \
-                     SFrame tables, M from frame pointers`)"
-                .to_owned(),
-        ),
+        ))
     }
 }
 
 /// The summary counts at least 99% of the walks as complete (ended at the outermost frame,
 /// `_start`: marked in v3, the ELF entry point's function in v1/v2).
 fn complete_walks(_: &Workload, traced: &Traced, _: &Verdict) -> Result<(), String> {
-    let line = traced.summary.lines().find_map(|l| l.trim().strip_prefix("stacks: "));
-    let counts = line.and_then(|l| {
-        let (complete, rest) = l.split_once(" complete, ")?;
-        let truncated = rest.split_whitespace().next()?;
-        Some((complete.parse::<u64>().ok()?, truncated.parse::<u64>().ok()?))
-    });
-    match counts {
-        Some((complete, truncated)) if complete as f64 >= MIN_EXACT * (complete + truncated) as f64 => Ok(()),
-        Some((complete, truncated)) => Err(format!("only {complete} complete walks, {truncated} truncated")),
-        None => Err("no `stacks: N complete, M truncated` line in the summary".to_owned()),
+    let summary = Summary::of(&traced.stderr);
+    let (complete, truncated) = (summary.count("stacks.complete"), summary.count("stacks.truncated"));
+    if complete as f64 >= MIN_EXACT * (complete + truncated) as f64 {
+        Ok(())
+    } else {
+        Err(format!("only {complete} complete walks, {truncated} truncated"))
     }
 }
 

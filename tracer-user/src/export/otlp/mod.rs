@@ -36,6 +36,16 @@ pub enum Protocol {
     Http,
 }
 
+impl Protocol {
+    /// The name `--otlp-protocol` takes: `grpc` or `http`.
+    pub fn flag_name(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "grpc",
+            Protocol::Http => "http",
+        }
+    }
+}
+
 impl fmt::Display for Protocol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

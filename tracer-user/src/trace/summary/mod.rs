@@ -11,6 +11,8 @@ use std::{collections::BTreeMap, fmt, path::PathBuf, time::Duration};
 use serde::Serialize;
 use tracer_common::{Counter, walk::StopReason};
 
+use crate::export::otlp::ExportReport;
+
 use super::{
     follow::FollowStats,
     objects::{Catalog, NoTable, TableSource},
@@ -83,6 +85,8 @@ pub struct Summary<'a> {
     pub follow: FollowStats,
     /// The outputs that could not be written, each `PATH: why`.
     pub failed_outputs: &'a [String],
+    /// What became of the OTLP exports (`-f otlp` only).
+    pub otlp: Option<&'a ExportReport>,
 }
 
 /// Every figure of the summary, as the JSON form names them (field by field in the README).
@@ -105,6 +109,44 @@ pub struct Figures {
     pub notes: Vec<String>,
     /// The outputs that could not be written, each `PATH: why` (the others were written).
     pub failed_outputs: Vec<String>,
+    /// The OTLP exports (`null` without `-f otlp`).
+    pub otlp: Option<Exports>,
+}
+
+/// What became of the OTLP exports: snapshots sent and their samples, and those that never
+/// reached the collector (with their samples), by why.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Exports {
+    /// The collector's URL, and `grpc` or `http`.
+    pub endpoint: String,
+    pub protocol: String,
+    pub sent: u64,
+    pub sent_samples: u64,
+    pub dropped: u64,
+    pub dropped_samples: u64,
+    pub queue_full: u64,
+    pub failed: u64,
+    pub unsent: u64,
+    pub retries: u64,
+    pub rejected_profiles: u64,
+}
+
+impl From<&ExportReport> for Exports {
+    fn from(report: &ExportReport) -> Exports {
+        Exports {
+            endpoint: report.destination.url.clone(),
+            protocol: report.destination.protocol.flag_name().to_owned(),
+            sent: report.sent,
+            sent_samples: report.sent_samples,
+            dropped: report.dropped(),
+            dropped_samples: report.lost_samples,
+            queue_full: report.queue_full,
+            failed: report.failed,
+            unsent: report.unsent,
+            retries: report.retries,
+            rejected_profiles: report.rejected_profiles,
+        }
+    }
 }
 
 /// Walks by how they ended.
@@ -218,6 +260,7 @@ impl Summary<'_> {
             processes: self.follow,
             notes,
             failed_outputs: self.failed_outputs.to_vec(),
+            otlp: self.otlp.map(Exports::from),
         }
     }
 
@@ -326,6 +369,9 @@ impl fmt::Display for Summary<'_> {
         }
         for failed in &figures.failed_outputs {
             writeln!(f, "  output failed: {}", crate::names::escaped(failed))?;
+        }
+        if let Some(report) = self.otlp {
+            write!(f, "{report}")?;
         }
         Ok(())
     }

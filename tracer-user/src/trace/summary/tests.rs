@@ -10,6 +10,7 @@ use tracer_common::{
 };
 
 use super::{Summary, file};
+use crate::export::otlp::{Destination, ExportReport};
 use crate::trace::{
     follow::FollowStats,
     objects::{Catalog, NoTable},
@@ -58,6 +59,7 @@ fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
             ..Default::default()
         },
         failed_outputs: &[],
+        otlp: None,
     }
 }
 
@@ -118,6 +120,7 @@ fn json_has_the_figures_of_the_text() {
         },
         "notes": ["/bad.so: truncated \"quoted\" header"],
         "failed_outputs": [],
+        "otlp": null,
     });
     assert_eq!(v, expected);
     // The text says the same.
@@ -214,4 +217,53 @@ fn failed_outputs_are_named() {
     );
     let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
     assert_eq!(v["failed_outputs"][0], failed[0].as_str());
+}
+
+/// With `-f otlp` the text's `otlp:` line and the JSON's `otlp` object carry the same export
+/// figures (sent, dropped by why, with their samples); without it the JSON's `otlp` is null.
+#[test]
+fn exports_are_in_both_forms() {
+    let (catalog, profile) = session();
+    let v: serde_json::Value = serde_json::from_str(&summary(&catalog, &profile).json()).expect("json");
+    assert!(v["otlp"].is_null(), "{v}");
+    let report = ExportReport {
+        destination: Destination::parse("http://127.0.0.1:4318", None).expect("an endpoint"),
+        sent: 4,
+        sent_samples: 900,
+        queue_full: 1,
+        failed: 2,
+        unsent: 3,
+        lost_samples: 77,
+        retries: 5,
+        rejected_profiles: 6,
+    };
+    let summary = Summary {
+        otlp: Some(&report),
+        ..summary(&catalog, &profile)
+    };
+    let text = summary.to_string();
+    assert!(
+        text.contains(
+            "  otlp: 4 exports sent to http://127.0.0.1:4318/v1development/profiles (HTTP), 900 samples; 6 dropped, \
+             77 samples (1 queue full, 2 failed, 3 unsent at exit); 5 retries; 6 profiles rejected by the collector\n"
+        ),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    let otlp = &v["otlp"];
+    assert_eq!(otlp["endpoint"], "http://127.0.0.1:4318/v1development/profiles");
+    assert_eq!(otlp["protocol"], "http");
+    for (field, want) in [
+        ("sent", 4),
+        ("sent_samples", 900),
+        ("dropped", 6),
+        ("dropped_samples", 77),
+        ("queue_full", 1),
+        ("failed", 2),
+        ("unsent", 3),
+        ("retries", 5),
+        ("rejected_profiles", 6),
+    ] {
+        assert_eq!(otlp[field], want, "{field}: {otlp}");
+    }
 }

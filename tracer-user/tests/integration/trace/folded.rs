@@ -156,42 +156,5 @@ pub fn compress(frames: &[String]) -> String {
     out.join(";")
 }
 
-/// The number of user frames unwound with frame pointers, from the summary on stderr.
-/// Written against `  user frames: N from SFrame tables, M from frame pointers`; also reads
-/// `fp: M`, `fp=M`, `M fp`, `frame-pointer frames M`: within a `,`/`;`/`(`/`)`-separated part
-/// of a line naming frame pointers (or `fp` as a word), the number nearest to that name.
-pub fn frame_pointer_frames(summary: &str) -> Option<u64> {
-    for line in summary.lines() {
-        let line = line.to_lowercase();
-        let line = [
-            "frame pointers",
-            "frame pointer",
-            "frame-pointers",
-            "frame-pointer",
-            "frame_pointer",
-        ]
-        .iter()
-        .fold(line, |l, name| l.replace(name, " fp "));
-        for part in line.split([',', ';', '(', ')']) {
-            let tokens: Vec<&str> = part
-                .split(|c: char| !c.is_ascii_alphanumeric())
-                .filter(|t| !t.is_empty())
-                .collect();
-            let Some(at) = tokens.iter().position(|t| *t == "fp") else {
-                continue;
-            };
-            let nearest = tokens
-                .iter()
-                .enumerate()
-                .filter_map(|(i, t)| t.parse::<u64>().ok().map(|n| (i.abs_diff(at), i < at, n)))
-                .min_by_key(|&(distance, before, _)| (distance, before));
-            if let Some((_, _, n)) = nearest {
-                return Some(n);
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests;

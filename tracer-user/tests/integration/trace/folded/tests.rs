@@ -135,18 +135,3 @@ fn compresses_repeated_frames() {
     assert_eq!(compress(&chain("a;b;b;b;c;b")), "a;b x3;c;b");
     assert_eq!(compress(&[]), "");
 }
-
-/// The frame-pointer count is read from the tracer's summary line and a few other shapes,
-/// never from the SFrame count next to it.
-#[test]
-fn reads_frame_pointer_frames_from_the_summary() {
-    let summary = "sframe-trace: 998 samples in 2.0 s (the duration ended), 0 lost\n  \
-                   stacks: 998 complete, 0 truncated\n  \
-                   user frames: 5 from SFrame tables, 103794 from frame pointers\n";
-    assert_eq!(frame_pointer_frames(summary), Some(103_794));
-    assert_eq!(frame_pointer_frames("frames: sframe=10 fp=20"), Some(20));
-    assert_eq!(frame_pointer_frames("frames: 10 sframe, 20 fp"), Some(20));
-    assert_eq!(frame_pointer_frames("Frame-pointer frames: 7"), Some(7));
-    assert_eq!(frame_pointer_frames("frames: 10 from SFrame tables"), None);
-    assert_eq!(frame_pointer_frames("lost 3 samples"), None);
-}
