@@ -20,7 +20,7 @@ use inferno::collapse::{
 
 use crate::{
     consumers::EveryFormat,
-    support::{Progress, Running, SILENCE, privileged, run_text as run, wait_tracer},
+    support::{Progress, Running, SFRAME_CFLAGS, SILENCE, privileged, run_text as run, wait_tracer},
 };
 
 /// Sampling frequency of every run, and the period it gives (perf-script's period field).
@@ -42,11 +42,11 @@ impl Workload {
     fn build() -> Workload {
         let dir = tempfile::tempdir().expect("tempdir");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/formats");
-        let flags = ["-g", "-O2", "-fno-optimize-sibling-calls", "-Wa,--gsframe"];
+        let flags = [&SFRAME_CFLAGS[..], &["-g"]].concat();
         let lib = dir.path().join("libhidden.so");
         let unstripped = dir.path().join("libhidden.unstripped.so");
         run(Command::new("gcc")
-            .args(flags)
+            .args(&flags)
             .args(["-fno-toplevel-reorder", "-shared", "-fPIC"])
             .arg(src.join("hidden.c"))
             .arg("-o")
@@ -57,7 +57,7 @@ impl Workload {
             .arg("-o")
             .arg(&lib));
         run(Command::new("gcc")
-            .args(flags)
+            .args(&flags)
             .arg(src.join("formats.c"))
             .arg("-o")
             .arg(dir.path().join("formats"))

@@ -9,6 +9,8 @@ use std::process::Command;
 use sframe_trace::elf::{self, ElfError, FoundBy};
 use sframe_trace::sframe::Section;
 
+use crate::support::SFRAME_CFLAGS;
+
 /// A small program with a leaf, a frame-pointer function (alloca) and main.
 pub const PROGRAM: &str = r#"
 #include <stdio.h>
@@ -24,17 +26,13 @@ __attribute__((noinline)) int mid(int n) {
 int main(int argc, char **argv) { (void)argv; printf("%d\n", mid(argc + 10)); return 0; }
 "#;
 
-/// Compile `source` with the host gcc into `dir/name` (`-O2 -fomit-frame-pointer
-/// -Wa,--gsframe` plus `extra`). Panics with gcc's message: these tests need gcc.
+/// Compile `source` with the host gcc into `dir/name` ([`SFRAME_CFLAGS`] plus `extra`). Panics
+/// with gcc's message: these tests need gcc.
 pub fn compile(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).expect("write source");
     let out = dir.join(name);
-    crate::support::gcc(
-        &src,
-        &out,
-        &[&["-O2", "-fomit-frame-pointer", "-Wa,--gsframe"][..], extra].concat(),
-    );
+    crate::support::gcc(&src, &out, &[&SFRAME_CFLAGS[..], extra].concat());
     out
 }
 

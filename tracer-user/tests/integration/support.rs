@@ -342,7 +342,6 @@ pub fn tracer_binary() -> std::path::PathBuf {
 /// The flags of the programs the tracing tests unwind: optimized, without frame pointers (the
 /// walker must use the tables), every call a real call (no sibling calls, so the call chain in
 /// the source is the stack), and SFrame from the assembler.
-#[cfg(feature = "ebpf")]
 pub const SFRAME_CFLAGS: [&str; 4] = [
     "-O2",
     "-fomit-frame-pointer",

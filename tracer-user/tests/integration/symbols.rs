@@ -13,7 +13,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Running, privileged, run, tracer_binary};
+use crate::support::{Running, SFRAME_CFLAGS, privileged, run, tracer_binary};
 
 /// The C++ chain, innermost first, as the debug information or symbol table names it.
 const CXX_CHAIN: &[&str] = &["shop::Ledger<unsigned long>::settle(unsigned long)", "run", "main"];
@@ -32,7 +32,8 @@ fn link_cxx(dir: &Path, name: &str, id: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/symbols/ledger.cpp");
     let out = dir.join(name);
     run(Command::new("g++")
-        .args(["-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe"])
+        .args(SFRAME_CFLAGS)
+        .arg("-g")
         .arg(format!("-Wl,--build-id=0x{id}"))
         .arg(&src)
         .arg("-o")
