@@ -80,3 +80,37 @@ fn empty_profile_is_a_picture() {
     write(&mut out, &Resolved::default()).expect("write");
     assert!(String::from_utf8(out).expect("utf-8").contains("</svg>"));
 }
+
+/// Names in any script, with multi-byte characters where inferno shortens the labels of
+/// narrow boxes, are drawn, never a panic.
+#[test]
+fn non_ascii_names_are_drawn() {
+    let names = [
+        "日本語の関数名_で長いもの",
+        "ñandú_ñandú_ñandú_ñandú_ñandú",
+        "€uro\u{301}_€uro\u{301}_€uro",
+    ];
+    let stacks = (1..200)
+        .map(|i| ResolvedStack {
+            pid: 1,
+            tid: 1,
+            comm: "ápp".to_owned(),
+            event: "cpu-clock".to_owned(),
+            frames: vec![
+                named(&format!("{}{i}", names[i % 3].repeat(1 + i % 4))),
+                named(&format!("{}{}", names[(i + 1) % 3], i % 7)),
+                named("main"),
+            ],
+            count: (i * i % 97 + 1) as u64,
+            weight_ns: 0,
+        })
+        .collect();
+    let resolved = Resolved {
+        stacks,
+        ..Resolved::default()
+    };
+    let mut out = Vec::new();
+    write(&mut out, &resolved).expect("write");
+    let svg = String::from_utf8(out).expect("utf-8");
+    assert!(svg.contains("ñandú"), "{svg}");
+}
