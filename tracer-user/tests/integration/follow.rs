@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::hardening::{Verdict, Verdicts, read_folded};
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged, tracer_binary};
 
 /// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
 fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
@@ -94,23 +94,23 @@ fn system_wide_follows_a_later_process() {
         "-a",
         "-F",
         "499",
-        "-d",
-        "6",
         "--no-kernel",
         "-o",
         out.to_str().expect("path"),
     ]);
+    // The later process works for 3 s of CPU time however busy the machine is, then exits; the
+    // tracer is stopped after that.
     let mut later = Running(
         Command::new(&host)
             .env("PLUGIN", &plugin)
             .env("DELAY_MS", "300")
+            .env("CPU_MS", "3000")
             .spawn()
             .expect("start the host"),
     );
-    std::thread::sleep(Duration::from_secs(4));
-    let _ = later.0.kill();
-    let _ = later.0.wait();
-    let stderr = tracer.finish();
+    let status = later.0.wait().expect("wait for the later process");
+    assert!(status.success(), "the later process failed: {status}");
+    let stderr = tracer.interrupt();
     // Samples taken before the process's tables are loaded (milliseconds, longer on a busy
     // host) are walked with frame pointers only: they come out short, never wrong.
     let chain: Vec<String> = PLUGIN_CHAIN.split(';').map(str::to_owned).collect();
@@ -134,14 +134,20 @@ fn exec_reloads_the_process() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let host = compile(dir.path(), "host", &[]);
-    let running = Running(
-        Command::new(&host)
-            .arg("exec")
-            .env("DELAY_MS", "4000")
-            .spawn()
-            .expect("start the host"),
-    );
-    let (_out_dir, out, stderr) = trace_pid(running.pid(), "7", &[]);
+    let out = dir.path().join("stacks.folded");
+    // Launched by the tracer, the program spins 1.5 s of CPU time before its exec and 3 s after
+    // it, then exits and the session ends: as many samples on a busy machine as on an idle one.
+    let mut command = Command::new(tracer_binary());
+    command
+        .args(SUMMARY_JSON)
+        .args(["-F", "499", "--no-kernel", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&host)
+        .arg("exec")
+        .env("DELAY_MS", "1500")
+        .env("CPU_MS", "4500");
+    let stderr = Tracer::spawn(command).finish();
     let chain = "_start;__libc_start_main;__libc_start_call_main;main;after_exec;spin";
     let (good, total) = exact(&stacks_with(&out, "after_exec"), chain);
     let (before, _) = exact(
