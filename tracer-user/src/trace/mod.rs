@@ -152,7 +152,10 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
                 },
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
-                _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
+                _ = housekeeping.tick() => {
+                    follower.housekeep(&mut catalog, &mut kernel)?;
+                    catalog.jit.refresh();
+                }
                 () = otlp.due() => {
                     live.keep(&profile);
                     output.keep(&profile);
@@ -184,6 +187,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     }
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
+    // What the JIT runtimes wrote until the end (some write their perf map at exit).
+    catalog.jit.refresh();
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
     let failed_outputs = output.finish(&profile, &catalog);

@@ -110,6 +110,8 @@ pub struct Catalog {
     /// Tables built ahead, by the identity of the file they were read from, waiting to be
     /// installed.
     prebuilt: HashMap<ObjectKey, Result<Prebuilt, NoTable>>,
+    /// Names of JIT-compiled code, from the processes' perf maps.
+    pub jit: crate::jit::JitNames,
 }
 
 /// An object's table, built but not yet in the kernel tables.

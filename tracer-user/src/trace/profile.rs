@@ -82,7 +82,10 @@ impl Stack {
                     offset: lookup.wrapping_sub(bias),
                     addr: lookup,
                 },
-                _ => Frame::UserUnknown { addr: lookup },
+                _ => {
+                    catalog.jit.want(sample.tgid);
+                    Frame::UserUnknown { addr: lookup }
+                }
             };
             // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
             // frame 0 is attributed to the table of its own object.
@@ -175,7 +178,10 @@ impl Profile {
             match source {
                 FrameSource::Fp => self.fp_frames += 1,
                 FrameSource::EhFrame => self.cfi_frames += 1,
-                FrameSource::Sframe | FrameSource::Kernel => self.sframe_frames += 1,
+                // Kernel and JIT sources are given when symbolizing, never while walking.
+                FrameSource::Sframe | FrameSource::Kernel | FrameSource::Jit | FrameSource::JitDump => {
+                    self.sframe_frames += 1
+                }
             }
         }
         let tally = match self.stacks.get_mut(stack) {

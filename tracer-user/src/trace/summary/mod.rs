@@ -105,6 +105,8 @@ pub struct Figures {
     pub notes: Vec<String>,
     /// The outputs that could not be written, each `PATH: why` (the others were written).
     pub failed_outputs: Vec<String>,
+    /// Perf maps of processes running JIT code: read, and refused by reason.
+    pub jit: crate::jit::JitStats,
 }
 
 /// Walks by how they ended.
@@ -218,6 +220,7 @@ impl Summary<'_> {
             processes: self.follow,
             notes,
             failed_outputs: self.failed_outputs.to_vec(),
+            jit: self.catalog.jit.stats(),
         }
     }
 
@@ -312,6 +315,7 @@ impl fmt::Display for Summary<'_> {
                 follow.unloaded
             )?;
         }
+        write_jit(f, &figures.jit)?;
         // The first few reasons in full; system-wide there can be many.
         for why in figures.notes.iter().take(MAX_NOTES) {
             // Reasons name files other users control.
@@ -329,6 +333,23 @@ impl fmt::Display for Summary<'_> {
         }
         Ok(())
     }
+}
+
+/// The perf-map line, when a process ran code outside any object.
+fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats) -> fmt::Result {
+    if jit.processes == 0 {
+        return Ok(());
+    }
+    write!(
+        f,
+        "  jit: {} processes with code outside objects, {} perf maps read ({} names, {} malformed lines, {} over the limit)",
+        jit.processes, jit.perf_maps, jit.entries, jit.malformed_lines, jit.over_limit
+    )?;
+    if !jit.refused_by_reason.is_empty() {
+        let refused: Vec<String> = jit.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        write!(f, ", refused: {}", refused.join(", "))?;
+    }
+    writeln!(f)
 }
 
 #[cfg(test)]
