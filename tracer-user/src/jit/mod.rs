@@ -22,6 +22,7 @@ use std::{
     fs::File,
     os::unix::fs::{FileExt as _, MetadataExt as _},
     path::PathBuf,
+    time::{Duration, Instant},
 };
 
 use perfmap::PerfMap;
@@ -30,6 +31,8 @@ use serde::Serialize;
 
 /// Bytes read from a perf map at a time.
 const CHUNK: usize = 1 << 20;
+/// How often a frame without a name makes its process's perf map be read again, at most.
+const REREAD: Duration = Duration::from_millis(100);
 
 /// The perf maps of the traced processes that run JIT code.
 #[derive(Debug, Default)]
@@ -51,6 +54,8 @@ struct ProcessMaps {
     skipping: bool,
     /// Why the file was last refused (each refusal is counted once per process and reason).
     refused: BTreeSet<Refusal>,
+    /// When the map was last looked at.
+    read_at: Option<Instant>,
 }
 
 /// What the summary says about perf maps.
@@ -69,27 +74,45 @@ pub struct JitStats {
 }
 
 impl JitNames {
-    /// Samples of `pid` landed in code outside any object: look for its perf map (at the next
-    /// [`JitNames::refresh`]).
-    pub fn want(&self, pid: u32) {
-        if !self.processes.contains_key(&pid) {
+    /// A sample of `pid` has a frame at `addr`, in code outside any object: unless its perf
+    /// map names it already, look (again) at the map at the next [`JitNames::refresh_wanted`].
+    pub fn want(&self, pid: u32, addr: u64) {
+        if self.name(pid, addr).is_none() {
             self.wanted.borrow_mut().insert(pid);
         }
     }
 
-    /// Take in the processes wanted since the last call and read what their perf maps gained.
-    pub fn refresh(&mut self) {
+    /// Whether [`JitNames::want`] was told of a frame without a name since the last refresh.
+    pub fn is_wanted(&self) -> bool {
+        !self.wanted.borrow().is_empty()
+    }
+
+    /// Read what the perf maps of the processes wanted since the last call gained (each at
+    /// most every [`REREAD`]: code without a name in its map, such as a runtime's stubs,
+    /// does not make it read again and again); a process wanted for the first time is looked
+    /// at now (its root, pid and user).
+    pub fn refresh_wanted(&mut self) {
         let wanted = std::mem::take(&mut *self.wanted.borrow_mut());
         for pid in wanted {
-            self.processes.entry(pid).or_insert_with(|| ProcessMaps {
+            let process = self.processes.entry(pid).or_insert_with(|| ProcessMaps {
                 view: process::view(pid),
                 map: PerfMap::default(),
                 file: None,
                 read: 0,
                 skipping: false,
                 refused: BTreeSet::new(),
+                read_at: None,
             });
+            if process.read_at.is_none_or(|at| at.elapsed() >= REREAD) {
+                process.refresh();
+            }
         }
+    }
+
+    /// [`JitNames::refresh_wanted`], then read what every known perf map gained (the
+    /// housekeeping tick, and the end of the session).
+    pub fn refresh(&mut self) {
+        self.refresh_wanted();
         for process in self.processes.values_mut() {
             process.refresh();
         }
@@ -123,6 +146,7 @@ impl ProcessMaps {
     /// Read what the perf map gained since the last time (all of it if it is another file,
     /// or shorter than what was read).
     fn refresh(&mut self) {
+        self.read_at = Some(Instant::now());
         let Some(view) = &self.view else { return };
         let path = PathBuf::from(format!("/tmp/perf-{}.map", view.nspid));
         let (file, size) = match process::open_trusted(view, &path) {

@@ -85,6 +85,7 @@ fn a_growing_map_is_read_in_steps_and_again_when_replaced() {
         read: 0,
         skipping: false,
         refused: BTreeSet::new(),
+        read_at: None,
     };
     process.refresh();
     assert_eq!(process.map.name(0x1000), Some("one"));

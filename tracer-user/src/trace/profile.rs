@@ -83,7 +83,7 @@ impl Stack {
                     addr: lookup,
                 },
                 _ => {
-                    catalog.jit.want(sample.tgid);
+                    catalog.jit.want(sample.tgid, lookup);
                     Frame::UserUnknown { addr: lookup }
                 }
             };
