@@ -29,6 +29,9 @@ const APT_PACKAGES: &[&str] = &[
     "golang-go",
     "python3-venv",
     "strace",
+    // The JIT runtimes whose perf maps the privileged tests read (Node.js, OpenJDK).
+    "nodejs",
+    "openjdk-17-jdk-headless",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

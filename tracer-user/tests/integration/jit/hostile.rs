@@ -1,0 +1,1 @@
+//! Hostile perf maps: placeholder.
