@@ -52,31 +52,31 @@ impl PerfMap {
         let mut used = 0;
         while used < text.len() {
             let rest = &text[used..];
-            let Some(len) = rest.iter().take(MAX_LINE + 1).position(|&b| b == b'\n') else {
-                if rest.len() > MAX_LINE {
-                    // Overlong and unfinished: count it now, skip to its end later.
+            match rest.iter().take(MAX_LINE + 1).position(|&b| b == b'\n') {
+                Some(len) if !*skipping => {
+                    self.add_line(&rest[..len]);
+                    used += len + 1;
+                }
+                // Not a line that fits: skipped (counted once) through its newline, if it has
+                // come yet; else everything is consumed and skipping goes on in the next text.
+                _ if *skipping || rest.len() > MAX_LINE => {
                     if !*skipping {
                         self.malformed += 1;
                     }
-                    *skipping = true;
-                    return text.len();
+                    match rest.iter().position(|&b| b == b'\n') {
+                        Some(len) => {
+                            *skipping = false;
+                            used += len + 1;
+                        }
+                        None => {
+                            *skipping = true;
+                            return text.len();
+                        }
+                    }
                 }
-                break;
-            };
-            if *skipping {
-                *skipping = false;
-            } else {
-                self.add_line(&rest[..len]);
+                // The start of a line still being written.
+                _ => break,
             }
-            used += len + 1;
-        }
-        if *skipping {
-            // The end of an overlong line: skip through its newline.
-            if let Some(len) = text[used..].iter().position(|&b| b == b'\n') {
-                *skipping = false;
-                return used + len + 1;
-            }
-            return text.len();
         }
         used
     }

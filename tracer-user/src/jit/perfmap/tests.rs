@@ -79,3 +79,13 @@ fn many_entries_look_up_by_address() {
     assert_eq!(map.name(0x10_0000 + 1234 * 0x20 + 5), Some("f1234"));
     assert_eq!(map.name(0x10_0000 + 1234 * 0x20 + 0x15), None, "the gap after f1234");
 }
+
+#[test]
+fn lines_after_an_overlong_one_in_the_same_text_are_read() {
+    let mut map = PerfMap::default();
+    let text = format!("1000 10 {}\n2000 10 after\n", "x".repeat(MAX_LINE * 3));
+    assert_eq!(map.add_text(text.as_bytes()), text.len());
+    assert_eq!(map.malformed, 1);
+    assert_eq!(map.name(0x2000), Some("after"));
+    assert_eq!(map.name(0x1000), None);
+}
