@@ -13,6 +13,8 @@
 //! process has exited (runtimes that write their map at exit, such as Java's
 //! `-XX:+DumpPerfMapAtExit`, are named too).
 
+pub mod dump;
+pub mod elf;
 pub mod perfmap;
 pub mod process;
 
