@@ -97,8 +97,8 @@ impl Fields<'_> {
 /// Read a jitdump (see the module docs).
 pub fn parse(bytes: &[u8]) -> Result<JitDump, DumpError> {
     let mut header = Fields { bytes, at: 0 };
-    let (magic, _version, size, machine) = (|| Some((header.u32()?, header.u32()?, header.u32()?, header.u32()?)))()
-        .ok_or(DumpError::Short)?;
+    let (magic, _version, size, machine) =
+        (|| Some((header.u32()?, header.u32()?, header.u32()?, header.u32()?)))().ok_or(DumpError::Short)?;
     if magic != MAGIC {
         return Err(DumpError::Magic(magic));
     }
@@ -114,7 +114,9 @@ pub fn parse(bytes: &[u8]) -> Result<JitDump, DumpError> {
     let mut at = size;
     while at + RECORD_HEADER <= bytes.len() {
         let mut head = Fields { bytes, at };
-        let (Some(id), Some(total)) = (head.u32(), head.u32()) else { break };
+        let (Some(id), Some(total)) = (head.u32(), head.u32()) else {
+            break;
+        };
         let total = total as usize;
         if total < RECORD_HEADER {
             // Nothing after it can be found.
@@ -202,7 +204,9 @@ impl JitDump {
 
     /// The code at `from` is at `to` now (with its unwind information).
     fn moved(&mut self, from: u64, to: u64) {
-        let Some(mut load) = self.loads.remove(&from) else { return };
+        let Some(mut load) = self.loads.remove(&from) else {
+            return;
+        };
         if to.checked_add(load.code.len() as u64).is_none() {
             self.malformed += 1;
             return;
@@ -213,7 +217,11 @@ impl JitDump {
 
     /// The loads within `[start, end)`, by address.
     pub fn within(&self, start: u64, end: u64) -> Vec<&CodeLoad> {
-        self.loads.range(start..end).map(|(_, l)| l).filter(|l| l.end() <= end).collect()
+        self.loads
+            .range(start..end)
+            .map(|(_, l)| l)
+            .filter(|l| l.end() <= end)
+            .collect()
     }
 }
 

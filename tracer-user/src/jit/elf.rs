@@ -62,7 +62,15 @@ pub fn image(loads: &[&CodeLoad], machine: u32, base: u64) -> Option<(Vec<u8>, u
         symtab.extend_from_slice(&(load.code.len() as u64).to_le_bytes());
     }
     Some((
-        Writer::default().write(machine, text_start - base, &text, eh_addr - base, &eh_frame, &symtab, &strtab),
+        Writer::default().write(
+            machine,
+            text_start - base,
+            &text,
+            eh_addr - base,
+            &eh_frame,
+            &symtab,
+            &strtab,
+        ),
         unusable,
     ))
 }

@@ -200,6 +200,18 @@ impl SymbolCache {
             });
             return;
         }
+        // JIT code a jitdump describes says so, however it was found.
+        let source = match *frame {
+            Frame::User { object, .. }
+                if catalog
+                    .objects
+                    .get(object)
+                    .is_some_and(|o| o.name == super::objects::JITDUMP_OBJECT) =>
+            {
+                FrameSource::JitDump
+            }
+            _ => source,
+        };
         let (object, offset, addr) = match *frame {
             Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
             Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),

@@ -20,7 +20,9 @@ fn eh_frame(code: u64, eh: u64) -> Vec<u8> {
     out.extend_from_slice(&28u32.to_ne_bytes());
     out.extend_from_slice(&(code.wrapping_sub(eh + 32) as i32).to_ne_bytes());
     out.extend_from_slice(&(CODE.len() as u32).to_ne_bytes());
-    out.extend_from_slice(&[0, 0x41, 0x0e, 16, 0x83, 2, 0x44, 0x0e, 48, 0x4c, 0x0e, 16, 0x41, 0x0e, 8, 0]);
+    out.extend_from_slice(&[
+        0, 0x41, 0x0e, 16, 0x83, 2, 0x44, 0x0e, 48, 0x4c, 0x0e, 16, 0x41, 0x0e, 8, 0,
+    ]);
     out.extend_from_slice(&[0; 4]);
     out
 }
@@ -95,8 +97,14 @@ fn loads_moves_and_unwind_information_are_read() {
     assert_eq!(loads[0].code, CODE);
     assert!(loads[0].unwind.is_some());
     assert_eq!((loads[1].addr, loads[1].name.as_str()), (REGION + 0x300, "other"));
-    assert!(loads[1].unwind.is_none(), "unwind information goes with the next load only");
-    assert!(dump.within(REGION, REGION + 0x300).len() == 1, "a load must fit the range whole");
+    assert!(
+        loads[1].unwind.is_none(),
+        "unwind information goes with the next load only"
+    );
+    assert!(
+        dump.within(REGION, REGION + 0x300).len() == 1,
+        "a load must fit the range whole"
+    );
 }
 
 #[test]
@@ -126,7 +134,13 @@ fn hostile_dumps_are_refused_or_cut_never_trusted_past_a_lie() {
     bytes.extend(load(REGION + 0x10, "fine", &[0xc3]));
     let dump = parse(&bytes).unwrap();
     assert_eq!(dump.malformed, 1);
-    assert_eq!(dump.within(0, u64::MAX).iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), ["fine"]);
+    assert_eq!(
+        dump.within(0, u64::MAX)
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect::<Vec<_>>(),
+        ["fine"]
+    );
     // A record cut short (still being written) ends the reading, not counted.
     let mut bytes = fixture(REGION + 64);
     let next = load(REGION + 0x400, "half", &CODE);
@@ -158,5 +172,9 @@ fn the_image_unwinds_the_jit_code_exactly() {
             assert_eq!(rule.ra_offset, -8, "RA at {start:#x}+{at}");
         }
     }
-    assert_eq!(table.lookup(0x10).kind, tracer_common::unwind::KIND_NO_INFO, "before the code");
+    assert_eq!(
+        table.lookup(0x10).kind,
+        tracer_common::unwind::KIND_NO_INFO,
+        "before the code"
+    );
 }

@@ -107,6 +107,8 @@ pub struct Figures {
     pub failed_outputs: Vec<String>,
     /// Perf maps of processes running JIT code: read, and refused by reason.
     pub jit: crate::jit::JitStats,
+    /// jitdumps of processes running JIT code: read, refused by reason, regions given tables.
+    pub jitdump: super::objects::DumpStats,
 }
 
 /// Walks by how they ended.
@@ -221,6 +223,7 @@ impl Summary<'_> {
             notes,
             failed_outputs: self.failed_outputs.to_vec(),
             jit: self.catalog.jit.stats(),
+            jitdump: self.catalog.jit_dumps.clone(),
         }
     }
 
@@ -315,7 +318,7 @@ impl fmt::Display for Summary<'_> {
                 follow.unloaded
             )?;
         }
-        write_jit(f, &figures.jit)?;
+        write_jit(f, &figures.jit, &figures.jitdump)?;
         // The first few reasons in full; system-wide there can be many.
         for why in figures.notes.iter().take(MAX_NOTES) {
             // Reasons name files other users control.
@@ -336,7 +339,19 @@ impl fmt::Display for Summary<'_> {
 }
 
 /// The perf-map line, when a process ran code outside any object.
-fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats) -> fmt::Result {
+fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &super::objects::DumpStats) -> fmt::Result {
+    if *dump != super::objects::DumpStats::default() {
+        write!(
+            f,
+            "  jitdump: {} read, {} regions of JIT code with tables ({} malformed records, {} unwind entries unusable)",
+            dump.read, dump.regions, dump.malformed_records, dump.unusable_unwind
+        )?;
+        let refused: Vec<String> = dump.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        if !refused.is_empty() {
+            write!(f, ", refused: {}", refused.join(", "))?;
+        }
+        writeln!(f)?;
+    }
     if jit.processes == 0 {
         return Ok(());
     }
