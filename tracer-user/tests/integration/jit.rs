@@ -5,6 +5,7 @@
 //! (`hostile`). Privileged; skipped loudly (or failed under CI) when a runtime is missing.
 
 mod hostile;
+mod jitdump;
 
 use std::{
     io::BufRead as _,
