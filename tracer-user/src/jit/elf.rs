@@ -132,7 +132,7 @@ impl Writer {
     /// Append `data` (aligned to `align`) as section `name`; returns its file offset.
     #[allow(clippy::too_many_arguments)]
     fn section(&mut self, name: &str, kind: u32, flags: u64, addr: u64, data: &[u8], link: u32, entsize: u64) -> u64 {
-        while self.out.len() % 16 != 0 {
+        while !self.out.len().is_multiple_of(16) {
             self.out.push(0);
         }
         let offset = self.out.len() as u64;
@@ -188,7 +188,7 @@ impl Writer {
         names.extend_from_slice(b".shstrtab\0");
         self.section(".shstrtab", 3, 0, 0, &names, 0, 0);
         count += 1;
-        while self.out.len() % 8 != 0 {
+        while !self.out.len().is_multiple_of(8) {
             self.out.push(0);
         }
         let shoff = self.out.len() as u64;
