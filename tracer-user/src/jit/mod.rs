@@ -120,6 +120,25 @@ impl JitNames {
         }
     }
 
+    /// Process `pid`'s perf map is `text` (for tests of what uses the names).
+    #[cfg(test)]
+    pub(crate) fn set_map(&mut self, pid: u32, text: &[u8]) {
+        let mut map = PerfMap::default();
+        map.add_text(text);
+        self.processes.insert(
+            pid,
+            ProcessMaps {
+                view: None,
+                map,
+                file: None,
+                read: 0,
+                skipping: false,
+                refused: BTreeSet::new(),
+                read_at: None,
+            },
+        );
+    }
+
     /// The perf map name of `addr` in process `pid`.
     pub fn name(&self, pid: u32, addr: u64) -> Option<&str> {
         self.processes.get(&pid)?.map.name(addr)
