@@ -35,6 +35,9 @@ use serde::Serialize;
 const CHUNK: usize = 1 << 20;
 /// How often a frame without a name makes its process's perf map be read again, at most.
 const REREAD: Duration = Duration::from_millis(100);
+/// How often a map that was replaced or shrank is read again from its start, at most (a
+/// process rewriting its map must not make the tracer parse it over and over).
+const RESTART: Duration = Duration::from_secs(5);
 
 /// The perf maps of the traced processes that run JIT code.
 #[derive(Debug, Default)]
@@ -56,8 +59,9 @@ struct ProcessMaps {
     skipping: bool,
     /// Why the file was last refused (each refusal is counted once per process and reason).
     refused: BTreeSet<Refusal>,
-    /// When the map was last looked at.
+    /// When the map was last looked at, and last read from its start.
     read_at: Option<Instant>,
+    restarted_at: Option<Instant>,
 }
 
 /// What the summary says about perf maps.
@@ -96,15 +100,21 @@ impl JitNames {
     pub fn refresh_wanted(&mut self) {
         let wanted = std::mem::take(&mut *self.wanted.borrow_mut());
         for pid in wanted {
-            let process = self.processes.entry(pid).or_insert_with(|| ProcessMaps {
-                view: process::view(pid),
-                map: PerfMap::default(),
-                file: None,
-                read: 0,
-                skipping: false,
-                refused: BTreeSet::new(),
-                read_at: None,
-            });
+            // A process that ended (its view closed) and a new one with its pid: the new one's
+            // map from now on.
+            if self
+                .processes
+                .get(&pid)
+                .is_some_and(|p| p.view.is_none() && p.read_at.is_some())
+            {
+                if let Some(view) = process::view(pid) {
+                    self.processes.insert(pid, ProcessMaps::new(Some(view)));
+                }
+            }
+            let process = self
+                .processes
+                .entry(pid)
+                .or_insert_with(|| ProcessMaps::new(process::view(pid)));
             if process.read_at.is_none_or(|at| at.elapsed() >= REREAD) {
                 process.refresh();
             }
@@ -115,8 +125,16 @@ impl JitNames {
     /// housekeeping tick, and the end of the session).
     pub fn refresh(&mut self) {
         self.refresh_wanted();
-        for process in self.processes.values_mut() {
+        for (&pid, process) in &mut self.processes {
             process.refresh();
+            // Gone: its root is let go after this last read (its names are kept).
+            if process
+                .view
+                .as_ref()
+                .is_some_and(|v| process::start_time(pid) != Some(v.start_time))
+            {
+                process.view = None;
+            }
         }
     }
 
@@ -125,18 +143,9 @@ impl JitNames {
     pub(crate) fn set_map(&mut self, pid: u32, text: &[u8]) {
         let mut map = PerfMap::default();
         map.add_text(text);
-        self.processes.insert(
-            pid,
-            ProcessMaps {
-                view: None,
-                map,
-                file: None,
-                read: 0,
-                skipping: false,
-                refused: BTreeSet::new(),
-                read_at: None,
-            },
-        );
+        let mut process = ProcessMaps::new(None);
+        process.map = map;
+        self.processes.insert(pid, process);
     }
 
     /// The perf map name of `addr` in process `pid`.
@@ -164,6 +173,19 @@ impl JitNames {
 }
 
 impl ProcessMaps {
+    fn new(view: Option<ProcessView>) -> ProcessMaps {
+        ProcessMaps {
+            view,
+            map: PerfMap::default(),
+            file: None,
+            read: 0,
+            skipping: false,
+            refused: BTreeSet::new(),
+            read_at: None,
+            restarted_at: None,
+        }
+    }
+
     /// Read what the perf map gained since the last time (all of it if it is another file,
     /// or shorter than what was read).
     fn refresh(&mut self) {
@@ -181,6 +203,10 @@ impl ProcessMaps {
         let Ok(meta) = file.metadata() else { return };
         let identity = (meta.dev(), meta.ino());
         if self.file != Some(identity) || size < self.read {
+            if self.file.is_some() && self.restarted_at.is_some_and(|at| at.elapsed() < RESTART) {
+                return;
+            }
+            self.restarted_at = Some(Instant::now());
             self.map = PerfMap::default();
             self.file = Some(identity);
             self.read = 0;

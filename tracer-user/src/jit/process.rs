@@ -27,6 +27,9 @@ pub struct ProcessView {
     pub nspid: u32,
     /// The effective user id, as the tracer sees it.
     pub uid: u32,
+    /// When it started (`/proc/PID/stat` field 22): tells it from a later process that gets
+    /// the same pid.
+    pub start_time: u64,
 }
 
 /// Why a JIT file was not read (the summary counts them by [`Refusal::name`]).
@@ -63,8 +66,29 @@ pub fn view(pid: u32) -> Option<ProcessView> {
         .read_to_end(&mut status)
         .ok()?;
     let (nspid, uid) = status_ids(&status, pid)?;
+    let start_time = start_time(pid)?;
     let root = crate::procmaps::open_dir(Path::new(&format!("/proc/{pid}/root")))?;
-    Some(ProcessView { root, nspid, uid })
+    // Looked at again: the root must be that of the process whose ids were read.
+    (self::start_time(pid)? == start_time).then_some(ProcessView {
+        root,
+        nspid,
+        uid,
+        start_time,
+    })
+}
+
+/// When process `pid` started, `None` when there is none.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    stat_start_time(&stat)
+}
+
+/// Field 22 of `/proc/PID/stat` text (the command name, field 2, is in parentheses and may
+/// hold spaces and parentheses: fields are counted after its last `)`).
+pub fn stat_start_time(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
 /// The last `NSpid` (the pid inside the process's namespace; `pid` on kernels without the

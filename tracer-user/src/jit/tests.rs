@@ -6,6 +6,18 @@ use std::{io::Write as _, os::unix::fs::PermissionsExt as _};
 use super::{process::*, *};
 
 #[test]
+fn stat_gives_the_start_time_whatever_the_command_name() {
+    let stat = b"42 (a) b) (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
+    assert_eq!(stat_start_time(stat), Some(987_654));
+    assert_eq!(stat_start_time(b"42 (x"), None);
+    // SAFETY: getpid has no preconditions.
+    let own = unsafe { libc::getpid() } as u32;
+    assert!(start_time(own).is_some());
+    let view = view(own).expect("our own view");
+    assert_eq!(view.nspid, own, "no pid namespace of our own");
+}
+
+#[test]
 fn status_gives_the_innermost_pid_and_the_effective_uid() {
     let status = b"Name:\tnode\nUid:\t1000\t1001\t1001\t1001\nNSpid:\t4242\t17\n";
     assert_eq!(status_ids(status, 4242), Some((17, 1001)));
@@ -29,6 +41,7 @@ fn own_view(root: &std::path::Path, nspid: u32) -> ProcessView {
         nspid,
         // SAFETY: geteuid has no preconditions.
         uid: unsafe { libc::geteuid() },
+        start_time: 0,
     }
 }
 
@@ -78,24 +91,23 @@ fn a_growing_map_is_read_in_steps_and_again_when_replaced() {
     let path = dir.join("tmp/perf-7.map");
     let mut file = std::fs::File::create(&path).unwrap();
     file.write_all(b"1000 10 one\n2000 10 tw").unwrap();
-    let mut process = ProcessMaps {
-        view: Some(own_view(dir, 7)),
-        map: PerfMap::default(),
-        file: None,
-        read: 0,
-        skipping: false,
-        refused: BTreeSet::new(),
-        read_at: None,
-    };
+    let mut process = ProcessMaps::new(Some(own_view(dir, 7)));
     process.refresh();
     assert_eq!(process.map.name(0x1000), Some("one"));
     assert_eq!(process.map.name(0x2000), None);
     file.write_all(b"o\n").unwrap();
     process.refresh();
     assert_eq!(process.map.name(0x2000), Some("two"));
-    // Replaced by another, shorter file: read from its start.
+    // Replaced by another, shorter file: read from its start, but not again and again.
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, b"3000 10 new\n").unwrap();
+    process.refresh();
+    assert_eq!(
+        process.map.name(0x1000),
+        Some("one"),
+        "read from its start at most every 5 s"
+    );
+    process.restarted_at = None;
     process.refresh();
     assert_eq!(process.map.name(0x1000), None);
     assert_eq!(process.map.name(0x3000), Some("new"));

@@ -26,6 +26,10 @@ use crate::{
     procmaps::Mapping,
 };
 
+/// The most bytes of JIT images kept in a session (each is held for symbolization until the
+/// end: a process rewriting its jitdump must not make the tracer keep images without end).
+const MAX_IMAGE_BYTES: u64 = 512 << 20;
+
 /// The object name (and pprof or OTLP mapping) of JIT code described by a jitdump.
 pub const JITDUMP_OBJECT: &str = "[jitdump]";
 
@@ -39,8 +43,11 @@ pub struct DumpStats {
     /// not be used (an encoding not supported).
     pub malformed_records: u64,
     pub unusable_unwind: u64,
-    /// Regions of JIT code given an object (a table and names).
+    /// Regions of JIT code given an object (a table and names), the bytes of their images,
+    /// and regions left without one because the images reached [`MAX_IMAGE_BYTES`].
     pub regions: u64,
+    pub image_bytes: u64,
+    pub over_limit: u64,
 }
 
 /// Whether `path` names a jitdump: `jit-PID.dump`.
@@ -85,7 +92,12 @@ impl Catalog {
         if let Some(&i) = self.by_image.get(image.as_slice()) {
             return Some((i, m.start));
         }
+        if self.jit_dumps.image_bytes + image.len() as u64 > MAX_IMAGE_BYTES {
+            self.jit_dumps.over_limit += 1;
+            return None;
+        }
         let file = Arc::new(memory_file("jitdump", &image).ok()?);
+        self.jit_dumps.image_bytes += image.len() as u64;
         let path = PathBuf::from(JITDUMP_OBJECT);
         let table = prebuild_bytes(&path, &image).and_then(|p| self.install(p));
         self.objects.push(Object {
