@@ -13,7 +13,7 @@ use std::{
     collections::BTreeMap,
     fs::File,
     io::Read as _,
-    os::unix::fs::MetadataExt as _,
+    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -140,5 +140,3 @@ fn read_dump(pid: u32, m: &Mapping) -> Result<Vec<u8>, Refusal> {
         .map_err(|_| Refusal::Unreadable)?;
     Ok(bytes)
 }
-
-use std::os::unix::fs::OpenOptionsExt as _;
