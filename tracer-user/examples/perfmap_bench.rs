@@ -73,7 +73,7 @@ fn main() -> anyhow::Result<()> {
     });
     let mut jit = JitNames::default();
     read(&mut jit);
-    let (reread, _) = best(|| jit.refresh());
+    let (reread, _) = best(|| jit.refresh(false));
     let addrs: Vec<u64> = (0..1_000_000).map(|_| BASE + rng.next_u64() % (end - BASE)).collect();
     let mut named = 0;
     let (lookups, _) = best(|| {

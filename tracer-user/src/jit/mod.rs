@@ -35,6 +35,8 @@ use serde::Serialize;
 const CHUNK: usize = 1 << 20;
 /// How often a frame without a name makes its process's perf map be read again, at most.
 const REREAD: Duration = Duration::from_millis(100);
+/// How often a process without a perf map is looked at again, at most.
+const RELOOK: Duration = Duration::from_secs(2);
 /// How often a map that was replaced or shrank is read again from its start, at most (a
 /// process rewriting its map must not make the tracer parse it over and over).
 const RESTART: Duration = Duration::from_secs(5);
@@ -115,18 +117,21 @@ impl JitNames {
                 .processes
                 .entry(pid)
                 .or_insert_with(|| ProcessMaps::new(process::view(pid)));
-            if process.read_at.is_none_or(|at| at.elapsed() >= REREAD) {
+            let again = if process.file.is_some() { REREAD } else { RELOOK };
+            if process.read_at.is_none_or(|at| at.elapsed() >= again) {
                 process.refresh();
             }
         }
     }
 
-    /// [`JitNames::refresh_wanted`], then read what every known perf map gained (the
-    /// housekeeping tick, and the end of the session).
-    pub fn refresh(&mut self) {
+    /// [`JitNames::refresh_wanted`], then read what every perf map read before gained (the
+    /// housekeeping tick), or, at the `end` of the session, what every process has.
+    pub fn refresh(&mut self, end: bool) {
         self.refresh_wanted();
         for (&pid, process) in &mut self.processes {
-            process.refresh();
+            if end || process.file.is_some() {
+                process.refresh();
+            }
             // Gone: its root is let go after this last read (its names are kept).
             if process
                 .view

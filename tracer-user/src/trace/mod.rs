@@ -154,7 +154,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
                 _ = housekeeping.tick() => {
                     follower.housekeep(&mut catalog, &mut kernel)?;
-                    catalog.jit.refresh();
+                    catalog.jit.refresh(false);
                 }
                 () = otlp.due() => {
                     live.keep(&profile);
@@ -188,7 +188,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    catalog.jit.refresh();
+    catalog.jit.refresh(true);
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
     let failed_outputs = output.finish(&profile, &catalog);

@@ -82,10 +82,13 @@ impl Stack {
                     offset: lookup.wrapping_sub(bias),
                     addr: lookup,
                 },
-                _ => {
+                // Executable memory without an object (JIT code): its perf map may name it.
+                // (Not an address in no mapping at all: a frame-pointer walk's guess.)
+                Some(_) => {
                     catalog.jit.want(sample.tgid, lookup);
                     Frame::UserUnknown { addr: lookup }
                 }
+                None => Frame::UserUnknown { addr: lookup },
             };
             // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
             // frame 0 is attributed to the table of its own object.
