@@ -69,7 +69,8 @@ struct ProcessMaps {
 /// What the summary says about perf maps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct JitStats {
-    /// Processes with code outside any object, and those whose perf map was read.
+    /// Processes sampled in executable memory without an object, and those whose perf map was
+    /// read.
     pub processes: u64,
     pub perf_maps: u64,
     /// Named ranges taken from them.

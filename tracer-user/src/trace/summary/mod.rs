@@ -357,7 +357,7 @@ fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &supe
     }
     write!(
         f,
-        "  jit: {} processes with code outside objects, {} perf maps read ({} names, {} malformed lines, {} over the limit)",
+        "  jit: {} processes sampled in anonymous code, {} perf maps read ({} names, {} malformed lines, {} over the limit)",
         jit.processes, jit.perf_maps, jit.entries, jit.malformed_lines, jit.over_limit
     )?;
     if !jit.refused_by_reason.is_empty() {
