@@ -109,10 +109,9 @@ impl JitNames {
                 .processes
                 .get(&pid)
                 .is_some_and(|p| p.view.is_none() && p.read_at.is_some())
+                && let Some(view) = process::view(pid)
             {
-                if let Some(view) = process::view(pid) {
-                    self.processes.insert(pid, ProcessMaps::new(Some(view)));
-                }
+                self.processes.insert(pid, ProcessMaps::new(Some(view)));
             }
             let process = self
                 .processes
@@ -145,7 +144,7 @@ impl JitNames {
     }
 
     /// Process `pid`'s perf map is `text` (for tests of what uses the names).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "ebpf"))]
     pub(crate) fn set_map(&mut self, pid: u32, text: &[u8]) {
         let mut map = PerfMap::default();
         map.add_text(text);
