@@ -162,8 +162,10 @@ fn node_perf_map_names_compiled_javascript() {
     let mut args = vec!["-F", "499", "-f", "json", "-o", out_arg];
     args.extend(SUMMARY_JSON);
     args.extend(["--", "node", "--perf-basic-prof", script_arg]);
-    let tracer = Tracer::start(&args);
-    let stderr = tracer.finish();
+    // In the test's directory: node writes a log file of its own beside the map.
+    let mut command = Command::new(crate::support::tracer_binary());
+    command.args(&args).current_dir(dir.path()).stdout(Stdio::null());
+    let stderr = Tracer::spawn(command).finish();
     let pid = launched_pid(&stderr);
     let summary = Summary::of(&stderr);
     assert_eq!(summary.count("jit.perf_maps"), 1, "{stderr}");
