@@ -129,15 +129,16 @@ impl JitNames {
     pub fn refresh(&mut self, end: bool) {
         self.refresh_wanted();
         for (&pid, process) in &mut self.processes {
-            if end || process.file.is_some() {
-                process.refresh();
-            }
-            // Gone: its root is let go after this last read (its names are kept).
-            if process
+            let gone = process
                 .view
                 .as_ref()
-                .is_some_and(|v| process::start_time(pid) != Some(v.start_time))
-            {
+                .is_some_and(|v| process::start_time(pid) != Some(v.start_time));
+            // A process that has exited gets a last read (a map written at exit is read
+            // then), after which its root is let go (its names are kept).
+            if end || gone || process.file.is_some() {
+                process.refresh();
+            }
+            if gone {
                 process.view = None;
             }
         }
