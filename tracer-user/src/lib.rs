@@ -6,6 +6,7 @@ pub mod cfi;
 pub mod check;
 pub mod dump;
 pub mod elf;
+pub mod jit;
 pub mod names;
 pub mod objfile;
 pub mod procmaps;

@@ -40,12 +40,15 @@ enum Task {
     /// Regenerate the checked-in fixtures with binutils 2.40, 2.44 and the sid snapshot.
     Fixtures,
     /// Measure sframe-trace beside perf and bpftrace (accuracy, overhead, kernel cost per
-    /// sample, memory, build rate, attach time, data volume, decode rate) and write
-    /// target/bench/report.md, report.json and report.svg.
+    /// sample, memory, build rate, attach time, data volume, decode rate, perf-map
+    /// symbolization) and write target/bench/report.md, report.json and report.svg.
     Bench {
         /// A short smoke run: fewer repetitions, shorter runs, one SFrame version.
         #[arg(long)]
         quick: bool,
+        /// Run only this phase of the pure ones (`perfmap`) and print it; no report is written.
+        #[arg(long, value_name = "PHASE")]
+        phase: Option<String>,
     },
     /// Run the privileged end-to-end tests inside other Debian kernels under qemu, and write
     /// target/vm-test/report.md and the README's kernel table.
@@ -87,7 +90,8 @@ fn main() -> anyhow::Result<()> {
             setup::setup()?;
             vmtest::vm_test(&root, &kernels, std::time::Duration::from_secs(timeout))
         }
-        Task::Bench { quick } => {
+        Task::Bench { phase: Some(phase), .. } => bench::phase(&root, &phase),
+        Task::Bench { quick, phase: None } => {
             setup::setup()?;
             bench::bench(&root, quick)
         }

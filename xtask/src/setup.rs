@@ -19,7 +19,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
 /// pprof output in the format tests; python3-venv: the OTLP tests' receiver runs in a venv with
 /// the official opentelemetry-proto and grpcio packages; g++: cargo-fuzz builds libFuzzer;
-/// strace: a test counts the tracer's opens of a traced file).
+/// strace: a test counts the tracer's opens of a traced file; nodejs and openjdk-17-jdk-headless:
+/// the JIT tests read their perf maps).
 const APT_PACKAGES: &[&str] = &[
     "gcc",
     "g++",
@@ -29,6 +30,8 @@ const APT_PACKAGES: &[&str] = &[
     "golang-go",
     "python3-venv",
     "strace",
+    "nodejs",
+    "openjdk-17-jdk-headless",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

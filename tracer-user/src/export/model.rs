@@ -17,16 +17,22 @@ pub enum FrameSource {
     Fp,
     /// A kernel frame.
     Kernel,
+    /// JIT-compiled code named by its process's perf map (however it was found).
+    Jit,
+    /// JIT-compiled code named by its process's jitdump (however it was found).
+    JitDump,
 }
 
 impl FrameSource {
-    /// The name formats print: `sframe`, `eh_frame`, `fp`, `kernel`.
+    /// The name formats print: `sframe`, `eh_frame`, `fp`, `kernel`, `jit`, `jitdump`.
     pub fn name(self) -> &'static str {
         match self {
             FrameSource::Sframe => "sframe",
             FrameSource::EhFrame => "eh_frame",
             FrameSource::Fp => "fp",
             FrameSource::Kernel => "kernel",
+            FrameSource::Jit => "jit",
+            FrameSource::JitDump => "jitdump",
         }
     }
 }

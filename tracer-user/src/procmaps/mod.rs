@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use image::{ElfFacts, ImageError, inspect};
+pub(crate) use open::{open_dir, open_in_root};
 pub use parse::{Backing, MapsEntry, ParseError, parse_maps};
 pub use read::{Known, ProcError, executable_mappings, executable_mappings_with};
 

@@ -139,7 +139,7 @@ fn finish(
 }
 
 /// A directory as an `O_PATH` descriptor, `None` when it cannot be opened.
-fn open_dir(path: &Path) -> Option<File> {
+pub(crate) fn open_dir(path: &Path) -> Option<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -157,7 +157,7 @@ fn open_path(path: &Path) -> Result<File, ObjectFileError> {
 
 /// `path` (absolute, as the process sees it) resolved inside `root`, never out of it (module
 /// docs, step 2), as an `O_PATH` descriptor.
-fn open_in_root(root: &File, path: &Path) -> io::Result<File> {
+pub(crate) fn open_in_root(root: &File, path: &Path) -> io::Result<File> {
     let relative = path.strip_prefix("/").unwrap_or(path);
     let name =
         CString::new(relative.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;

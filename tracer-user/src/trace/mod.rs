@@ -147,12 +147,15 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog);
+                        take(sample, &mut profile, &mut output, &mut catalog);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
                 },
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
-                _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
+                _ = housekeeping.tick() => {
+                    follower.housekeep(&mut catalog, &mut kernel)?;
+                    catalog.jit.refresh(false);
+                }
                 () = otlp.due() => {
                     live.keep(&profile);
                     output.keep(&profile);
@@ -162,13 +165,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 sample = events.next() => match sample {
                     Some(sample) => {
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog);
+                        take(sample, &mut profile, &mut output, &mut catalog);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
                             notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                            take(sample, &mut profile, &mut output, &catalog);
+                            take(sample, &mut profile, &mut output, &mut catalog);
                         }
                     }
                     None => break "the ring buffer closed",
@@ -180,10 +183,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        take(sample, &mut profile, &mut output, &catalog);
+        take(sample, &mut profile, &mut output, &mut catalog);
     }
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
+    // What the JIT runtimes wrote until the end (some write their perf map at exit).
+    catalog.jit.refresh(true);
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
     let failed_outputs = output.finish(&profile, &catalog);
@@ -231,9 +236,13 @@ fn take(
     sample: &tracer_common::trace::Sample,
     profile: &mut Profile,
     output: &mut output::Outputs,
-    catalog: &objects::Catalog,
+    catalog: &mut objects::Catalog,
 ) {
     profile.add(sample, catalog);
+    // JIT code not named yet: its perf map may have grown since it was read.
+    if catalog.jit.is_wanted() {
+        catalog.jit.refresh_wanted();
+    }
     output.sample(sample, catalog);
 }
 

@@ -110,6 +110,10 @@ pub struct Catalog {
     /// Tables built ahead, by the identity of the file they were read from, waiting to be
     /// installed.
     prebuilt: HashMap<ObjectKey, Result<Prebuilt, NoTable>>,
+    /// Names of JIT-compiled code, from the processes' perf maps.
+    pub jit: crate::jit::JitNames,
+    /// What the jitdumps of the processes gave (`jitcode`).
+    pub jit_dumps: DumpStats,
 }
 
 /// An object's table, built but not yet in the kernel tables.
@@ -159,6 +163,7 @@ impl Catalog {
     pub fn add_process(&mut self, pid: u32, mappings: &[Mapping]) -> Vec<ExecMapping> {
         let mut resolved = Vec::with_capacity(mappings.len());
         let mut exec = Vec::with_capacity(mappings.len());
+        let dump = self.jit_dump(pid, mappings);
         for m in mappings {
             let (object, bias) = match &m.kind {
                 MappingKind::File {
@@ -168,6 +173,10 @@ impl Catalog {
                     file,
                 } => (Some(self.object(m, key, build_id, file)), *bias),
                 MappingKind::Vdso => match self.vdso(pid, m) {
+                    Some((object, bias)) => (Some(object), bias),
+                    None => (None, 0),
+                },
+                MappingKind::Anonymous => match dump.as_ref().and_then(|dump| self.jit_code(m, dump)) {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },
@@ -455,5 +464,7 @@ pub struct Missing {
 #[cfg(test)]
 mod tests;
 
+mod jitcode;
 mod maps;
+pub use jitcode::{DumpStats, JITDUMP_OBJECT};
 pub use maps::ProcessMaps;

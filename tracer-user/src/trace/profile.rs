@@ -82,7 +82,13 @@ impl Stack {
                     offset: lookup.wrapping_sub(bias),
                     addr: lookup,
                 },
-                _ => Frame::UserUnknown { addr: lookup },
+                // Executable memory without an object (JIT code): its perf map may name it.
+                // (Not an address in no mapping at all: a frame-pointer walk's guess.)
+                Some(_) => {
+                    catalog.jit.want(sample.tgid, lookup);
+                    Frame::UserUnknown { addr: lookup }
+                }
+                None => Frame::UserUnknown { addr: lookup },
             };
             // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
             // frame 0 is attributed to the table of its own object.
@@ -175,7 +181,10 @@ impl Profile {
             match source {
                 FrameSource::Fp => self.fp_frames += 1,
                 FrameSource::EhFrame => self.cfi_frames += 1,
-                FrameSource::Sframe | FrameSource::Kernel => self.sframe_frames += 1,
+                // Kernel and JIT sources are given when symbolizing, never while walking.
+                FrameSource::Sframe | FrameSource::Kernel | FrameSource::Jit | FrameSource::JitDump => {
+                    self.sframe_frames += 1
+                }
             }
         }
         let tally = match self.stacks.get_mut(stack) {

@@ -26,6 +26,8 @@ use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, Res
 
 /// The object name and path of kernel frames, as perf prints them.
 const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
+/// The object (and pprof or OTLP mapping) of JIT code named by perf maps, as perf calls it.
+pub const JIT_OBJECT: &str = "[jit]";
 
 /// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
 /// demangled, anything else (C) as it is.
@@ -64,6 +66,7 @@ pub struct SymbolCache {
     objects: Vec<ObjectInfo>,
     by_catalog: HashMap<usize, usize>,
     kernel_object: Option<usize>,
+    jit_object: Option<usize>,
 }
 
 impl SymbolCache {
@@ -86,6 +89,7 @@ impl SymbolCache {
             objects: Vec::new(),
             by_catalog: HashMap::new(),
             kernel_object: None,
+            jit_object: None,
         }
     }
 
@@ -165,15 +169,49 @@ impl SymbolCache {
             })
             .count();
         for frame in &stack.kernel[machinery..] {
-            self.push_frame(&mut frames, frame, FrameSource::Kernel, catalog);
+            self.push_frame(&mut frames, frame, FrameSource::Kernel, catalog, stack.pid);
         }
         for (frame, &source) in stack.user.iter().zip(&stack.sources) {
-            self.push_frame(&mut frames, frame, source, catalog);
+            self.push_frame(&mut frames, frame, source, catalog, stack.pid);
         }
         frames
     }
 
-    fn push_frame(&mut self, frames: &mut Vec<ResolvedFrame>, frame: &Frame, source: FrameSource, catalog: &Catalog) {
+    fn push_frame(
+        &mut self,
+        frames: &mut Vec<ResolvedFrame>,
+        frame: &Frame,
+        source: FrameSource,
+        catalog: &Catalog,
+        pid: u32,
+    ) {
+        if let Frame::UserUnknown { addr } = *frame
+            && let Some(name) = catalog.jit.name(pid, addr)
+        {
+            frames.push(ResolvedFrame {
+                addr,
+                object: Some(self.jit_index()),
+                offset: addr,
+                symbol: Some(name.to_owned()),
+                file: None,
+                line: None,
+                inlined: false,
+                source: FrameSource::Jit,
+            });
+            return;
+        }
+        // JIT code a jitdump describes says so, however it was found.
+        let source = match *frame {
+            Frame::User { object, .. }
+                if catalog
+                    .objects
+                    .get(object)
+                    .is_some_and(|o| o.name == super::objects::JITDUMP_OBJECT) =>
+            {
+                FrameSource::JitDump
+            }
+            _ => source,
+        };
         let (object, offset, addr) = match *frame {
             Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
             Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),
@@ -223,6 +261,21 @@ impl SymbolCache {
         };
         self.objects.push(info);
         self.by_catalog.insert(index, self.objects.len() - 1);
+        self.objects.len() - 1
+    }
+
+    /// The index in [`Self::objects`] of JIT code named by perf maps: one object,
+    /// [`JIT_OBJECT`], whose offsets are the code's addresses in its process.
+    fn jit_index(&mut self) -> usize {
+        if let Some(i) = self.jit_object {
+            return i;
+        }
+        self.objects.push(ObjectInfo {
+            path: JIT_OBJECT.to_owned(),
+            name: JIT_OBJECT.to_owned(),
+            build_id: None,
+        });
+        self.jit_object = Some(self.objects.len() - 1);
         self.objects.len() - 1
     }
 

@@ -238,3 +238,39 @@ pub(super) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
         unloaded: false,
     }
 }
+
+/// Code outside any object is named from its process's perf map, as JIT code (`source` `jit`,
+/// object `[jit]`); executable memory the map does not name stays unknown and asks for the map
+/// to be read again, an address in no mapping does not.
+#[test]
+fn jit_frames_are_named_from_the_perf_map() {
+    let mut catalog = catalog();
+    // Anonymous executable memory: a mapping without object.
+    let jit = ResolvedMapping {
+        start: 0xa000,
+        end: 0xc000,
+        bias: 0,
+        object: None,
+    };
+    catalog.processes.current.get_mut(&7).unwrap().push(jit);
+    catalog.jit.set_map(7, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
+    let events = crate::event::EventSet::default().names();
+    let named = super::profile::Stack::of_sample(&sample(&[0xa010], &[], &[]), &catalog, &events);
+    assert!(!catalog.jit.is_wanted(), "a named frame asks for nothing");
+    let unnamed = super::profile::Stack::of_sample(&sample(&[0xb000], &[], &[]), &catalog, &events);
+    assert!(catalog.jit.is_wanted(), "an unnamed one asks for the map again");
+    catalog.jit.refresh_wanted();
+    super::profile::Stack::of_sample(&sample(&[0xd000], &[], &[]), &catalog, &events);
+    assert!(!catalog.jit.is_wanted(), "an address in no mapping is no JIT code");
+    let mut cache = super::symbolize::SymbolCache::new(false);
+    let frames = cache.frames(&named, &catalog);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].symbol.as_deref(), Some("JS:*fib /srv/fib.js:1:13"));
+    assert_eq!(frames[0].source, FrameSource::Jit);
+    assert_eq!((frames[0].addr, frames[0].offset), (0xa010, 0xa010));
+    let object = &cache.objects()[frames[0].object.expect("an object")];
+    assert_eq!((object.path.as_str(), object.name.as_str()), ("[jit]", "[jit]"));
+    let frames = cache.frames(&unnamed, &catalog);
+    assert_eq!((frames[0].symbol.as_deref(), frames[0].object), (None, None));
+    assert_ne!(frames[0].source, FrameSource::Jit);
+}

@@ -21,6 +21,8 @@ mod golden;
 #[cfg(feature = "ebpf")]
 mod hardening;
 #[cfg(feature = "ebpf")]
+mod jit;
+#[cfg(feature = "ebpf")]
 mod lifecycle;
 #[cfg(feature = "ebpf")]
 mod live;

@@ -6,7 +6,7 @@
 //! 2. Phases, each in its own module: stack accuracy (`accuracy`); overhead, with the kernel
 //!    cost per sample and the data volume read from the same runs (`overhead` and `measure`,
 //!    `cost`, `volume`); the cost per frame at three depths (`depth`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
-//!    decode rate (`decode`).
+//!    decode rate (`decode`); perf-map symbolization (`perfmap`).
 //! 3. Report: `report` (Markdown, JSON) and `chart` (SVG).
 //!
 //! The machine may be busy with other work: the report records the load average before and
@@ -22,6 +22,7 @@ mod fold;
 mod measure;
 mod memory;
 mod overhead;
+mod perfmap;
 mod progstats;
 mod report;
 mod runs;
@@ -149,7 +150,51 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(volume::phase(&runs, &memory));
     let decode = report.timed("decode", || decode::run(&b))?;
     report.add(decode);
+    let perfmap = report.timed("perfmap", || perfmap::run(&b))?;
+    report.add(perfmap);
     report.finish(&b)?;
+    let _ = std::fs::remove_dir_all(&b.scratch);
+    Ok(())
+}
+
+/// `cargo xtask bench --phase NAME`: one phase that needs only the examples, printed (the
+/// report files of a full run are left as they are).
+pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
+    let out = root.join("target/bench");
+    let b = Bench {
+        root: root.to_path_buf(),
+        tracer: root.join("target/release/sframe-trace"),
+        scratch: out.join("phase"),
+        workloads: out.join("workloads"),
+        out,
+        plan: Plan::new(true),
+    };
+    let run = match name {
+        "perfmap" => perfmap::run,
+        other => anyhow::bail!("no phase {other:?} runs alone (perfmap does)"),
+    };
+    let mut examples = cargo();
+    examples.args([
+        "build",
+        "--release",
+        "--package",
+        "tracer-user",
+        "--no-default-features",
+    ]);
+    examples.args(["--example", "perfmap_bench"]);
+    sh(&mut examples)?;
+    std::fs::create_dir_all(&b.scratch)?;
+    let phase = run(&b)?;
+    println!("## {}\n\n{}", phase.title, phase.text);
+    for figure in &phase.figures {
+        println!(
+            "- {}: {} (target {}: {})",
+            figure.what,
+            figure.measured,
+            figure.target,
+            figure.verdict.text()
+        );
+    }
     let _ = std::fs::remove_dir_all(&b.scratch);
     Ok(())
 }
@@ -184,7 +229,7 @@ fn prepare(b: &Bench) -> anyhow::Result<()> {
 }
 
 /// The benchmark examples of tracer-user (pure readers only), built by [`prepare`].
-const EXAMPLES: [&str; 2] = ["build_bench", "decode_bench"];
+const EXAMPLES: [&str; 3] = ["build_bench", "decode_bench", "perfmap_bench"];
 
 /// One of [`EXAMPLES`], ready to run.
 pub fn example(b: &Bench, name: &str) -> Command {

@@ -111,6 +111,10 @@ pub struct Figures {
     pub failed_outputs: Vec<String>,
     /// The OTLP exports (`null` without `-f otlp`).
     pub otlp: Option<Exports>,
+    /// Perf maps of processes running JIT code: read, and refused by reason.
+    pub jit: crate::jit::JitStats,
+    /// jitdumps of processes running JIT code: read, refused by reason, regions given tables.
+    pub jitdump: super::objects::DumpStats,
 }
 
 /// What became of the OTLP exports: snapshots sent and their samples, and those that never
@@ -261,6 +265,8 @@ impl Summary<'_> {
             notes,
             failed_outputs: self.failed_outputs.to_vec(),
             otlp: self.otlp.map(Exports::from),
+            jit: self.catalog.jit.stats(),
+            jitdump: self.catalog.jit_dumps.clone(),
         }
     }
 
@@ -355,6 +361,7 @@ impl fmt::Display for Summary<'_> {
                 follow.unloaded
             )?;
         }
+        write_jit(f, &figures.jit, &figures.jitdump)?;
         // The first few reasons in full; system-wide there can be many.
         for why in figures.notes.iter().take(MAX_NOTES) {
             // Reasons name files other users control.
@@ -375,6 +382,35 @@ impl fmt::Display for Summary<'_> {
         }
         Ok(())
     }
+}
+
+/// The perf-map line, when a process ran code outside any object.
+fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &super::objects::DumpStats) -> fmt::Result {
+    if *dump != super::objects::DumpStats::default() {
+        write!(
+            f,
+            "  jitdump: {} read, {} regions of JIT code with tables ({} malformed records, {} unwind entries unusable)",
+            dump.read, dump.regions, dump.malformed_records, dump.unusable_unwind
+        )?;
+        let refused: Vec<String> = dump.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        if !refused.is_empty() {
+            write!(f, ", refused: {}", refused.join(", "))?;
+        }
+        writeln!(f)?;
+    }
+    if jit.processes == 0 {
+        return Ok(());
+    }
+    write!(
+        f,
+        "  jit: {} processes sampled in anonymous code, {} perf maps read ({} names, {} malformed lines, {} over the limit)",
+        jit.processes, jit.perf_maps, jit.entries, jit.malformed_lines, jit.over_limit
+    )?;
+    if !jit.refused_by_reason.is_empty() {
+        let refused: Vec<String> = jit.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        write!(f, ", refused: {}", refused.join(", "))?;
+    }
+    writeln!(f)
 }
 
 #[cfg(test)]

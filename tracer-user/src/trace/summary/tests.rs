@@ -121,6 +121,14 @@ fn json_has_the_figures_of_the_text() {
         "notes": ["/bad.so: truncated \"quoted\" header"],
         "failed_outputs": [],
         "otlp": null,
+        "jit": {
+            "processes": 0, "perf_maps": 0, "entries": 0, "malformed_lines": 0, "over_limit": 0,
+            "refused_by_reason": {},
+        },
+        "jitdump": {
+            "read": 0, "refused_by_reason": {}, "malformed_records": 0, "unusable_unwind": 0, "regions": 0,
+            "image_bytes": 0, "over_limit": 0,
+        },
     });
     assert_eq!(v, expected);
     // The text says the same.
@@ -133,6 +141,27 @@ fn json_has_the_figures_of_the_text() {
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
+}
+
+/// What jitdumps gave is a line of the text only when there was one, with the refusals by name.
+#[test]
+fn jitdumps_are_a_line_when_there_were_some() {
+    let (mut catalog, profile) = session();
+    assert!(!summary(&catalog, &profile).to_string().contains("jitdump"));
+    catalog.jit_dumps.read = 2;
+    catalog.jit_dumps.regions = 1;
+    catalog.jit_dumps.malformed_records = 3;
+    catalog.jit_dumps.refused_by_reason.insert("other_owner", 1);
+    let summary = summary(&catalog, &profile);
+    let text = summary.to_string();
+    assert!(
+        text.contains(
+            "jitdump: 2 read, 1 regions of JIT code with tables (3 malformed records, 0 unwind entries unusable), refused: other_owner 1"
+        ),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
+    assert_eq!(v["jitdump"]["refused_by_reason"]["other_owner"], 1);
 }
 
 /// Every object without a table is a note in the JSON, while the text names the first eight.

@@ -1,0 +1,115 @@
+//! The process side of perf maps: ids from `/proc/PID/status`, the trust checks on real files,
+//! and a map read as it grows.
+
+use std::{io::Write as _, os::unix::fs::PermissionsExt as _};
+
+use super::{process::*, *};
+
+#[test]
+fn stat_gives_the_start_time_whatever_the_command_name() {
+    let stat = b"42 (a) b) (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
+    assert_eq!(stat_start_time(stat), Some(987_654));
+    assert_eq!(stat_start_time(b"42 (x"), None);
+    // SAFETY: getpid has no preconditions.
+    let own = unsafe { libc::getpid() } as u32;
+    assert!(start_time(own).is_some());
+    let view = view(own).expect("our own view");
+    assert_eq!(view.nspid, own, "no pid namespace of our own");
+}
+
+#[test]
+fn status_gives_the_innermost_pid_and_the_effective_uid() {
+    let status = b"Name:\tnode\nUid:\t1000\t1001\t1001\t1001\nNSpid:\t4242\t17\n";
+    assert_eq!(status_ids(status, 4242), Some((17, 1001)));
+    let old_kernel = b"Uid:\t0\t0\t0\t0\n";
+    assert_eq!(status_ids(old_kernel, 99), Some((99, 0)));
+    assert_eq!(status_ids(b"Name:\tx\n", 1), None, "no Uid line");
+    assert_eq!(status_ids(b"Uid:\tx\ty\nNSpid:\t1\n", 1), None, "garbage");
+}
+
+/// A private directory (random name, mode 0700) for the files of one test.
+fn scratch() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// Our own view, with `root` as the root and `nspid` as the pid.
+fn own_view(root: &std::path::Path, nspid: u32) -> ProcessView {
+    ProcessView {
+        root: crate::procmaps::open_dir(root).unwrap(),
+        nspid,
+        // SAFETY: geteuid has no preconditions.
+        uid: unsafe { libc::geteuid() },
+        start_time: 0,
+    }
+}
+
+#[test]
+fn trusted_files_only() {
+    let scratch = scratch();
+    let dir = scratch.path();
+    let view = own_view(dir, 1);
+    std::fs::write(dir.join("plain"), b"1000 10 f\n").unwrap();
+    assert!(matches!(
+        open_trusted(&view, std::path::Path::new("/plain")),
+        Ok(Some((_, 10)))
+    ));
+    assert!(matches!(open_trusted(&view, std::path::Path::new("/absent")), Ok(None)));
+    std::os::unix::fs::symlink("plain", dir.join("link")).unwrap();
+    assert_eq!(
+        open_trusted(&view, std::path::Path::new("/link")).err(),
+        Some(Refusal::NotRegular)
+    );
+    // An absolute symlink resolves inside the root, never to the host's file.
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("escape")).unwrap();
+    assert_eq!(
+        open_trusted(&view, std::path::Path::new("/escape")).err(),
+        Some(Refusal::NotRegular)
+    );
+    let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: `fifo` is a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    assert_eq!(
+        open_trusted(&view, std::path::Path::new("/fifo")).err(),
+        Some(Refusal::NotRegular)
+    );
+    let other = ProcessView {
+        uid: view.uid.wrapping_add(1),
+        ..own_view(dir, 1)
+    };
+    let owner = std::fs::metadata(dir.join("plain")).unwrap().uid();
+    let expected = if owner == 0 { None } else { Some(Refusal::OtherOwner) };
+    assert_eq!(open_trusted(&other, std::path::Path::new("/plain")).err(), expected);
+}
+
+#[test]
+fn a_growing_map_is_read_in_steps_and_again_when_replaced() {
+    let scratch = scratch();
+    let dir = scratch.path();
+    std::fs::create_dir(dir.join("tmp")).unwrap();
+    let path = dir.join("tmp/perf-7.map");
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(b"1000 10 one\n2000 10 tw").unwrap();
+    let mut process = ProcessMaps::new(Some(own_view(dir, 7)));
+    process.refresh();
+    assert_eq!(process.map.name(0x1000), Some("one"));
+    assert_eq!(process.map.name(0x2000), None);
+    file.write_all(b"o\n").unwrap();
+    process.refresh();
+    assert_eq!(process.map.name(0x2000), Some("two"));
+    // Replaced by another, shorter file: read from its start, but not again and again.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"3000 10 new\n").unwrap();
+    process.refresh();
+    assert_eq!(
+        process.map.name(0x1000),
+        Some("one"),
+        "read from its start at most every 5 s"
+    );
+    process.restarted_at = None;
+    process.refresh();
+    assert_eq!(process.map.name(0x1000), None);
+    assert_eq!(process.map.name(0x3000), Some("new"));
+    assert!(process.refused.is_empty());
+}

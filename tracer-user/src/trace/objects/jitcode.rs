@@ -1,0 +1,142 @@
+//! JIT code described by a jitdump: when a process maps a `jit-*.dump` file (runtimes map it
+//! executable so that profilers find it, as perf does), the file is read (through
+//! `/proc/PID/map_files`, the very file mapped; only a regular file of the process's user or
+//! root, at most [`crate::jit::process::MAX_FILE`]) each time the process's mappings are
+//! loaded, and each anonymous executable mapping holding code it describes becomes an object
+//! of its own: an ELF image of that code ([`crate::jit::elf`]) kept in an anonymous memory
+//! file, its table built from the runtime's `.eh_frame` and its symbols from the code-load
+//! records. The kernel then unwinds that code exactly, frame pointers or not. Code the
+//! runtime compiles later is covered the next time the mappings are read (new code mapped
+//! outside the known mappings, or a reload).
+
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    io::Read as _,
+    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use serde::Serialize;
+
+use super::{Catalog, Object, memory_file, prebuild_bytes};
+use crate::{
+    jit::{dump::JitDump, process::Refusal},
+    procmaps::Mapping,
+};
+
+/// The most bytes of JIT images kept in a session (each is held for symbolization until the
+/// end: a process rewriting its jitdump must not make the tracer keep images without end).
+const MAX_IMAGE_BYTES: u64 = 512 << 20;
+
+/// The object name (and pprof or OTLP mapping) of JIT code described by a jitdump.
+pub const JITDUMP_OBJECT: &str = "[jitdump]";
+
+/// What the summary says about jitdumps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DumpStats {
+    /// jitdumps read (each time a process's mappings were loaded), and refused by reason.
+    pub read: u64,
+    pub refused_by_reason: BTreeMap<&'static str, u64>,
+    /// Records that made no sense or cut the reading short; unwind information that could
+    /// not be used (an encoding not supported).
+    pub malformed_records: u64,
+    pub unusable_unwind: u64,
+    /// Regions of JIT code given an object (a table and names), the bytes of their images,
+    /// and regions left without one because the images reached [`MAX_IMAGE_BYTES`].
+    pub regions: u64,
+    pub image_bytes: u64,
+    pub over_limit: u64,
+}
+
+/// Whether `path` names a jitdump: `jit-PID.dump`.
+fn is_jitdump(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("jit-"))
+        .and_then(|n| n.strip_suffix(".dump"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+impl Catalog {
+    /// The jitdump `pid` maps, read, if it maps one (the first).
+    pub(super) fn jit_dump(&mut self, pid: u32, mappings: &[Mapping]) -> Option<JitDump> {
+        let m = mappings.iter().find(|m| is_jitdump(&m.path))?;
+        let bytes = match read_dump(pid, m) {
+            Ok(bytes) => bytes,
+            Err(refusal) => {
+                *self.jit_dumps.refused_by_reason.entry(refusal.name()).or_default() += 1;
+                return None;
+            }
+        };
+        self.jit_dumps.read += 1;
+        match crate::jit::dump::parse(&bytes) {
+            Ok(dump) => {
+                self.jit_dumps.malformed_records += dump.malformed;
+                Some(dump)
+            }
+            Err(_) => {
+                self.jit_dumps.malformed_records += 1;
+                None
+            }
+        }
+    }
+
+    /// The object of the JIT code `dump` describes in the anonymous mapping `m`, and its bias
+    /// (the mapping's start), if it describes any there.
+    pub(super) fn jit_code(&mut self, m: &Mapping, dump: &JitDump) -> Option<(usize, u64)> {
+        let loads = dump.within(m.start, m.end);
+        let (image, unusable) = crate::jit::elf::image(&loads, dump.machine, m.start)?;
+        self.jit_dumps.unusable_unwind += unusable;
+        if let Some(&i) = self.by_image.get(image.as_slice()) {
+            return Some((i, m.start));
+        }
+        if self.jit_dumps.image_bytes + image.len() as u64 > MAX_IMAGE_BYTES {
+            self.jit_dumps.over_limit += 1;
+            return None;
+        }
+        let file = Arc::new(memory_file("jitdump", &image).ok()?);
+        self.jit_dumps.image_bytes += image.len() as u64;
+        let path = PathBuf::from(JITDUMP_OBJECT);
+        let table = prebuild_bytes(&path, &image).and_then(|p| self.install(p));
+        self.objects.push(Object {
+            path,
+            key: None,
+            file,
+            build_id: None,
+            name: JITDUMP_OBJECT.to_owned(),
+            table,
+            users: 0,
+            unused_since: None,
+            unloaded: false,
+        });
+        self.jit_dumps.regions += 1;
+        self.by_image.insert(image.into_boxed_slice(), self.objects.len() - 1);
+        Some((self.objects.len() - 1, m.start))
+    }
+}
+
+/// The jitdump mapped by `m` in process `pid`: the very file mapped, if trusted (module docs).
+fn read_dump(pid: u32, m: &Mapping) -> Result<Vec<u8>, Refusal> {
+    let (_, uid) = std::fs::read(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| crate::jit::process::status_ids(&status, pid))
+        .ok_or(Refusal::Unreadable)?;
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+        .map_err(|_| Refusal::Unreadable)?;
+    let meta = handle.metadata().map_err(|_| Refusal::Unreadable)?;
+    crate::jit::process::check(&meta, uid)?;
+    if meta.ino() != m.inode {
+        return Err(Refusal::Unreadable);
+    }
+    let file: File = crate::objfile::reopen_checked(&handle, &meta).map_err(|_| Refusal::Unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(crate::jit::process::MAX_FILE)
+        .read_to_end(&mut bytes)
+        .map_err(|_| Refusal::Unreadable)?;
+    Ok(bytes)
+}

@@ -1,0 +1,275 @@
+//! JIT-compiled code: Debian's Node.js and OpenJDK 17 running a recursive `fib` with their perf
+//! maps on, judged on the samples taken in compiled code (anonymous memory): at least 90 % must
+//! carry the runtime's name for it (json `source` `jit`, object `[jit]`), and the stacks through
+//! it must still reach the bottom of the thread. Hostile perf maps are refused and counted
+//! (`hostile`). Privileged; skipped loudly (or failed under CI) when a runtime is missing.
+
+mod hostile;
+mod jitdump;
+
+use std::{
+    io::BufRead as _,
+    process::{Command, Stdio},
+};
+
+use serde_json::Value;
+
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged, run, skipped};
+
+/// The share of samples in compiled code that must be named.
+const NAMED: f64 = 0.9;
+/// Samples in compiled code a run must have for the share to mean something.
+const ENOUGH: usize = 50;
+
+/// `program` is installed (`cargo xtask setup` installs it), else the test is skipped, or
+/// fails under CI.
+fn have(test: &str, program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: {program} is missing (cargo xtask setup installs it)"
+        );
+        skipped(test, &format!("{program} is not installed"));
+    }
+    found
+}
+
+/// One sample's user frames, innermost first: (symbol, object, source).
+type Frames = Vec<(Option<String>, Option<String>, String)>;
+
+/// The user frames of the json samples of `pid`.
+fn user_stacks(json: &str, pid: u32) -> Vec<Frames> {
+    json.lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|s| s["pid"].as_u64() == Some(u64::from(pid)))
+        .map(|s| {
+            s["frames"]
+                .as_array()
+                .expect("frames")
+                .iter()
+                .filter(|f| f["source"] != "kernel")
+                .map(|f| {
+                    (
+                        f["symbol"].as_str().map(str::to_owned),
+                        f["object"].as_str().map(str::to_owned),
+                        f["source"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Judge the samples of a runtime: those whose innermost user frame is in compiled code
+/// (no object, or `[jit]`) are named at least [`NAMED`] of the time, named frames say
+/// `source` `jit`, the recursive function is named `fib` in the runtime's way (`is_fib`),
+/// and the samples in it reach `bottom` (the outermost frame of its thread).
+fn judge(what: &str, stacks: &[Frames], is_fib: impl Fn(&str) -> bool, bottom: &[&str]) {
+    let compiled: Vec<&Frames> = stacks
+        .iter()
+        .filter(|s| {
+            s.first()
+                .is_some_and(|f| f.1.is_none() || f.1.as_deref() == Some("[jit]"))
+        })
+        .collect();
+    let named = compiled.iter().filter(|s| s[0].1.as_deref() == Some("[jit]")).count();
+    let share = named as f64 / compiled.len().max(1) as f64;
+    eprintln!(
+        "{what}: {} samples, {} in compiled code, {named} named ({:.1} %)",
+        stacks.len(),
+        compiled.len(),
+        share * 100.0
+    );
+    assert!(
+        compiled.len() >= ENOUGH,
+        "{what}: only {} samples in compiled code",
+        compiled.len()
+    );
+    let unnamed: Vec<_> = compiled.iter().filter(|s| s[0].0.is_none()).take(3).collect();
+    assert!(
+        share >= NAMED,
+        "{what}: {named} of {} named; unnamed: {unnamed:?}",
+        compiled.len()
+    );
+    for frame in stacks.iter().flatten().filter(|f| f.1.as_deref() == Some("[jit]")) {
+        assert_eq!(frame.2, "jit", "{what}: a frame named by the perf map: {frame:?}");
+        assert!(frame.0.is_some(), "{what}: a [jit] frame without its name");
+    }
+    let in_fib: Vec<&Frames> = compiled
+        .iter()
+        .copied()
+        .filter(|s| s[0].0.as_deref().is_some_and(&is_fib))
+        .collect();
+    assert!(
+        in_fib.len() * 2 >= compiled.len(),
+        "{what}: only {} of {} samples in compiled code are in fib",
+        in_fib.len(),
+        compiled.len()
+    );
+    let whole = in_fib
+        .iter()
+        .filter(|s| {
+            s.last()
+                .and_then(|f| f.0.as_deref())
+                .is_some_and(|b| bottom.contains(&b))
+        })
+        .count();
+    assert!(
+        whole as f64 >= NAMED * in_fib.len() as f64,
+        "{what}: {whole} of {} stacks in fib reach {bottom:?}; one: {:?}",
+        in_fib.len(),
+        in_fib.iter().find(|s| !s
+            .last()
+            .and_then(|f| f.0.as_deref())
+            .is_some_and(|b| bottom.contains(&b)))
+    );
+}
+
+/// The pid of the command a tracer launched, from its `sampling the launched command (pid N)`.
+fn launched_pid(stderr: &str) -> u32 {
+    stderr
+        .split_once("launched command (pid ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .and_then(|(pid, _)| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no launched pid in: {stderr}"))
+}
+
+#[test]
+fn node_perf_map_names_compiled_javascript() {
+    let test = "node_perf_map_names_compiled_javascript";
+    let Some(_turn) = privileged(test) else { return };
+    if !have(test, "node") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("fib.js");
+    std::fs::write(
+        &script,
+        "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
+         const end = Date.now() + 3000; let s = 0;\n\
+         while (Date.now() < end) s += fib(24);\n\
+         console.log(s);\n",
+    )
+    .expect("write fib.js");
+    let out = dir.path().join("node.json");
+    let out_arg = out.to_str().expect("utf-8 path");
+    let script_arg = script.to_str().expect("utf-8 path");
+    let mut args = vec!["-F", "499", "-f", "json", "-o", out_arg];
+    args.extend(SUMMARY_JSON);
+    args.extend(["--", "node", "--perf-basic-prof", script_arg]);
+    // In the test's directory: node writes a log file of its own beside the map.
+    let mut command = Command::new(crate::support::tracer_binary());
+    command.args(&args).current_dir(dir.path()).stdout(Stdio::null());
+    let stderr = Tracer::spawn(command).finish();
+    let pid = launched_pid(&stderr);
+    let summary = Summary::of(&stderr);
+    assert_eq!(summary.count("jit.perf_maps"), 1, "{stderr}");
+    let json = std::fs::read_to_string(&out).expect("read the json output");
+    judge(
+        "node",
+        &user_stacks(&json, pid),
+        |name| name.contains("fib ") && name.contains("fib.js"),
+        &["_start"],
+    );
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+}
+
+/// The Java program: `fib` for `seconds`, printing `warm` after the first second.
+const FIB_JAVA: &str = "public class Fib {\n\
+    static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
+    public static void main(String[] args) {\n\
+        long start = System.currentTimeMillis(); long s = 0; boolean said = false;\n\
+        long seconds = Long.parseLong(args[0]);\n\
+        while (System.currentTimeMillis() < start + seconds * 1000) {\n\
+            s += fib(24);\n\
+            if (!said && System.currentTimeMillis() > start + 1000) { System.out.println(\"warm\"); said = true; }\n\
+        }\n\
+        System.out.println(s);\n\
+    }\n\
+}\n";
+
+/// Java's compiled code, named from the perf map `jcmd PID Compiler.perfmap` writes while it
+/// runs (traced with `--pid`), and from the one `-XX:+DumpPerfMapAtExit` writes as it exits
+/// (read after the process is gone, through the root held since its first JIT sample).
+#[test]
+fn java_perf_map_names_compiled_java() {
+    let test = "java_perf_map_names_compiled_java";
+    let Some(_turn) = privileged(test) else { return };
+    if !have(test, "javac") || !have(test, "jcmd") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("Fib.java"), FIB_JAVA).expect("write Fib.java");
+    run(Command::new("javac").arg("Fib.java").current_dir(dir.path()));
+    let classes = dir.path().to_str().expect("utf-8 path");
+
+    // Running, with the map written on request once fib is compiled.
+    let mut child = Command::new("java")
+        .args(["-XX:+PreserveFramePointer", "-cp", classes, "Fib", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start java");
+    let stdout = child.stdout.take().expect("stdout");
+    let java = Running(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    let pid = java.pid().to_string();
+    run(Command::new("jcmd").args([&pid, "Compiler.perfmap"]));
+    let out = dir.path().join("java.json");
+    let out_arg = out.to_str().expect("utf-8 path");
+    let mut args = vec!["--pid", &pid, "-d", "3", "-F", "499", "-f", "json", "-o", out_arg];
+    args.extend(SUMMARY_JSON);
+    let stderr = Tracer::start(&args).finish();
+    let java_pid = java.pid();
+    drop(java);
+    let summary = Summary::of(&stderr);
+    assert_eq!(summary.count("jit.perf_maps"), 1, "{stderr}");
+    let json = std::fs::read_to_string(&out).expect("read the json output");
+    let is_fib = |name: &str| name.contains("Fib.fib(");
+    judge("java (jcmd)", &user_stacks(&json, java_pid), is_fib, JAVA_BOTTOM);
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+
+    // Launched, with the map written at exit: the outputs written at the end are named.
+    let folded = dir.path().join("java.folded");
+    let folded_arg = folded.to_str().expect("utf-8 path");
+    let mut args = vec!["-F", "499", "-o", folded_arg];
+    args.extend(SUMMARY_JSON);
+    args.extend([
+        "--",
+        "java",
+        "-XX:+PreserveFramePointer",
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+DumpPerfMapAtExit",
+        "-cp",
+        classes,
+        "Fib",
+        "3",
+    ]);
+    let stderr = Tracer::start(&args).finish();
+    let launched = launched_pid(&stderr);
+    let text = std::fs::read_to_string(&folded).expect("read the folded output");
+    let count = |line: &&str| {
+        line.rsplit_once(' ')
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let in_fib: u64 = text
+        .lines()
+        .filter(|l| l.contains(";int Fib.fib(int)"))
+        .map(|l| count(&l))
+        .sum();
+    eprintln!("java (at exit): {in_fib} samples in Fib.fib");
+    assert!(
+        in_fib >= ENOUGH as u64,
+        "java (at exit): {in_fib} samples in Fib.fib:\n{stderr}"
+    );
+    let _ = std::fs::remove_file(format!("/tmp/perf-{launched}.map"));
+}
+
+/// Where the stacks of Java's threads start (the launcher runs `main` on a thread of its own).
+const JAVA_BOTTOM: &[&str] = &["clone3", "__clone3", "start_thread", "_start"];
