@@ -60,8 +60,8 @@ pub enum ElfError {
         size: u64,
         file_len: u64,
     },
-    #[error("section {name} is compressed (SHF_COMPRESSED); only uncompressed sections are read")]
-    Compressed { name: String },
+    #[error(transparent)]
+    Compressed(#[from] crate::compressed::DecompressError),
     #[error("unsupported relocation type {r_type} for ELF machine {machine} at {section}+{offset:#x}")]
     UnsupportedRelocation {
         section: String,
@@ -148,7 +148,7 @@ fn find_section_in<'a, Elf: FileHeader<Endian = Endianness>>(
     let Some((_, sh)) = sections.section_by_name(endian, name.as_bytes()) else {
         return Ok(None);
     };
-    Ok(section_bytes(file, endian, sh, name)?.map(|bytes| (Cow::Borrowed(bytes), sh.sh_addr(endian).into())))
+    Ok(section_bytes(file, endian, sh, name)?.map(|bytes| (bytes, sh.sh_addr(endian).into())))
 }
 
 fn find_sframe_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<SframeData<'_>>, ElfError> {
@@ -198,10 +198,14 @@ fn from_section<'a, Elf: FileHeader<Endian = Endianness>>(
         return Ok(None);
     };
     let vaddr = sh.sh_addr(endian).into();
-    let data = if header.e_type(endian) == elf::ET_REL {
-        relocate(file, header, endian, sections, index, bytes, vaddr)?
-    } else {
-        Cow::Borrowed(bytes)
+    let data = match bytes {
+        Cow::Borrowed(bytes) if header.e_type(endian) == elf::ET_REL => {
+            relocate(file, header, endian, sections, index, bytes, vaddr)?
+        }
+        Cow::Owned(bytes) if header.e_type(endian) == elf::ET_REL => {
+            Cow::Owned(relocate(file, header, endian, sections, index, &bytes, vaddr)?.into_owned())
+        }
+        bytes => bytes,
     };
     Ok(Some(SframeData {
         data,
@@ -210,20 +214,19 @@ fn from_section<'a, Elf: FileHeader<Endian = Endianness>>(
     }))
 }
 
-/// The section's bytes in the file; `None` for `SHT_NOBITS`.
+/// The section's contents, decompressed if compressed (`crate::compressed`); `None` for
+/// `SHT_NOBITS`.
 fn section_bytes<'a, S: SectionHeader<Endian = Endianness>>(
     file: &'a [u8],
     endian: Endianness,
     sh: &S,
     name: &str,
-) -> Result<Option<&'a [u8]>, ElfError> {
-    if sh.sh_flags(endian).0 & elf::SHF_COMPRESSED.0 != 0 {
-        return Err(ElfError::Compressed { name: name.to_owned() });
-    }
+) -> Result<Option<Cow<'a, [u8]>>, ElfError> {
     let Some((offset, size)) = sh.file_range(endian) else {
         return Ok(None);
     };
-    file_range(file, offset, size, &format!("section {name}")).map(Some)
+    let raw = file_range(file, offset, size, &format!("section {name}"))?;
+    Ok(Some(crate::compressed::elf_section_data(file, endian, sh, raw, name)?))
 }
 
 fn file_range<'a>(file: &'a [u8], offset: u64, size: u64, what: &str) -> Result<&'a [u8], ElfError> {

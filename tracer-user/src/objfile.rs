@@ -277,7 +277,14 @@ fn needed_parts(file: &File, file_len: u64) -> Result<Vec<(u64, u64)>, ObjectFil
     Ok(merged)
 }
 
-const UNWIND_SECTIONS: [&[u8]; 5] = [b".sframe", b".eh_frame", b".eh_frame_hdr", b".debug_frame", b".text"];
+const UNWIND_SECTIONS: [&[u8]; 6] = [
+    b".sframe",
+    b".eh_frame",
+    b".eh_frame_hdr",
+    b".debug_frame",
+    b".zdebug_frame",
+    b".text",
+];
 
 fn elf_parts<Elf: FileHeader<Endian = Endianness>>(
     data: &ReadCache<Pread<'_>>,

@@ -2,6 +2,7 @@
 
 mod check;
 mod cli;
+mod compressed;
 #[cfg(feature = "ebpf")]
 mod consumers;
 mod corrupt;
