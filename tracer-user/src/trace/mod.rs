@@ -9,6 +9,7 @@ mod kernel;
 mod launch;
 mod live;
 pub(crate) mod objects;
+pub mod offline;
 mod otlp;
 mod outfile;
 mod output;
@@ -16,6 +17,7 @@ pub(crate) mod profile;
 mod setup;
 mod summary;
 pub(crate) mod symbolize;
+pub mod symfiles;
 mod targets;
 
 use std::{
@@ -183,6 +185,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         take(sample, &mut profile, &mut output, &catalog);
     }
     targets.finish().await;
+    // Missing debug files may be fetched from now on (never while samples are taken).
+    symfiles::end_sampling();
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
