@@ -29,6 +29,9 @@ const APT_PACKAGES: &[&str] = &[
     "golang-go",
     "python3-venv",
     "strace",
+    // The debuginfod server of the symbol tests; xz makes their MiniDebugInfo.
+    "debuginfod",
+    "xz-utils",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

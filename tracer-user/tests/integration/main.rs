@@ -6,6 +6,8 @@ mod compressed;
 #[cfg(feature = "ebpf")]
 mod consumers;
 mod corrupt;
+#[cfg(feature = "ebpf")]
+mod debuginfo;
 mod differential;
 mod eh_frame;
 #[cfg(feature = "ebpf")]

@@ -35,13 +35,13 @@ pub struct SymbolConfig {
     pub no_user_symbols: bool,
     /// `--debug-dir`: searched first, like /usr/lib/debug (`DIR/.build-id/xx/yyyy.debug`).
     pub debug_dirs: Vec<PathBuf>,
-    /// The debuginfod client, when servers are configured and the network is allowed.
+    /// The debuginfod client: its cache, and its servers unless `--offline`.
     pub debuginfod: Option<debuginfod::Client>,
 }
 
 impl SymbolConfig {
     /// The configuration of the command-line flags: debuginfod servers from `urls`, else from
-    /// `DEBUGINFOD_URLS`, none when `offline` (the cache is still read).
+    /// `DEBUGINFOD_URLS`, none when `offline`; the client cache is read either way.
     pub fn from_flags(
         no_user_symbols: bool,
         debug_dirs: Vec<PathBuf>,
@@ -62,12 +62,9 @@ impl SymbolConfig {
                 .map(|url| debuginfod::Server::parse(url))
                 .collect::<Result<_, _>>()?
         };
-        let debuginfod = match debuginfod::Client::default_cache() {
-            Some(cache) if !urls.is_empty() => {
-                Some(debuginfod::Client::new(servers, cache, debuginfod::Limits::default()))
-            }
-            _ => None,
-        };
+        // The cache is read even without servers (`--offline`, or files fetched by gdb or perf).
+        let debuginfod = debuginfod::Client::default_cache()
+            .map(|cache| debuginfod::Client::new(servers, cache, debuginfod::Limits::default()));
         Ok(SymbolConfig {
             no_user_symbols,
             debug_dirs,

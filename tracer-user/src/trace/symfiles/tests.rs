@@ -21,10 +21,20 @@ fn build_id_paths_are_as_gdb_lays_them_out() {
 fn flags_configure_servers_unless_offline() {
     let urls = ["http://127.0.0.1:8002".to_owned()];
     let online = SymbolConfig::from_flags(false, Vec::new(), &urls, false).expect("valid");
-    assert!(online.debuginfod.as_ref().is_some_and(super::debuginfod::Client::has_servers));
+    assert!(
+        online
+            .debuginfod
+            .as_ref()
+            .is_some_and(super::debuginfod::Client::has_servers)
+    );
     let offline = SymbolConfig::from_flags(true, vec!["/d".into()], &urls, true).expect("valid");
     assert!(offline.no_user_symbols);
-    assert!(!offline.debuginfod.as_ref().is_some_and(super::debuginfod::Client::has_servers));
+    assert!(
+        !offline
+            .debuginfod
+            .as_ref()
+            .is_some_and(super::debuginfod::Client::has_servers)
+    );
     let bad = SymbolConfig::from_flags(false, Vec::new(), &["https://x".to_owned()], false);
     assert!(bad.is_err_and(|e| e.contains("only http://")));
 }

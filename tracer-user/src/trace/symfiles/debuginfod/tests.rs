@@ -16,10 +16,17 @@ fn server_urls_parse() {
     let s = Server::parse("http://127.0.0.1:8002").expect("parses");
     assert_eq!((s.host.as_str(), s.port, s.path.as_str()), ("127.0.0.1", 8002, ""));
     let s = Server::parse("http://debuginfod.example.org/prefix/").expect("parses");
-    assert_eq!((s.host.as_str(), s.port, s.path.as_str()), ("debuginfod.example.org", 80, "prefix"));
+    assert_eq!(
+        (s.host.as_str(), s.port, s.path.as_str()),
+        ("debuginfod.example.org", 80, "prefix")
+    );
     let s = Server::parse("http://[::1]:9000/x").expect("parses");
     assert_eq!((s.host.as_str(), s.port), ("::1", 9000));
-    assert!(Server::parse("https://example.org").unwrap_err().contains("only http://"));
+    assert!(
+        Server::parse("https://example.org")
+            .unwrap_err()
+            .contains("only http://")
+    );
     assert!(Server::parse("http://:80").is_err());
     assert!(Server::parse("http://host:99999").is_err());
     assert!(Server::parse("http://host/a b").is_err());
@@ -28,15 +35,27 @@ fn server_urls_parse() {
 #[test]
 fn response_heads_parse_or_are_refused() {
     let head = |text: &str| read_head(&mut text.as_bytes());
-    assert_eq!(head("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nbody").ok(), Some(Some(12)));
+    assert_eq!(
+        head("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nbody").ok(),
+        Some(Some(12))
+    );
     assert_eq!(head("HTTP/1.0 200 OK\r\nServer: x\r\n\r\n").ok(), Some(None));
-    assert!(matches!(head("HTTP/1.1 404 Not Found\r\n\r\n"), Err(FetchError::Status(404))));
-    assert!(matches!(head("HTTP/1.1 503 Busy\r\n\r\n"), Err(FetchError::Status(503))));
+    assert!(matches!(
+        head("HTTP/1.1 404 Not Found\r\n\r\n"),
+        Err(FetchError::Status(404))
+    ));
+    assert!(matches!(
+        head("HTTP/1.1 503 Busy\r\n\r\n"),
+        Err(FetchError::Status(503))
+    ));
     assert!(matches!(
         head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
         Err(FetchError::BadResponse(_))
     ));
-    assert!(matches!(head("SSH-2.0-OpenSSH\r\n\r\n"), Err(FetchError::BadResponse(_))));
+    assert!(matches!(
+        head("SSH-2.0-OpenSSH\r\n\r\n"),
+        Err(FetchError::BadResponse(_))
+    ));
     assert!(matches!(
         head("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
         Err(FetchError::BadResponse(_))
@@ -111,27 +130,45 @@ fn hostile_answers_are_refused_and_leave_no_file() {
         ..Limits::default()
     };
     // Claims more than the limit.
-    let (server, h) = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n".to_vec(), false);
-    assert!(matches!(client(server, cache.path(), small).fetch(&id), Err(FetchError::TooLarge(_))));
+    let (server, h) = serve_once(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n".to_vec(),
+        false,
+    );
+    assert!(matches!(
+        client(server, cache.path(), small).fetch(&id),
+        Err(FetchError::TooLarge(_))
+    ));
     h.join().expect("server");
     // No length, and more bytes than the limit until the connection closes.
     let mut endless = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
     endless.extend(std::iter::repeat_n(0u8, (1 << 20) + 10));
     let (server, h) = serve_once(endless, false);
-    assert!(matches!(client(server, cache.path(), small).fetch(&id), Err(FetchError::TooLarge(_))));
+    assert!(matches!(
+        client(server, cache.path(), small).fetch(&id),
+        Err(FetchError::TooLarge(_))
+    ));
     h.join().expect("server");
     // Another file than the one asked for.
     let mut other = bytes.clone();
-    let at = other.windows(id.len()).position(|w| w == id.as_slice()).expect("build-id in the file");
+    let at = other
+        .windows(id.len())
+        .position(|w| w == id.as_slice())
+        .expect("build-id in the file");
     other[at] ^= 0xff;
     let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", other.len()).into_bytes();
     response.extend_from_slice(&other);
     let (server, h) = serve_once(response, false);
-    assert!(matches!(client(server, cache.path(), Limits::default()).fetch(&id), Err(FetchError::WrongFile)));
+    assert!(matches!(
+        client(server, cache.path(), Limits::default()).fetch(&id),
+        Err(FetchError::WrongFile)
+    ));
     h.join().expect("server");
     // Stalls after promising a body.
     let (server, h) = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc".to_vec(), true);
-    assert!(matches!(client(server, cache.path(), small).fetch(&id), Err(FetchError::Timeout(_))));
+    assert!(matches!(
+        client(server, cache.path(), small).fetch(&id),
+        Err(FetchError::Timeout(_))
+    ));
     h.join().expect("server");
     assert!(cache_is_empty(cache.path(), &id), "a refused answer left a file");
 }
