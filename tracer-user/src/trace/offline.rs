@@ -212,7 +212,7 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
 
 /// Bytes of a hexadecimal build-id (`None` when empty or not hexadecimal).
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.is_empty() || text.len() % 2 != 0 {
+    if text.is_empty() || !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
