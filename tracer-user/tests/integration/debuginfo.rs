@@ -35,7 +35,6 @@ int main(int argc, char **argv) {
 /// A stripped program and its debug file (`prog.debug`), with a build-id of its own.
 struct Built {
     stripped: PathBuf,
-    full: PathBuf,
     debug: PathBuf,
     build_id: String,
 }
@@ -68,7 +67,6 @@ fn build(dir: &Path, name: &str, tag: u8) -> Built {
     run(Command::new("objcopy").arg("--strip-all").arg(&full).arg(&stripped));
     Built {
         stripped,
-        full,
         debug,
         build_id,
     }
@@ -322,6 +320,18 @@ fn lie_about_size(file: &Path, name: &str, size: u64) {
     std::fs::write(file, bytes).expect("write");
 }
 
+/// `prog`'s debug file, its sections compressed with `how`, under `debug_dir` by build-id.
+fn place_debug_file(prog: &Built, debug_dir: &Path, how: &str) -> PathBuf {
+    let id = &prog.build_id;
+    let place = debug_dir.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]));
+    std::fs::create_dir_all(place.parent().expect("parent")).expect("mkdir");
+    run(Command::new("objcopy")
+        .arg(format!("--compress-debug-sections={how}"))
+        .arg(&prog.debug)
+        .arg(&place));
+    place
+}
+
 #[test]
 fn compressed_debug_files_and_minidebuginfo_name_frames() {
     let Some(_serial) = privileged("compressed_debug_files_and_minidebuginfo_name_frames") else {
@@ -333,16 +343,7 @@ fn compressed_debug_files_and_minidebuginfo_name_frames() {
     // zlib and zstd debug files in --debug-dir, found by build-id.
     for (tag, how) in [(2u8, "zlib"), (3, "zstd")] {
         let prog = build(d, &format!("c{how}"), tag);
-        let place = debug_dir.join(format!(
-            ".build-id/{}/{}.debug",
-            &prog.build_id[..2],
-            &prog.build_id[2..]
-        ));
-        std::fs::create_dir_all(place.parent().expect("parent")).expect("mkdir");
-        run(Command::new("objcopy")
-            .arg(format!("--compress-debug-sections={how}"))
-            .arg(&prog.debug)
-            .arg(&place));
+        place_debug_file(&prog, &debug_dir, how);
         let pprof = d.join(format!("{how}.pb.gz"));
         trace(
             &prog.stripped,
@@ -389,16 +390,7 @@ fn compressed_debug_files_and_minidebuginfo_name_frames() {
     // A debug file whose compressed .debug_info claims less than it holds: not read (its
     // frames stay object and offset), and counted.
     let prog = build(d, "lying", 5);
-    let place = debug_dir.join(format!(
-        ".build-id/{}/{}.debug",
-        &prog.build_id[..2],
-        &prog.build_id[2..]
-    ));
-    std::fs::create_dir_all(place.parent().expect("parent")).expect("mkdir");
-    run(Command::new("objcopy")
-        .arg("--compress-debug-sections=zlib")
-        .arg(&prog.debug)
-        .arg(&place));
+    let place = place_debug_file(&prog, &debug_dir, "zlib");
     lie_about_size(&place, ".debug_info", 64);
     let folded_path = d.join("lying.folded");
     let stderr = trace(
@@ -425,5 +417,4 @@ fn compressed_debug_files_and_minidebuginfo_name_frames() {
         "named from a refused file: {stacks:?}"
     );
     assert!(stacks.keys().any(|s| s.contains("[lying+0x")), "{stacks:?}");
-    let _ = prog.full;
 }
