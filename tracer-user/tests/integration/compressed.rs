@@ -146,29 +146,33 @@ fn compressed_sections_that_lie_about_their_size_are_refused() {
     }
 }
 
-/// Go links its DWARF compressed (zlib, `SHF_COMPRESSED`); its `.debug_frame` is read.
-#[test]
-fn go_binary_compressed_debug_frame_is_read() {
+/// A Go program built in `dir` (Go links its DWARF compressed: zlib, `SHF_COMPRESSED`).
+fn go_binary(dir: &Path) -> std::path::PathBuf {
     let go = Command::new("go").arg("version").output();
     assert!(
         go.is_ok_and(|o| o.status.success()),
         "`go` is missing: install the Debian package golang-go (cargo xtask setup does)"
     );
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = dir.path();
-    std::fs::write(d.join("go.mod"), "module spin\ngo 1.19\n").expect("write go.mod");
+    std::fs::write(dir.join("go.mod"), "module spin\ngo 1.19\n").expect("write go.mod");
     std::fs::write(
-        d.join("main.go"),
-        "package main\n\nfunc spin(n int) int { s := 0; for i := 0; i < n; i++ { s += i % 7 }; return s }\n\nfunc main() { println(spin(1000)) }\n",
+        dir.join("main.go"),
+        "package main\n\nfunc spin(n int) int { s := 0; for i := 0; i < n; i++ { s += i % 7 }; return s }\n\nfunc main() { println(spin(300000000)) }\n",
     )
     .expect("write main.go");
     run(Command::new("go")
         .args(["build", "-o", "spin", "."])
-        .current_dir(d)
-        .env("GOCACHE", d.join("cache"))
-        .env("GOPATH", d.join("gopath"))
+        .current_dir(dir)
+        .env("GOCACHE", dir.join("cache"))
+        .env("GOPATH", dir.join("gopath"))
         .env("GOFLAGS", "-mod=mod"));
-    let bytes = std::fs::read(d.join("spin")).expect("read the Go binary");
+    dir.join("spin")
+}
+
+/// The Go binary's compressed `.debug_frame` is read.
+#[test]
+fn go_binary_compressed_debug_frame_is_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = std::fs::read(go_binary(dir.path())).expect("read the Go binary");
     let obj = object::File::parse(bytes.as_slice()).expect("ELF");
     let section = obj.section_by_name(".debug_frame").expect("Go writes .debug_frame");
     let form = section.compressed_file_range().expect("range").format;
@@ -185,4 +189,36 @@ fn go_binary_compressed_debug_frame_is_read() {
         .expect("main.main");
     let rule = table.rule_at(object::ObjectSymbol::address(&main)).expect("rule");
     assert_eq!(rule.map(|r| r.source), Some(CfiSource::DebugFrame), "main.main");
+}
+
+/// Traced, the Go binary gets a table and its frames are named: no note about its
+/// call-frame information.
+#[cfg(feature = "ebpf")]
+#[test]
+fn traced_go_binary_has_a_table_and_no_note() {
+    use crate::support::{SUMMARY_JSON, Summary, privileged, tracer_binary};
+    let Some(_serial) = privileged("traced_go_binary_has_a_table_and_no_note") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spin = go_binary(dir.path());
+    let out = Command::new(tracer_binary())
+        .args(["--no-kernel", "-F", "499"])
+        .args(SUMMARY_JSON)
+        .arg("--")
+        .arg(&spin)
+        .output()
+        .expect("run sframe-trace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary = Summary::of(&stderr);
+    assert!(summary.notes().is_empty(), "{:?}", summary.notes());
+    assert_eq!(summary.count("tables.without"), 0, "{stderr}");
+    let folded = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains(";main.main;main.spin") || l.contains(";main.main ")),
+        "{folded}"
+    );
 }
