@@ -4,9 +4,9 @@
 //! by default `~/.cache/debuginfod_client`).
 //!
 //! The server and the network are not trusted: each request has a deadline
-//! ([`Limits::timeout`]), a session makes at most [`Limits::requests`] requests and takes at
-//! most [`Limits::file_bytes`] per file and [`Limits::session_bytes`] in all; the response head
-//! is bounded; the body is written to an unpredictably named temporary file beside its place in
+//! ([`Limits::timeout`]), a session makes at most [`Limits::requests`] requests (none after
+//! [`Limits::session_time`]) and takes at most [`Limits::file_bytes`] per file and
+//! [`Limits::session_bytes`] in all; the response head is bounded; the body is written to an unpredictably named temporary file beside its place in
 //! the cache (`trace::outfile`) and renamed there only when complete and an ELF file with the
 //! build-id asked for. Every failure is a [`FetchError`] with a short reason the summary counts.
 
@@ -30,6 +30,8 @@ pub struct Limits {
     pub timeout: Duration,
     /// Requests per session (each server asked counts).
     pub requests: u32,
+    /// Time for all of a session's requests together (after it, none is made).
+    pub session_time: Duration,
     pub file_bytes: u64,
     pub session_bytes: u64,
 }
@@ -39,6 +41,7 @@ impl Default for Limits {
         Limits {
             timeout: Duration::from_secs(30),
             requests: 64,
+            session_time: Duration::from_secs(120),
             file_bytes: crate::objfile::MAX_OBJECT_READ,
             session_bytes: 4 << 30,
         }
@@ -92,6 +95,8 @@ pub enum FetchError {
     NotFound,
     #[error("the session's {0} debuginfod requests are used up")]
     RequestLimit(u32),
+    #[error("the session's {0:?} for debuginfod requests are used up")]
+    TimeLimit(Duration),
     #[error("larger than the {0}-byte limit")]
     TooLarge(u64),
     #[error("no answer within {0:?}")]
@@ -114,6 +119,7 @@ impl FetchError {
         match self {
             FetchError::NotFound => "not_found",
             FetchError::RequestLimit(_) => "request_limit",
+            FetchError::TimeLimit(_) => "time_limit",
             FetchError::TooLarge(_) => "too_large",
             FetchError::Timeout(_) => "timeout",
             FetchError::Unreachable(_) => "unreachable",
@@ -132,6 +138,8 @@ pub struct Client {
     limits: Limits,
     requests: u32,
     bytes: u64,
+    /// When the session's first request was made.
+    first: Option<Instant>,
 }
 
 impl Client {
@@ -143,6 +151,7 @@ impl Client {
             limits,
             requests: 0,
             bytes: 0,
+            first: None,
         }
     }
 
@@ -175,6 +184,10 @@ impl Client {
         for server in self.servers.clone() {
             if self.requests >= self.limits.requests {
                 return Err(FetchError::RequestLimit(self.limits.requests));
+            }
+            let first = *self.first.get_or_insert_with(Instant::now);
+            if first.elapsed() >= self.limits.session_time {
+                return Err(FetchError::TimeLimit(self.limits.session_time));
             }
             self.requests += 1;
             match self.fetch_from(&server, &hex, id) {

@@ -189,4 +189,14 @@ fn requests_are_bounded_per_session() {
     assert!(matches!(c.fetch(&id), Err(FetchError::NotFound)));
     h.join().expect("server");
     assert!(matches!(c.fetch(&id), Err(FetchError::RequestLimit(1))));
+    // Once the session's time for requests is over, none is made (nothing listens here).
+    let mut late = Client::new(
+        vec![Server::parse("http://127.0.0.1:1").expect("parses")],
+        cache.path().to_path_buf(),
+        Limits {
+            session_time: Duration::ZERO,
+            ..Limits::default()
+        },
+    );
+    assert!(matches!(late.fetch(&id), Err(FetchError::TimeLimit(_))));
 }
