@@ -98,6 +98,8 @@ struct State {
     figures: SymbolFigures,
     /// Vetting verdicts by (device, inode): `Err` names the reason.
     vetted: HashMap<(u64, u64), Result<(), &'static str>>,
+    /// Whether a file has symbols of its own, by (device, inode).
+    own_symbols: HashMap<(u64, u64), bool>,
     /// Build-ids whose fetch was tried (one try per session).
     tried: HashMap<Vec<u8>, Option<PathBuf>>,
 }
@@ -111,6 +113,7 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
         sampling: false,
         figures: SymbolFigures::default(),
         vetted: HashMap::new(),
+        own_symbols: HashMap::new(),
         tried: HashMap::new(),
     });
     f(state)
@@ -215,7 +218,7 @@ fn fetched(id: &[u8]) -> Option<PathBuf> {
     path
 }
 
-/// Whether the ELF file at `path` has symbols of its own beyond `.dynsym`.
+/// Whether the ELF file at `path` has symbols of its own beyond `.dynsym` (asked once per file).
 fn has_symbols(path: &Path) -> bool {
     let Ok(file) = objfile::open_regular(path) else {
         return false;
@@ -223,12 +226,17 @@ fn has_symbols(path: &Path) -> bool {
     let Ok(meta) = file.metadata() else {
         return false;
     };
+    let key = (meta.dev(), meta.ino());
+    if let Some(known) = with_state(|state| state.own_symbols.get(&key).copied()) {
+        return known;
+    }
     let cache = ReadCache::new(Pread::new(&file, meta.len()));
-    let Ok(obj) = object::File::parse(&cache) else {
-        return false;
-    };
-    let present = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
-    present(".symtab") || present(".gnu_debugdata") || present(".debug_info") || present(".zdebug_info")
+    let found = object::File::parse(&cache).is_ok_and(|obj| {
+        let present = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
+        present(".symtab") || present(".gnu_debugdata") || present(".debug_info") || present(".zdebug_info")
+    });
+    with_state(|state| state.own_symbols.insert(key, found));
+    found
 }
 
 /// Whether `path` may be given to blazesym (module docs); refusals are counted once per file.
