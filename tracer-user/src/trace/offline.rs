@@ -26,7 +26,7 @@ use crate::export::{
 };
 
 /// The largest profile read (compressed, and once gunzipped).
-const MAX_PROFILE: u64 = 1 << 30;
+const MAX_PROFILE: u64 = 256 << 20;
 
 /// The formats `symbolize` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub enum FileFormat {
 /// Read `input`, name its frames, write `output` in `format`; `inline`: inlined functions as
 /// frames of their own.
 pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: bool) -> anyhow::Result<Resolved> {
-    let profile = read_profile(input).with_context(|| format!("cannot read {}", input.display()))?;
+    let profile = read_profile(input, MAX_PROFILE).with_context(|| format!("cannot read {}", input.display()))?;
     let resolved = resolve(&profile, inline).with_context(|| format!("{}: malformed profile", input.display()))?;
     let (mut file, placement) = super::outfile::create(output)?;
     let mut out = std::io::BufWriter::new(&mut file);
@@ -57,22 +57,23 @@ pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: b
     Ok(resolved)
 }
 
-/// The profile message of the file at `path` (gzipped or not), read within bounds.
-fn read_profile(path: &Path) -> anyhow::Result<pprof::Profile> {
+/// The profile message of the file at `path` (gzipped or not), at most `cap` bytes before and
+/// after gunzipping.
+fn read_profile(path: &Path, cap: u64) -> anyhow::Result<pprof::Profile> {
     let file = crate::objfile::open_regular(path)?;
     let mut raw = Vec::new();
-    (&file).take(MAX_PROFILE + 1).read_to_end(&mut raw)?;
-    if raw.len() as u64 > MAX_PROFILE {
-        bail!("larger than {MAX_PROFILE} bytes");
+    (&file).take(cap + 1).read_to_end(&mut raw)?;
+    if raw.len() as u64 > cap {
+        bail!("larger than {cap} bytes");
     }
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(raw.as_slice())
-            .take(MAX_PROFILE + 1)
+            .take(cap + 1)
             .read_to_end(&mut out)
             .context("corrupt gzip data")?;
-        if out.len() as u64 > MAX_PROFILE {
-            bail!("expands to more than {MAX_PROFILE} bytes");
+        if out.len() as u64 > cap {
+            bail!("expands to more than {cap} bytes");
         }
         out
     } else {
@@ -220,3 +221,6 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
