@@ -84,7 +84,8 @@ pub fn decompress(
     cap: u64,
     section: &str,
 ) -> Result<Vec<u8>, DecompressError> {
-    let mut out = Vec::with_capacity(stated.unwrap_or(0).min(cap) as usize);
+    // Not more than 64 MiB ahead of the data: a stated size is only a claim.
+    let mut out = Vec::with_capacity(stated.unwrap_or(0).min(cap).min(64 << 20) as usize);
     pump(codec, data, stated, cap, section, &mut out)?;
     Ok(out)
 }

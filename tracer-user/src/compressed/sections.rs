@@ -74,20 +74,77 @@ pub fn object_section_data<'a>(
     .map(Cow::Owned)
 }
 
-/// Check that every compressed section of the ELF file `data` (and of the MiniDebugInfo file
-/// inside it) decompresses to at most [`MAX_DECOMPRESSED`] bytes and exactly what it states.
-/// Returns how many compressed sections there are. A file that is not ELF passes (others
-/// refuse it). Memory stays bounded by the compressed sizes, themselves at most
-/// [`MAX_DECOMPRESSED`].
-pub fn vet_file<'a, R: ReadRef<'a>>(data: R) -> Result<usize, DecompressError> {
-    vet(data, true)
+/// The most all stated sizes of one file's compressed sections may add up to (a file of many
+/// sections, each within [`MAX_DECOMPRESSED`], would otherwise cost unbounded time to vet).
+pub const MAX_FILE_DECOMPRESSED: u64 = 2 << 30;
+
+/// One compressed section of a file: its codec, stated size and where its data is.
+struct Packed {
+    name: String,
+    codec: Codec,
+    stated: Option<u64>,
+    offset: u64,
+    size: u64,
 }
 
-fn vet<'a, R: ReadRef<'a>>(data: R, outer: bool) -> Result<usize, DecompressError> {
-    let Ok(file) = object::File::parse(data) else {
+/// Check that every compressed section of the ELF file whose headers `headers` reads (and of
+/// the MiniDebugInfo file inside it) decompresses to at most [`MAX_DECOMPRESSED`] bytes and
+/// exactly what it states. `read(offset, size)` gives a section's compressed bytes, one section
+/// at a time (so that memory holds at most one; `None`: unreadable). Returns how many compressed
+/// sections there are. A file that is not ELF passes (others refuse it).
+pub fn vet_file<'a, R: ReadRef<'a>>(
+    headers: R,
+    read: &mut dyn FnMut(u64, u64) -> Option<Vec<u8>>,
+) -> Result<usize, DecompressError> {
+    let packed = packed_sections(headers, true)?;
+    let stated: u64 = packed
+        .iter()
+        .map(|p| p.stated.unwrap_or(0))
+        .fold(0, u64::saturating_add);
+    if stated > MAX_FILE_DECOMPRESSED {
+        return Err(DecompressError::TooLarge {
+            section: "(all compressed sections of the file)".into(),
+            stated,
+            cap: MAX_FILE_DECOMPRESSED,
+        });
+    }
+    let mut count = packed.len();
+    for p in &packed {
+        let bytes = read(p.offset, p.size).ok_or_else(|| DecompressError::BadHeader {
+            section: p.name.clone(),
+        })?;
+        count += check(p, &bytes)?;
+    }
+    Ok(count)
+}
+
+/// Decode `p` (its compressed bytes `bytes`) within bounds; a MiniDebugInfo file's own
+/// compressed sections too (their count is returned).
+fn check(p: &Packed, bytes: &[u8]) -> Result<usize, DecompressError> {
+    if p.codec != Codec::Xz {
+        measure(p.codec, bytes, p.stated, MAX_DECOMPRESSED, &p.name)?;
         return Ok(0);
+    }
+    let inner = decompress(p.codec, bytes, p.stated, MAX_DECOMPRESSED, &p.name)?;
+    let packed = packed_sections(inner.as_slice(), false)?;
+    for q in &packed {
+        let range = usize::try_from(q.offset).ok().zip(usize::try_from(q.size).ok());
+        let data = range
+            .and_then(|(start, len)| inner.get(start..start.checked_add(len)?))
+            .ok_or_else(|| DecompressError::BadHeader {
+                section: q.name.clone(),
+            })?;
+        check(q, data)?;
+    }
+    Ok(packed.len())
+}
+
+/// The compressed sections of the ELF file `data` (`.gnu_debugdata` too when `outer`).
+fn packed_sections<'a, R: ReadRef<'a>>(data: R, outer: bool) -> Result<Vec<Packed>, DecompressError> {
+    let Ok(file) = object::File::parse(data) else {
+        return Ok(Vec::new());
     };
-    let mut count = 0;
+    let mut out = Vec::new();
     for section in file.sections() {
         let name = String::from_utf8_lossy(section.name_bytes().unwrap_or_default()).into_owned();
         let Ok(range) = section.compressed_file_range() else {
@@ -100,7 +157,6 @@ fn vet<'a, R: ReadRef<'a>>(data: R, outer: bool) -> Result<usize, DecompressErro
             CompressionFormat::Zstandard => (Some(range.uncompressed_size), Codec::Zstd),
             _ => return Err(DecompressError::BadHeader { section: name }),
         };
-        count += 1;
         if range.compressed_size > MAX_DECOMPRESSED {
             return Err(DecompressError::TooLarge {
                 section: name,
@@ -108,15 +164,13 @@ fn vet<'a, R: ReadRef<'a>>(data: R, outer: bool) -> Result<usize, DecompressErro
                 cap: MAX_DECOMPRESSED,
             });
         }
-        let bytes = data
-            .read_bytes_at(range.offset, range.compressed_size)
-            .map_err(|_| DecompressError::BadHeader { section: name.clone() })?;
-        if codec == Codec::Xz {
-            let inner = decompress(codec, bytes, stated, MAX_DECOMPRESSED, &name)?;
-            count += vet(inner.as_slice(), false)?;
-        } else {
-            measure(codec, bytes, stated, MAX_DECOMPRESSED, &name)?;
-        }
+        out.push(Packed {
+            name,
+            codec,
+            stated,
+            offset: range.offset,
+            size: range.compressed_size,
+        });
     }
-    Ok(count)
+    Ok(out)
 }
