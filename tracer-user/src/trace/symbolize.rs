@@ -64,6 +64,8 @@ pub struct SymbolCache {
     objects: Vec<ObjectInfo>,
     by_catalog: HashMap<usize, usize>,
     kernel_object: Option<usize>,
+    /// `symfiles::generation` when last looked at.
+    generation: u64,
 }
 
 impl SymbolCache {
@@ -81,6 +83,7 @@ impl SymbolCache {
             objects: Vec::new(),
             by_catalog: HashMap::new(),
             kernel_object: None,
+            generation: 0,
         }
     }
 
@@ -92,6 +95,7 @@ impl SymbolCache {
     /// Name every frame of `frames` not named before: one blazesym batch per object, one for
     /// the kernel.
     pub fn prepare<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
+        self.forget_deferred();
         let mut by_object: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut kernel = Vec::new();
         for frame in frames {
@@ -137,6 +141,28 @@ impl SymbolCache {
     pub fn frames(&mut self, stack: &Stack, catalog: &Catalog) -> Vec<ResolvedFrame> {
         self.prepare(stack.frames(), catalog);
         self.prepared_frames(stack, catalog)
+    }
+
+    /// Forget the names of objects whose debug file had to wait for the end of sampling, once
+    /// it has ended (they are named again, from the fetched file).
+    fn forget_deferred(&mut self) {
+        let generation = super::symfiles::generation();
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        let deferred: std::collections::HashSet<usize> = self
+            .by_catalog
+            .iter()
+            .filter(|&(_, &info)| {
+                self.objects[info]
+                    .build_id
+                    .as_deref()
+                    .is_some_and(super::symfiles::was_deferred)
+            })
+            .map(|(&catalog, _)| catalog)
+            .collect();
+        self.user.retain(|(object, _), _| !deferred.contains(object));
     }
 
     /// [`Self::frames`] of a stack whose frames were prepared.

@@ -220,6 +220,9 @@ fn debuginfod_names_stripped_frames_while_tracing_and_offline() {
     let cache = d.join("cache");
     let on_folded = d.join("on.folded");
     let on_pprof = d.join("on.pb.gz");
+    // A streamed format too: its records cannot wait for the fetch, the files written at the
+    // end do.
+    let on_json = d.join("on.json");
     let stderr = trace(
         &prog.stripped,
         &[("DEBUGINFOD_URLS", &url), ("XDG_CACHE_HOME", &cache)],
@@ -232,8 +235,14 @@ fn debuginfod_names_stripped_frames_while_tracing_and_offline() {
             "pprof",
             "-o",
             on_pprof.to_str().expect("path"),
+            "-f",
+            "json",
+            "-o",
+            on_json.to_str().expect("path"),
         ],
     );
+    let records = std::fs::read_to_string(&on_json).expect("read the json output");
+    assert!(records.lines().count() > 10, "{records}");
     let summary = Summary::of(&stderr);
     assert_eq!(summary.count("symbols.fetched"), 1, "{stderr}");
     let cached = cache.join("debuginfod_client").join(&prog.build_id).join("debuginfo");

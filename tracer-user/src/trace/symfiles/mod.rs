@@ -100,6 +100,10 @@ struct State {
     vetted: HashMap<(u64, u64), Result<(), &'static str>>,
     /// Whether a file has symbols of its own, by (device, inode).
     own_symbols: HashMap<(u64, u64), bool>,
+    /// Build-ids whose fetch waited for the end of sampling, and how many times sampling ended
+    /// with some waiting (symbol caches name those objects again then).
+    deferred: std::collections::HashSet<Vec<u8>>,
+    generation: u64,
     /// Build-ids whose fetch was tried (one try per session).
     tried: HashMap<Vec<u8>, Option<PathBuf>>,
 }
@@ -114,6 +118,8 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
         figures: SymbolFigures::default(),
         vetted: HashMap::new(),
         own_symbols: HashMap::new(),
+        deferred: std::collections::HashSet::new(),
+        generation: 0,
         tried: HashMap::new(),
     });
     f(state)
@@ -130,7 +136,23 @@ pub fn configure(config: SymbolConfig, sampling: bool) {
 
 /// Sampling is over: missing debug files may be fetched now.
 pub fn end_sampling() {
-    with_state(|state| state.sampling = false);
+    with_state(|state| {
+        state.sampling = false;
+        if !state.deferred.is_empty() {
+            state.generation += 1;
+        }
+    });
+}
+
+/// Changes when objects named while sampling may have a debug file now: a symbol cache that
+/// saw another value names the objects of [`was_deferred`] build-ids again.
+pub fn generation() -> u64 {
+    with_state(|state| state.generation)
+}
+
+/// Whether the debug file of `id` was wanted while sampling (and fetched only after).
+pub fn was_deferred(id: &[u8]) -> bool {
+    with_state(|state| state.deferred.contains(id))
 }
 
 /// `--symbolize none`: user frames are not named.
@@ -200,7 +222,11 @@ fn fetched(id: &[u8]) -> Option<PathBuf> {
         state.tried.insert(id.to_vec(), Some(path.clone()));
         return Some(path);
     }
-    if state.sampling || !client.has_servers() {
+    if !client.has_servers() {
+        return None;
+    }
+    if state.sampling {
+        state.deferred.insert(id.to_vec());
         return None;
     }
     let result = client.fetch(id);
