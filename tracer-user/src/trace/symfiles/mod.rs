@@ -244,19 +244,22 @@ fn fetched(id: &[u8]) -> Option<PathBuf> {
     path
 }
 
+/// The regular file at `path` opened for reading, its (device, inode) and its length.
+fn open(path: &Path) -> Option<(std::fs::File, (u64, u64), u64)> {
+    let file = objfile::open_regular(path).ok()?;
+    let meta = file.metadata().ok()?;
+    Some((file, (meta.dev(), meta.ino()), meta.len()))
+}
+
 /// Whether the ELF file at `path` has symbols of its own beyond `.dynsym` (asked once per file).
 fn has_symbols(path: &Path) -> bool {
-    let Ok(file) = objfile::open_regular(path) else {
+    let Some((file, key, len)) = open(path) else {
         return false;
     };
-    let Ok(meta) = file.metadata() else {
-        return false;
-    };
-    let key = (meta.dev(), meta.ino());
     if let Some(known) = with_state(|state| state.own_symbols.get(&key).copied()) {
         return known;
     }
-    let cache = ReadCache::new(Pread::new(&file, meta.len()));
+    let cache = ReadCache::new(Pread::new(&file, len));
     let found = object::File::parse(&cache).is_ok_and(|obj| {
         let present = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
         present(".symtab") || present(".gnu_debugdata") || present(".debug_info") || present(".zdebug_info")
@@ -267,17 +270,13 @@ fn has_symbols(path: &Path) -> bool {
 
 /// Whether `path` may be given to blazesym (module docs); refusals are counted once per file.
 fn vet(path: &Path) -> bool {
-    let Ok(file) = objfile::open_regular(path) else {
+    let Some((file, key, len)) = open(path) else {
         return false;
     };
-    let Ok(meta) = file.metadata() else {
-        return false;
-    };
-    let key = (meta.dev(), meta.ino());
     if let Some(verdict) = with_state(|state| state.vetted.get(&key).copied()) {
         return verdict.is_ok();
     }
-    let cache = ReadCache::new(Pread::new(&file, meta.len()));
+    let cache = ReadCache::new(Pread::new(&file, len));
     let mut read = |offset: u64, size: u64| {
         let mut bytes = vec![0; usize::try_from(size).ok()?];
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, offset).ok()?;
