@@ -12,7 +12,10 @@
 //! against 2.47.50: `pc = 0x0, 0x10, 0x0` for two functions in `.text` and one in
 //! `.text.startup`); binutils 2.40-2.44 apply no relocations to `.sframe` and print the raw
 //! value (`pc = 0x0` for every function). Functions of different text sections therefore
-//! overlap in a `.o`; [`find_section`] returns raw, unrelocated bytes.
+//! overlap in a `.o`; [`find_section`] returns unrelocated bytes.
+//!
+//! Compressed sections (`SHF_COMPRESSED`, `.zdebug_*`) are returned decompressed, within the
+//! bounds of `crate::compressed`.
 
 use std::borrow::Cow;
 
@@ -99,7 +102,7 @@ pub fn find_sframe(file: &[u8]) -> Result<Option<SframeData<'_>>, ElfError> {
     }
 }
 
-/// A named section's raw bytes (relocations not applied) and its `sh_addr`. `Ok(None)` when
+/// A named section's bytes (decompressed, relocations not applied) and its `sh_addr`. `Ok(None)` when
 /// there is no such section, or it is `SHT_NOBITS`.
 pub fn find_section<'a>(file: &'a [u8], name: &str) -> Result<Option<SectionBytes<'a>>, ElfError> {
     match FileKind::parse(file) {
