@@ -23,7 +23,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
 use object::{Endian as _, Endianness, FileKind, SectionIndex, SymbolIndex};
 
-/// A section's raw bytes and its `sh_addr` (what [`find_section`] returns).
+/// A section's bytes (decompressed) and its `sh_addr` (what [`find_section`] returns).
 pub type SectionBytes<'a> = (Cow<'a, [u8]>, u64);
 
 /// The bytes of an SFrame section and where they are loaded.
