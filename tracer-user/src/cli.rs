@@ -157,9 +157,42 @@ pub struct TraceArgs {
     /// and counted, never waited for.
     #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
     pub export_interval: Duration,
+    /// `all` (the default): name every frame on this host. `none`: name kernel frames only;
+    /// user frames keep their object, object-relative address and build-id (cheap on the host,
+    /// what profiling backends take), to be named later by `sframe-trace symbolize` (pprof) or
+    /// the backend.
+    #[arg(long, value_enum, default_value_t = Symbolize::All, value_name = "WHAT")]
+    pub symbolize: Symbolize,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
     /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// Where symbols come from besides the objects themselves (tracing and `symbolize`).
+#[derive(Debug, clap::Args)]
+pub struct SymbolArgs {
+    /// Look for separate debug files by build-id here (`DIR/.build-id/xx/yyyy.debug`) before
+    /// /usr/lib/debug and /lib/debug (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<PathBuf>,
+    /// Fetch the debug files of objects without symbols from this debuginfod server
+    /// (`http://HOST:PORT`, repeatable; default: the servers of `DEBUGINFOD_URLS`), into the
+    /// client cache gdb and perf share (`$XDG_CACHE_HOME/debuginfod_client`). Never while
+    /// sampling: at the end, before the stacks are written.
+    #[arg(long, value_name = "URL")]
+    pub debuginfod: Vec<String>,
+    /// No network for symbols: debuginfod is not asked (its cache is still read).
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// `--symbolize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Symbolize {
+    All,
+    None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -231,6 +264,30 @@ pub enum Command {
     Check {
         /// ELF file to check.
         file: PathBuf,
+    },
+    /// Name the frames of a profile written with `--symbolize none` (pprof), here or on
+    /// another machine: from the objects at their paths (when their build-id matches), debug
+    /// directories or debuginfod; writes the same stacks an on-host run would.
+    ///
+    /// Examples:
+    ///   sframe-trace symbolize host.pb.gz -o named.pb.gz
+    ///   sframe-trace symbolize host.pb.gz -f folded -o host.folded --debug-dir ./debug
+    #[command(verbatim_doc_comment)]
+    #[cfg(feature = "ebpf")]
+    Symbolize {
+        /// The pprof file (gzipped or not).
+        profile: PathBuf,
+        /// Where to write (created like tracing's --output files).
+        #[arg(short, long, value_name = "PATH")]
+        output: PathBuf,
+        /// The format written: folded, svg or pprof.
+        #[arg(short, long, value_enum, default_value_t = Format::Pprof, value_name = "FORMAT")]
+        format: Format,
+        /// Do not show inlined functions as frames of their own.
+        #[arg(long)]
+        no_inline: bool,
+        #[command(flatten)]
+        symbols: SymbolArgs,
     },
     /// Check that this host can trace: privileges, BTF, loading the eBPF program and taking
     /// cpu-clock samples. Prints the sample counters.

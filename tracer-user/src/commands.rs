@@ -48,6 +48,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         }) => run_dump_cfi(&file, json, pc),
         Some(Command::Check { file }) => run_check(&file),
         #[cfg(feature = "ebpf")]
+        Some(Command::Symbolize {
+            profile,
+            output,
+            format,
+            no_inline,
+            symbols,
+        }) => run_symbolize(&profile, &output, format, !no_inline, symbols),
+        #[cfg(feature = "ebpf")]
         Some(Command::Doctor {
             pid,
             frequency,
@@ -90,6 +98,10 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         "--ring-buffer-size must be at least the page size ({page} bytes)"
     );
     let otlp = otlp_config(&args)?;
+    sframe_trace::trace::symfiles::configure(
+        symbol_config(args.symbolize == crate::cli::Symbolize::None, &args.symbols)?,
+        true,
+    );
     let mut events =
         sframe_trace::event::EventSet::parse(&args.event, args.min_block.map(std::time::Duration::from_micros))?;
     events.resolve_probes()?;
@@ -244,6 +256,46 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
         Ended::NothingExported => Status::Findings,
         Ended::OutputFailed => Status::Error,
     })
+}
+
+/// The symbol sources of the `--debug-dir`, `--debuginfod` and `--offline` flags.
+#[cfg(feature = "ebpf")]
+fn symbol_config(
+    no_user_symbols: bool,
+    args: &crate::cli::SymbolArgs,
+) -> anyhow::Result<sframe_trace::trace::symfiles::SymbolConfig> {
+    sframe_trace::trace::symfiles::SymbolConfig::from_flags(
+        no_user_symbols,
+        args.debug_dir.clone(),
+        &args.debuginfod,
+        args.offline,
+    )
+    .map_err(anyhow::Error::msg)
+}
+
+/// `symbolize`: name the frames of a `--symbolize none` pprof and write them.
+#[cfg(feature = "ebpf")]
+fn run_symbolize(
+    profile: &Path,
+    output: &Path,
+    format: crate::cli::Format,
+    inline: bool,
+    symbols: crate::cli::SymbolArgs,
+) -> anyhow::Result<Status> {
+    use sframe_trace::trace::offline::{FileFormat, symbolize_file};
+    let format = match format {
+        crate::cli::Format::Folded => FileFormat::Folded,
+        crate::cli::Format::Svg => FileFormat::Svg,
+        crate::cli::Format::Pprof => FileFormat::Pprof,
+        other => anyhow::bail!("symbolize writes folded, svg or pprof, not {other:?}"),
+    };
+    sframe_trace::trace::symfiles::configure(symbol_config(false, &symbols)?, false);
+    symbolize_file(profile, output, format, inline)?;
+    let figures = sframe_trace::trace::symfiles::figures();
+    if !figures.is_empty() {
+        eprintln!("sframe-trace: symbol files: {}", serde_json::to_string(&figures)?);
+    }
+    Ok(Status::Ok)
 }
 
 #[cfg(not(feature = "ebpf"))]

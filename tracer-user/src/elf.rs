@@ -12,7 +12,10 @@
 //! against 2.47.50: `pc = 0x0, 0x10, 0x0` for two functions in `.text` and one in
 //! `.text.startup`); binutils 2.40-2.44 apply no relocations to `.sframe` and print the raw
 //! value (`pc = 0x0` for every function). Functions of different text sections therefore
-//! overlap in a `.o`; [`find_section`] returns raw, unrelocated bytes.
+//! overlap in a `.o`; [`find_section`] returns unrelocated bytes.
+//!
+//! Compressed sections (`SHF_COMPRESSED`, `.zdebug_*`) are returned decompressed, within the
+//! bounds of `crate::compressed`.
 
 use std::borrow::Cow;
 
@@ -20,7 +23,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
 use object::{Endian as _, Endianness, FileKind, SectionIndex, SymbolIndex};
 
-/// A section's raw bytes and its `sh_addr` (what [`find_section`] returns).
+/// A section's bytes (decompressed) and its `sh_addr` (what [`find_section`] returns).
 pub type SectionBytes<'a> = (Cow<'a, [u8]>, u64);
 
 /// The bytes of an SFrame section and where they are loaded.
@@ -60,8 +63,8 @@ pub enum ElfError {
         size: u64,
         file_len: u64,
     },
-    #[error("section {name} is compressed (SHF_COMPRESSED); only uncompressed sections are read")]
-    Compressed { name: String },
+    #[error(transparent)]
+    Compressed(#[from] crate::compressed::DecompressError),
     #[error("unsupported relocation type {r_type} for ELF machine {machine} at {section}+{offset:#x}")]
     UnsupportedRelocation {
         section: String,
@@ -99,7 +102,7 @@ pub fn find_sframe(file: &[u8]) -> Result<Option<SframeData<'_>>, ElfError> {
     }
 }
 
-/// A named section's raw bytes (relocations not applied) and its `sh_addr`. `Ok(None)` when
+/// A named section's bytes (decompressed, relocations not applied) and its `sh_addr`. `Ok(None)` when
 /// there is no such section, or it is `SHT_NOBITS`.
 pub fn find_section<'a>(file: &'a [u8], name: &str) -> Result<Option<SectionBytes<'a>>, ElfError> {
     match FileKind::parse(file) {
@@ -148,7 +151,7 @@ fn find_section_in<'a, Elf: FileHeader<Endian = Endianness>>(
     let Some((_, sh)) = sections.section_by_name(endian, name.as_bytes()) else {
         return Ok(None);
     };
-    Ok(section_bytes(file, endian, sh, name)?.map(|bytes| (Cow::Borrowed(bytes), sh.sh_addr(endian).into())))
+    Ok(section_bytes(file, endian, sh, name)?.map(|bytes| (bytes, sh.sh_addr(endian).into())))
 }
 
 fn find_sframe_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<SframeData<'_>>, ElfError> {
@@ -198,10 +201,14 @@ fn from_section<'a, Elf: FileHeader<Endian = Endianness>>(
         return Ok(None);
     };
     let vaddr = sh.sh_addr(endian).into();
-    let data = if header.e_type(endian) == elf::ET_REL {
-        relocate(file, header, endian, sections, index, bytes, vaddr)?
-    } else {
-        Cow::Borrowed(bytes)
+    let data = match bytes {
+        Cow::Borrowed(bytes) if header.e_type(endian) == elf::ET_REL => {
+            relocate(file, header, endian, sections, index, bytes, vaddr)?
+        }
+        Cow::Owned(bytes) if header.e_type(endian) == elf::ET_REL => {
+            Cow::Owned(relocate(file, header, endian, sections, index, &bytes, vaddr)?.into_owned())
+        }
+        bytes => bytes,
     };
     Ok(Some(SframeData {
         data,
@@ -210,20 +217,19 @@ fn from_section<'a, Elf: FileHeader<Endian = Endianness>>(
     }))
 }
 
-/// The section's bytes in the file; `None` for `SHT_NOBITS`.
+/// The section's contents, decompressed if compressed (`crate::compressed`); `None` for
+/// `SHT_NOBITS`.
 fn section_bytes<'a, S: SectionHeader<Endian = Endianness>>(
     file: &'a [u8],
     endian: Endianness,
     sh: &S,
     name: &str,
-) -> Result<Option<&'a [u8]>, ElfError> {
-    if sh.sh_flags(endian).0 & elf::SHF_COMPRESSED.0 != 0 {
-        return Err(ElfError::Compressed { name: name.to_owned() });
-    }
+) -> Result<Option<Cow<'a, [u8]>>, ElfError> {
     let Some((offset, size)) = sh.file_range(endian) else {
         return Ok(None);
     };
-    file_range(file, offset, size, &format!("section {name}")).map(Some)
+    let raw = file_range(file, offset, size, &format!("section {name}"))?;
+    Ok(Some(crate::compressed::elf_section_data(file, endian, sh, raw, name)?))
 }
 
 fn file_range<'a>(file: &'a [u8], offset: u64, size: u64, what: &str) -> Result<&'a [u8], ElfError> {

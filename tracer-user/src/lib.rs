@@ -4,6 +4,7 @@
 
 pub mod cfi;
 pub mod check;
+pub mod compressed;
 pub mod dump;
 pub mod elf;
 pub mod jit;

@@ -7,9 +7,10 @@
 //!    `/proc/self/fd` so that it is the very inode checked ([`reopen_regular`]).
 //! 2. Only the parts the unwind tables are built from are read: the ELF header, the program and
 //!    section header tables, the section names, the unwind sections (`.sframe`, `.eh_frame`,
-//!    `.eh_frame_hdr`, `.debug_frame`), the executable segments (alignment padding is recognised
-//!    in them) and, in relocatable objects, everything (they are small and their `.sframe` is
-//!    relocated from their symbol tables). Each range is checked against the file's size.
+//!    `.eh_frame_hdr`, `.debug_frame` or `.zdebug_frame`), the executable segments (alignment
+//!    padding is recognised in them) and, in relocatable objects, everything (they are small and
+//!    their `.sframe` is relocated from their symbol tables). Each range is checked against the
+//!    file's size.
 //! 3. Those parts add up to at most [`MAX_OBJECT_READ`] bytes, in a file of at most
 //!    [`MAX_OBJECT_SIZE`] bytes; a larger object is [`ObjectFileError::TooLarge`] and is not
 //!    read at all. The parts are read into an anonymous private mapping as long as the file,
@@ -277,7 +278,14 @@ fn needed_parts(file: &File, file_len: u64) -> Result<Vec<(u64, u64)>, ObjectFil
     Ok(merged)
 }
 
-const UNWIND_SECTIONS: [&[u8]; 5] = [b".sframe", b".eh_frame", b".eh_frame_hdr", b".debug_frame", b".text"];
+const UNWIND_SECTIONS: [&[u8]; 6] = [
+    b".sframe",
+    b".eh_frame",
+    b".eh_frame_hdr",
+    b".debug_frame",
+    b".zdebug_frame",
+    b".text",
+];
 
 fn elf_parts<Elf: FileHeader<Endian = Endianness>>(
     data: &ReadCache<Pread<'_>>,

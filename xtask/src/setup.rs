@@ -32,6 +32,9 @@ const APT_PACKAGES: &[&str] = &[
     "strace",
     "nodejs",
     "openjdk-17-jdk-headless",
+    // The debuginfod server of the symbol tests; xz makes their MiniDebugInfo.
+    "debuginfod",
+    "xz-utils",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

@@ -188,11 +188,11 @@ pub enum CfiError {
     Elf(#[source] object::Error),
     #[error("machine {0:?} is not supported (only x86-64, aarch64 and s390x)")]
     UnsupportedMachine(object::Architecture),
-    #[error("cannot read section {section}")]
+    #[error("cannot read section {section}: {source}")]
     Section {
         section: &'static str,
         #[source]
-        source: object::Error,
+        source: crate::compressed::DecompressError,
     },
     #[error(".eh_frame_hdr at address {address:#x} is malformed")]
     Header {

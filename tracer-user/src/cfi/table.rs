@@ -382,13 +382,17 @@ fn indexed(index: &[FdeRange], pc: u64) -> Option<usize> {
     }
 }
 
-/// A non-empty section's bytes and address; `None` when absent, empty or `SHT_NOBITS`.
+/// A non-empty section's bytes and address, decompressed if compressed (also in the GNU form,
+/// `.zdebug_*` for `.debug_*`); `None` when absent, empty or `SHT_NOBITS`.
 fn section<'a>(obj: &object::File<'a>, name: &'static str) -> Result<Option<Located<'a>>, CfiError> {
-    let Some(s) = obj.section_by_name(name) else {
+    let gnu = name.strip_prefix(".debug_").map(|rest| format!(".zdebug_{rest}"));
+    let Some(s) = obj
+        .section_by_name(name)
+        .or_else(|| gnu.and_then(|gnu| obj.section_by_name(&gnu)))
+    else {
         return Ok(None);
     };
-    let data = s
-        .uncompressed_data()
+    let data = crate::compressed::object_section_data(&s, name)
         .map_err(|source| CfiError::Section { section: name, source })?;
     Ok((!data.is_empty()).then(|| (data, s.address())))
 }

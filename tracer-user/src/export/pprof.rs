@@ -132,15 +132,35 @@ pub struct Function {
 
 /// Write `resolved` as a gzipped profile.proto.
 pub fn write(out: &mut impl Write, resolved: &Resolved) -> io::Result<()> {
+    write_profile(out, &build(resolved))
+}
+
+/// Write `resolved`, whose user frames were not symbolized (`--symbolize none`), as a gzipped
+/// profile.proto for symbolization elsewhere: user locations carry their object-relative
+/// address and no lines, their mappings the object's path and build-id and
+/// `has_functions: false`.
+pub fn write_unsymbolized(out: &mut impl Write, resolved: &Resolved) -> io::Result<()> {
+    write_profile(out, &build_with(resolved, true))
+}
+
+fn write_profile(out: &mut impl Write, profile: &Profile) -> io::Result<()> {
     let mut gzip = GzEncoder::new(&mut *out, Compression::default());
-    gzip.write_all(&build(resolved).encode_to_vec())?;
+    gzip.write_all(&profile.encode_to_vec())?;
     gzip.finish()?;
     out.flush()
 }
 
 /// The profile message of `resolved`.
 pub fn build(resolved: &Resolved) -> Profile {
-    let mut b = Builder::default();
+    build_with(resolved, false)
+}
+
+/// [`build`]; `addresses_only`: unnamed user frames get no lines (see [`write_unsymbolized`]).
+pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
+    let mut b = Builder {
+        addresses_only,
+        ..Builder::default()
+    };
     b.string("");
     let samples = b.value_type("samples", "count");
     let cpu = b.value_type("cpu", "nanoseconds");
@@ -212,6 +232,8 @@ struct Builder {
     locations: HashMap<(Option<usize>, u64), u64>,
     /// Per object: the mapping id, the addresses seen, what its locations carry.
     mappings: HashMap<usize, MappingFacts>,
+    /// Unnamed user frames get no lines.
+    addresses_only: bool,
 }
 
 #[derive(Default)]
@@ -220,6 +242,8 @@ struct MappingFacts {
     lowest: u64,
     highest: u64,
     kernel: bool,
+    /// Some location has lines (functions).
+    named: bool,
     files: bool,
     lines: bool,
     inlined: bool,
@@ -266,13 +290,18 @@ impl Builder {
         if let Some(&id) = self.locations.get(&key) {
             return id;
         }
-        let line = frames
-            .iter()
-            .map(|f| Line {
-                function_id: self.function(&f.name(&resolved.objects), f.file.as_deref()),
-                line: f.line.map_or(0, i64::from),
-            })
-            .collect();
+        let unnamed = outer.source != FrameSource::Kernel && frames.iter().all(|f| f.symbol.is_none());
+        let line: Vec<Line> = if self.addresses_only && unnamed {
+            Vec::new()
+        } else {
+            frames
+                .iter()
+                .map(|f| Line {
+                    function_id: self.function(&f.name(&resolved.objects), f.file.as_deref()),
+                    line: f.line.map_or(0, i64::from),
+                })
+                .collect()
+        };
         let mapping_id = match outer.object {
             Some(object) => {
                 let next_id = self.mappings.len() as u64 + 1;
@@ -284,6 +313,7 @@ impl Builder {
                 facts.lowest = facts.lowest.min(outer.offset);
                 facts.highest = facts.highest.max(outer.offset);
                 facts.kernel |= outer.source == FrameSource::Kernel;
+                facts.named |= !line.is_empty();
                 facts.files |= frames.iter().any(|f| f.file.is_some());
                 facts.lines |= frames.iter().any(|f| f.line.is_some());
                 facts.inlined |= frames.iter().any(|f| f.inlined);
@@ -321,7 +351,7 @@ impl Builder {
                 file_offset: 0,
                 filename,
                 build_id,
-                has_functions: true,
+                has_functions: facts.named,
                 has_filenames: facts.files,
                 has_line_numbers: facts.lines,
                 has_inline_frames: facts.inlined,

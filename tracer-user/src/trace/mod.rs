@@ -9,6 +9,7 @@ mod kernel;
 mod launch;
 mod live;
 pub(crate) mod objects;
+pub mod offline;
 mod otlp;
 mod outfile;
 mod output;
@@ -16,6 +17,7 @@ pub(crate) mod profile;
 mod setup;
 mod summary;
 pub(crate) mod symbolize;
+pub mod symfiles;
 mod targets;
 
 use std::{
@@ -186,6 +188,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         take(sample, &mut profile, &mut output, &mut catalog);
     }
     targets.finish().await;
+    // Missing debug files may be fetched from now on (never while samples are taken).
+    symfiles::end_sampling();
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
     catalog.jit.refresh(true);

@@ -179,6 +179,9 @@ impl Outputs {
             let written = match (sink.format, &resolved) {
                 (Format::Folded, Some(resolved)) => folded::write(&mut sink.out, resolved),
                 (Format::Svg, Some(resolved)) => svg::write(&mut sink.out, resolved),
+                (Format::Pprof, Some(resolved)) if !super::symfiles::user_symbols() => {
+                    pprof::write_unsymbolized(&mut sink.out, resolved)
+                }
                 (Format::Pprof, Some(resolved)) => pprof::write(&mut sink.out, resolved),
                 (
                     Format::Folded | Format::Svg | Format::Pprof | Format::Json | Format::PerfScript | Format::Otlp,

@@ -3,13 +3,13 @@
 //! again and the streaming formats can name each sample as it arrives. User frames are named
 //! from their object by object-relative address (ELF symbols; DWARF file:line and inlined
 //! functions when the object or its debug file has them: through `.gnu_debuglink`, or by
-//! build-id under /usr/lib/debug/.build-id), kernel frames
+//! build-id in the debug directories or from debuginfod, as `symfiles` finds them), kernel frames
 //! from kallsyms. A frame without a symbol keeps none: formats name it by object and offset,
 //! never by a guessed neighbour.
 
 use std::{
     collections::{BTreeMap, HashMap},
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, SystemTime},
 };
 
@@ -46,11 +46,11 @@ pub fn demangle(name: &str) -> String {
 
 /// One function at an address: the function itself, or one inlined into it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Named {
-    symbol: Option<String>,
-    file: Option<String>,
-    line: Option<u32>,
-    inlined: bool,
+pub(crate) struct Named {
+    pub(crate) symbol: Option<String>,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
+    pub(crate) inlined: bool,
 }
 
 /// The symbolizer and everything it has named so far. Not `Send` (blazesym's symbolizer is
@@ -67,6 +67,8 @@ pub struct SymbolCache {
     by_catalog: HashMap<usize, usize>,
     kernel_object: Option<usize>,
     jit_object: Option<usize>,
+    /// `symfiles::generation` when last looked at.
+    generation: u64,
 }
 
 impl SymbolCache {
@@ -77,19 +79,15 @@ impl SymbolCache {
         // `char`); names are demangled here, and only when they carry a mangling prefix.
         // Debug files are looked up through `.gnu_debuglink` and build-id in blazesym's default
         // directories, /usr/lib/debug and /lib/debug (and their `.build-id/`).
-        let symbolizer = Symbolizer::builder()
-            .enable_demangling(false)
-            .enable_code_info(true)
-            .enable_inlined_fns(inline)
-            .build();
         SymbolCache {
-            symbolizer,
+            symbolizer: symbolizer(inline),
             user: HashMap::new(),
             kernel: HashMap::new(),
             objects: Vec::new(),
             by_catalog: HashMap::new(),
             kernel_object: None,
             jit_object: None,
+            generation: 0,
         }
     }
 
@@ -101,6 +99,7 @@ impl SymbolCache {
     /// Name every frame of `frames` not named before: one blazesym batch per object, one for
     /// the kernel.
     pub fn prepare<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
+        self.forget_deferred();
         let mut by_object: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut kernel = Vec::new();
         for frame in frames {
@@ -118,16 +117,13 @@ impl SymbolCache {
             // Read from the file that was mapped, even if its path names another one now, or
             // from its separate debug file named by build-id.
             let info = self.object_index(object, catalog);
-            let debug_file = self.objects[info].build_id.as_deref().and_then(build_id_debug_file);
-            let symbolized = match debug_file.or_else(|| catalog.symbol_source(object)) {
-                Some(path) => self
-                    .symbolizer
-                    .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(&offsets))
-                    .unwrap_or_default(),
-                None => Vec::new(),
-            };
-            for (i, &offset) in offsets.iter().enumerate() {
-                self.user.insert((object, offset), names_of(symbolized.get(i)));
+            let source = catalog.symbol_source(object);
+            let file = super::symfiles::user_symbols()
+                .then(|| super::symfiles::symbol_file(self.objects[info].build_id.as_deref(), source.as_deref()))
+                .flatten();
+            let named = name_in_file(&self.symbolizer, file, &offsets);
+            for (&offset, names) in offsets.iter().zip(named) {
+                self.user.insert((object, offset), names);
             }
         }
         if !kernel.is_empty() {
@@ -149,6 +145,28 @@ impl SymbolCache {
     pub fn frames(&mut self, stack: &Stack, catalog: &Catalog) -> Vec<ResolvedFrame> {
         self.prepare(stack.frames(), catalog);
         self.prepared_frames(stack, catalog)
+    }
+
+    /// Forget the names of objects whose debug file had to wait for the end of sampling, once
+    /// it has ended (they are named again, from the fetched file).
+    fn forget_deferred(&mut self) {
+        let generation = super::symfiles::generation();
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        let deferred: std::collections::HashSet<usize> = self
+            .by_catalog
+            .iter()
+            .filter(|&(_, &info)| {
+                self.objects[info]
+                    .build_id
+                    .as_deref()
+                    .is_some_and(super::symfiles::was_deferred)
+            })
+            .map(|(&catalog, _)| catalog)
+            .collect();
+        self.user.retain(|(object, _), _| !deferred.contains(object));
     }
 
     /// [`Self::frames`] of a stack whose frames were prepared.
@@ -296,6 +314,27 @@ impl SymbolCache {
     }
 }
 
+/// The symbolizer of user and kernel frames; inlined functions if `inline`.
+pub(crate) fn symbolizer(inline: bool) -> Symbolizer {
+    Symbolizer::builder()
+        .enable_demangling(false)
+        .enable_code_info(true)
+        .enable_inlined_fns(inline)
+        .build()
+}
+
+/// The functions at each of `offsets` (object-relative addresses) in the ELF file `file`
+/// (`None`: no file, every frame unnamed), one entry per offset.
+pub(crate) fn name_in_file(symbolizer: &Symbolizer, file: Option<PathBuf>, offsets: &[u64]) -> Vec<Vec<Named>> {
+    let symbolized = match file {
+        Some(path) => symbolizer
+            .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(offsets))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    (0..offsets.len()).map(|i| names_of(symbolized.get(i))).collect()
+}
+
 /// Kernel functions that only run because the tracer does: the BPF program itself, the code
 /// that runs programs on raw tracepoints, tracepoints' perf and BPF glue.
 fn is_tracing_machinery(symbol: &str) -> bool {
@@ -398,21 +437,6 @@ pub fn resolve(profile: &Profile, catalog: &Catalog, cache: &mut SymbolCache, co
         duration_ns: u64::try_from(collection.duration.as_nanos()).unwrap_or(u64::MAX),
         period_ns: collection.period_ns,
     }
-}
-
-/// Where separate debug files are looked up by build-id (`DIR/.build-id/xx/yyyy.debug`), as
-/// gdb and Debian's `-dbgsym` packages place them. (blazesym looks there only for objects with
-/// a `.gnu_debuglink`.)
-const DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
-
-/// The debug file of the object with GNU build-id `id`, when one is installed.
-fn build_id_debug_file(id: &[u8]) -> Option<PathBuf> {
-    let (first, rest) = id.split_first()?;
-    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-    DEBUG_DIRS
-        .iter()
-        .map(|dir| Path::new(dir).join(format!(".build-id/{first:02x}/{rest}.debug")))
-        .find(|path| path.is_file())
 }
 
 /// [`resolve`] `profile` together with `kept`, the stacks an OTLP export took out of it

@@ -2,9 +2,12 @@
 
 mod check;
 mod cli;
+mod compressed;
 #[cfg(feature = "ebpf")]
 mod consumers;
 mod corrupt;
+#[cfg(feature = "ebpf")]
+mod debuginfo;
 mod differential;
 mod eh_frame;
 #[cfg(feature = "ebpf")]

@@ -107,6 +107,8 @@ pub struct Figures {
     pub processes: FollowStats,
     /// Why objects have no table, one sentence each (unreadable, or no room).
     pub notes: Vec<String>,
+    /// Debug files fetched, and files not symbolized from (`trace::symfiles`).
+    pub symbols: super::symfiles::SymbolFigures,
     /// The outputs that could not be written, each `PATH: why` (the others were written).
     pub failed_outputs: Vec<String>,
     /// The OTLP exports (`null` without `-f otlp`).
@@ -263,6 +265,7 @@ impl Summary<'_> {
             notices_lost: counter(Counter::NoticesLost),
             processes: self.follow,
             notes,
+            symbols: super::symfiles::figures(),
             failed_outputs: self.failed_outputs.to_vec(),
             otlp: self.otlp.map(Exports::from),
             jit: self.catalog.jit.stats(),
@@ -362,6 +365,23 @@ impl fmt::Display for Summary<'_> {
             )?;
         }
         write_jit(f, &figures.jit, &figures.jitdump)?;
+        let symbols = &figures.symbols;
+        if !symbols.is_empty() {
+            let mut parts = vec![format!(
+                "{} fetched from debuginfod, {} from its cache",
+                symbols.fetched, symbols.cached
+            )];
+            for (what, by) in [
+                ("not fetched", &symbols.not_fetched_by_reason),
+                ("not read (compressed sections refused)", &symbols.refused_by_reason),
+            ] {
+                if !by.is_empty() {
+                    let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();
+                    parts.push(format!("{what}: {}", reasons.join(", ")));
+                }
+            }
+            writeln!(f, "  symbol files: {}", parts.join("; "))?;
+        }
         // The first few reasons in full; system-wide there can be many.
         for why in figures.notes.iter().take(MAX_NOTES) {
             // Reasons name files other users control.

@@ -119,6 +119,7 @@ fn json_has_the_figures_of_the_text() {
             "traced_at_end": 0,
         },
         "notes": ["/bad.so: truncated \"quoted\" header"],
+        "symbols": {"fetched": 0, "cached": 0, "not_fetched_by_reason": {}, "refused_by_reason": {}},
         "failed_outputs": [],
         "otlp": null,
         "jit": {

@@ -1,0 +1,226 @@
+//! `sframe-trace symbolize`: a pprof profile written with `--symbolize none` (or any pprof
+//! whose user locations have no lines) named here, possibly on another machine, and written in
+//! a file format. Locations that have lines (kernel frames, named on the host) keep them; the
+//! others are looked up by their mapping's build-id and the location's object-relative address
+//! through `symfiles` (debug directories, the object at its path when its build-id matches,
+//! debuginfod) and blazesym, as a tracing session names them: the stacks come out the same.
+//!
+//! The profile is input from elsewhere: it is read within bounds (its file and its gzip
+//! expansion), and references it holds (string, mapping, location and function indices) are
+//! checked, an invalid one naming what is wrong.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::{Read as _, Write as _},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, bail};
+use prost::Message as _;
+
+use super::{symbolize, symfiles};
+use crate::export::{
+    folded,
+    model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack},
+    pprof, svg,
+};
+
+/// The largest profile read (compressed, and once gunzipped).
+const MAX_PROFILE: u64 = 256 << 20;
+
+/// The formats `symbolize` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    Folded,
+    Svg,
+    Pprof,
+}
+
+/// Read `input`, name its frames, write `output` in `format`; `inline`: inlined functions as
+/// frames of their own.
+pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: bool) -> anyhow::Result<Resolved> {
+    let profile = read_profile(input, MAX_PROFILE).with_context(|| format!("cannot read {}", input.display()))?;
+    let resolved = resolve(&profile, inline).with_context(|| format!("{}: malformed profile", input.display()))?;
+    let (mut file, placement) = super::outfile::create(output)?;
+    let mut out = std::io::BufWriter::new(&mut file);
+    match format {
+        FileFormat::Folded => folded::write(&mut out, &resolved),
+        FileFormat::Svg => svg::write(&mut out, &resolved),
+        FileFormat::Pprof => pprof::write(&mut out, &resolved),
+    }
+    .and_then(|()| out.flush())
+    .with_context(|| format!("cannot write {}", output.display()))?;
+    drop(out);
+    placement
+        .commit()
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    Ok(resolved)
+}
+
+/// The profile message of the file at `path` (gzipped or not), at most `cap` bytes before and
+/// after gunzipping.
+fn read_profile(path: &Path, cap: u64) -> anyhow::Result<pprof::Profile> {
+    let file = crate::objfile::open_regular(path)?;
+    let mut raw = Vec::new();
+    (&file).take(cap + 1).read_to_end(&mut raw)?;
+    if raw.len() as u64 > cap {
+        bail!("larger than {cap} bytes");
+    }
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(raw.as_slice())
+            .take(cap + 1)
+            .read_to_end(&mut out)
+            .context("corrupt gzip data")?;
+        if out.len() as u64 > cap {
+            bail!("expands to more than {cap} bytes");
+        }
+        out
+    } else {
+        raw
+    };
+    Ok(pprof::Profile::decode(bytes.as_slice())?)
+}
+
+/// The kernel's mapping name, as the tracer writes it.
+const KERNEL: &str = "[kernel.kallsyms]";
+
+/// The profile as the model the writers take, every unnamed user location named.
+fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
+    let string = |i: i64| -> anyhow::Result<&str> {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| p.string_table.get(i))
+            .map(String::as_str)
+            .with_context(|| format!("string index {i} is out of the table"))
+    };
+    // Objects: one per mapping.
+    let mut objects = Vec::with_capacity(p.mapping.len());
+    let mut mapping_index = HashMap::new();
+    for m in &p.mapping {
+        let path = string(m.filename)?.to_owned();
+        let name = Path::new(&path)
+            .file_name()
+            .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+        let build_id = unhex(string(m.build_id)?);
+        mapping_index.insert(m.id, objects.len());
+        objects.push(ObjectInfo { path, name, build_id });
+    }
+    // Names of the unnamed user locations, one lookup per object.
+    let mut wanted: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    for l in &p.location {
+        if l.line.is_empty()
+            && let Some(&object) = mapping_index.get(&l.mapping_id)
+        {
+            wanted.entry(object).or_default().push(l.address);
+        }
+    }
+    let symbolizer = symbolize::symbolizer(inline);
+    let mut named: HashMap<(usize, u64), Vec<symbolize::Named>> = HashMap::new();
+    for (object, mut offsets) in wanted {
+        offsets.sort_unstable();
+        offsets.dedup();
+        let info = &objects[object];
+        let local = PathBuf::from(&info.path);
+        let own = info
+            .build_id
+            .as_deref()
+            .is_none_or(|id| symfiles::debuginfod::matches_build_id(&local, id))
+            .then_some(local.as_path())
+            .filter(|p| p.is_absolute());
+        let file = symfiles::symbol_file(info.build_id.as_deref(), own);
+        for (offset, names) in offsets.iter().zip(symbolize::name_in_file(&symbolizer, file, &offsets)) {
+            named.insert((object, *offset), names);
+        }
+    }
+    let functions: HashMap<u64, &pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
+    let locations: HashMap<u64, &pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let mut stacks = Vec::with_capacity(p.sample.len());
+    for s in &p.sample {
+        let mut stack = ResolvedStack {
+            pid: 0,
+            tid: 0,
+            comm: String::new(),
+            event: crate::event::CPU_CLOCK.to_owned(),
+            frames: Vec::new(),
+            count: s.value.first().map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
+            weight_ns: s.value.get(1).map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
+        };
+        for label in &s.label {
+            match string(label.key)? {
+                "pid" => stack.pid = u32::try_from(label.num).unwrap_or(0),
+                "tid" => stack.tid = u32::try_from(label.num).unwrap_or(0),
+                "comm" => stack.comm = string(label.str)?.to_owned(),
+                "event" => stack.event = string(label.str)?.to_owned(),
+                _ => {}
+            }
+        }
+        for id in &s.location_id {
+            let l = locations
+                .get(id)
+                .with_context(|| format!("location {id} does not exist"))?;
+            let object = mapping_index.get(&l.mapping_id).copied();
+            let kernel = object.is_some_and(|o| objects[o].path == KERNEL);
+            let source = if kernel {
+                FrameSource::Kernel
+            } else {
+                FrameSource::Sframe
+            };
+            let frame =
+                |symbol: Option<String>, file: Option<String>, line: Option<u32>, inlined: bool| ResolvedFrame {
+                    addr: l.address,
+                    object,
+                    offset: l.address,
+                    symbol,
+                    file,
+                    line,
+                    inlined,
+                    source,
+                };
+            if l.line.is_empty() {
+                let unknown = [symbolize::Named::default()];
+                let names = object.and_then(|o| named.get(&(o, l.address)));
+                for n in names.map_or(&unknown[..], Vec::as_slice) {
+                    stack
+                        .frames
+                        .push(frame(n.symbol.clone(), n.file.clone(), n.line, n.inlined));
+                }
+                continue;
+            }
+            let last = l.line.len() - 1;
+            for (i, line) in l.line.iter().enumerate() {
+                let f = functions
+                    .get(&line.function_id)
+                    .with_context(|| format!("function {} does not exist", line.function_id))?;
+                let file = Some(string(f.filename)?).filter(|s| !s.is_empty()).map(str::to_owned);
+                let number = u32::try_from(line.line).ok().filter(|&n| n > 0);
+                stack
+                    .frames
+                    .push(frame(Some(string(f.name)?.to_owned()), file, number, i != last));
+            }
+        }
+        stacks.push(stack);
+    }
+    stacks.sort_by(|a, b| (a.pid, a.tid, b.count).cmp(&(b.pid, b.tid, a.count)));
+    Ok(Resolved {
+        objects,
+        stacks,
+        start_unix_ns: u64::try_from(p.time_nanos).unwrap_or(0),
+        duration_ns: u64::try_from(p.duration_nanos).unwrap_or(0),
+        period_ns: u64::try_from(p.period).unwrap_or(0),
+    })
+}
+
+/// Bytes of a hexadecimal build-id (`None` when empty or not hexadecimal).
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.is_empty() || !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

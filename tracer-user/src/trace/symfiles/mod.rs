@@ -1,0 +1,308 @@
+//! Which file an object's symbols are read from, for every symbol cache of a session (and for
+//! `sframe-trace symbolize`): a separate debug file found by build-id in the debug directories
+//! (`--debug-dir`, then /usr/lib/debug and /lib/debug), else the object itself when it has
+//! symbols of its own (`.symtab`, MiniDebugInfo or DWARF), else its debug file from a
+//! debuginfod server (`DEBUGINFOD_URLS` or `--debuginfod`, through the client cache shared with
+//! gdb and perf; see [`debuginfod`]), else the object with what it has (`.dynsym`).
+//!
+//! Every file chosen is vetted first ([`crate::compressed::vet_file`]): blazesym decompresses
+//! sections without a bound, so a file whose compressed sections are not what they state is
+//! not symbolized from at all (its frames keep their object and offset) and the refusal is
+//! counted. Network fetches are never made while samples are being taken: the session marks
+//! the end of sampling ([`end_sampling`]) and only then may a missing debug file be fetched;
+//! while sampling, only files already in the cache are used.
+//!
+//! One configuration and one set of figures per process (a session has several symbol caches:
+//! one per kind of output), behind a mutex; symbolization is never on a hot path.
+
+pub mod debuginfod;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+    sync::Mutex,
+};
+
+use object::{Object as _, ObjectSection as _, ReadCache};
+
+use crate::objfile::{self, Pread};
+
+/// How symbols are found, set once from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct SymbolConfig {
+    /// `--symbolize none`: user frames keep their object, address and build-id only.
+    pub no_user_symbols: bool,
+    /// `--debug-dir`: searched first, like /usr/lib/debug (`DIR/.build-id/xx/yyyy.debug`).
+    pub debug_dirs: Vec<PathBuf>,
+    /// The debuginfod client: its cache, and its servers unless `--offline`.
+    pub debuginfod: Option<debuginfod::Client>,
+}
+
+impl SymbolConfig {
+    /// The configuration of the command-line flags: debuginfod servers from `urls`, else from
+    /// `DEBUGINFOD_URLS`, none when `offline`; the client cache is read either way.
+    pub fn from_flags(
+        no_user_symbols: bool,
+        debug_dirs: Vec<PathBuf>,
+        urls: &[String],
+        offline: bool,
+    ) -> Result<SymbolConfig, String> {
+        let from_env;
+        let urls: Vec<&str> = if urls.is_empty() {
+            from_env = std::env::var("DEBUGINFOD_URLS").unwrap_or_default();
+            from_env.split_ascii_whitespace().collect()
+        } else {
+            urls.iter().map(String::as_str).collect()
+        };
+        let servers = if offline {
+            Vec::new()
+        } else {
+            urls.iter()
+                .map(|url| debuginfod::Server::parse(url))
+                .collect::<Result<_, _>>()?
+        };
+        // The cache is read even without servers (`--offline`, or files fetched by gdb or perf).
+        let debuginfod = debuginfod::Client::default_cache()
+            .map(|cache| debuginfod::Client::new(servers, cache, debuginfod::Limits::default()));
+        Ok(SymbolConfig {
+            no_user_symbols,
+            debug_dirs,
+            debuginfod,
+        })
+    }
+}
+
+/// What happened to the symbol files of the session, for the summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SymbolFigures {
+    /// Debug files downloaded from a debuginfod server.
+    pub fetched: u64,
+    /// Debug files found in the debuginfod client cache.
+    pub cached: u64,
+    /// Objects whose debug file could not be fetched, by reason.
+    pub not_fetched_by_reason: BTreeMap<&'static str, u64>,
+    /// Files not symbolized from, by reason (hostile or damaged compressed sections).
+    pub refused_by_reason: BTreeMap<&'static str, u64>,
+}
+
+impl SymbolFigures {
+    pub fn is_empty(&self) -> bool {
+        *self == SymbolFigures::default()
+    }
+}
+
+struct State {
+    config: SymbolConfig,
+    sampling: bool,
+    figures: SymbolFigures,
+    /// Vetting verdicts by (device, inode): `Err` names the reason.
+    vetted: HashMap<(u64, u64), Result<(), &'static str>>,
+    /// Whether a file has symbols of its own, by (device, inode).
+    own_symbols: HashMap<(u64, u64), bool>,
+    /// Build-ids whose fetch waited for the end of sampling, and how many times sampling ended
+    /// with some waiting (symbol caches name those objects again then).
+    deferred: std::collections::HashSet<Vec<u8>>,
+    generation: u64,
+    /// Build-ids whose fetch was tried (one try per session).
+    tried: HashMap<Vec<u8>, Option<PathBuf>>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
+    let mut guard = STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let state = guard.get_or_insert_with(|| State {
+        config: SymbolConfig::default(),
+        sampling: false,
+        figures: SymbolFigures::default(),
+        vetted: HashMap::new(),
+        own_symbols: HashMap::new(),
+        deferred: std::collections::HashSet::new(),
+        generation: 0,
+        tried: HashMap::new(),
+    });
+    f(state)
+}
+
+/// Set how symbols are found (before any symbolization); `sampling`: a session is about to take
+/// samples (no fetches until [`end_sampling`]).
+pub fn configure(config: SymbolConfig, sampling: bool) {
+    with_state(|state| {
+        state.config = config;
+        state.sampling = sampling;
+    });
+}
+
+/// Sampling is over: missing debug files may be fetched now.
+pub fn end_sampling() {
+    with_state(|state| {
+        state.sampling = false;
+        if !state.deferred.is_empty() {
+            state.generation += 1;
+        }
+    });
+}
+
+/// Changes when objects named while sampling may have a debug file now: a symbol cache that
+/// saw another value names the objects of [`was_deferred`] build-ids again.
+pub fn generation() -> u64 {
+    with_state(|state| state.generation)
+}
+
+/// Whether the debug file of `id` was wanted while sampling (and fetched only after).
+pub fn was_deferred(id: &[u8]) -> bool {
+    with_state(|state| state.deferred.contains(id))
+}
+
+/// `--symbolize none`: user frames are not named.
+pub fn user_symbols() -> bool {
+    with_state(|state| !state.config.no_user_symbols)
+}
+
+/// The figures so far.
+pub fn figures() -> SymbolFigures {
+    with_state(|state| state.figures.clone())
+}
+
+/// The system's debug directories, after those of `--debug-dir`.
+const DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
+
+/// The file to read the symbols of an object from (module docs): `build_id` is the object's,
+/// `object` where its own bytes can be read (for a traced process, the descriptor held on the
+/// mapped file). `None`: no file to read (or every candidate refused).
+pub fn symbol_file(build_id: Option<&[u8]>, object: Option<&Path>) -> Option<PathBuf> {
+    let dirs: Vec<PathBuf> = with_state(|state| state.config.debug_dirs.clone());
+    let local = build_id.and_then(|id| {
+        let relative = build_id_path(id)?;
+        dirs.iter()
+            .map(PathBuf::as_path)
+            .chain(DEBUG_DIRS.iter().map(Path::new))
+            .map(|dir| dir.join(&relative))
+            .find(|path| path.is_file())
+    });
+    if let Some(path) = local.filter(|path| vet(path)) {
+        return Some(path);
+    }
+    let object_symbols = object.is_some_and(has_symbols);
+    if !object_symbols
+        && let Some(id) = build_id
+        && let Some(path) = fetched(id)
+        && vet(&path)
+    {
+        return Some(path);
+    }
+    object.filter(|path| vet(path)).map(Path::to_path_buf)
+}
+
+/// `.build-id/xx/yyyy.debug` for a build-id of at least two bytes.
+pub fn build_id_path(id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = id.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(PathBuf::from(format!(".build-id/{first:02x}/{}.debug", hex(rest))))
+}
+
+/// Lower-case hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The debuginfod debug file of `id`: from the cache, or fetched once sampling is over.
+fn fetched(id: &[u8]) -> Option<PathBuf> {
+    let mut guard = STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let state = guard.as_mut()?;
+    if let Some(done) = state.tried.get(id) {
+        return done.clone();
+    }
+    let client = state.config.debuginfod.as_mut()?;
+    if let Some(path) = client.cached(id) {
+        state.figures.cached += 1;
+        state.tried.insert(id.to_vec(), Some(path.clone()));
+        return Some(path);
+    }
+    if !client.has_servers() {
+        return None;
+    }
+    if state.sampling {
+        state.deferred.insert(id.to_vec());
+        return None;
+    }
+    let result = client.fetch(id);
+    let path = match result {
+        Ok(path) => {
+            state.figures.fetched += 1;
+            Some(path)
+        }
+        Err(why) => {
+            *state.figures.not_fetched_by_reason.entry(why.reason()).or_default() += 1;
+            None
+        }
+    };
+    state.tried.insert(id.to_vec(), path.clone());
+    path
+}
+
+/// The regular file at `path` opened for reading, its (device, inode) and its length.
+fn open(path: &Path) -> Option<(std::fs::File, (u64, u64), u64)> {
+    let file = objfile::open_regular(path).ok()?;
+    let meta = file.metadata().ok()?;
+    Some((file, (meta.dev(), meta.ino()), meta.len()))
+}
+
+/// Whether the ELF file at `path` has symbols of its own beyond `.dynsym` (asked once per file).
+fn has_symbols(path: &Path) -> bool {
+    let Some((file, key, len)) = open(path) else {
+        return false;
+    };
+    if let Some(known) = with_state(|state| state.own_symbols.get(&key).copied()) {
+        return known;
+    }
+    let cache = ReadCache::new(Pread::new(&file, len));
+    let found = object::File::parse(&cache).is_ok_and(|obj| {
+        let present = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
+        present(".symtab") || present(".gnu_debugdata") || present(".debug_info") || present(".zdebug_info")
+    });
+    with_state(|state| state.own_symbols.insert(key, found));
+    found
+}
+
+/// Whether `path` may be given to blazesym (module docs); refusals are counted once per file.
+fn vet(path: &Path) -> bool {
+    let Some((file, key, len)) = open(path) else {
+        return false;
+    };
+    if let Some(verdict) = with_state(|state| state.vetted.get(&key).copied()) {
+        return verdict.is_ok();
+    }
+    let cache = ReadCache::new(Pread::new(&file, len));
+    let mut read = |offset: u64, size: u64| {
+        let mut bytes = vec![0; usize::try_from(size).ok()?];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, offset).ok()?;
+        Some(bytes)
+    };
+    let verdict = crate::compressed::vet_file(&cache, &mut read)
+        .map(drop)
+        .map_err(|e| refusal(&e));
+    with_state(|state| {
+        if let Err(why) = verdict {
+            *state.figures.refused_by_reason.entry(why).or_default() += 1;
+        }
+        state.vetted.insert(key, verdict);
+    });
+    verdict.is_ok()
+}
+
+/// The summary's name for why a file was refused.
+fn refusal(error: &crate::compressed::DecompressError) -> &'static str {
+    use crate::compressed::DecompressError as E;
+    match error {
+        E::TooLarge { .. } | E::Unbounded { .. } => "compressed_section_too_large",
+        E::LongerThanStated { .. } | E::ShorterThanStated { .. } => "compressed_section_size_lies",
+        _ => "compressed_section_corrupt",
+    }
+}
+
+#[cfg(test)]
+mod tests;

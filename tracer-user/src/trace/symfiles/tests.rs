@@ -1,0 +1,56 @@
+//! The pieces of symbol-file selection that need no files: build-id paths and the
+//! configuration of the flags (`--offline` asks no server, a bad URL is refused).
+
+use std::path::PathBuf;
+
+use super::{SymbolConfig, build_id_path, hex, refusal};
+use crate::compressed::DecompressError;
+
+#[test]
+fn build_id_paths_are_as_gdb_lays_them_out() {
+    assert_eq!(
+        build_id_path(&[0x4d, 0x5e, 0x00, 0xcb]),
+        Some(PathBuf::from(".build-id/4d/5e00cb.debug"))
+    );
+    assert_eq!(build_id_path(&[0x4d]), None);
+    assert_eq!(build_id_path(&[]), None);
+    assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+}
+
+#[test]
+fn flags_configure_servers_unless_offline() {
+    let urls = ["http://127.0.0.1:8002".to_owned()];
+    let online = SymbolConfig::from_flags(false, Vec::new(), &urls, false).expect("valid");
+    assert!(
+        online
+            .debuginfod
+            .as_ref()
+            .is_some_and(super::debuginfod::Client::has_servers)
+    );
+    let offline = SymbolConfig::from_flags(true, vec!["/d".into()], &urls, true).expect("valid");
+    assert!(offline.no_user_symbols);
+    assert!(
+        !offline
+            .debuginfod
+            .as_ref()
+            .is_some_and(super::debuginfod::Client::has_servers)
+    );
+    let bad = SymbolConfig::from_flags(false, Vec::new(), &["https://x".to_owned()], false);
+    assert!(bad.is_err_and(|e| e.contains("only http://")));
+}
+
+#[test]
+fn refusals_have_summary_names() {
+    let section = ".debug_info".to_owned();
+    assert_eq!(
+        refusal(&DecompressError::LongerThanStated {
+            section: section.clone(),
+            stated: 1
+        }),
+        "compressed_section_size_lies"
+    );
+    assert_eq!(
+        refusal(&DecompressError::Unbounded { section, cap: 1 }),
+        "compressed_section_too_large"
+    );
+}
