@@ -258,12 +258,19 @@ impl<P: Processes> Follower<P> {
             catalog.remove_process(pid);
         }
         catalog.expire_ended(self.timing.exit_grace);
+        catalog.expire_prebuilt(self.timing.unload_after);
         let unloaded = catalog.unload_unused(self.timing.unload_after);
         if unloaded > 0 {
             self.stats.unloaded += unloaded as u64;
             kernel.sync_tables(&mut catalog.tables)?;
         }
         Ok(())
+    }
+
+    /// The objects the catalog may forget once no kept stack refers to them (see
+    /// `Catalog::idle_objects`).
+    pub fn idle_objects(&self, catalog: &Catalog) -> Vec<usize> {
+        catalog.idle_objects(self.timing.unload_after)
     }
 }
 

@@ -26,8 +26,9 @@ use std::{
 use follow::Follower;
 pub use outfile::OutputFileError;
 pub use output::OutputSpec;
-use profile::Profile;
+use profile::{Keep, Profile};
 pub use summary::{SummaryFormat, SummarySpec};
+use symbolize::SymbolCache;
 use targets::Targets;
 
 /// Samples handled in a row, at most: those waiting when a process notice comes in (before
@@ -123,9 +124,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
             .unwrap_or_default()
     ));
 
-    let mut profile = Profile::new(config.events.names());
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
     let (mut live, mut quit) = live::Live::start(&config)?;
+    // Each sample is resolved once, by the profile, and symbolized once per session, through
+    // one cache every consumer shares; the profile keeps only the stacks a consumer reads.
+    let keep = Keep {
+        whole: output.wants_whole_profile() || live.active(),
+        window: otlp.active(),
+    };
+    let mut profile = Profile::keeping(config.events.names(), keep);
+    let mut symbols = SymbolCache::new(config.inline);
     let why = {
         let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
@@ -147,28 +155,37 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog);
+                        take(sample, &mut profile, &mut output, &catalog, &mut symbols);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
                 },
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
-                _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
-                () = otlp.due() => {
-                    live.keep(&profile);
-                    output.keep(&profile);
-                    otlp.export(&mut profile, &catalog);
+                _ = housekeeping.tick() => {
+                    follower.housekeep(&mut catalog, &mut kernel)?;
+                    // Stacks are symbolized as they arrive, or not kept at all.
+                    if keep == Keep::default() {
+                        forget(&follower.idle_objects(&catalog), &mut catalog, &mut symbols);
+                    }
                 }
-                () = live.due() => live.show(&profile, &catalog, &kernel)?,
+                () = otlp.due() => {
+                    // Idle before the window is taken: no stack after it refers to them.
+                    let idle = follower.idle_objects(&catalog);
+                    otlp.export(&mut profile, &catalog, &mut symbols);
+                    if !keep.whole {
+                        forget(&idle, &mut catalog, &mut symbols);
+                    }
+                }
+                () = live.due() => live.show(&profile, &catalog, &mut symbols, &kernel)?,
                 sample = events.next() => match sample {
                     Some(sample) => {
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog);
+                        take(sample, &mut profile, &mut output, &catalog, &mut symbols);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
                             notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                            take(sample, &mut profile, &mut output, &catalog);
+                            take(sample, &mut profile, &mut output, &catalog, &mut symbols);
                         }
                     }
                     None => break "the ring buffer closed",
@@ -180,13 +197,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        take(sample, &mut profile, &mut output, &catalog);
+        take(sample, &mut profile, &mut output, &catalog, &mut symbols);
     }
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
-    output.keep(&profile);
-    otlp.export(&mut profile, &catalog);
-    let failed_outputs = output.finish(&profile, &catalog);
+    otlp.export(&mut profile, &catalog, &mut symbols);
+    let failed_outputs = output.finish(&profile, &catalog, &mut symbols);
     let summary = summary::Summary {
         elapsed: started.elapsed(),
         why,
@@ -223,15 +239,24 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     Ok(ended)
 }
 
-/// Fold `sample` into the profile and stream it to the outputs that are written as it goes.
+/// Fold `sample` into the profile and stream its stack, resolved once, to the outputs that are
+/// written as it goes.
 fn take(
     sample: &tracer_common::trace::Sample,
     profile: &mut Profile,
     output: &mut output::Outputs,
     catalog: &objects::Catalog,
+    symbols: &mut SymbolCache,
 ) {
-    profile.add(sample, catalog);
-    output.sample(sample, catalog);
+    let stack = profile.add(sample, catalog);
+    output.sample(sample, stack, catalog, symbols);
+}
+
+/// Free objects `idle` (no process maps them, no kept stack refers to them): their names and
+/// symbolizer data, then their files.
+fn forget(idle: &[usize], catalog: &mut objects::Catalog, symbols: &mut SymbolCache) {
+    symbols.forget(idle, catalog);
+    catalog.forget(idle);
 }
 
 /// Act on the notices sent so far, before a sample is resolved: those sent before it was taken

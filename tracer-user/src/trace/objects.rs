@@ -70,8 +70,8 @@ pub struct Object {
     /// The identity of its file (`None` for the vDSO, which has none).
     pub key: Option<ObjectKey>,
     /// The file as it was mapped, held open: tables and symbols come from it, even once its
-    /// path names another file or none.
-    pub file: Arc<File>,
+    /// path names another file or none. `None` once forgotten ([`Catalog::forget`]).
+    pub file: Option<Arc<File>>,
     /// The GNU build-id, for finding separate debug information.
     pub build_id: Option<Box<[u8]>>,
     /// Short name for frames without a symbol.
@@ -109,7 +109,7 @@ pub struct Catalog {
     pub processes: ProcessMaps,
     /// Tables built ahead, by the identity of the file they were read from, waiting to be
     /// installed.
-    prebuilt: HashMap<ObjectKey, Result<Prebuilt, NoTable>>,
+    prebuilt: HashMap<ObjectKey, (std::time::Instant, Result<Prebuilt, NoTable>)>,
 }
 
 /// An object's table, built but not yet in the kernel tables.
@@ -246,6 +246,47 @@ impl Catalog {
         unloaded
     }
 
+    /// The objects no process has mapped for `idle` whose table is unloaded (or which have
+    /// none), still held: what [`Catalog::forget`] may free once no stack kept for later
+    /// refers to them. No new sample can: they are in no process's mappings, current or ended
+    /// (ended mappings are kept for less than `idle`).
+    pub fn idle_objects(&self, idle: Duration) -> Vec<usize> {
+        self.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                o.file.is_some()
+                    && o.users == 0
+                    && o.unused_since.is_some_and(|t| t.elapsed() >= idle)
+                    && (o.unloaded || o.table.is_err())
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Free what objects `gone` hold (see [`Catalog::idle_objects`]): the open file, the
+    /// build-id and the entry that finds them by identity or image. A process that maps the
+    /// same file later gets a new object (indices are never reused, so nothing keyed by the
+    /// old index can name the new one). What the summary counts (the path, the table's
+    /// source or why there is none) stays: a few bytes per object met.
+    pub fn forget(&mut self, gone: &[usize]) {
+        for &i in gone {
+            let Some(object) = self.objects.get_mut(i) else {
+                continue;
+            };
+            object.file = None;
+            object.build_id = None;
+            if let Some(key) = &object.key
+                && self.by_key.get(key) == Some(&i)
+            {
+                self.by_key.remove(key);
+            }
+        }
+        if !gone.is_empty() {
+            self.by_image.retain(|_, i| !gone.contains(i));
+        }
+    }
+
     /// One more process maps object `i`: an unloaded table is built again.
     fn hold(&mut self, i: usize) {
         if self.objects[i].users == 0 && self.objects[i].unloaded {
@@ -278,7 +319,7 @@ impl Catalog {
         self.objects.push(Object {
             path: m.path.clone(),
             key: Some(key.clone()),
-            file: Arc::clone(file),
+            file: Some(Arc::clone(file)),
             build_id: build_id.clone(),
             name,
             table: Err(NoTable::NoUnwindInfo),
@@ -295,14 +336,15 @@ impl Catalog {
     /// The file of the object with identity `key`, if there is one (discovery then does not
     /// open it again).
     pub fn known_file(&self, key: &ObjectKey) -> Option<Arc<File>> {
-        self.by_key.get(key).map(|&i| Arc::clone(&self.objects[i].file))
+        self.by_key.get(key).and_then(|&i| self.objects[i].file.clone())
     }
 
     /// Where to read object `index` for symbols: the file that was mapped, through the
     /// descriptor held open on it (its path may name another file by now, or none).
     pub fn symbol_source(&self, index: usize) -> Option<PathBuf> {
         let object = self.objects.get(index)?;
-        Some(PathBuf::from(format!("/proc/self/fd/{}", object.file.as_raw_fd())))
+        let file = object.file.as_ref()?;
+        Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())))
     }
 
     /// The vDSO of `pid`: its image is read from the process (it has no file) and kept in an
@@ -320,7 +362,7 @@ impl Catalog {
         self.objects.push(Object {
             path,
             key: None,
-            file,
+            file: Some(file),
             build_id: facts.build_id,
             name: "[vdso]".to_owned(),
             table,
@@ -338,8 +380,11 @@ impl Catalog {
     fn build(&mut self, index: usize) -> Result<Table, NoTable> {
         let object = &self.objects[index];
         let prebuilt = match object.key.as_ref().and_then(|key| self.prebuilt.remove(key)) {
-            Some(prebuilt) => prebuilt,
-            None => prebuild(&object.file, &object.path),
+            Some((_, prebuilt)) => prebuilt,
+            None => match &object.file {
+                Some(file) => prebuild(file, &object.path),
+                None => Err(NoTable::Unreadable(format!("{}: forgotten", object.path.display()))),
+            },
         };
         self.install(prebuilt?)
     }
@@ -387,7 +432,13 @@ impl Catalog {
 
     /// A table built ahead for the object `key`, installed when a process maps it.
     pub fn add_prebuilt(&mut self, key: ObjectKey, prebuilt: Result<Prebuilt, NoTable>) {
-        self.prebuilt.insert(key, prebuilt);
+        self.prebuilt.insert(key, (std::time::Instant::now(), prebuilt));
+    }
+
+    /// Drop the tables built ahead more than `after` ago that no process took (it was gone
+    /// before it was loaded).
+    pub fn expire_prebuilt(&mut self, after: Duration) {
+        self.prebuilt.retain(|_, (built, _)| built.elapsed() < after);
     }
 
     /// The mapping that held `addr` in the process with this `pid` at kernel time `time_ns`

@@ -1,6 +1,8 @@
 //! Symbolization with blazesym: one cached symbolizer for the whole session, and a cache of
-//! every (object, address) already named, so that exporters can resolve the profile again and
-//! again and the streaming formats can name each sample as it arrives. User frames are named
+//! every (object, address) already named, shared by every consumer (the outputs, OTLP, the live
+//! view), so that exporters can resolve the profile again and again and the streaming formats
+//! can name each sample as it arrives. An object the session forgets (see
+//! [`SymbolCache::forget`]) takes its names and blazesym's data for its file with it. User frames are named
 //! from their object by object-relative address (ELF symbols; DWARF file:line and inlined
 //! functions when the object or its debug file has them: through `.gnu_debuglink`, or by
 //! build-id under /usr/lib/debug/.build-id), kernel frames
@@ -15,12 +17,13 @@ use std::{
 
 use blazesym::symbolize::{
     CodeInfo, Input, Symbolized, Symbolizer,
+    evict::{Elf as EvictElf, Evict},
     source::{Elf, Kernel, Source},
 };
 
 use super::{
     objects::Catalog,
-    profile::{Frame, Profile, Stack},
+    profile::{Frame, Stack, Stacks},
 };
 use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack};
 
@@ -59,10 +62,12 @@ pub struct SymbolCache {
     user: HashMap<(usize, u64), Vec<Named>>,
     /// Functions at kernel addresses.
     kernel: HashMap<u64, Vec<Named>>,
-    /// The objects frames have been resolved in, in the order first seen: indices handed out
-    /// stay valid for the whole session.
+    /// The objects frames have been resolved in: indices handed out stay valid until the
+    /// object is forgotten, when its slot goes to the next object (see `free_slots`).
     objects: Vec<ObjectInfo>,
     by_catalog: HashMap<usize, usize>,
+    /// Slots of `objects` whose object was forgotten.
+    free_slots: Vec<usize>,
     kernel_object: Option<usize>,
 }
 
@@ -85,13 +90,38 @@ impl SymbolCache {
             kernel: HashMap::new(),
             objects: Vec::new(),
             by_catalog: HashMap::new(),
+            free_slots: Vec::new(),
             kernel_object: None,
         }
     }
 
-    /// The objects [`ResolvedFrame::object`] indexes.
+    /// The objects [`ResolvedFrame::object`] indexes (in the frames of [`Self::frames`]).
     pub fn objects(&self) -> &[ObjectInfo] {
         &self.objects
+    }
+
+    /// Forget catalog objects `gone` before the catalog frees them (their files are still
+    /// open): their names, their slots, and blazesym's parsed data and descriptor for their
+    /// files. No stack that still refers to them may be resolved afterwards.
+    pub fn forget(&mut self, gone: &[usize], catalog: &Catalog) {
+        if gone.is_empty() {
+            return;
+        }
+        let gone_set: std::collections::HashSet<usize> = gone.iter().copied().collect();
+        self.user.retain(|(object, _), _| !gone_set.contains(object));
+        for &object in gone {
+            if let Some(slot) = self.by_catalog.remove(&object) {
+                self.objects[slot] = ObjectInfo {
+                    path: String::new(),
+                    name: String::new(),
+                    build_id: None,
+                };
+                self.free_slots.push(slot);
+            }
+            if let Some(path) = catalog.symbol_source(object) {
+                let _ = self.symbolizer.evict(&Evict::Elf(EvictElf::new(path)));
+            }
+        }
     }
 
     /// Name every frame of `frames` not named before: one blazesym batch per object, one for
@@ -204,7 +234,7 @@ impl SymbolCache {
         if let Some(&i) = self.by_catalog.get(&index) {
             return i;
         }
-        let info = match catalog.objects.get(index) {
+        let info = match catalog.objects.get(index).filter(|obj| obj.file.is_some()) {
             Some(obj) => ObjectInfo {
                 // Images without a file (the vDSO) are kept in memory: show their name.
                 path: if obj.name.starts_with('[') {
@@ -221,9 +251,18 @@ impl SymbolCache {
                 build_id: None,
             },
         };
-        self.objects.push(info);
-        self.by_catalog.insert(index, self.objects.len() - 1);
-        self.objects.len() - 1
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.objects[slot] = info;
+                slot
+            }
+            None => {
+                self.objects.push(info);
+                self.objects.len() - 1
+            }
+        };
+        self.by_catalog.insert(index, slot);
+        slot
     }
 
     /// The index in [`Self::objects`] of the kernel.
@@ -320,26 +359,39 @@ pub struct Collection {
     pub period_ns: u64,
 }
 
-/// The profile symbolized: what every exporter writes. Frames named before are taken from the
-/// cache, so calling this periodically only symbolizes what is new.
-pub fn resolve(profile: &Profile, catalog: &Catalog, cache: &mut SymbolCache, collection: &Collection) -> Resolved {
-    cache.prepare(profile.stacks.keys().flat_map(Stack::frames), catalog);
-    let mut stacks: Vec<ResolvedStack> = profile
-        .stacks
+/// `stacks` symbolized: what every exporter writes. Frames named before are taken from the
+/// cache, so calling this periodically only symbolizes what is new. The result lists only the
+/// objects its stacks use.
+pub fn resolve(stacks: &Stacks, catalog: &Catalog, cache: &mut SymbolCache, collection: &Collection) -> Resolved {
+    cache.prepare(stacks.keys().flat_map(Stack::frames), catalog);
+    let mut objects = Vec::new();
+    let mut local: HashMap<usize, usize> = HashMap::new();
+    let mut stacks: Vec<ResolvedStack> = stacks
         .iter()
-        .map(|(stack, tally)| ResolvedStack {
-            pid: stack.pid,
-            tid: stack.tid,
-            comm: stack.comm.clone(),
-            event: stack.event.to_string(),
-            frames: cache.prepared_frames(stack, catalog),
-            count: tally.count,
-            weight_ns: tally.weight_ns,
+        .map(|(stack, tally)| {
+            let mut frames = cache.prepared_frames(stack, catalog);
+            for frame in &mut frames {
+                frame.object = frame.object.map(|slot| {
+                    *local.entry(slot).or_insert_with(|| {
+                        objects.push(cache.objects[slot].clone());
+                        objects.len() - 1
+                    })
+                });
+            }
+            ResolvedStack {
+                pid: stack.pid,
+                tid: stack.tid,
+                comm: stack.comm.clone(),
+                event: stack.event.to_string(),
+                frames,
+                count: tally.count,
+                weight_ns: tally.weight_ns,
+            }
         })
         .collect();
     stacks.sort_by(|a, b| (a.pid, a.tid, b.count).cmp(&(b.pid, b.tid, a.count)));
     Resolved {
-        objects: cache.objects().to_vec(),
+        objects,
         stacks,
         start_unix_ns: unix_ns(collection.start),
         duration_ns: u64::try_from(collection.duration.as_nanos()).unwrap_or(u64::MAX),
@@ -360,22 +412,6 @@ fn build_id_debug_file(id: &[u8]) -> Option<PathBuf> {
         .iter()
         .map(|dir| Path::new(dir).join(format!(".build-id/{first:02x}/{rest}.debug")))
         .find(|path| path.is_file())
-}
-
-/// [`resolve`] `profile` together with `kept`, the stacks an OTLP export took out of it
-/// earlier (nothing is copied when there are none).
-pub fn resolve_with_kept(
-    kept: &super::profile::Stacks,
-    profile: &Profile,
-    catalog: &Catalog,
-    cache: &mut SymbolCache,
-    collection: &Collection,
-) -> Resolved {
-    if kept.is_empty() {
-        resolve(profile, catalog, cache, collection)
-    } else {
-        resolve(&super::profile::whole(kept, profile), catalog, cache, collection)
-    }
 }
 
 /// Nanoseconds since the Unix epoch (0 before it).

@@ -79,7 +79,7 @@ pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
 #[test]
 fn samples_fold_into_object_relative_frames() {
     let catalog = catalog();
-    let mut profile = Profile::default();
+    let mut profile = Profile::new(Default::default());
     let s = sample(
         &[0x1100, 0x8201, 0x1000, 0x5000],
         &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP],
@@ -139,7 +139,7 @@ fn samples_fold_into_object_relative_frames() {
 #[test]
 fn threads_are_told_apart() {
     let catalog = catalog();
-    let mut profile = Profile::default();
+    let mut profile = Profile::new(Default::default());
     let mut s = sample(&[0x1100], &[], &[]);
     profile.add(&s, &catalog);
     s.tid = 9;
@@ -229,7 +229,7 @@ pub(super) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
     Object {
         path: path.into(),
         key: None,
-        file: std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file")),
+        file: Some(std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file"))),
         build_id: None,
         name: path.rsplit('/').next().unwrap_or(path).to_owned(),
         table,
@@ -237,4 +237,77 @@ pub(super) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
         unused_since: None,
         unloaded: false,
     }
+}
+
+/// A profile keeps only the stacks its consumers read: the whole session's, the window since
+/// the last export (taken out by each export, the whole left as it was), both or neither; the
+/// tallies are kept in every case, and `add` hands back the stack it resolved.
+#[test]
+fn profiles_keep_what_their_consumers_read() {
+    use super::profile::Keep;
+    let catalog = catalog();
+    let s = sample(&[0x1100, 0x8201], &[], &[]);
+    for (whole, window) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut profile = Profile::keeping(Default::default(), Keep { whole, window });
+        let stack = profile.add(&s, &catalog).clone();
+        assert_eq!(stack.user.len(), 2);
+        profile.add(&s, &catalog);
+        let first = profile.take_window();
+        profile.add(&s, &catalog);
+        let second = profile.take_window();
+        assert_eq!(profile.samples, 3);
+        let count = |stacks: &super::profile::Stacks| stacks.get(&stack).map_or(0, |t| t.count);
+        assert_eq!(count(&profile.stacks), if whole { 3 } else { 0 });
+        assert_eq!((count(&first), count(&second)), if window { (2, 1) } else { (0, 0) });
+        assert!(profile.take_window().is_empty());
+    }
+}
+
+/// A resolved profile lists only the objects its stacks use (an export of a window carries
+/// its own objects, not every object the session met), and forgetting an object frees its
+/// slot for the next one without renaming the frames of the others.
+#[test]
+fn resolved_stacks_list_only_their_objects() {
+    use super::symbolize::{Collection, SymbolCache, resolve};
+    let catalog = catalog();
+    let mut cache = SymbolCache::new(false);
+    let collection = Collection {
+        start: std::time::SystemTime::now(),
+        duration: std::time::Duration::from_secs(1),
+        period_ns: 1,
+    };
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0x1100], &[], &[]), &catalog);
+    let app = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0x8100], &[], &[]), &catalog);
+    let lib = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    let paths = |r: &crate::export::model::Resolved| r.objects.iter().map(|o| o.path.clone()).collect::<Vec<_>>();
+    assert_eq!(paths(&app), ["/app"]);
+    assert_eq!(paths(&lib), ["/lib.so"]);
+    assert_eq!(lib.stacks[0].frames[0].object, Some(0));
+    assert_eq!(cache.objects().len(), 2);
+    cache.forget(&[0], &catalog);
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0x8100], &[], &[]), &catalog);
+    let again = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    assert_eq!(paths(&again), ["/lib.so"]);
+    let mut catalog = catalog;
+    catalog.objects.push(object("/new.so", Err(NoTable::NoUnwindInfo)));
+    catalog
+        .processes
+        .current
+        .get_mut(&7)
+        .expect("pid 7")
+        .push(super::objects::ResolvedMapping {
+            start: 0xa000,
+            end: 0xb000,
+            bias: 0xa000,
+            object: Some(3),
+        });
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0xa100], &[], &[]), &catalog);
+    let new = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    assert_eq!(paths(&new), ["/new.so"]);
+    assert_eq!(cache.objects().len(), 2, "the forgotten object's slot was taken again");
 }
