@@ -72,7 +72,14 @@ impl Otlp {
         };
         active.window_start = now;
         active.window_started = Instant::now();
+        let began = Instant::now();
         let resolved = symbolize::resolve(&window, catalog, symbols, &collection);
+        log::debug!(
+            "export: {} stacks resolved in {:?}, {} names cached",
+            window.len(),
+            began.elapsed(),
+            symbols.cached_names()
+        );
         active.exporter.submit(resolved);
     }
 

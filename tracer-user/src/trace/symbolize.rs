@@ -27,6 +27,12 @@ use super::{
 };
 use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack};
 
+/// Addresses whose names the cache keeps at most. Past it, the names and everything blazesym
+/// parsed (DWARF units, line programs, abbreviations: hundreds of megabytes for a large debug
+/// build that runs for good) are dropped and rebuilt as frames ask for them, so that a session
+/// of any length on a host of any churn stays within a bounded size.
+const MAX_NAMES: usize = 1 << 17;
+
 /// The object name and path of kernel frames, as perf prints them.
 const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
 
@@ -58,6 +64,10 @@ struct Named {
 /// not): it lives on the session's thread.
 pub struct SymbolCache {
     symbolizer: Symbolizer,
+    /// Inlined functions are frames (for rebuilding the symbolizer).
+    inline: bool,
+    /// Names kept at most ([`MAX_NAMES`]; tests lower it).
+    max_names: usize,
     /// Functions at (catalog object, object-relative address), innermost (inlined) first.
     user: HashMap<(usize, u64), Vec<Named>>,
     /// Functions at kernel addresses.
@@ -75,17 +85,10 @@ impl SymbolCache {
     /// A cache whose frames include inlined functions (when debug information has them) if
     /// `inline`.
     pub fn new(inline: bool) -> SymbolCache {
-        // blazesym would demangle plain C names that happen to read as mangled types (`c` ->
-        // `char`); names are demangled here, and only when they carry a mangling prefix.
-        // Debug files are looked up through `.gnu_debuglink` and build-id in blazesym's default
-        // directories, /usr/lib/debug and /lib/debug (and their `.build-id/`).
-        let symbolizer = Symbolizer::builder()
-            .enable_demangling(false)
-            .enable_code_info(true)
-            .enable_inlined_fns(inline)
-            .build();
         SymbolCache {
-            symbolizer,
+            symbolizer: symbolizer(inline),
+            inline,
+            max_names: MAX_NAMES,
             user: HashMap::new(),
             kernel: HashMap::new(),
             objects: Vec::new(),
@@ -95,6 +98,48 @@ impl SymbolCache {
         }
     }
 
+    /// A cache that keeps at most `max_names` names (see [`MAX_NAMES`]).
+    #[cfg(test)]
+    pub fn with_max_names(inline: bool, max_names: usize) -> SymbolCache {
+        SymbolCache {
+            max_names,
+            ..SymbolCache::new(inline)
+        }
+    }
+
+    /// Addresses whose names are cached.
+    pub fn cached_names(&self) -> usize {
+        self.user.len() + self.kernel.len()
+    }
+
+    /// Drop every name and blazesym's parsed data when the names passed the bound (objects
+    /// keep their slots).
+    fn bound(&mut self) {
+        if self.cached_names() > self.max_names {
+            log::debug!("symbol cache: {} names, dropped", self.cached_names());
+            self.user = HashMap::new();
+            self.kernel = HashMap::new();
+            self.symbolizer = symbolizer(self.inline);
+        }
+    }
+}
+
+/// A blazesym symbolizer; inlined functions if `inline`.
+fn symbolizer(inline: bool) -> Symbolizer {
+    {
+        // blazesym would demangle plain C names that happen to read as mangled types (`c` ->
+        // `char`); names are demangled here, and only when they carry a mangling prefix.
+        // Debug files are looked up through `.gnu_debuglink` and build-id in blazesym's default
+        // directories, /usr/lib/debug and /lib/debug (and their `.build-id/`).
+        Symbolizer::builder()
+            .enable_demangling(false)
+            .enable_code_info(true)
+            .enable_inlined_fns(inline)
+            .build()
+    }
+}
+
+impl SymbolCache {
     /// The objects [`ResolvedFrame::object`] indexes (in the frames of [`Self::frames`]).
     pub fn objects(&self) -> &[ObjectInfo] {
         &self.objects
@@ -127,6 +172,7 @@ impl SymbolCache {
     /// Name every frame of `frames` not named before: one blazesym batch per object, one for
     /// the kernel.
     pub fn prepare<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
+        self.bound();
         let mut by_object: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut kernel = Vec::new();
         for frame in frames {

@@ -311,3 +311,25 @@ fn resolved_stacks_list_only_their_objects() {
     assert_eq!(paths(&new), ["/new.so"]);
     assert_eq!(cache.objects().len(), 2, "the forgotten object's slot was taken again");
 }
+
+/// The names the symbol cache keeps are bounded: past the bound they are dropped (and named
+/// again when asked for), so a long session does not grow with every address it ever met;
+/// frames resolved after a drop are still named.
+#[test]
+fn symbol_names_are_bounded() {
+    use super::symbolize::SymbolCache;
+    let catalog = catalog();
+    let mut cache = SymbolCache::with_max_names(false, 2);
+    let mut profile = Profile::new(Default::default());
+    let stack = profile
+        .add(&sample(&[0x1100, 0x1201, 0x8201], &[], &[]), &catalog)
+        .clone();
+    assert_eq!(cache.frames(&stack, &catalog).len(), 3);
+    assert_eq!(cache.cached_names(), 3, "one batch is named whole");
+    let other = profile.add(&sample(&[0x1301], &[], &[]), &catalog).clone();
+    let frames = cache.frames(&other, &catalog);
+    assert_eq!(cache.cached_names(), 1, "past the bound, the old names were dropped");
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].offset, 0x301, "frame 0 is its own PC");
+    assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
+}
