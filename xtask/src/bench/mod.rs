@@ -6,7 +6,7 @@
 //! 2. Phases, each in its own module: stack accuracy (`accuracy`); overhead, with the kernel
 //!    cost per sample and the data volume read from the same runs (`overhead` and `measure`,
 //!    `cost`, `volume`); the cost per frame at three depths (`depth`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
-//!    decode rate (`decode`).
+//!    decode rate (`decode`); memory and open files under process and file churn (`soak`).
 //! 3. Report: `report` (Markdown, JSON) and `chart` (SVG).
 //!
 //! The machine may be busy with other work: the report records the load average before and
@@ -25,6 +25,7 @@ mod overhead;
 mod progstats;
 mod report;
 mod runs;
+mod soak;
 mod sys;
 mod tool;
 mod volume;
@@ -149,6 +150,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(volume::phase(&runs, &memory));
     let decode = report.timed("decode", || decode::run(&b))?;
     report.add(decode);
+    let soak = report.timed("soak", || soak::run(&b))?;
+    report.add(soak);
     report.finish(&b)?;
     let _ = std::fs::remove_dir_all(&b.scratch);
     Ok(())
