@@ -8,7 +8,7 @@ mod follow;
 mod kernel;
 mod launch;
 mod live;
-pub(crate) mod objects;
+pub mod objects;
 mod otlp;
 mod outfile;
 mod output;

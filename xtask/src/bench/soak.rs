@@ -100,7 +100,11 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
             warm_up.as_secs_f64(),
             after.as_secs_f64()
         ),
-        format!("{:.1} MiB -> {:.1} MiB ({growth:+.1} %)", warm as f64 / 1024.0, end as f64 / 1024.0),
+        format!(
+            "{:.1} MiB -> {:.1} MiB ({growth:+.1} %)",
+            warm as f64 / 1024.0,
+            end as f64 / 1024.0
+        ),
         format!("<= +{TARGET_GROWTH_PERCENT:.0} %"),
         Verdict::of(growth <= TARGET_GROWTH_PERCENT),
     );
