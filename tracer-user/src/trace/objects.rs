@@ -9,57 +9,20 @@
 //! process maps it again. Mappings replaced (a reload, an exit, an exec, code unmapped) are
 //! kept a while for the samples taken before they ended, apart from those of whatever took
 //! their place (a new image, a new process with the same pid).
+//!
+//! Its parts: `loader` (building a table, pure, and installing it), `maps` ([`ProcessMaps`]: the
+//! current and ended mappings of each process), `vdso` (the vDSO's image, which has no file).
+//! Objects no process maps any more are forgotten once nothing refers to them
+//! ([`Catalog::idle_objects`], [`Catalog::forget`]).
 
-use std::{
-    collections::HashMap,
-    fs::File,
-    io::Write as _,
-    os::fd::{AsRawFd as _, FromRawFd as _},
-    path::PathBuf,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashMap, fs::File, os::fd::AsRawFd as _, path::PathBuf, sync::Arc, time::Duration};
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
-    table::{ObjectTable, TableSet, build_object},
+    table::TableSet,
 };
-
-/// Why an object has no table (counted in the summary).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NoTable {
-    /// Neither `.sframe` nor call-frame information (frame pointers are the fallback).
-    NoUnwindInfo,
-    /// The file could not be read or parsed; the message says why.
-    Unreadable(String),
-    /// The parts of the file the table is built from are over the per-object limit
-    /// ([`crate::objfile::MAX_OBJECT_READ`]); the message says how large.
-    TooLarge(String),
-    /// The table maps have no room left (`--max-table-memory`, or the shared rule table); the
-    /// message says which part is full.
-    NoRoom(String),
-}
-
-/// Where an object's table came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TableSource {
-    /// `.sframe` (gaps in it filled from the call-frame information).
-    Sframe,
-    /// `.eh_frame`, or `.debug_frame` when there is no `.eh_frame`.
-    Cfi,
-}
-
-/// An object's table in the kernel maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Table {
-    /// Its id in the kernel tables (`PageKey::object`).
-    pub id: u32,
-    pub source: TableSource,
-    /// Rows of its sources (SFrame FREs and CFI rows) flattened for it.
-    pub rows: u64,
-}
 
 /// One object the traced processes map.
 #[derive(Debug)]
@@ -110,37 +73,6 @@ pub struct Catalog {
     /// Tables built ahead, by the identity of the file they were read from, waiting to be
     /// installed.
     prebuilt: HashMap<ObjectKey, (std::time::Instant, Result<Prebuilt, NoTable>)>,
-}
-
-/// An object's table, built but not yet in the kernel tables.
-#[derive(Debug)]
-pub struct Prebuilt {
-    table: ObjectTable,
-    source: TableSource,
-    rows: u64,
-}
-
-/// Read (within bounds, see [`crate::objfile`]) and build the table of the object `file`, shown
-/// as `path` in messages (pure; any thread).
-pub fn prebuild(file: &File, path: &std::path::Path) -> Result<Prebuilt, NoTable> {
-    let image = crate::objfile::read_object(file).map_err(|e| match e {
-        crate::objfile::ObjectFileError::TooLarge { .. } => NoTable::TooLarge(format!("{}: {e}", path.display())),
-        e => NoTable::Unreadable(format!("{}: {e}", path.display())),
-    })?;
-    prebuild_bytes(path, &image)
-}
-
-fn prebuild_bytes(path: &std::path::Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
-    let (table, built) = build_object(bytes)
-        .map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?
-        .ok_or(NoTable::NoUnwindInfo)?;
-    let source = if built.sframe {
-        TableSource::Sframe
-    } else {
-        TableSource::Cfi
-    };
-    let rows = table.stats().sframe_rows;
-    Ok(Prebuilt { table, source, rows })
 }
 
 impl Catalog {
@@ -391,15 +323,7 @@ impl Catalog {
 
     /// Put a built table into the kernel tables.
     fn install(&mut self, prebuilt: Prebuilt) -> Result<Table, NoTable> {
-        let id = self
-            .tables
-            .add(&prebuilt.table)
-            .map_err(|e| NoTable::NoRoom(e.to_string()))?;
-        Ok(Table {
-            id,
-            source: prebuilt.source,
-            rows: prebuilt.rows,
-        })
+        loader::install(&mut self.tables, &prebuilt)
     }
 
     /// The files of `pid`'s mappings whose tables [`Catalog::add_process`] would build: objects
@@ -471,30 +395,6 @@ pub(super) fn monotonic_ns() -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
-/// `[start, end)` of a process's memory (at most 1 MiB: a vDSO is a few pages).
-fn read_memory(pid: u32, start: u64, end: u64) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt as _;
-    let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0).min(1 << 20);
-    let mut image = vec![0; len];
-    std::fs::File::open(format!("/proc/{pid}/mem"))?.read_exact_at(&mut image, start)?;
-    Ok(image)
-}
-
-/// An anonymous memory file (`memfd_create`) holding `bytes`: no path anyone could have
-/// prepared, nothing to remove afterwards.
-fn memory_file(name: &str, bytes: &[u8]) -> std::io::Result<File> {
-    let name = std::ffi::CString::new(format!("sframe-trace-{name}")).map_err(std::io::Error::other)?;
-    // SAFETY: `name` is NUL-terminated; memfd_create only reads it.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
-    let mut file = unsafe { File::from_raw_fd(fd) };
-    file.write_all(bytes)?;
-    Ok(file)
-}
-
 /// An object whose table is to be built: see [`Catalog::missing`].
 pub struct Missing {
     pub key: ObjectKey,
@@ -506,5 +406,10 @@ pub struct Missing {
 #[cfg(test)]
 mod tests;
 
+mod loader;
 mod maps;
+mod vdso;
+use loader::prebuild_bytes;
+pub use loader::{NoTable, Prebuilt, Table, TableSource, prebuild};
 pub use maps::ProcessMaps;
+use vdso::{memory_file, read_memory};
