@@ -88,6 +88,9 @@ pub struct Follower<P = Live> {
     building: std::collections::HashSet<ObjectKey>,
     waiting: Vec<u32>,
     last_sweep: Instant,
+    /// Memory was freed since [`Follower::take_freed`] last said so (a background build's
+    /// scratch, an unloaded table).
+    freed: bool,
     pub stats: FollowStats,
 }
 
@@ -111,6 +114,7 @@ impl<P: Processes> Follower<P> {
             building: std::collections::HashSet::new(),
             waiting: Vec::new(),
             last_sweep: Instant::now(),
+            freed: false,
             stats: FollowStats::default(),
         };
         (follower, receiver)
@@ -216,6 +220,7 @@ impl<P: Processes> Follower<P> {
     /// Tables built in the background arrived: keep them and load their process (reading its
     /// mappings again: they may have changed meanwhile).
     pub fn built(&mut self, built: Built, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
+        self.freed = true;
         for (key, table) in built.tables {
             self.building.remove(&key);
             catalog.add_prebuilt(key, table);
@@ -258,12 +263,25 @@ impl<P: Processes> Follower<P> {
             catalog.remove_process(pid);
         }
         catalog.expire_ended(self.timing.exit_grace);
+        catalog.expire_prebuilt(self.timing.unload_after);
         let unloaded = catalog.unload_unused(self.timing.unload_after);
         if unloaded > 0 {
+            self.freed = true;
             self.stats.unloaded += unloaded as u64;
             kernel.sync_tables(&mut catalog.tables)?;
         }
         Ok(())
+    }
+
+    /// Whether memory was freed since the last call (see `release_freed_memory`).
+    pub fn take_freed(&mut self) -> bool {
+        std::mem::take(&mut self.freed)
+    }
+
+    /// The objects the catalog may forget once no kept stack refers to them (see
+    /// `Catalog::idle_objects`).
+    pub fn idle_objects(&self, catalog: &Catalog) -> Vec<usize> {
+        catalog.idle_objects(self.timing.unload_after)
     }
 }
 

@@ -1,10 +1,7 @@
 //! `--live` within the session: once a second, when the view has drawn the previous snapshot,
-//! the profile is symbolized through a cache of this module's own (each frame is looked up once
-//! per session) and handed to the view with the session's numbers; the view's thread does the
-//! rest (`export::live`). The user's `q` ends the session like Ctrl-C.
-//!
-//! With `-f otlp` the profile's stacks are taken out at every export: they are kept here first,
-//! so that the view still shows the whole session.
+//! the profile (the whole session's stacks) is symbolized through the session's cache (each
+//! frame is looked up once per session) and handed to the view with the session's numbers; the
+//! view's thread does the rest (`export::live`). The user's `q` ends the session like Ctrl-C.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,7 +15,7 @@ use tracer_common::Counter;
 use super::{
     TraceConfig,
     objects::Catalog,
-    profile::{self, Profile},
+    profile::Profile,
     symbolize::{self, Collection, SymbolCache},
 };
 use crate::{
@@ -41,14 +38,11 @@ pub struct Quit(Option<mpsc::UnboundedReceiver<()>>);
 struct Active {
     terminal: Terminal,
     refresh: Interval,
-    cache: SymbolCache,
     period_ns: u64,
     start: SystemTime,
     started: Instant,
     /// Samples and time at the previous snapshot, for the rate.
     last: (u64, Instant),
-    /// Stacks an OTLP export took out of the profile.
-    kept: profile::Stacks,
 }
 
 impl Live {
@@ -67,12 +61,10 @@ impl Live {
         let live = Live(Some(Active {
             terminal,
             refresh,
-            cache: SymbolCache::new(config.inline),
             period_ns: 1_000_000_000 / config.frequency.max(1),
             start: SystemTime::now(),
             started: Instant::now(),
             last: (0, Instant::now()),
-            kept: profile::Stacks::default(),
         }));
         Ok((live, Quit(Some(quit))))
     }
@@ -88,7 +80,13 @@ impl Live {
     }
 
     /// Symbolize the profile and hand it to the view, unless it is still busy with the last one.
-    pub fn show(&mut self, profile: &Profile, catalog: &Catalog, kernel: &Kernel) -> anyhow::Result<()> {
+    pub fn show(
+        &mut self,
+        profile: &Profile,
+        catalog: &Catalog,
+        symbols: &mut SymbolCache,
+        kernel: &Kernel,
+    ) -> anyhow::Result<()> {
         let Some(active) = &mut self.0 else { return Ok(()) };
         if !active.terminal.ready() {
             return Ok(());
@@ -112,16 +110,14 @@ impl Live {
             duration: active.started.elapsed(),
             period_ns: active.period_ns,
         };
-        let resolved = symbolize::resolve_with_kept(&active.kept, profile, catalog, &mut active.cache, &collection);
+        let resolved = symbolize::resolve(&profile.stacks, catalog, symbols, &collection);
         active.terminal.show(Snapshot { resolved, status });
         Ok(())
     }
 
-    /// Keep the stacks of `profile` before an export takes them out.
-    pub fn keep(&mut self, profile: &Profile) {
-        if let Some(active) = &mut self.0 {
-            profile::merge(&mut active.kept, &profile.stacks);
-        }
+    /// Whether the view is on (the profile then keeps the whole session's stacks).
+    pub fn active(&self) -> bool {
+        self.0.is_some()
     }
 
     /// Put the terminal back (before the summary is printed); a failure of the view is reported

@@ -8,7 +8,7 @@ mod follow;
 mod kernel;
 mod launch;
 mod live;
-pub(crate) mod objects;
+pub mod objects;
 pub mod offline;
 mod otlp;
 mod outfile;
@@ -28,9 +28,11 @@ use std::{
 use follow::Follower;
 pub use outfile::OutputFileError;
 pub use output::OutputSpec;
-use profile::Profile;
+use profile::{Keep, Profile};
 pub use summary::{SummaryFormat, SummarySpec};
+use symbolize::SymbolCache;
 use targets::Targets;
+use tracer_common::notice::Notice;
 
 /// Samples handled in a row, at most: those waiting when a process notice comes in (before
 /// its tables load), or when the samples are read (before the loop looks at its other work).
@@ -107,6 +109,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     } = setup::start(&config, &targets, &mut signals)?;
     let mut events = kernel.events()?;
     let mut notices = kernel.notices()?;
+    // A notice read ahead of its turn (see `notices_first`).
+    let mut held: Option<Notice> = None;
     kernel.attach()?;
     targets.release();
     let (mut follower, mut built) = Follower::new();
@@ -125,21 +129,55 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
             .unwrap_or_default()
     ));
 
-    let mut profile = Profile::new(config.events.names());
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
     let (mut live, mut quit) = live::Live::start(&config)?;
+    // Each sample is resolved once, by the profile, and symbolized once per session, through
+    // one cache every consumer shares; the profile keeps only the stacks a consumer reads.
+    let keep = Keep {
+        whole: output.wants_whole_profile() || live.active(),
+        window: otlp.active(),
+    };
+    let mut profile = Profile::keeping(config.events.names(), keep);
+    let mut symbols = SymbolCache::new(config.inline);
     let why = {
         let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
         loop {
+            // The loop's branches are often ready at once (samples and notices are read
+            // without waiting), and a future that never waits keeps the runtime from turning
+            // its clock: under a fork storm no timer fired for minutes (no export, no
+            // housekeeping, exited processes never forgotten). Each turn lets it.
+            tokio::task::yield_now().await;
             tokio::select! {
-                // In this order: the end, then process notices and built tables (samples wait
-                // in their ring buffer, and the sooner a process is loaded, the fewer of its
-                // samples come out short), then timers, then samples.
+                // In this order: the end, then timers, then process notices and built tables
+                // (samples wait in their ring buffer, and the sooner a process is loaded, the
+                // fewer of its samples come out short), then samples.
                 biased;
                 why = &mut stop => break why,
                 why = quit.wait() => break why,
-                notice = notices.next() => if let Some(&notice) = notice {
+                // Timers before notices: each is ready at most once a second or so, and under a
+                // flood of notices (a fork storm) they would otherwise never run: exited
+                // processes never forgotten, no export sent.
+                _ = housekeeping.tick() => {
+                    follower.housekeep(&mut catalog, &mut kernel)?;
+                    catalog.jit.refresh(false);
+                    // Stacks are symbolized as they arrive, or not kept at all.
+                    let forgot = keep == Keep::default()
+                        && forget(&follower.idle_objects(&catalog), &mut catalog, &mut symbols);
+                    if follower.take_freed() || forgot {
+                        release_freed_memory();
+                    }
+                }
+                () = otlp.due() => {
+                    // Idle before the window is taken: no stack after it refers to them.
+                    let idle = follower.idle_objects(&catalog);
+                    otlp.export(&mut profile, &catalog, &mut symbols);
+                    if !keep.whole && forget(&idle, &mut catalog, &mut symbols) {
+                        release_freed_memory();
+                    }
+                }
+                () = live.due() => live.show(&profile, &catalog, &mut symbols, &kernel)?,
+                notice = next_notice(&mut held, &mut notices) => if let Some(notice) = notice {
                     // An exit, an exec or unmapped code ends the mappings the samples queued are
                     // resolved with.
                     follower.ended(&notice, &mut catalog);
@@ -148,32 +186,22 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // unbounded drain would never end).
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
-                        notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &mut catalog);
+                        notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
+                        take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
                 },
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
-                _ = housekeeping.tick() => {
-                    follower.housekeep(&mut catalog, &mut kernel)?;
-                    catalog.jit.refresh(false);
-                }
-                () = otlp.due() => {
-                    live.keep(&profile);
-                    output.keep(&profile);
-                    otlp.export(&mut profile, &catalog);
-                }
-                () = live.due() => live.show(&profile, &catalog, &kernel)?,
                 sample = events.next() => match sample {
                     Some(sample) => {
-                        notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &mut catalog);
+                        notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
+                        take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
-                            notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                            take(sample, &mut profile, &mut output, &mut catalog);
+                            notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
+                            take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
                         }
                     }
                     None => break "the ring buffer closed",
@@ -185,17 +213,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        take(sample, &mut profile, &mut output, &mut catalog);
+        take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
     }
     targets.finish().await;
+    follower.stats.traced_at_end = catalog.processes.len() as u64;
     // Missing debug files may be fetched from now on (never while samples are taken).
     symfiles::end_sampling();
-    follower.stats.traced_at_end = catalog.processes.len() as u64;
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
     catalog.jit.refresh(true);
-    output.keep(&profile);
-    otlp.export(&mut profile, &catalog);
-    let failed_outputs = output.finish(&profile, &catalog);
+    otlp.export(&mut profile, &catalog, &mut symbols);
+    let failed_outputs = output.finish(&profile, &catalog, &mut symbols);
     // The exports are flushed first: the summary counts what reached the collector.
     let exported = otlp.finish().await;
     let summary = summary::Summary {
@@ -235,34 +262,79 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     Ok(ended)
 }
 
-/// Fold `sample` into the profile and stream it to the outputs that are written as it goes.
+/// Fold `sample` into the profile and stream its stack, resolved once, to the outputs that are
+/// written as it goes.
 fn take(
     sample: &tracer_common::trace::Sample,
     profile: &mut Profile,
     output: &mut output::Outputs,
     catalog: &mut objects::Catalog,
+    symbols: &mut SymbolCache,
 ) {
-    profile.add(sample, catalog);
+    let stack = profile.add(sample, catalog);
     // JIT code not named yet: its perf map may have grown since it was read.
     if catalog.jit.is_wanted() {
         catalog.jit.refresh_wanted();
     }
-    output.sample(sample, catalog);
+    output.sample(sample, stack, catalog, symbols);
 }
 
-/// Act on the notices sent so far, before a sample is resolved: those sent before it was taken
+/// Free objects `idle` (no process maps them, no kept stack refers to them): their names and
+/// symbolizer data, then their files. Returns whether there were any.
+fn forget(idle: &[usize], catalog: &mut objects::Catalog, symbols: &mut SymbolCache) -> bool {
+    symbols.forget(idle, catalog);
+    catalog.forget(idle);
+    !idle.is_empty()
+}
+
+/// Hand memory freed in the allocator back to the system. Tables are built on tokio's
+/// blocking threads, each with an allocator arena of its own, and a large object's build
+/// (hundreds of megabytes of scratch for a compiler's libraries) would otherwise stay in the
+/// tracer's resident size for good, however little it keeps.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The next notice: one held back by [`notices_first`], else the next sent.
+async fn next_notice(held: &mut Option<Notice>, notices: &mut crate::bpf::Notices) -> Option<Notice> {
+    match held.take() {
+        Some(notice) => Some(notice),
+        None => notices.next().await.copied(),
+    }
+}
+
+/// Act on the notices sent before a sample taken at `before_ns`, before it is resolved: those
 /// (an exit and a new process with the same pid, an exec, code unmapped) decide which mappings
-/// resolve it, and their ring buffer's readiness can lag behind the samples'.
+/// resolve it, and their ring buffer's readiness can lag behind the samples'. The first later
+/// notice is held back for the session's loop: under a flood of notices (a fork storm), a
+/// drain of everything sent would never end, and nothing else would run meanwhile (no
+/// export, no housekeeping, exited processes never forgotten).
 fn notices_first(
     notices: &mut crate::bpf::Notices,
+    held: &mut Option<Notice>,
+    before_ns: u64,
     follower: &mut Follower,
     catalog: &mut objects::Catalog,
     kernel: &mut crate::bpf::Kernel,
 ) -> anyhow::Result<()> {
-    while let Some(notice) = notices.try_next() {
-        follower.notice(notice, catalog, kernel)?;
+    loop {
+        let notice = match held.take() {
+            Some(notice) => notice,
+            None => match notices.try_next() {
+                Some(&notice) => notice,
+                None => return Ok(()),
+            },
+        };
+        if notice.time_ns > before_ns {
+            *held = Some(notice);
+            return Ok(());
+        }
+        follower.notice(&notice, catalog, kernel)?;
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -9,57 +9,20 @@
 //! process maps it again. Mappings replaced (a reload, an exit, an exec, code unmapped) are
 //! kept a while for the samples taken before they ended, apart from those of whatever took
 //! their place (a new image, a new process with the same pid).
+//!
+//! Its parts: `loader` (building a table, pure, and installing it), `maps` ([`ProcessMaps`]: the
+//! current and ended mappings of each process), `vdso` (the vDSO's image, which has no file).
+//! Objects no process maps any more are forgotten once nothing refers to them
+//! ([`Catalog::idle_objects`], [`Catalog::forget`]).
 
-use std::{
-    collections::HashMap,
-    fs::File,
-    io::Write as _,
-    os::fd::{AsRawFd as _, FromRawFd as _},
-    path::PathBuf,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashMap, fs::File, os::fd::AsRawFd as _, path::PathBuf, sync::Arc, time::Duration};
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
-    table::{ObjectTable, TableSet, build_object},
+    table::TableSet,
 };
-
-/// Why an object has no table (counted in the summary).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NoTable {
-    /// Neither `.sframe` nor call-frame information (frame pointers are the fallback).
-    NoUnwindInfo,
-    /// The file could not be read or parsed; the message says why.
-    Unreadable(String),
-    /// The parts of the file the table is built from are over the per-object limit
-    /// ([`crate::objfile::MAX_OBJECT_READ`]); the message says how large.
-    TooLarge(String),
-    /// The table maps have no room left (`--max-table-memory`, or the shared rule table); the
-    /// message says which part is full.
-    NoRoom(String),
-}
-
-/// Where an object's table came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TableSource {
-    /// `.sframe` (gaps in it filled from the call-frame information).
-    Sframe,
-    /// `.eh_frame`, or `.debug_frame` when there is no `.eh_frame`.
-    Cfi,
-}
-
-/// An object's table in the kernel maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Table {
-    /// Its id in the kernel tables (`PageKey::object`).
-    pub id: u32,
-    pub source: TableSource,
-    /// Rows of its sources (SFrame FREs and CFI rows) flattened for it.
-    pub rows: u64,
-}
 
 /// One object the traced processes map.
 #[derive(Debug)]
@@ -70,8 +33,8 @@ pub struct Object {
     /// The identity of its file (`None` for the vDSO, which has none).
     pub key: Option<ObjectKey>,
     /// The file as it was mapped, held open: tables and symbols come from it, even once its
-    /// path names another file or none.
-    pub file: Arc<File>,
+    /// path names another file or none. `None` once forgotten ([`Catalog::forget`]).
+    pub file: Option<Arc<File>>,
     /// The GNU build-id, for finding separate debug information.
     pub build_id: Option<Box<[u8]>>,
     /// Short name for frames without a symbol.
@@ -109,42 +72,11 @@ pub struct Catalog {
     pub processes: ProcessMaps,
     /// Tables built ahead, by the identity of the file they were read from, waiting to be
     /// installed.
-    prebuilt: HashMap<ObjectKey, Result<Prebuilt, NoTable>>,
+    prebuilt: HashMap<ObjectKey, (std::time::Instant, Result<Prebuilt, NoTable>)>,
     /// Names of JIT-compiled code, from the processes' perf maps.
     pub jit: crate::jit::JitNames,
     /// What the jitdumps of the processes gave (`jitcode`).
     pub jit_dumps: DumpStats,
-}
-
-/// An object's table, built but not yet in the kernel tables.
-#[derive(Debug)]
-pub struct Prebuilt {
-    table: ObjectTable,
-    source: TableSource,
-    rows: u64,
-}
-
-/// Read (within bounds, see [`crate::objfile`]) and build the table of the object `file`, shown
-/// as `path` in messages (pure; any thread).
-pub fn prebuild(file: &File, path: &std::path::Path) -> Result<Prebuilt, NoTable> {
-    let image = crate::objfile::read_object(file).map_err(|e| match e {
-        crate::objfile::ObjectFileError::TooLarge { .. } => NoTable::TooLarge(format!("{}: {e}", path.display())),
-        e => NoTable::Unreadable(format!("{}: {e}", path.display())),
-    })?;
-    prebuild_bytes(path, &image)
-}
-
-fn prebuild_bytes(path: &std::path::Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
-    let (table, built) = build_object(bytes)
-        .map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?
-        .ok_or(NoTable::NoUnwindInfo)?;
-    let source = if built.sframe {
-        TableSource::Sframe
-    } else {
-        TableSource::Cfi
-    };
-    let rows = table.stats().sframe_rows;
-    Ok(Prebuilt { table, source, rows })
 }
 
 impl Catalog {
@@ -255,6 +187,47 @@ impl Catalog {
         unloaded
     }
 
+    /// The objects no process has mapped for `idle` whose table is unloaded (or which have
+    /// none), still held: what [`Catalog::forget`] may free once no stack kept for later
+    /// refers to them. No new sample can: they are in no process's mappings, current or ended
+    /// (ended mappings are kept for less than `idle`).
+    pub fn idle_objects(&self, idle: Duration) -> Vec<usize> {
+        self.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                o.file.is_some()
+                    && o.users == 0
+                    && o.unused_since.is_some_and(|t| t.elapsed() >= idle)
+                    && (o.unloaded || o.table.is_err())
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Free what objects `gone` hold (see [`Catalog::idle_objects`]): the open file, the
+    /// build-id and the entry that finds them by identity or image. A process that maps the
+    /// same file later gets a new object (indices are never reused, so nothing keyed by the
+    /// old index can name the new one). What the summary counts (the path, the table's
+    /// source or why there is none) stays: a few bytes per object met.
+    pub fn forget(&mut self, gone: &[usize]) {
+        for &i in gone {
+            let Some(object) = self.objects.get_mut(i) else {
+                continue;
+            };
+            object.file = None;
+            object.build_id = None;
+            if let Some(key) = &object.key
+                && self.by_key.get(key) == Some(&i)
+            {
+                self.by_key.remove(key);
+            }
+        }
+        if !gone.is_empty() {
+            self.by_image.retain(|_, i| !gone.contains(i));
+        }
+    }
+
     /// One more process maps object `i`: an unloaded table is built again.
     fn hold(&mut self, i: usize) {
         if self.objects[i].users == 0 && self.objects[i].unloaded {
@@ -287,7 +260,7 @@ impl Catalog {
         self.objects.push(Object {
             path: m.path.clone(),
             key: Some(key.clone()),
-            file: Arc::clone(file),
+            file: Some(Arc::clone(file)),
             build_id: build_id.clone(),
             name,
             table: Err(NoTable::NoUnwindInfo),
@@ -304,14 +277,15 @@ impl Catalog {
     /// The file of the object with identity `key`, if there is one (discovery then does not
     /// open it again).
     pub fn known_file(&self, key: &ObjectKey) -> Option<Arc<File>> {
-        self.by_key.get(key).map(|&i| Arc::clone(&self.objects[i].file))
+        self.by_key.get(key).and_then(|&i| self.objects[i].file.clone())
     }
 
     /// Where to read object `index` for symbols: the file that was mapped, through the
     /// descriptor held open on it (its path may name another file by now, or none).
     pub fn symbol_source(&self, index: usize) -> Option<PathBuf> {
         let object = self.objects.get(index)?;
-        Some(PathBuf::from(format!("/proc/self/fd/{}", object.file.as_raw_fd())))
+        let file = object.file.as_ref()?;
+        Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())))
     }
 
     /// The vDSO of `pid`: its image is read from the process (it has no file) and kept in an
@@ -329,7 +303,7 @@ impl Catalog {
         self.objects.push(Object {
             path,
             key: None,
-            file,
+            file: Some(file),
             build_id: facts.build_id,
             name: "[vdso]".to_owned(),
             table,
@@ -347,23 +321,18 @@ impl Catalog {
     fn build(&mut self, index: usize) -> Result<Table, NoTable> {
         let object = &self.objects[index];
         let prebuilt = match object.key.as_ref().and_then(|key| self.prebuilt.remove(key)) {
-            Some(prebuilt) => prebuilt,
-            None => prebuild(&object.file, &object.path),
+            Some((_, prebuilt)) => prebuilt,
+            None => match &object.file {
+                Some(file) => prebuild(file, &object.path),
+                None => Err(NoTable::Unreadable(format!("{}: forgotten", object.path.display()))),
+            },
         };
         self.install(prebuilt?)
     }
 
     /// Put a built table into the kernel tables.
     fn install(&mut self, prebuilt: Prebuilt) -> Result<Table, NoTable> {
-        let id = self
-            .tables
-            .add(&prebuilt.table)
-            .map_err(|e| NoTable::NoRoom(e.to_string()))?;
-        Ok(Table {
-            id,
-            source: prebuilt.source,
-            rows: prebuilt.rows,
-        })
+        loader::install(&mut self.tables, &prebuilt)
     }
 
     /// The files of `pid`'s mappings whose tables [`Catalog::add_process`] would build: objects
@@ -396,7 +365,13 @@ impl Catalog {
 
     /// A table built ahead for the object `key`, installed when a process maps it.
     pub fn add_prebuilt(&mut self, key: ObjectKey, prebuilt: Result<Prebuilt, NoTable>) {
-        self.prebuilt.insert(key, prebuilt);
+        self.prebuilt.insert(key, (std::time::Instant::now(), prebuilt));
+    }
+
+    /// Drop the tables built ahead more than `after` ago that no process took (it was gone
+    /// before it was loaded).
+    pub fn expire_prebuilt(&mut self, after: Duration) {
+        self.prebuilt.retain(|_, (built, _)| built.elapsed() < after);
     }
 
     /// The mapping that held `addr` in the process with this `pid` at kernel time `time_ns`
@@ -429,30 +404,6 @@ pub(super) fn monotonic_ns() -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
-/// `[start, end)` of a process's memory (at most 1 MiB: a vDSO is a few pages).
-fn read_memory(pid: u32, start: u64, end: u64) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt as _;
-    let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0).min(1 << 20);
-    let mut image = vec![0; len];
-    std::fs::File::open(format!("/proc/{pid}/mem"))?.read_exact_at(&mut image, start)?;
-    Ok(image)
-}
-
-/// An anonymous memory file (`memfd_create`) holding `bytes`: no path anyone could have
-/// prepared, nothing to remove afterwards.
-fn memory_file(name: &str, bytes: &[u8]) -> std::io::Result<File> {
-    let name = std::ffi::CString::new(format!("sframe-trace-{name}")).map_err(std::io::Error::other)?;
-    // SAFETY: `name` is NUL-terminated; memfd_create only reads it.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
-    let mut file = unsafe { File::from_raw_fd(fd) };
-    file.write_all(bytes)?;
-    Ok(file)
-}
-
 /// An object whose table is to be built: see [`Catalog::missing`].
 pub struct Missing {
     pub key: ObjectKey,
@@ -465,6 +416,11 @@ pub struct Missing {
 mod tests;
 
 mod jitcode;
+mod loader;
 mod maps;
+mod vdso;
 pub use jitcode::{DumpStats, JITDUMP_OBJECT};
+use loader::prebuild_bytes;
+pub use loader::{NoTable, Prebuilt, Table, TableSource, prebuild};
 pub use maps::ProcessMaps;
+use vdso::{memory_file, read_memory};

@@ -1,11 +1,9 @@
-//! `-f otlp` within the session: every export interval, the stacks collected since the last
-//! export are taken out of the profile, symbolized through a cache of this module's own (each
-//! frame is looked up once per session) and submitted to the exporter, which sends them from
-//! its own task. At the end the last window follows and, once the summary is out, the exporter
-//! gets a bounded time to flush. Nothing here waits for the collector until then.
-//!
-//! Taking the stacks out leaves the profile's tallies (samples, frames by source) whole for the
-//! summary; with `-f otlp` no other output reads the stacks.
+//! `-f otlp` within the session: every export interval, the profile's window (the stacks
+//! collected since the last export, kept apart from the whole session's) is taken, symbolized
+//! through the session's cache (each frame is looked up once per session, whichever consumer
+//! asks first) and submitted to the exporter, which sends them from its own task. At the end
+//! the last window follows and, once the summary is out, the exporter gets a bounded time to
+//! flush. Nothing here waits for the collector until then.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -26,7 +24,6 @@ pub struct Otlp(Option<Active>);
 struct Active {
     exporter: Exporter,
     ticker: Ticker,
-    cache: SymbolCache,
     period_ns: u64,
     /// When the current window began.
     window_start: SystemTime,
@@ -44,7 +41,6 @@ impl Otlp {
         Ok(Otlp(Some(Active {
             ticker: Ticker::new(exporter.interval()),
             exporter,
-            cache: SymbolCache::new(config.inline),
             period_ns: 1_000_000_000 / config.frequency.max(1),
             window_start: SystemTime::now(),
             window_started: Instant::now(),
@@ -59,10 +55,15 @@ impl Otlp {
         }
     }
 
+    /// Whether the session exports (the profile then keeps a window).
+    pub fn active(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Submit the stacks collected since the last export, and start a new window.
-    pub fn export(&mut self, profile: &mut Profile, catalog: &Catalog) {
+    pub fn export(&mut self, profile: &mut Profile, catalog: &Catalog, symbols: &mut SymbolCache) {
         let Some(active) = &mut self.0 else { return };
-        let window = Profile::with_stacks(std::mem::take(&mut profile.stacks));
+        let window = profile.take_window();
         let now = SystemTime::now();
         let collection = Collection {
             start: active.window_start,
@@ -71,7 +72,14 @@ impl Otlp {
         };
         active.window_start = now;
         active.window_started = Instant::now();
-        let resolved = symbolize::resolve(&window, catalog, &mut active.cache, &collection);
+        let began = Instant::now();
+        let resolved = symbolize::resolve(&window, catalog, symbols, &collection);
+        log::debug!(
+            "export: {} stacks resolved in {:?}, {} names cached",
+            window.len(),
+            began.elapsed(),
+            symbols.cached_names()
+        );
         active.exporter.submit(resolved);
     }
 

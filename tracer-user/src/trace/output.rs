@@ -1,14 +1,12 @@
 //! Where the stacks go: each `--output` file (or stdout) in the `--format` paired with it.
-//! Streaming formats (json, perf-script) get each sample as it arrives, symbolized once through
-//! the session's cache for all of them and flushed at once; the others get the whole profile,
-//! symbolized once, at the end. Several outputs of one session carry the same stacks.
+//! Streaming formats (json, perf-script) get each sample as it arrives, resolved once by the
+//! profile and symbolized once through the session's cache for all of them; the others get the
+//! whole profile, symbolized once, at the end. Several outputs of one session carry the same
+//! stacks.
 //!
 //! Files are created safely and put in place only when complete ([`outfile`]). Each output
 //! fails alone: one that cannot be written (a full disk, `/dev/full`) is given up on, named in
 //! the summary, and the others are still written. A closed stdout (`| head`) is no failure.
-//!
-//! With `-f otlp` the profile's stacks are taken out at every export: the end-of-run outputs
-//! keep them first ([`Outputs::keep`]).
 
 use std::{
     io::{self, BufWriter, Write},
@@ -22,13 +20,10 @@ use super::{
     TraceConfig,
     objects::Catalog,
     outfile::{self, Placement},
-    profile::{self, Profile, Stack},
+    profile::{Profile, Stack},
     symbolize::{self, Collection, SymbolCache},
 };
-use crate::{
-    event::EventNames,
-    export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg},
-};
+use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};
 
 /// One output asked for: its format (never otlp) and its file (`None`: stdout).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,18 +64,11 @@ impl Sink {
 /// The open outputs of a session (none: `--live` without `--output`, or otlp only).
 pub struct Outputs {
     sinks: Vec<Sink>,
-    cache: SymbolCache,
-    /// The names of the session's events.
-    events: EventNames,
     period_ns: u64,
     start: SystemTime,
     started: Instant,
     /// `CLOCK_REALTIME - CLOCK_MONOTONIC`: turns sample times (`bpf_ktime_get_ns`) into Unix time.
     realtime_offset_ns: i128,
-    /// The session exports OTLP, which takes the profile's stacks out at every export.
-    exports_take_stacks: bool,
-    /// The stacks those exports took, for the outputs written at the end.
-    kept: profile::Stacks,
 }
 
 impl Outputs {
@@ -109,24 +97,26 @@ impl Outputs {
             .collect::<anyhow::Result<_>>()?;
         Ok(Outputs {
             sinks,
-            cache: SymbolCache::new(config.inline),
-            events: config.events.names(),
             period_ns: 1_000_000_000 / config.frequency.max(1),
             start: SystemTime::now(),
             started: Instant::now(),
             realtime_offset_ns: i128::from(clock_ns(libc::CLOCK_REALTIME))
                 - i128::from(clock_ns(libc::CLOCK_MONOTONIC)),
-            exports_take_stacks: config.otlp.is_some(),
-            kept: profile::Stacks::default(),
         })
     }
 
-    /// Stream one sample to the streaming outputs (those not given up on).
-    pub fn sample(&mut self, sample: &Sample, catalog: &Catalog) {
+    /// Whether an output is written at the end from the whole session's stacks (the profile
+    /// then keeps them).
+    pub fn wants_whole_profile(&self) -> bool {
+        self.sinks.iter().any(|s| !s.format.is_streamed())
+    }
+
+    /// Stream one sample, whose stack the profile resolved, to the streaming outputs (those not
+    /// given up on).
+    pub fn sample(&mut self, sample: &Sample, stack: &Stack, catalog: &Catalog, symbols: &mut SymbolCache) {
         if !self.sinks.iter().any(|s| s.format.is_streamed() && s.failed.is_none()) {
             return;
         }
-        let stack = Stack::of_sample(sample, catalog, &self.events);
         let resolved = ResolvedSample {
             time_ns: sample.time_ns,
             time_unix_ns: u64::try_from(i128::from(sample.time_ns) + self.realtime_offset_ns).unwrap_or(0),
@@ -135,10 +125,10 @@ impl Outputs {
             cpu: sample.cpu,
             event: stack.event.to_string(),
             weight_ns: sample.weight,
-            frames: self.cache.frames(&stack, catalog),
-            comm: stack.comm,
+            frames: symbols.frames(stack, catalog),
+            comm: stack.comm.clone(),
         };
-        let objects = self.cache.objects();
+        let objects = symbols.objects();
         for sink in self.sinks.iter_mut().filter(|s| s.failed.is_none()) {
             let written = match sink.format {
                 Format::Json => json::write_sample(&mut sink.out, &resolved, objects),
@@ -151,18 +141,10 @@ impl Outputs {
         }
     }
 
-    /// Keep the stacks of `profile` before an OTLP export takes them out (when there are
-    /// outputs written at the end).
-    pub fn keep(&mut self, profile: &Profile) {
-        if self.exports_take_stacks && self.sinks.iter().any(|s| !s.format.is_streamed()) {
-            profile::merge(&mut self.kept, &profile.stacks);
-        }
-    }
-
     /// Write the outputs written at the end (the profile symbolized once for all), flush every
     /// output and put each complete file in place. Returns the outputs that failed, each as
     /// `PATH: why`.
-    pub fn finish(mut self, profile: &Profile, catalog: &Catalog) -> Vec<String> {
+    pub fn finish(mut self, profile: &Profile, catalog: &Catalog, symbols: &mut SymbolCache) -> Vec<String> {
         let resolved = self
             .sinks
             .iter()
@@ -173,7 +155,7 @@ impl Outputs {
                     duration: self.started.elapsed(),
                     period_ns: self.period_ns,
                 };
-                symbolize::resolve_with_kept(&self.kept, profile, catalog, &mut self.cache, &collection)
+                symbolize::resolve(&profile.stacks, catalog, symbols, &collection)
             });
         for sink in self.sinks.iter_mut().filter(|s| s.failed.is_none()) {
             let written = match (sink.format, &resolved) {

@@ -46,16 +46,9 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// The stack of a sample, its user frames resolved through the process's mappings and its
-    /// event named through `events`.
-    pub fn of_sample(sample: &Sample, catalog: &Catalog, events: &EventNames) -> Stack {
-        let mut stack = Stack::default();
-        stack.set_to(sample, catalog, events);
-        stack
-    }
-
-    /// Make this the stack of `sample` ([`Stack::of_sample`]), reusing its buffers: a profile
-    /// resolves every sample into one stack and copies it only when it is new.
+    /// Make this the stack of `sample`, its user frames resolved through the process's mappings
+    /// and its event named through `events`, reusing its buffers: a profile resolves every
+    /// sample into one stack and copies it only when it is new.
     pub fn set_to(&mut self, sample: &Sample, catalog: &Catalog, events: &EventNames) {
         let num_user = (sample.num_user as usize).min(sample.user.len());
         self.user.clear();
@@ -133,10 +126,18 @@ pub struct Tally {
 /// on a stack of dozens of frames, and the map is hashed once per sample).
 pub type Stacks = HashMap<Stack, Tally, foldhash::fast::RandomState>;
 
-/// Everything collected.
+/// Everything collected. Each sample is resolved once ([`Profile::add`]) and its stack tallied
+/// for the consumers that keep stacks: the whole session's (`stacks`, for the outputs written at
+/// the end and the live view) and the window since the last export (`window`, for OTLP, which
+/// takes it). A consumer nobody asked for keeps nothing, so a session that only exports (or only
+/// streams) holds no stacks between exports, however long it runs.
 #[derive(Debug, Default)]
 pub struct Profile {
+    /// Every stack of the session, when [`Keep::whole`].
     pub stacks: Stacks,
+    /// The stacks since the last [`Profile::take_window`], when [`Keep::window`].
+    window: Stacks,
+    keep: Keep,
     /// The names of the session's events (default: cpu-clock only).
     pub events: EventNames,
     pub samples: u64,
@@ -148,30 +149,52 @@ pub struct Profile {
     scratch: Stack,
 }
 
+/// Which stacks a profile keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// The whole session's, in [`Profile::stacks`].
+    pub whole: bool,
+    /// Those since the last [`Profile::take_window`].
+    pub window: bool,
+}
+
 impl Profile {
-    /// An empty profile of the events named by `events`.
+    /// An empty profile of the events named by `events`, keeping the whole session's stacks.
+    #[cfg(test)]
     pub fn new(events: EventNames) -> Profile {
+        Profile::keeping(
+            events,
+            Keep {
+                whole: true,
+                window: false,
+            },
+        )
+    }
+
+    /// An empty profile of the events named by `events`, keeping the stacks `keep` says.
+    pub fn keeping(events: EventNames, keep: Keep) -> Profile {
         Profile {
             events,
+            keep,
             ..Profile::default()
         }
     }
 
-    /// A profile of just `stacks` (no tallies of frames or samples).
-    pub fn with_stacks(stacks: Stacks) -> Profile {
-        Profile {
-            stacks,
-            ..Profile::default()
-        }
-    }
-
-    /// Fold one sample in. Its stack is resolved into `scratch` and copied into the map only
-    /// when the profile does not have it yet (most samples repeat a stack).
-    pub fn add(&mut self, sample: &Sample, catalog: &Catalog) {
+    /// Fold one sample in and return its stack, resolved once for every consumer. The stack is
+    /// resolved into `scratch` and copied into a map only when the map does not have it yet
+    /// (most samples repeat a stack).
+    pub fn add(&mut self, sample: &Sample, catalog: &Catalog) -> &Stack {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.set_to(sample, catalog, &self.events);
         self.tally(&stack, sample.weight);
         self.scratch = stack;
+        &self.scratch
+    }
+
+    /// The stacks since the last call (none unless the profile keeps a window); the whole
+    /// session's stay.
+    pub fn take_window(&mut self) -> Stacks {
+        std::mem::take(&mut self.window)
     }
 
     /// Fold in a stack taken once, standing for `weight_ns`.
@@ -187,14 +210,24 @@ impl Profile {
                 }
             }
         }
-        let tally = match self.stacks.get_mut(stack) {
-            Some(tally) => tally,
-            None => self.stacks.entry(stack.clone()).or_default(),
-        };
-        tally.count += 1;
-        tally.weight_ns = tally.weight_ns.saturating_add(weight_ns);
         self.samples += 1;
+        if self.keep.whole {
+            count(&mut self.stacks, stack, weight_ns);
+        }
+        if self.keep.window {
+            count(&mut self.window, stack, weight_ns);
+        }
     }
+}
+
+/// Count `stack` once more in `stacks`, standing for `weight_ns`.
+fn count(stacks: &mut Stacks, stack: &Stack, weight_ns: u64) {
+    let tally = match stacks.get_mut(stack) {
+        Some(tally) => tally,
+        None => stacks.entry(stack.clone()).or_default(),
+    };
+    tally.count += 1;
+    tally.weight_ns = tally.weight_ns.saturating_add(weight_ns);
 }
 
 /// Set `comm` to the NUL-terminated command name of a sample.
@@ -211,20 +244,4 @@ fn set_comm(comm: &mut String, raw: &[u8; 16]) {
 fn table_source(frame: &Frame, catalog: &Catalog) -> Option<TableSource> {
     let Frame::User { object, .. } = frame else { return None };
     catalog.objects.get(*object)?.table.as_ref().ok().map(|t| t.source)
-}
-
-/// Add the tallies of `from` to `into`.
-pub fn merge(into: &mut Stacks, from: &Stacks) {
-    for (stack, tally) in from {
-        let kept = into.entry(stack.clone()).or_default();
-        kept.count += tally.count;
-        kept.weight_ns = kept.weight_ns.saturating_add(tally.weight_ns);
-    }
-}
-
-/// The stacks of `profile` together with `kept` (stacks an export took out of it earlier).
-pub fn whole(kept: &Stacks, profile: &Profile) -> Profile {
-    let mut whole = Profile::with_stacks(kept.clone());
-    merge(&mut whole.stacks, &profile.stacks);
-    whole
 }

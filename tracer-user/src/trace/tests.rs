@@ -79,7 +79,7 @@ pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
 #[test]
 fn samples_fold_into_object_relative_frames() {
     let catalog = catalog();
-    let mut profile = Profile::default();
+    let mut profile = Profile::new(Default::default());
     let s = sample(
         &[0x1100, 0x8201, 0x1000, 0x5000],
         &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP],
@@ -139,7 +139,7 @@ fn samples_fold_into_object_relative_frames() {
 #[test]
 fn threads_are_told_apart() {
     let catalog = catalog();
-    let mut profile = Profile::default();
+    let mut profile = Profile::new(Default::default());
     let mut s = sample(&[0x1100], &[], &[]);
     profile.add(&s, &catalog);
     s.tid = 9;
@@ -229,7 +229,7 @@ pub(super) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
     Object {
         path: path.into(),
         key: None,
-        file: std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file")),
+        file: Some(std::sync::Arc::new(std::fs::File::open("/dev/null").expect("a file"))),
         build_id: None,
         name: path.rsplit('/').next().unwrap_or(path).to_owned(),
         table,
@@ -255,12 +255,17 @@ fn jit_frames_are_named_from_the_perf_map() {
     catalog.processes.current.get_mut(&7).unwrap().push(jit);
     catalog.jit.set_map(7, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
     let events = crate::event::EventSet::default().names();
-    let named = super::profile::Stack::of_sample(&sample(&[0xa010], &[], &[]), &catalog, &events);
+    let of_sample = |sample: &tracer_common::trace::Sample, catalog: &Catalog, events| {
+        let mut stack = super::profile::Stack::default();
+        stack.set_to(sample, catalog, events);
+        stack
+    };
+    let named = of_sample(&sample(&[0xa010], &[], &[]), &catalog, &events);
     assert!(!catalog.jit.is_wanted(), "a named frame asks for nothing");
-    let unnamed = super::profile::Stack::of_sample(&sample(&[0xb000], &[], &[]), &catalog, &events);
+    let unnamed = of_sample(&sample(&[0xb000], &[], &[]), &catalog, &events);
     assert!(catalog.jit.is_wanted(), "an unnamed one asks for the map again");
     catalog.jit.refresh_wanted();
-    super::profile::Stack::of_sample(&sample(&[0xd000], &[], &[]), &catalog, &events);
+    of_sample(&sample(&[0xd000], &[], &[]), &catalog, &events);
     assert!(!catalog.jit.is_wanted(), "an address in no mapping is no JIT code");
     let mut cache = super::symbolize::SymbolCache::new(false);
     let frames = cache.frames(&named, &catalog);
@@ -273,4 +278,99 @@ fn jit_frames_are_named_from_the_perf_map() {
     let frames = cache.frames(&unnamed, &catalog);
     assert_eq!((frames[0].symbol.as_deref(), frames[0].object), (None, None));
     assert_ne!(frames[0].source, FrameSource::Jit);
+}
+
+/// A profile keeps only the stacks its consumers read: the whole session's, the window since
+/// the last export (taken out by each export, the whole left as it was), both or neither; the
+/// tallies are kept in every case, and `add` hands back the stack it resolved.
+#[test]
+fn profiles_keep_what_their_consumers_read() {
+    use super::profile::Keep;
+    let catalog = catalog();
+    let s = sample(&[0x1100, 0x8201], &[], &[]);
+    for (whole, window) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut profile = Profile::keeping(Default::default(), Keep { whole, window });
+        let stack = profile.add(&s, &catalog).clone();
+        assert_eq!(stack.user.len(), 2);
+        profile.add(&s, &catalog);
+        let first = profile.take_window();
+        profile.add(&s, &catalog);
+        let second = profile.take_window();
+        assert_eq!(profile.samples, 3);
+        let count = |stacks: &super::profile::Stacks| stacks.get(&stack).map_or(0, |t| t.count);
+        assert_eq!(count(&profile.stacks), if whole { 3 } else { 0 });
+        assert_eq!((count(&first), count(&second)), if window { (2, 1) } else { (0, 0) });
+        assert!(profile.take_window().is_empty());
+    }
+}
+
+/// A resolved profile lists only the objects its stacks use (an export of a window carries
+/// its own objects, not every object the session met), and forgetting an object frees its
+/// slot for the next one without renaming the frames of the others.
+#[test]
+fn resolved_stacks_list_only_their_objects() {
+    use super::symbolize::{Collection, SymbolCache, resolve};
+    let catalog = catalog();
+    let mut cache = SymbolCache::new(false);
+    let collection = Collection {
+        start: std::time::SystemTime::now(),
+        duration: std::time::Duration::from_secs(1),
+        period_ns: 1,
+    };
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0x1100], &[], &[]), &catalog);
+    let app = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0x8100], &[], &[]), &catalog);
+    let lib = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    let paths = |r: &crate::export::model::Resolved| r.objects.iter().map(|o| o.path.clone()).collect::<Vec<_>>();
+    assert_eq!(paths(&app), ["/app"]);
+    assert_eq!(paths(&lib), ["/lib.so"]);
+    assert_eq!(lib.stacks[0].frames[0].object, Some(0));
+    assert_eq!(cache.objects().len(), 2);
+    cache.forget(&[0], &catalog);
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0x8100], &[], &[]), &catalog);
+    let again = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    assert_eq!(paths(&again), ["/lib.so"]);
+    let mut catalog = catalog;
+    catalog.objects.push(object("/new.so", Err(NoTable::NoUnwindInfo)));
+    catalog
+        .processes
+        .current
+        .get_mut(&7)
+        .expect("pid 7")
+        .push(super::objects::ResolvedMapping {
+            start: 0xa000,
+            end: 0xb000,
+            bias: 0xa000,
+            object: Some(3),
+        });
+    let mut profile = Profile::new(Default::default());
+    profile.add(&sample(&[0xa100], &[], &[]), &catalog);
+    let new = resolve(&profile.stacks, &catalog, &mut cache, &collection);
+    assert_eq!(paths(&new), ["/new.so"]);
+    assert_eq!(cache.objects().len(), 2, "the forgotten object's slot was taken again");
+}
+
+/// The names the symbol cache keeps are bounded: past the bound they are dropped (and named
+/// again when asked for), so a long session does not grow with every address it ever met;
+/// frames resolved after a drop are still named.
+#[test]
+fn symbol_names_are_bounded() {
+    use super::symbolize::SymbolCache;
+    let catalog = catalog();
+    let mut cache = SymbolCache::with_max_names(false, 2);
+    let mut profile = Profile::new(Default::default());
+    let stack = profile
+        .add(&sample(&[0x1100, 0x1201, 0x8201], &[], &[]), &catalog)
+        .clone();
+    assert_eq!(cache.frames(&stack, &catalog).len(), 3);
+    assert_eq!(cache.cached_names(), 3, "one batch is named whole");
+    let other = profile.add(&sample(&[0x1301], &[], &[]), &catalog).clone();
+    let frames = cache.frames(&other, &catalog);
+    assert_eq!(cache.cached_names(), 1, "past the bound, the old names were dropped");
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].offset, 0x301, "frame 0 is its own PC");
+    assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
 }

@@ -8,14 +8,18 @@
 //! churn, pid reuse, a program replaced while traced), `load` (10 kHz on every CPU, maps and
 //! ring buffer far too small), `hostile` (corrupted ELF files that processes run from), `files`
 //! (FIFOs, symlinks and fake identities behind mapped paths), `reads` (bounded reads,
-//! non-UTF-8 names, one open per object).
+//! non-UTF-8 names, one open per object), `soak` (a system-wide tracer exporting OTLP while
+//! processes and files come and go: memory and open files stay flat; 30 minutes with
+//! [`LONG_VAR`]), `watch` (the tracer's memory and open files, read from outside).
 
 mod files;
 mod hostile;
 mod load;
 mod reads;
 mod reuse;
+mod soak;
 mod storm;
+mod watch;
 
 use std::{
     collections::BTreeMap,

@@ -6,7 +6,8 @@
 //! 2. Phases, each in its own module: stack accuracy (`accuracy`); overhead, with the kernel
 //!    cost per sample and the data volume read from the same runs (`overhead` and `measure`,
 //!    `cost`, `volume`); the cost per frame at three depths (`depth`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
-//!    decode rate (`decode`); perf-map symbolization (`perfmap`).
+//!    decode rate (`decode`); perf-map symbolization (`perfmap`); memory and open files under
+//!    process and file churn (`soak`).
 //! 3. Report: `report` (Markdown, JSON) and `chart` (SVG).
 //!
 //! The machine may be busy with other work: the report records the load average before and
@@ -26,6 +27,7 @@ mod perfmap;
 mod progstats;
 mod report;
 mod runs;
+mod soak;
 mod sys;
 mod tool;
 mod volume;
@@ -152,6 +154,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(decode);
     let perfmap = report.timed("perfmap", || perfmap::run(&b))?;
     report.add(perfmap);
+    let soak = report.timed("soak", || soak::run(&b))?;
+    report.add(soak);
     report.finish(&b)?;
     let _ = std::fs::remove_dir_all(&b.scratch);
     Ok(())

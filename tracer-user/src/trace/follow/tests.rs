@@ -499,3 +499,50 @@ fn an_idle_table_is_kept_for_a_while() {
     );
     assert!(s.kernel.syncs > syncs);
 }
+
+/// A plugin unloaded after dlclose and then forgotten (nothing refers to it any more) gives up
+/// its file and is found no more by its identity; a dlopen of the same file later is a new
+/// object whose table is built and written again, while the program, still mapped, is never
+/// idle.
+#[test]
+fn a_forgotten_object_comes_back_as_a_new_one() {
+    let mut s = Session::new();
+    let (app, plugin) = (object("chain", 1, 0), object("libshlib.so", 2, 0));
+    s.world.run(10, vec![mapped(&app, 0x10000), mapped(&plugin, 0x20000)]);
+    s.load(10);
+    s.world.run(10, vec![mapped(&app, 0x10000)]);
+    s.notice(NoticeKind::Unmapped, 10);
+    s.housekeep();
+    let idle = s.follower.idle_objects(&s.catalog);
+    assert_eq!(idle, [1], "the plugin only: the program is mapped");
+    s.catalog.forget(&idle);
+    assert!(s.catalog.objects[1].file.is_none());
+    assert!(s.catalog.known_file(&plugin.key).is_none());
+    assert!(s.follower.idle_objects(&s.catalog).is_empty());
+    s.world.run(10, vec![mapped(&app, 0x10000), mapped(&plugin, 0x30000)]);
+    s.notice(NoticeKind::UnknownPc, 10);
+    assert_eq!(s.catalog.objects.len(), 3, "a new object for the plugin");
+    assert_eq!(s.inode_at(10, 0x30800, monotonic_ns()), Some(2));
+    assert_eq!(s.kernel.objects.len(), 2, "its table written again");
+    assert!(s.kernel_objects(10).iter().all(|&id| id != NO_OBJECT));
+}
+
+/// An exited process whose objects are still in their idle time is not forgotten early, and
+/// the objects become idle only once their idle time passed.
+#[test]
+fn objects_are_idle_only_after_their_idle_time() {
+    let mut s = Session::with(TableSet::new(), Duration::from_secs(3600));
+    let app = object("chain", 1, 0);
+    s.world.run(10, vec![mapped(&app, 0x10000)]);
+    s.load(10);
+    s.world.exit(10);
+    s.notice(NoticeKind::Exit, 10);
+    s.housekeep();
+    assert!(s.follower.idle_objects(&s.catalog).is_empty());
+    assert!(
+        s.catalog.idle_objects(Duration::ZERO).is_empty(),
+        "its table is still loaded"
+    );
+    assert_eq!(s.catalog.unload_unused(Duration::ZERO), 1);
+    assert_eq!(s.catalog.idle_objects(Duration::ZERO), [0]);
+}

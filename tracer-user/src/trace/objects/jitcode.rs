@@ -103,7 +103,7 @@ impl Catalog {
         self.objects.push(Object {
             path,
             key: None,
-            file,
+            file: Some(file),
             build_id: None,
             name: JITDUMP_OBJECT.to_owned(),
             table,

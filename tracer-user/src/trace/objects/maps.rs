@@ -41,6 +41,11 @@ impl ProcessMaps {
         self.current.len()
     }
 
+    /// Whether no process has current mappings.
+    pub fn is_empty(&self) -> bool {
+        self.current.is_empty()
+    }
+
     /// `pid` has `mappings` from `now` on; returns those it had. Samples taken before now
     /// resolve through the old ones, unless the new ones still have them all (code was only
     /// added, as by dlopen): then the new ones serve them as well, and name the code that was

@@ -85,3 +85,75 @@ fn samples_resolve_through_the_image_of_their_time() {
     catalog.expire_ended(Duration::ZERO);
     assert_eq!(bias_at(&catalog, 99), Some(6), "the older ones forgotten");
 }
+
+/// Objects idle past the idle time with their tables unloaded are forgotten: their files are
+/// closed, they no longer lend their file to discovery, and a process that maps the same files
+/// again gets new objects (new indices) with tables built again; objects still mapped are not
+/// idle.
+#[test]
+fn idle_objects_are_forgotten_and_come_back_as_new_ones() {
+    let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
+    let mut catalog = Catalog::default();
+    catalog.add_process(1, &mappings);
+    assert!(catalog.idle_objects(Duration::ZERO).is_empty(), "process 1 maps them");
+    catalog.remove_process(1);
+    assert!(
+        catalog
+            .idle_objects(Duration::ZERO)
+            .iter()
+            .all(|&i| catalog.objects[i].table.is_err()),
+        "objects with a loaded table are not idle before it is unloaded"
+    );
+    catalog.unload_unused(Duration::ZERO);
+    let idle = catalog.idle_objects(Duration::ZERO);
+    assert!(
+        catalog.idle_objects(Duration::from_secs(3600)).is_empty(),
+        "not idle long enough"
+    );
+    let before = catalog.objects.len();
+    assert_eq!(idle.len(), before, "every object is idle");
+    let key = catalog
+        .objects
+        .iter()
+        .find_map(|o| o.key.clone())
+        .expect("a file's key");
+    assert!(catalog.known_file(&key).is_some());
+    catalog.forget(&idle);
+    assert!(catalog.objects.iter().all(|o| o.file.is_none() && o.build_id.is_none()));
+    assert!(
+        catalog.known_file(&key).is_none(),
+        "a forgotten file is not lent to discovery"
+    );
+    assert!(catalog.symbol_source(idle[0]).is_none());
+    assert!(
+        catalog.idle_objects(Duration::ZERO).is_empty(),
+        "nothing left to forget"
+    );
+    let exec = catalog.add_process(2, &mappings);
+    assert_eq!(catalog.objects.len(), 2 * before, "new objects, old indices not reused");
+    assert!(exec.iter().any(|m| m.object != NO_OBJECT), "tables built again");
+    assert!(
+        catalog.processes.current[&2]
+            .iter()
+            .filter_map(|m| m.object)
+            .all(|i| i >= before)
+    );
+}
+
+/// A table built ahead for a process that was gone before it was loaded is dropped after a
+/// while instead of being kept for good.
+#[test]
+fn tables_built_ahead_for_nobody_expire() {
+    let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
+    let mut catalog = Catalog::default();
+    let missing = catalog.missing(&mappings);
+    assert!(!missing.is_empty());
+    for m in &missing {
+        catalog.add_prebuilt(m.key.clone(), prebuild(&m.file, &m.path));
+    }
+    assert!(catalog.missing(&mappings).is_empty(), "built ahead");
+    catalog.expire_prebuilt(Duration::from_secs(3600));
+    assert!(catalog.missing(&mappings).is_empty(), "kept while recent");
+    catalog.expire_prebuilt(Duration::ZERO);
+    assert_eq!(catalog.missing(&mappings).len(), missing.len(), "dropped");
+}

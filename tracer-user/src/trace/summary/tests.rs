@@ -26,7 +26,7 @@ fn session() -> (Catalog, Profile) {
         "/bad.so",
         Err(NoTable::Unreadable("/bad.so: truncated \"quoted\" header".into())),
     ));
-    let mut profile = Profile::default();
+    let mut profile = Profile::new(Default::default());
     profile.add(
         &sample(&[0x1100, 0x1201, 0x1301], &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP], &[]),
         &catalog,

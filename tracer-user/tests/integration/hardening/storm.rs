@@ -4,79 +4,15 @@
 
 use std::{
     process::Command,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
     time::{Duration, Instant},
 };
 
 use super::{
     ROOMY, Verdict, Verdicts, chain_by_comm, chain_programs, compile, processes_at_start, read_folded, status_kib,
     storm_duration,
+    watch::{RssWatch, open_files, settled_rss},
 };
 use crate::support::{Rng, Running, SUMMARY_JSON, Summary, Tracer, privileged};
-
-/// The tracer's resident memory, read every 200 ms until dropped.
-struct RssWatch {
-    stop: Arc<AtomicBool>,
-    readings: Arc<Mutex<Vec<(Instant, u64)>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RssWatch {
-    fn start(pid: u32) -> RssWatch {
-        let stop = Arc::new(AtomicBool::new(false));
-        let readings = Arc::new(Mutex::new(Vec::new()));
-        let thread = {
-            let (stop, readings) = (stop.clone(), readings.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(rss) = status_kib(pid, "VmRSS") {
-                        readings.lock().expect("readings").push((Instant::now(), rss));
-                    }
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            })
-        };
-        RssWatch {
-            stop,
-            readings,
-            thread: Some(thread),
-        }
-    }
-
-    /// The most seen.
-    fn peak_kib(&self) -> u64 {
-        self.readings
-            .lock()
-            .expect("readings")
-            .iter()
-            .map(|&(_, kib)| kib)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// The last reading before `at`.
-    fn at(&self, at: Instant) -> u64 {
-        self.readings
-            .lock()
-            .expect("readings")
-            .iter()
-            .take_while(|&&(t, _)| t <= at)
-            .last()
-            .map_or(0, |&(_, kib)| kib)
-    }
-}
-
-impl Drop for RssWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Resident memory the tracer may gain during a storm, at most and at the end. The storm's
 /// processes are forgotten after they exit (what stays is their stacks, a few hundred bytes
@@ -87,27 +23,6 @@ const PEAK_GROWTH_KIB: u64 = 1 << 20;
 const END_GROWTH_KIB: u64 = 256 << 10;
 /// Growth allowed over the last two thirds of a long storm.
 const LATE_GROWTH_KIB: u64 = 256 << 10;
-
-/// The tracer's resident memory once it stops growing (a system-wide tracer builds the large
-/// tables of the processes running at its start in the background once it samples), within
-/// 20 s.
-fn settled_rss(pid: u32) -> u64 {
-    let mut last = status_kib(pid, "VmRSS").expect("the tracer's VmRSS");
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_secs(1));
-        let now = status_kib(pid, "VmRSS").expect("the tracer's VmRSS");
-        if now <= last + last / 50 {
-            return now;
-        }
-        last = now;
-    }
-    last
-}
-
-/// The tracer's open file descriptors.
-fn open_files(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64)
-}
 
 /// Hundreds of short-lived processes a second (fixtures/hardening/storm.c starting `first`,
 /// 2 ms of work each) for 5 s (30 s long) under a system-wide tracer: it survives, none of

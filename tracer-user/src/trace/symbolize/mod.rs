@@ -1,70 +1,57 @@
 //! Symbolization with blazesym: one cached symbolizer for the whole session, and a cache of
-//! every (object, address) already named, so that exporters can resolve the profile again and
-//! again and the streaming formats can name each sample as it arrives. User frames are named
-//! from their object by object-relative address (ELF symbols; DWARF file:line and inlined
-//! functions when the object or its debug file has them: through `.gnu_debuglink`, or by
-//! build-id in the debug directories or from debuginfod, as `symfiles` finds them), kernel frames
-//! from kallsyms. A frame without a symbol keeps none: formats name it by object and offset,
-//! never by a guessed neighbour.
+//! every (object, address) already named, shared by every consumer (the outputs, OTLP, the live
+//! view), so that exporters can resolve the profile again and again (`resolve`) and the
+//! streaming formats can name each sample as it arrives. An object the session forgets (see
+//! [`SymbolCache::forget`]) takes its names and blazesym's data for its file with it. User
+//! frames are named from their object by object-relative address (ELF symbols; DWARF file:line
+//! and inlined functions when the object or its debug file has them: through `.gnu_debuglink`,
+//! or by build-id in the debug directories or from debuginfod, as `symfiles` finds them), JIT
+//! code from perf maps, kernel frames from kallsyms (`names`). A frame without a symbol keeps
+//! none: formats name it by object and offset, never by a guessed neighbour.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    path::PathBuf,
-    time::{Duration, SystemTime},
-};
+use std::collections::{BTreeMap, HashMap};
 
 use blazesym::symbolize::{
-    CodeInfo, Input, Symbolized, Symbolizer,
-    source::{Elf, Kernel, Source},
+    Input, Symbolizer,
+    evict::{Elf as EvictElf, Evict},
+    source::{Kernel, Source},
 };
 
 use super::{
     objects::Catalog,
-    profile::{Frame, Profile, Stack},
+    profile::{Frame, Stack},
 };
-use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack};
+use crate::export::model::{FrameSource, ObjectInfo, ResolvedFrame};
+
+/// Addresses whose names the cache keeps at most. Past it, the names and everything blazesym
+/// parsed (DWARF units, line programs, abbreviations: hundreds of megabytes for a large debug
+/// build that runs for good) are dropped and rebuilt as frames ask for them, so that a session
+/// of any length on a host of any churn stays within a bounded size.
+const MAX_NAMES: usize = 1 << 17;
 
 /// The object name and path of kernel frames, as perf prints them.
 const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
 /// The object (and pprof or OTLP mapping) of JIT code named by perf maps, as perf calls it.
 pub const JIT_OBJECT: &str = "[jit]";
 
-/// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
-/// demangled, anything else (C) as it is.
-pub fn demangle(name: &str) -> String {
-    if let Ok(rust) = rustc_demangle::try_demangle(name) {
-        return format!("{rust:#}");
-    }
-    if name.starts_with("_Z")
-        && let Ok(symbol) = cpp_demangle::Symbol::new(name)
-        && let Ok(text) = symbol.demangle()
-    {
-        return text;
-    }
-    name.to_owned()
-}
-
-/// One function at an address: the function itself, or one inlined into it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Named {
-    pub(crate) symbol: Option<String>,
-    pub(crate) file: Option<String>,
-    pub(crate) line: Option<u32>,
-    pub(crate) inlined: bool,
-}
-
 /// The symbolizer and everything it has named so far. Not `Send` (blazesym's symbolizer is
 /// not): it lives on the session's thread.
 pub struct SymbolCache {
     symbolizer: Symbolizer,
+    /// Inlined functions are frames (for rebuilding the symbolizer).
+    inline: bool,
+    /// Names kept at most ([`MAX_NAMES`]; tests lower it).
+    max_names: usize,
     /// Functions at (catalog object, object-relative address), innermost (inlined) first.
     user: HashMap<(usize, u64), Vec<Named>>,
     /// Functions at kernel addresses.
     kernel: HashMap<u64, Vec<Named>>,
-    /// The objects frames have been resolved in, in the order first seen: indices handed out
-    /// stay valid for the whole session.
+    /// The objects frames have been resolved in: indices handed out stay valid until the
+    /// object is forgotten, when its slot goes to the next object (see `free_slots`).
     objects: Vec<ObjectInfo>,
     by_catalog: HashMap<usize, usize>,
+    /// Slots of `objects` whose object was forgotten.
+    free_slots: Vec<usize>,
     kernel_object: Option<usize>,
     jit_object: Option<usize>,
     /// `symfiles::generation` when last looked at.
@@ -75,30 +62,81 @@ impl SymbolCache {
     /// A cache whose frames include inlined functions (when debug information has them) if
     /// `inline`.
     pub fn new(inline: bool) -> SymbolCache {
-        // blazesym would demangle plain C names that happen to read as mangled types (`c` ->
-        // `char`); names are demangled here, and only when they carry a mangling prefix.
-        // Debug files are looked up through `.gnu_debuglink` and build-id in blazesym's default
-        // directories, /usr/lib/debug and /lib/debug (and their `.build-id/`).
         SymbolCache {
             symbolizer: symbolizer(inline),
+            inline,
+            max_names: MAX_NAMES,
             user: HashMap::new(),
             kernel: HashMap::new(),
             objects: Vec::new(),
             by_catalog: HashMap::new(),
+            free_slots: Vec::new(),
             kernel_object: None,
             jit_object: None,
             generation: 0,
         }
     }
 
-    /// The objects [`ResolvedFrame::object`] indexes.
+    /// A cache that keeps at most `max_names` names (see [`MAX_NAMES`]).
+    #[cfg(test)]
+    pub fn with_max_names(inline: bool, max_names: usize) -> SymbolCache {
+        SymbolCache {
+            max_names,
+            ..SymbolCache::new(inline)
+        }
+    }
+
+    /// Addresses whose names are cached.
+    pub fn cached_names(&self) -> usize {
+        self.user.len() + self.kernel.len()
+    }
+
+    /// Drop every name and blazesym's parsed data when the names passed the bound (objects
+    /// keep their slots).
+    fn bound(&mut self) {
+        if self.cached_names() > self.max_names {
+            log::debug!("symbol cache: {} names, dropped", self.cached_names());
+            self.user = HashMap::new();
+            self.kernel = HashMap::new();
+            self.symbolizer = symbolizer(self.inline);
+        }
+    }
+}
+
+impl SymbolCache {
+    /// The objects [`ResolvedFrame::object`] indexes (in the frames of [`Self::frames`]).
     pub fn objects(&self) -> &[ObjectInfo] {
         &self.objects
+    }
+
+    /// Forget catalog objects `gone` before the catalog frees them (their files are still
+    /// open): their names, their slots, and blazesym's parsed data and descriptor for their
+    /// files. No stack that still refers to them may be resolved afterwards.
+    pub fn forget(&mut self, gone: &[usize], catalog: &Catalog) {
+        if gone.is_empty() {
+            return;
+        }
+        let gone_set: std::collections::HashSet<usize> = gone.iter().copied().collect();
+        self.user.retain(|(object, _), _| !gone_set.contains(object));
+        for &object in gone {
+            if let Some(slot) = self.by_catalog.remove(&object) {
+                self.objects[slot] = ObjectInfo {
+                    path: String::new(),
+                    name: String::new(),
+                    build_id: None,
+                };
+                self.free_slots.push(slot);
+            }
+            if let Some(path) = catalog.symbol_source(object) {
+                let _ = self.symbolizer.evict(&Evict::Elf(EvictElf::new(path)));
+            }
+        }
     }
 
     /// Name every frame of `frames` not named before: one blazesym batch per object, one for
     /// the kernel.
     pub fn prepare<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
+        self.bound();
         self.forget_deferred();
         let mut by_object: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut kernel = Vec::new();
@@ -145,28 +183,6 @@ impl SymbolCache {
     pub fn frames(&mut self, stack: &Stack, catalog: &Catalog) -> Vec<ResolvedFrame> {
         self.prepare(stack.frames(), catalog);
         self.prepared_frames(stack, catalog)
-    }
-
-    /// Forget the names of objects whose debug file had to wait for the end of sampling, once
-    /// it has ended (they are named again, from the fetched file).
-    fn forget_deferred(&mut self) {
-        let generation = super::symfiles::generation();
-        if generation == self.generation {
-            return;
-        }
-        self.generation = generation;
-        let deferred: std::collections::HashSet<usize> = self
-            .by_catalog
-            .iter()
-            .filter(|&(_, &info)| {
-                self.objects[info]
-                    .build_id
-                    .as_deref()
-                    .is_some_and(super::symfiles::was_deferred)
-            })
-            .map(|(&catalog, _)| catalog)
-            .collect();
-        self.user.retain(|(object, _), _| !deferred.contains(object));
     }
 
     /// [`Self::frames`] of a stack whose frames were prepared.
@@ -260,7 +276,7 @@ impl SymbolCache {
         if let Some(&i) = self.by_catalog.get(&index) {
             return i;
         }
-        let info = match catalog.objects.get(index) {
+        let info = match catalog.objects.get(index).filter(|obj| obj.file.is_some()) {
             Some(obj) => ObjectInfo {
                 // Images without a file (the vDSO) are kept in memory: show their name.
                 path: if obj.name.starts_with('[') {
@@ -277,9 +293,18 @@ impl SymbolCache {
                 build_id: None,
             },
         };
-        self.objects.push(info);
-        self.by_catalog.insert(index, self.objects.len() - 1);
-        self.objects.len() - 1
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.objects[slot] = info;
+                slot
+            }
+            None => {
+                self.objects.push(info);
+                self.objects.len() - 1
+            }
+        };
+        self.by_catalog.insert(index, slot);
+        slot
     }
 
     /// The index in [`Self::objects`] of JIT code named by perf maps: one object,
@@ -295,6 +320,28 @@ impl SymbolCache {
         });
         self.jit_object = Some(self.objects.len() - 1);
         self.objects.len() - 1
+    }
+
+    /// Forget the names of objects whose debug file had to wait for the end of sampling, once
+    /// it has ended (they are named again, from the fetched file).
+    fn forget_deferred(&mut self) {
+        let generation = super::symfiles::generation();
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        let deferred: std::collections::HashSet<usize> = self
+            .by_catalog
+            .iter()
+            .filter(|&(_, &info)| {
+                self.objects[info]
+                    .build_id
+                    .as_deref()
+                    .is_some_and(super::symfiles::was_deferred)
+            })
+            .map(|(&catalog, _)| catalog)
+            .collect();
+        self.user.retain(|(object, _), _| !deferred.contains(object));
     }
 
     /// The index in [`Self::objects`] of the kernel.
@@ -314,149 +361,12 @@ impl SymbolCache {
     }
 }
 
-/// The symbolizer of user and kernel frames; inlined functions if `inline`.
-pub(crate) fn symbolizer(inline: bool) -> Symbolizer {
-    Symbolizer::builder()
-        .enable_demangling(false)
-        .enable_code_info(true)
-        .enable_inlined_fns(inline)
-        .build()
-}
+mod names;
+mod resolve;
 
-/// The functions at each of `offsets` (object-relative addresses) in the ELF file `file`
-/// (`None`: no file, every frame unnamed), one entry per offset.
-pub(crate) fn name_in_file(symbolizer: &Symbolizer, file: Option<PathBuf>, offsets: &[u64]) -> Vec<Vec<Named>> {
-    let symbolized = match file {
-        Some(path) => symbolizer
-            .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(offsets))
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    (0..offsets.len()).map(|i| names_of(symbolized.get(i))).collect()
-}
-
-/// Kernel functions that only run because the tracer does: the BPF program itself, the code
-/// that runs programs on raw tracepoints, tracepoints' perf and BPF glue.
-fn is_tracing_machinery(symbol: &str) -> bool {
-    const PREFIXES: [&str; 6] = [
-        "bpf_prog_",
-        "bpf_trace_run",
-        "__bpf_trace_",
-        "__traceiter_",
-        "perf_trace_",
-        "perf_syscall_",
-    ];
-    symbol == "trace_call_bpf" || PREFIXES.iter().any(|prefix| symbol.starts_with(prefix))
-}
-
-/// The functions blazesym found at one address, innermost first: the inlined ones (when asked
-/// for and present), then the function they are inlined into. Unknown: one frame without name.
-fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
-    let Some(Symbolized::Sym(sym)) = symbolized else {
-        return vec![Named::default()];
-    };
-    if sym.name.is_empty() {
-        return vec![Named::default()];
-    }
-    let located = |code_info: Option<&CodeInfo<'_>>| {
-        (
-            code_info.map(|c| c.to_path().display().to_string()),
-            code_info.and_then(|c| c.line),
-        )
-    };
-    let mut names = Vec::with_capacity(sym.inlined.len() + 1);
-    // blazesym lists inlined calls outermost first, each with the location inside it.
-    for inlined in sym.inlined.iter().rev() {
-        let (file, line) = located(inlined.code_info.as_ref());
-        names.push(Named {
-            symbol: Some(demangle(&inlined.name)),
-            file,
-            line,
-            inlined: true,
-        });
-    }
-    let (file, line) = located(sym.code_info.as_deref());
-    names.push(Named {
-        symbol: Some(demangle(&sym.name)),
-        file,
-        line,
-        inlined: false,
-    });
-    names
-}
-
-/// The GNU build-id in a sequence of ELF notes (`/sys/kernel/notes`, native byte order).
-pub fn gnu_build_id(notes: &[u8]) -> Option<Vec<u8>> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let word = |at: usize| -> Option<u32> { Some(u32::from_ne_bytes(notes.get(at..at + 4)?.try_into().ok()?)) };
-    let mut at = 0;
-    while at + 12 <= notes.len() {
-        let (name_size, desc_size, kind) = (word(at)? as usize, word(at + 4)? as usize, word(at + 8)?);
-        let name = at + 12;
-        let desc = name.checked_add(name_size.checked_next_multiple_of(4)?)?;
-        let next = desc.checked_add(desc_size.checked_next_multiple_of(4)?)?;
-        if kind == NT_GNU_BUILD_ID && notes.get(name..name + name_size) == Some(b"GNU\0") {
-            return notes.get(desc..desc + desc_size).map(<[u8]>::to_vec);
-        }
-        at = next;
-    }
-    None
-}
-
-/// When and how the samples of a profile were taken.
-#[derive(Clone, Copy, Debug)]
-pub struct Collection {
-    pub start: SystemTime,
-    pub duration: Duration,
-    /// The cpu-clock sampling period in nanoseconds.
-    pub period_ns: u64,
-}
-
-/// The profile symbolized: what every exporter writes. Frames named before are taken from the
-/// cache, so calling this periodically only symbolizes what is new.
-pub fn resolve(profile: &Profile, catalog: &Catalog, cache: &mut SymbolCache, collection: &Collection) -> Resolved {
-    cache.prepare(profile.stacks.keys().flat_map(Stack::frames), catalog);
-    let mut stacks: Vec<ResolvedStack> = profile
-        .stacks
-        .iter()
-        .map(|(stack, tally)| ResolvedStack {
-            pid: stack.pid,
-            tid: stack.tid,
-            comm: stack.comm.clone(),
-            event: stack.event.to_string(),
-            frames: cache.prepared_frames(stack, catalog),
-            count: tally.count,
-            weight_ns: tally.weight_ns,
-        })
-        .collect();
-    stacks.sort_by(|a, b| (a.pid, a.tid, b.count).cmp(&(b.pid, b.tid, a.count)));
-    Resolved {
-        objects: cache.objects().to_vec(),
-        stacks,
-        start_unix_ns: unix_ns(collection.start),
-        duration_ns: u64::try_from(collection.duration.as_nanos()).unwrap_or(u64::MAX),
-        period_ns: collection.period_ns,
-    }
-}
-
-/// [`resolve`] `profile` together with `kept`, the stacks an OTLP export took out of it
-/// earlier (nothing is copied when there are none).
-pub fn resolve_with_kept(
-    kept: &super::profile::Stacks,
-    profile: &Profile,
-    catalog: &Catalog,
-    cache: &mut SymbolCache,
-    collection: &Collection,
-) -> Resolved {
-    if kept.is_empty() {
-        resolve(profile, catalog, cache, collection)
-    } else {
-        resolve(&super::profile::whole(kept, profile), catalog, cache, collection)
-    }
-}
-
-/// Nanoseconds since the Unix epoch (0 before it).
-pub fn unix_ns(time: SystemTime) -> u64 {
-    time.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
+#[cfg(test)]
+pub(crate) use names::demangle;
+pub use names::gnu_build_id;
+pub(crate) use names::{Named, name_in_file, symbolizer};
+use names::{is_tracing_machinery, names_of};
+pub use resolve::{Collection, resolve};

@@ -1,0 +1,130 @@
+//! Naming one address: blazesym's symbolizer as the tracer configures it, the functions it
+//! finds at an address (inlined ones first), demangling, the kernel's build-id, and which
+//! kernel functions are the tracer's own machinery. Used by the session's [`super::SymbolCache`]
+//! and by offline symbolization.
+
+use std::path::PathBuf;
+
+use blazesym::symbolize::{
+    CodeInfo, Input, Symbolized, Symbolizer,
+    source::{Elf, Source},
+};
+
+/// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
+/// demangled, anything else (C) as it is.
+pub fn demangle(name: &str) -> String {
+    if let Ok(rust) = rustc_demangle::try_demangle(name) {
+        return format!("{rust:#}");
+    }
+    if name.starts_with("_Z")
+        && let Ok(symbol) = cpp_demangle::Symbol::new(name)
+        && let Ok(text) = symbol.demangle()
+    {
+        return text;
+    }
+    name.to_owned()
+}
+
+/// One function at an address: the function itself, or one inlined into it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Named {
+    pub(crate) symbol: Option<String>,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
+    pub(crate) inlined: bool,
+}
+
+/// A blazesym symbolizer; inlined functions if `inline`.
+pub(crate) fn symbolizer(inline: bool) -> Symbolizer {
+    {
+        // blazesym would demangle plain C names that happen to read as mangled types (`c` ->
+        // `char`); names are demangled here, and only when they carry a mangling prefix.
+        // Debug files are looked up through `.gnu_debuglink` and build-id in blazesym's default
+        // directories, /usr/lib/debug and /lib/debug (and their `.build-id/`).
+        Symbolizer::builder()
+            .enable_demangling(false)
+            .enable_code_info(true)
+            .enable_inlined_fns(inline)
+            .build()
+    }
+}
+
+/// The functions at each of `offsets` (object-relative addresses) in the ELF file `file`
+/// (`None`: no file, every frame unnamed), one entry per offset.
+pub(crate) fn name_in_file(symbolizer: &Symbolizer, file: Option<PathBuf>, offsets: &[u64]) -> Vec<Vec<Named>> {
+    let symbolized = match file {
+        Some(path) => symbolizer
+            .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(offsets))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    (0..offsets.len()).map(|i| names_of(symbolized.get(i))).collect()
+}
+
+/// Kernel functions that only run because the tracer does: the BPF program itself, the code
+/// that runs programs on raw tracepoints, tracepoints' perf and BPF glue.
+pub(super) fn is_tracing_machinery(symbol: &str) -> bool {
+    const PREFIXES: [&str; 6] = [
+        "bpf_prog_",
+        "bpf_trace_run",
+        "__bpf_trace_",
+        "__traceiter_",
+        "perf_trace_",
+        "perf_syscall_",
+    ];
+    symbol == "trace_call_bpf" || PREFIXES.iter().any(|prefix| symbol.starts_with(prefix))
+}
+
+/// The functions blazesym found at one address, innermost first: the inlined ones (when asked
+/// for and present), then the function they are inlined into. Unknown: one frame without name.
+pub(super) fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
+    let Some(Symbolized::Sym(sym)) = symbolized else {
+        return vec![Named::default()];
+    };
+    if sym.name.is_empty() {
+        return vec![Named::default()];
+    }
+    let located = |code_info: Option<&CodeInfo<'_>>| {
+        (
+            code_info.map(|c| c.to_path().display().to_string()),
+            code_info.and_then(|c| c.line),
+        )
+    };
+    let mut names = Vec::with_capacity(sym.inlined.len() + 1);
+    // blazesym lists inlined calls outermost first, each with the location inside it.
+    for inlined in sym.inlined.iter().rev() {
+        let (file, line) = located(inlined.code_info.as_ref());
+        names.push(Named {
+            symbol: Some(demangle(&inlined.name)),
+            file,
+            line,
+            inlined: true,
+        });
+    }
+    let (file, line) = located(sym.code_info.as_deref());
+    names.push(Named {
+        symbol: Some(demangle(&sym.name)),
+        file,
+        line,
+        inlined: false,
+    });
+    names
+}
+
+/// The GNU build-id in a sequence of ELF notes (`/sys/kernel/notes`, native byte order).
+pub fn gnu_build_id(notes: &[u8]) -> Option<Vec<u8>> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let word = |at: usize| -> Option<u32> { Some(u32::from_ne_bytes(notes.get(at..at + 4)?.try_into().ok()?)) };
+    let mut at = 0;
+    while at + 12 <= notes.len() {
+        let (name_size, desc_size, kind) = (word(at)? as usize, word(at + 4)? as usize, word(at + 8)?);
+        let name = at + 12;
+        let desc = name.checked_add(name_size.checked_next_multiple_of(4)?)?;
+        let next = desc.checked_add(desc_size.checked_next_multiple_of(4)?)?;
+        if kind == NT_GNU_BUILD_ID && notes.get(name..name + name_size) == Some(b"GNU\0") {
+            return notes.get(desc..desc + desc_size).map(<[u8]>::to_vec);
+        }
+        at = next;
+    }
+    None
+}

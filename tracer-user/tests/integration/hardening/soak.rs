@@ -1,0 +1,181 @@
+//! The soak test: a system-wide tracer exporting OTLP every 5 s while processes start and exit
+//! continuously, some of them from files never seen before (a fresh copy of a program each
+//! time, deleted once it exits). Once the churn stops, its open files come back to what they
+//! were (each copy held one or two for good before objects were forgotten: thousands in a
+//! minute); with `SFRAME_TRACE_HARDENING_LONG`, 30 minutes of churn, and its memory after 30
+//! minutes must be within 10 % of its memory after 5. The short variant (30 s of warm-up, then
+//! 60 s) prints the memory without judging it: over a minute, what other programs on a shared
+//! host make the tracer load (tables of compilers, DWARF of debug builds) moves it by more
+//! than a leak of the churn would.
+//!
+//! Memory is judged by `RssAnon`, what the tracer allocated itself; `VmRSS` is printed too. Its
+//! file pages are those of the objects it symbolizes, which on a shared host include other
+//! people's debug builds (a hundred megabytes of DWARF each, touched once a sample lands there):
+//! page cache, not state the tracer keeps.
+
+use std::{
+    path::PathBuf,
+    process::Command,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use super::{
+    LONG_VAR, chain_programs, compile,
+    watch::{RssWatch, open_files, settled_rss},
+};
+use crate::{
+    otlp::Receiver,
+    support::{SUMMARY_JSON, Summary, Tracer, own_name, privileged},
+};
+
+/// How much the tracer's memory may grow from the end of the warm-up to the end, in percent.
+const RSS_GROWTH_PERCENT: u64 = 10;
+/// Open files the tracer may have gained once the churn stopped, as a share of the copies it
+/// traced: it holds the files of the programs running on the host (two descriptors each, its
+/// own and the symbolizer's), and others start meanwhile, but a file kept per copy is far more.
+const FILES_PER_COPIES: u64 = 4;
+/// Copies run at least, for that share to tell.
+const MIN_COPIES: u64 = 400;
+/// Seconds over which memory is taken (a median) at each end.
+const MEDIAN_OVER: Duration = Duration::from_secs(10);
+/// How long after the churn an object it left is forgotten, at most: its table is unloaded
+/// 10 s after its last process ended (trace/follow.rs), and it is forgotten at the next export
+/// (every 5 s), with the one-second housekeeping and slack on top.
+const FORGOTTEN_WITHIN: Duration = Duration::from_secs(25);
+
+/// Whether the long variant runs.
+fn long() -> bool {
+    std::env::var_os(LONG_VAR).is_some_and(|v| v != "0")
+}
+
+/// Warm-up and the time after it: 30 s and 60 s, or 5 min and 25 min with [`LONG_VAR`].
+fn phases() -> (Duration, Duration) {
+    if long() {
+        (Duration::from_secs(300), Duration::from_secs(1500))
+    } else {
+        (Duration::from_secs(30), Duration::from_secs(60))
+    }
+}
+
+/// Run a fresh copy of `program` (a new file: a new object for the tracer) with `args` again
+/// and again in `dir` until `stop`, deleting each once it exited; counts them in `runs`.
+fn run_copies(
+    program: PathBuf,
+    dir: PathBuf,
+    args: &'static [&'static str],
+    stop: Arc<AtomicBool>,
+    runs: Arc<AtomicU64>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let copy = dir.join(own_name(&dir, "copy"));
+        std::fs::copy(&program, &copy).expect("copy the program");
+        let status = Command::new(&copy).args(args).status().expect("run a copy");
+        assert!(status.success(), "{}: {status}", copy.display());
+        std::fs::remove_file(&copy).expect("remove the copy");
+        runs.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The soak: see the module's documentation. Also prints the figures `cargo xtask bench`
+/// reports (`soak:` line).
+#[test]
+fn memory_and_open_files_stay_flat_under_churn() {
+    let Some(_serial) = privileged("hardening::soak::memory_and_open_files_stay_flat_under_churn") else {
+        return;
+    };
+    let (warm_up, after) = phases();
+    let total = warm_up + after;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, second) = chain_programs(dir.path());
+    let storm = compile(dir.path(), "storm", "storm", &[]);
+    let receiver = Receiver::start("grpc", false);
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let args = [
+        "-a",
+        "-F",
+        "99",
+        "-f",
+        "otlp",
+        "--otlp-endpoint",
+        &endpoint,
+        "--export-interval",
+        "5",
+    ];
+    let tracer = Tracer::start(&[&SUMMARY_JSON[..], &args[..]].concat());
+    let pid = tracer.pid();
+    settled_rss(pid);
+    let files_at_start = open_files(pid);
+    let (vm_rss, anon) = (RssWatch::start(pid), RssWatch::of(pid, "RssAnon"));
+    let started = Instant::now();
+    // The same program, 100 times a second: pids come and go.
+    let mut storm = Command::new(&storm)
+        .args([&total.as_secs().to_string(), "100"])
+        .arg(&first)
+        .args(["5", "1"])
+        .spawn()
+        .expect("start the storm");
+    let stop = Arc::new(AtomicBool::new(false));
+    let copies = Arc::new(AtomicU64::new(0));
+    let copier = {
+        let (stop, copies, dir) = (stop.clone(), copies.clone(), dir.path().to_owned());
+        std::thread::spawn(move || run_copies(second, dir, &["20", "1"], stop, copies))
+    };
+    std::thread::sleep(warm_up);
+    let warm = Instant::now();
+    let copies_warm = copies.load(Ordering::Relaxed);
+    std::thread::sleep((started + total).saturating_duration_since(Instant::now()));
+    let end = Instant::now();
+    let files_in_churn = open_files(pid);
+    stop.store(true, Ordering::Relaxed);
+    copier.join().expect("the copies ran");
+    let storm_status = storm.wait().expect("the storm");
+    assert!(storm_status.success(), "storm: {storm_status}");
+    std::thread::sleep(FORGOTTEN_WITHIN);
+    let files_after = open_files(pid);
+    let median = |watch: &RssWatch, at: Instant| watch.median_between(at - MEDIAN_OVER, at);
+    let (anon_warm, anon_end) = (median(&anon, warm), median(&anon, end));
+    let (rss_warm, rss_end) = (median(&vm_rss, warm), median(&vm_rss, end));
+    let peak = vm_rss.peak_kib();
+    drop((vm_rss, anon));
+    let stderr = tracer.interrupt();
+    let summary = Summary::of(&stderr);
+    let copies_after = copies.load(Ordering::Relaxed) - copies_warm;
+    let exports = receiver.requests().len();
+    eprintln!(
+        "{stderr}\nsoak: {:.0} s ({:.0} s of warm-up): RssAnon {anon_warm} KiB after the warm-up, {anon_end} KiB at the \
+         end; VmRSS {rss_warm} KiB, {rss_end} KiB (peak {peak} KiB); open files {files_at_start} at the start, \
+         {files_in_churn} in the churn, {files_after} after it; {} processes loaded, {copies_after} fresh copies run \
+         after the warm-up; {} samples, {} lost; {exports} exports received",
+        total.as_secs_f64(),
+        warm_up.as_secs_f64(),
+        summary.count("processes.loaded"),
+        summary.count("samples"),
+        summary.count("lost"),
+    );
+    let copies_run = copies.load(Ordering::Relaxed);
+    assert!(
+        copies_run >= MIN_COPIES,
+        "the copies should run many times a second: {copies_run}"
+    );
+    assert!(summary.count("processes.loaded") >= 1000, "{stderr}");
+    assert!(summary.count("processes.exited") >= 1000, "{stderr}");
+    assert!(summary.count("samples") > 0, "{stderr}");
+    assert!(
+        exports as u64 >= after.as_secs() / 5,
+        "an export every 5 s: {exports} received"
+    );
+    assert!(
+        files_after <= files_at_start + copies_run / FILES_PER_COPIES,
+        "open files: {files_at_start} at the start, {files_after} once the churn stopped ({copies_run} new files traced)"
+    );
+    if long() {
+        assert!(
+            anon_end <= anon_warm + anon_warm * RSS_GROWTH_PERCENT / 100,
+            "the tracer's memory grew from {anon_warm} KiB after the warm-up to {anon_end} KiB at the end"
+        );
+    }
+}

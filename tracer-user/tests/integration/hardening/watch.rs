@@ -1,0 +1,117 @@
+//! Watching the tracer's footprint from outside while a test drives it: its resident memory
+//! (`/proc/PID/status` `VmRSS`, read in the background) and its open files (`/proc/PID/fd`).
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use super::status_kib;
+
+/// The tracer's resident memory, read every 200 ms until dropped.
+pub(super) struct RssWatch {
+    stop: Arc<AtomicBool>,
+    readings: Arc<Mutex<Vec<(Instant, u64)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RssWatch {
+    pub(super) fn start(pid: u32) -> RssWatch {
+        RssWatch::of(pid, "VmRSS")
+    }
+
+    /// Read `field` of `/proc/PID/status` instead (`RssAnon`: the memory the tracer itself
+    /// allocated, without the pages of the files it maps).
+    pub(super) fn of(pid: u32, field: &'static str) -> RssWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let readings = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let (stop, readings) = (stop.clone(), readings.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(rss) = status_kib(pid, field) {
+                        readings.lock().expect("readings").push((Instant::now(), rss));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        };
+        RssWatch {
+            stop,
+            readings,
+            thread: Some(thread),
+        }
+    }
+
+    /// The most seen.
+    pub(super) fn peak_kib(&self) -> u64 {
+        self.readings
+            .lock()
+            .expect("readings")
+            .iter()
+            .map(|&(_, kib)| kib)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The last reading before `at`.
+    pub(super) fn at(&self, at: Instant) -> u64 {
+        self.readings
+            .lock()
+            .expect("readings")
+            .iter()
+            .take_while(|&&(t, _)| t <= at)
+            .last()
+            .map_or(0, |&(_, kib)| kib)
+    }
+}
+
+impl RssWatch {
+    /// The median of the readings in `[from, to]` (0 without any): one reading can catch a
+    /// table being built, a median over seconds the tracer's standing size.
+    pub(super) fn median_between(&self, from: Instant, to: Instant) -> u64 {
+        let mut kib: Vec<u64> = self
+            .readings
+            .lock()
+            .expect("readings")
+            .iter()
+            .filter(|&&(t, _)| from <= t && t <= to)
+            .map(|&(_, kib)| kib)
+            .collect();
+        kib.sort_unstable();
+        kib.get(kib.len() / 2).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for RssWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The tracer's resident memory once it stops growing (a system-wide tracer builds the large
+/// tables of the processes running at its start in the background once it samples), within
+/// 20 s.
+pub(super) fn settled_rss(pid: u32) -> u64 {
+    let mut last = status_kib(pid, "VmRSS").expect("the tracer's VmRSS");
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = status_kib(pid, "VmRSS").expect("the tracer's VmRSS");
+        if now <= last + last / 50 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// The tracer's open file descriptors.
+pub(super) fn open_files(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64)
+}
