@@ -26,7 +26,7 @@ use tracer_common::{
     },
 };
 
-use crate::{PROCS, bump, unwind};
+use crate::{ALL_PROCESSES, PROCS, bump, unwind};
 
 /// Notices to userspace (`MAP_NOTICES`).
 #[map]
@@ -70,7 +70,8 @@ pub fn notify_limited(kind: NoticeKind, tgid: u32) {
 
 /// A traced process leaves `PROCS` and userspace hears `kind`. So does a process userspace
 /// was told of but has not loaded (yet): its samples must not be resolved through whatever
-/// gets its pid next, and that one is told of at once, not after the rate limit.
+/// gets its pid next, and that one is told of at once, not after the rate limit. System-wide,
+/// every exec is told.
 fn drop_process(kind: NoticeKind) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
@@ -78,7 +79,10 @@ fn drop_process(kind: NoticeKind) {
         return;
     }
     let traced = PROCS.get_ptr(tgid).is_some();
-    if !traced && NOTICED.get_ptr(tgid).is_none() {
+    // System-wide, every exec is told: the new program is loaded at once instead of at its
+    // first sample (its first samples are stack copies until then).
+    let every_exec = kind == NoticeKind::Exec && ALL_PROCESSES.load() == 1;
+    if !traced && !every_exec && NOTICED.get_ptr(tgid).is_none() {
         return;
     }
     if traced {

@@ -14,6 +14,7 @@ mod outfile;
 mod output;
 pub(crate) mod profile;
 mod setup;
+mod snapshots;
 mod summary;
 pub(crate) mod symbolize;
 mod targets;
@@ -27,6 +28,7 @@ use follow::Follower;
 pub use outfile::OutputFileError;
 pub use output::OutputSpec;
 use profile::Profile;
+use snapshots::Snapshots;
 pub use summary::{SummaryFormat, SummarySpec};
 use targets::Targets;
 
@@ -124,6 +126,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     ));
 
     let mut profile = Profile::new(config.events.names());
+    let mut copies = Snapshots::new(config.max_depth);
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
     let (mut live, mut quit) = live::Live::start(&config)?;
     let why = {
@@ -147,12 +150,20 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog);
+                        take(sample, &mut profile, &mut output, &catalog, &mut copies);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
+                    copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
                 },
-                Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
-                _ = housekeeping.tick() => follower.housekeep(&mut catalog, &mut kernel)?,
+                Some(tables) = built.recv() => {
+                    follower.built(tables, &mut catalog, &mut kernel)?;
+                    copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
+                }
+                _ = housekeeping.tick() => {
+                    // Before ended mappings are forgotten: copies waiting are walked in time.
+                    copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
+                    follower.housekeep(&mut catalog, &mut kernel)?;
+                }
                 () = otlp.due() => {
                     live.keep(&profile);
                     output.keep(&profile);
@@ -162,14 +173,15 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 sample = events.next() => match sample {
                     Some(sample) => {
                         notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &catalog);
+                        take(sample, &mut profile, &mut output, &catalog, &mut copies);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
                             notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
-                            take(sample, &mut profile, &mut output, &catalog);
+                            take(sample, &mut profile, &mut output, &catalog, &mut copies);
                         }
+                        copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
                     }
                     None => break "the ring buffer closed",
                 },
@@ -180,20 +192,32 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        take(sample, &mut profile, &mut output, &catalog);
+        take(sample, &mut profile, &mut output, &catalog, &mut copies);
     }
+    copied(
+        &mut copies,
+        true,
+        &mut profile,
+        &mut output,
+        &mut catalog,
+        &mut follower,
+        &mut kernel,
+    )?;
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
     let failed_outputs = output.finish(&profile, &catalog);
+    let mut stops = kernel.stop_reasons()?;
+    copies.stats.adjust(&mut stops);
     let summary = summary::Summary {
         elapsed: started.elapsed(),
         why,
         profile: &profile,
         catalog: &catalog,
         counters: kernel.counters()?,
-        stops: kernel.stop_reasons()?,
+        stops,
+        copies: copies.stats,
         table_bytes: catalog.tables.map_bytes(),
         table_capacity_bytes: catalog.tables.capacity_bytes(),
         follow: follower.stats,
@@ -223,15 +247,44 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     Ok(ended)
 }
 
-/// Fold `sample` into the profile and stream it to the outputs that are written as it goes.
+/// Fold `sample` into the profile and stream it to the outputs that are written as it goes;
+/// a stack copy waits in `copies` for its process's tables instead.
 fn take(
     sample: &tracer_common::trace::Sample,
     profile: &mut Profile,
     output: &mut output::Outputs,
     catalog: &objects::Catalog,
+    copies: &mut Snapshots,
 ) {
+    if copies.hold(sample) {
+        return;
+    }
     profile.add(sample, catalog);
     output.sample(sample, catalog);
+}
+
+/// Walk the stack copies whose process is loaded (all of them with `all`) and take them;
+/// read again the processes in which a copy met code not known yet.
+fn copied(
+    copies: &mut Snapshots,
+    all: bool,
+    profile: &mut Profile,
+    output: &mut output::Outputs,
+    catalog: &mut objects::Catalog,
+    follower: &mut Follower,
+    kernel: &mut crate::bpf::Kernel,
+) -> anyhow::Result<()> {
+    if !copies.waiting() {
+        return Ok(());
+    }
+    let reload = copies.release(catalog, all, |sample| {
+        profile.add(sample, catalog);
+        output.sample(sample, catalog);
+    });
+    for pid in reload {
+        follower.load(pid, catalog, kernel)?;
+    }
+    Ok(())
 }
 
 /// Act on the notices sent so far, before a sample is resolved: those sent before it was taken

@@ -15,6 +15,7 @@ use super::{
     follow::FollowStats,
     objects::{Catalog, NoTable, TableSource},
     profile::Profile,
+    snapshots::SnapshotStats,
 };
 
 /// Objects without a table whose reason the text prints in full (the JSON has them all).
@@ -77,6 +78,8 @@ pub struct Summary<'a> {
     pub catalog: &'a Catalog,
     pub counters: Vec<(Counter, u64)>,
     pub stops: Vec<(StopReason, u64)>,
+    /// What became of the samples shipped as stack copies.
+    pub copies: SnapshotStats,
     /// Kernel memory the loaded tables use, and the table maps' size.
     pub table_bytes: u64,
     pub table_capacity_bytes: u64,
@@ -101,6 +104,8 @@ pub struct Figures {
     /// Process notices lost (the notice ring buffer was full).
     pub notices_lost: u64,
     pub processes: FollowStats,
+    /// Samples whose stack the kernel copied for userspace to walk (no table yet).
+    pub stack_copies: SnapshotStats,
     /// Why objects have no table, one sentence each (unreadable, or no room).
     pub notes: Vec<String>,
     /// The outputs that could not be written, each `PATH: why` (the others were written).
@@ -216,6 +221,7 @@ impl Summary<'_> {
             },
             notices_lost: counter(Counter::NoticesLost),
             processes: self.follow,
+            stack_copies: self.copies,
             notes,
             failed_outputs: self.failed_outputs.to_vec(),
         }
@@ -310,6 +316,14 @@ impl fmt::Display for Summary<'_> {
                 follow.no_room,
                 follow.traced_at_end,
                 follow.unloaded
+            )?;
+        }
+        let copies = &figures.stack_copies;
+        if copies.copies > 0 {
+            writeln!(
+                f,
+                "  stack copies (no table yet when sampled): {}, {} walked once loaded, {} never resolved, {} over the queue",
+                copies.copies, copies.walked, copies.unresolved, copies.overflowed
             )?;
         }
         // The first few reasons in full; system-wide there can be many.
