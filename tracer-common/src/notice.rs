@@ -4,7 +4,8 @@
 //!
 //! - [`NoticeKind::Exec`]: a traced process exec'ed (raw tracepoint `sched_process_exec`). The
 //!   kernel has already removed it from `PROCS` (its old mappings are gone); userspace reads
-//!   its new mappings and adds it back.
+//!   its new mappings and adds it back. System-wide, every exec is told, traced or not, so a
+//!   new program is loaded at once instead of at its first sample.
 //! - [`NoticeKind::Exit`]: a traced process's thread-group leader exited
 //!   (`sched_process_exit`); the kernel has removed it from `PROCS`. Exec and exit are also
 //!   sent for processes userspace had a rate-limited notice about but did not load (yet).

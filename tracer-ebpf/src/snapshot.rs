@@ -6,30 +6,37 @@
 //! tried there: through glibc and ld.so, built without them, a stale frame pointer that points
 //! into the stack passes every check the kernel can make cheaply and invents callers.
 
-use aya_ebpf::helpers::generated;
+use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_RING_SIZE},
+    helpers::generated,
+};
 use tracer_common::{
     snapshot::{SNAPSHOT_CHUNK_BYTES, SNAPSHOT_CHUNK_WORDS, SNAPSHOT_CHUNKS, SNAPSHOT_SLOT, SNAPSHOT_STACK_SLOT},
-    trace::{MAX_KERNEL_FRAMES, WalkState},
+    trace::{MAX_KERNEL_FRAMES, SampleRecord, WalkState},
     walk::StopReason,
 };
+
+use crate::EVENTS;
 
 /// Make the sample in `state` a copy: frame 0 is the PC the walk started from (the frames
 /// walked so far are dropped; userspace walks them again from the copy), then the registers
 /// and the stack from SP rounded down to a chunk, chunk by chunk until one cannot be read (the
 /// top of the stack) or `SNAPSHOT_CHUNKS` are copied. The walk ends as `Snapshot`, or as
 /// `RaReadFailed` when not one chunk could be read (then the sample is frame 0 alone).
+///
+/// A copy is about 9 KiB where a walked sample is a few hundred bytes: while the sample ring
+/// buffer is more than [`ROOM_FRACTION`]-full (a storm of short-lived processes, a reader
+/// behind), no copy is made and the sample is frame 0 alone, ending as `NoMapping`, so copies
+/// never crowd out the samples of loaded processes.
 #[inline(always)]
 pub fn take(state: &mut WalkState) {
     let regs = state.first;
     let record = &mut state.record;
-    // SAFETY: a plain load from the walk state; volatile so the verifier sees an unknown
-    // value, which the clamp bounds.
-    let kernel = unsafe { core::ptr::read_volatile(&record.header.num_kernel) };
-    let at = (kernel as usize).min(MAX_KERNEL_FRAMES);
-    if let Some(slot) = record.frames.get_mut(at) {
-        *slot = regs.pc;
+    if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) > EVENTS.query(u64::from(BPF_RB_RING_SIZE)) / ROOM_FRACTION {
+        shorten(record, regs.pc, StopReason::NoMapping);
+        return;
     }
-    record.header.num_user = 1;
+    shorten(record, regs.pc, StopReason::Snapshot);
     let base = regs.sp & !(SNAPSHOT_CHUNK_BYTES - 1);
     if let Some(head) = record.frames.get_mut(SNAPSHOT_SLOT..SNAPSHOT_STACK_SLOT) {
         head.copy_from_slice(&[regs.sp, regs.fp, regs.lr, base]);
@@ -55,12 +62,28 @@ pub fn take(state: &mut WalkState) {
         }
         words += SNAPSHOT_CHUNK_WORDS as u32;
     }
-    record.header.snapshot = words;
-    let stop = if words == 0 {
-        StopReason::RaReadFailed
+    if words == 0 {
+        shorten(record, regs.pc, StopReason::RaReadFailed);
     } else {
-        StopReason::Snapshot
-    };
+        record.header.snapshot = words;
+    }
+}
+
+/// The ring buffer may be at most 1 / this full for a copy to be made.
+const ROOM_FRACTION: u64 = 4;
+
+/// Make the sample in `record` frame 0 (`pc`) alone, without a copy, ending as `stop`.
+#[inline(always)]
+fn shorten(record: &mut SampleRecord, pc: u64, stop: StopReason) {
+    // SAFETY: a plain load from the walk state; volatile so the verifier sees an unknown
+    // value, which the clamp bounds.
+    let kernel = unsafe { core::ptr::read_volatile(&record.header.num_kernel) };
+    let at = (kernel as usize).min(MAX_KERNEL_FRAMES);
+    if let Some(slot) = record.frames.get_mut(at) {
+        *slot = pc;
+    }
+    record.header.num_user = 1;
+    record.header.snapshot = 0;
     // SAFETY: a plain store into the walk state; volatile, as every stop reason (see
     // `unwind::walk_frame`).
     unsafe { core::ptr::write_volatile(&mut record.header.stop, stop as u32) };

@@ -153,15 +153,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                         take(sample, &mut profile, &mut output, &catalog, &mut copies);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
-                    copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
+                    let pids = [notice.tgid];
+                    copied(&mut copies, Some(&pids), false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
                 },
                 Some(tables) = built.recv() => {
                     follower.built(tables, &mut catalog, &mut kernel)?;
-                    copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
+                    copied(&mut copies, None, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
                 }
                 _ = housekeeping.tick() => {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
-                    copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
+                    copied(&mut copies, None, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
                 }
                 () = otlp.due() => {
@@ -181,7 +182,6 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                             notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
                             take(sample, &mut profile, &mut output, &catalog, &mut copies);
                         }
-                        copied(&mut copies, false, &mut profile, &mut output, &mut catalog, &mut follower, &mut kernel)?;
                     }
                     None => break "the ring buffer closed",
                 },
@@ -196,6 +196,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     }
     copied(
         &mut copies,
+        None,
         true,
         &mut profile,
         &mut output,
@@ -263,10 +264,13 @@ fn take(
     output.sample(sample, catalog);
 }
 
-/// Walk the stack copies whose process is loaded (all of them with `all`) and take them;
-/// read again the processes in which a copy met code not known yet.
+/// Walk the stack copies of `pids` (every process's with `None`) whose process is loaded, and
+/// those that waited long enough (all of them with `all`), and take them; read again the
+/// processes in which a copy met code not known yet.
+#[allow(clippy::too_many_arguments)]
 fn copied(
     copies: &mut Snapshots,
+    pids: Option<&[u32]>,
     all: bool,
     profile: &mut Profile,
     output: &mut output::Outputs,
@@ -277,7 +281,7 @@ fn copied(
     if !copies.waiting() {
         return Ok(());
     }
-    let reload = copies.release(catalog, all, |sample| {
+    let reload = copies.release(catalog, pids, all, |sample| {
         profile.add(sample, catalog);
         output.sample(sample, catalog);
     });

@@ -114,16 +114,28 @@ impl Snapshots {
         true
     }
 
-    /// Walk the copies whose process is loaded (all of them with `all`, at the end) and hand
-    /// each on to `emit`; returns the loaded processes to read again (a copy met a PC in none
-    /// of their mappings).
-    pub fn release(&mut self, catalog: &Catalog, all: bool, mut emit: impl FnMut(&Sample)) -> Vec<u32> {
+    /// Walk the copies of `pids` (of every process with `None`: after tables were built, and
+    /// periodically) whose process is loaded now, and those that waited long enough (all of
+    /// them with `all`, at the end), and hand each on to `emit`; returns the loaded processes
+    /// to read again (a copy met a PC in none of their mappings). Copies of other processes
+    /// are not looked at: under a storm of new processes, each notice costs its own copies.
+    pub fn release(
+        &mut self,
+        catalog: &Catalog,
+        pids: Option<&[u32]>,
+        all: bool,
+        mut emit: impl FnMut(&Sample),
+    ) -> Vec<u32> {
         let mut reload = Vec::new();
         let mut waiting = VecDeque::with_capacity(self.held.len());
         while let Some(held) = self.held.pop_front() {
             let (pid, time) = (held.header.tgid, held.header.time_ns);
-            let walked = walk::walk_copy(&held.copy, self.max_depth, |pc| covering(catalog, pid, time, pc));
             let late = all || held.arrived.elapsed() >= HOLD;
+            if !late && pids.is_some_and(|pids| !pids.contains(&pid)) {
+                waiting.push_back(held);
+                continue;
+            }
+            let walked = walk::walk_copy(&held.copy, self.max_depth, |pc| covering(catalog, pid, time, pc));
             if walked.stop == StopReason::NoMapping && !late {
                 if catalog.processes.current.contains_key(&pid) {
                     let due = self.reloads.get(&pid).is_none_or(|at| at.elapsed() >= RELOAD_EVERY);
@@ -135,29 +147,34 @@ impl Snapshots {
                 waiting.push_back(held);
                 continue;
             }
-            if walked.stop == StopReason::NoMapping {
-                self.stats.unresolved += 1;
-            } else {
-                self.stats.walked += 1;
-            }
-            self.stats.outcomes[walked.stop as usize] += 1;
-            let out = &mut *self.out;
-            out.header = held.header;
-            out.stop = walked.stop as u32;
-            out.header.snapshot = 0;
-            out.copy.len = 0;
-            out.num_kernel = held.kernel.len() as u32;
-            out.kernel[..held.kernel.len()].copy_from_slice(&held.kernel);
-            out.num_user = walked.frames.len() as u32;
-            for (i, &(pc, source)) in walked.frames.iter().enumerate() {
-                out.user[i] = pc;
-                out.user_source[i] = source;
-            }
-            emit(out);
+            self.emit(&held, &walked, &mut emit);
         }
         self.held = waiting;
         self.reloads.retain(|_, at| at.elapsed() < HOLD);
         reload
+    }
+
+    /// Hand on `held` as walked.
+    fn emit(&mut self, held: &Held, walked: &walk::Walked, emit: &mut impl FnMut(&Sample)) {
+        if walked.stop == StopReason::NoMapping {
+            self.stats.unresolved += 1;
+        } else {
+            self.stats.walked += 1;
+        }
+        self.stats.outcomes[walked.stop as usize] += 1;
+        let out = &mut *self.out;
+        out.header = held.header;
+        out.stop = walked.stop as u32;
+        out.header.snapshot = 0;
+        out.copy.len = 0;
+        out.num_kernel = held.kernel.len() as u32;
+        out.kernel[..held.kernel.len()].copy_from_slice(&held.kernel);
+        out.num_user = walked.frames.len() as u32;
+        for (i, &(pc, source)) in walked.frames.iter().enumerate() {
+            out.user[i] = pc;
+            out.user_source[i] = source;
+        }
+        emit(out);
     }
 
     /// Whether copies are waiting.

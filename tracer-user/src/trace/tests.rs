@@ -2,7 +2,7 @@
 //! on hand-made samples, mappings and notes (shared with the summary's tests).
 
 use tracer_common::{
-    trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
+    trace::{SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
     walk::StopReason,
 };
 

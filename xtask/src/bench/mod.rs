@@ -6,7 +6,8 @@
 //! 2. Phases, each in its own module: stack accuracy (`accuracy`); overhead, with the kernel
 //!    cost per sample and the data volume read from the same runs (`overhead` and `measure`,
 //!    `cost`, `volume`); the cost per frame at three depths (`depth`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
-//!    decode rate (`decode`).
+//!    decode rate (`decode`); system-wide attach with large objects mapped and new processes'
+//!    completeness by executable size (`hostscale`).
 //! 3. Report: `report` (Markdown, JSON) and `chart` (SVG).
 //!
 //! The machine may be busy with other work: the report records the load average before and
@@ -19,6 +20,7 @@ mod cost;
 mod decode;
 mod depth;
 mod fold;
+mod hostscale;
 mod measure;
 mod memory;
 mod overhead;
@@ -149,6 +151,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(volume::phase(&runs, &memory));
     let decode = report.timed("decode", || decode::run(&b))?;
     report.add(decode);
+    let host = report.timed("host scale", || hostscale::run(&b))?;
+    report.add(host);
     report.finish(&b)?;
     let _ = std::fs::remove_dir_all(&b.scratch);
     Ok(())

@@ -53,7 +53,9 @@ fn a_copy_waits_for_its_process_and_is_walked_through_its_mappings() {
     );
     assert!(copies.hold(&copy(9)));
     let mut out = Vec::new();
-    let reload = copies.release(&catalog, false, |s| out.push(s.user[..s.num_user as usize].to_vec()));
+    let reload = copies.release(&catalog, None, false, |s| {
+        out.push(s.user[..s.num_user as usize].to_vec())
+    });
     assert!(
         out.is_empty() && reload.is_empty(),
         "process 9 is not loaded: nothing to reload"
@@ -61,7 +63,9 @@ fn a_copy_waits_for_its_process_and_is_walked_through_its_mappings() {
     assert!(copies.waiting());
     load_nine(&mut catalog);
     let mut sources = Vec::new();
-    copies.release(&catalog, false, |s| {
+    // Copies of other processes are not looked at.
+    copies.release(&catalog, Some(&[7]), false, |_| panic!("process 9's copy"));
+    copies.release(&catalog, Some(&[9]), false, |s| {
         out.push(s.user[..s.num_user as usize].to_vec());
         sources.push((s.user_source[0], s.user_source[1], s.stop, s.num_kernel, s.kernel[0]));
     });
@@ -85,7 +89,7 @@ fn a_copy_of_a_process_never_loaded_ends_unresolved_and_the_stops_add_up() {
     let mut copies = Snapshots::new(2048);
     assert!(copies.hold(&copy(9)));
     let mut out = Vec::new();
-    copies.release(&catalog, true, |s| out.push((s.num_user, s.stop)));
+    copies.release(&catalog, Some(&[]), true, |s| out.push((s.num_user, s.stop)));
     assert_eq!(out, [(1, StopReason::NoMapping as u32)]);
     assert_eq!((copies.stats.walked, copies.stats.unresolved), (0, 1));
     let mut stops = vec![
@@ -110,9 +114,9 @@ fn a_loaded_process_missing_the_code_is_read_again_and_the_queue_is_bounded() {
     let mut copies = Snapshots::new(2048);
     // Process 7 is loaded, but 0x3010 is in none of its mappings (code mapped since).
     assert!(copies.hold(&copy(7)));
-    assert_eq!(copies.release(&catalog, false, |_| panic!("not yet")), [7]);
+    assert_eq!(copies.release(&catalog, None, false, |_| panic!("not yet")), [7]);
     // Asked for once, not at every look.
-    assert!(copies.release(&catalog, false, |_| panic!("not yet")).is_empty());
+    assert!(copies.release(&catalog, None, false, |_| panic!("not yet")).is_empty());
     for _ in 1..MAX_HELD {
         assert!(copies.hold(&copy(7)));
     }
