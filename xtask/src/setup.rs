@@ -29,6 +29,9 @@ const APT_PACKAGES: &[&str] = &[
     "golang-go",
     "python3-venv",
     "strace",
+    // ld.so's function symbols (its own file names none), for the disassembly judge of stacks
+    // through the dynamic loader.
+    "libc6-dbg",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

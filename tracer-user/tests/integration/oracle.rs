@@ -246,10 +246,13 @@ impl Oracle {
                 || target_name.ends_with("@plt")
                 || code.dynamic_tail.contains(&target)
                 || (same_object
-                    && code
-                        .tail_jumps
-                        .get(&target)
-                        .is_some_and(|jumps| jumps.contains(&callee_start)));
+                    && code.tail_jumps.get(&target).is_some_and(|jumps| {
+                        // Into the callee's start, or into its body (ld.so's mempcpy jumps past
+                        // the first instruction of the memmove that follows it).
+                        jumps
+                            .iter()
+                            .any(|&j| code.function(j).is_some_and(|(start, _)| start == callee_start))
+                    }));
             if !fine {
                 return Err(format!(
                     "frame {i} ({}) calls {target_name}, but frame {} is in {}",
