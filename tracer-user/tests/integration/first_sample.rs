@@ -5,7 +5,8 @@
 //! start, in its own first calls). Every sample of those processes is judged against the
 //! machine code by the disassembly oracle: no stack may be wrong (an edge whose return address
 //! does not follow a call to the frame below), and at least 98 % must be exact down to
-//! `_start`.
+//! `_start`. Run by `cargo xtask test` with the release tracer (`SFRAME_TRACE_BIN`): a debug
+//! build, system-wide on a busy host, falls behind the processes it should load.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -149,6 +150,7 @@ fn settle(pid: u32) {
 }
 
 #[test]
+#[ignore = "judges the release tracer, as users run it system-wide; `cargo xtask test` builds it and runs this"]
 fn new_processes_are_exact_from_their_first_sample() {
     let Some(_serial) = privileged("first_sample::new_processes_are_exact_from_their_first_sample") else {
         return;
