@@ -4,7 +4,8 @@
 //!
 //! - [`NoticeKind::Exec`]: a traced process exec'ed (raw tracepoint `sched_process_exec`). The
 //!   kernel has already removed it from `PROCS` (its old mappings are gone); userspace reads
-//!   its new mappings and adds it back.
+//!   its new mappings and adds it back. System-wide, every exec is told, traced or not, so a
+//!   new program is loaded at once instead of at its first sample.
 //! - [`NoticeKind::Exit`]: a traced process's thread-group leader exited
 //!   (`sched_process_exit`); the kernel has removed it from `PROCS`. Exec and exit are also
 //!   sent for processes userspace had a rate-limited notice about but did not load (yet).
@@ -17,8 +18,9 @@
 //!   addresses may hold other code next); the notice is sent when the call returns, with the
 //!   time it began; userspace reads the mappings left and adds it back.
 //!
-//! `NewProcess` and `UnknownPc` are rate-limited per process: at most one per
-//! [`NOTICE_INTERVAL_NS`] ([`MAP_NOTICED`] remembers when each process last had one).
+//! `NewProcess` and `UnknownPc` are rate-limited per process, each on its own: at most one of
+//! each per [`NOTICE_INTERVAL_NS`] ([`MAP_NOTICED`] remembers when each process last had one;
+//! the `UnknownPc` key has the top bit set).
 
 /// Ring buffer of [`Notice`]s.
 pub const MAP_NOTICES: &str = "NOTICES";
@@ -46,11 +48,23 @@ pub const PROG_ON_MUNMAP_EXIT: &str = "on_munmap_exit";
 pub const TRACEPOINT_SYSCALLS: &str = "syscalls";
 pub const TRACEPOINT_MUNMAP: &str = "sys_enter_munmap";
 pub const TRACEPOINT_MUNMAP_EXIT: &str = "sys_exit_munmap";
+/// Tracepoint program on `syscalls:sys_enter_mmap`, and on `sys_exit_mmap`: a traced process
+/// maps code (the dynamic loader mapping a library, dlopen), told as an `UnknownPc` notice once
+/// the call returns, so the new code is known before a walk meets it.
+pub const PROG_ON_MMAP: &str = "on_mmap";
+pub const PROG_ON_MMAP_EXIT: &str = "on_mmap_exit";
+pub const TRACEPOINT_MMAP: &str = "sys_enter_mmap";
+pub const TRACEPOINT_MMAP_EXIT: &str = "sys_exit_mmap";
+/// Offset of `prot` in the record of `sys_enter_mmap` (after `addr` and `len`).
+pub const MMAP_PROT_OFFSET: usize = 32;
+/// `PROT_EXEC`.
+pub const PROT_EXEC: u64 = 4;
 /// Offsets of `addr` and `len` in the record of `sys_enter_munmap` (after the 8-byte common
 /// header and the 4-byte syscall number, padded), the same on every kernel.
 pub const MUNMAP_ADDR_OFFSET: usize = 16;
 pub const MUNMAP_LEN_OFFSET: usize = 24;
-/// Hash `tid -> u64`: threads inside a `munmap` of a traced process's code, and when it began.
+/// Hash `tid -> u64`: threads inside a `munmap` of a traced process's code, or an `mmap` of
+/// code by one (a thread is inside one call at a time), and when it began.
 pub const MAP_UNMAPPING: &str = "UNMAPPING";
 /// Threads [`MAP_UNMAPPING`] has room for (when full, the notice goes out at the start).
 pub const UNMAPPING_ENTRIES: u32 = 1024;

@@ -15,7 +15,10 @@
 //! - [`MAP_PROGS`]: program array for the walker's tail calls ([`PROG_WALK`] at [`PROG_WALK_SLOT`]);
 //!   the event programs of other program types have arrays and walkers of their own (`event`).
 
-use crate::walk::Regs;
+use crate::{
+    snapshot::{SNAPSHOT_SLOT, SNAPSHOT_STACK_SLOT, SNAPSHOT_WORDS, StackSnapshot, snapshot_record_len},
+    walk::Regs,
+};
 
 /// The tail-called program that walks [`FRAMES_PER_PROG`] frames per invocation.
 pub const PROG_WALK: &str = "walk_user";
@@ -115,7 +118,8 @@ pub struct SampleHeader {
     pub weight: u64,
     /// Which event took it (`event::event_id`).
     pub event: u32,
-    pub _pad: u32,
+    /// Words of user stack copied into the record (`crate::snapshot`), 0 for a walked one.
+    pub snapshot: u32,
     pub tgid: u32,
     pub tid: u32,
     pub cpu: u32,
@@ -140,6 +144,9 @@ pub struct Sample {
     /// [`SOURCE_TABLE`] or [`SOURCE_FP`] per user frame: how the frame's *caller* was found
     /// is recorded on the caller (frame 0's source is always `SOURCE_TABLE`).
     pub user_source: [u8; MAX_USER_FRAMES],
+    /// The registers and stack copy when `header.snapshot != 0` (`stop` is then
+    /// `StopReason::Snapshot` and `user` holds frame 0 only).
+    pub copy: StackSnapshot,
 }
 
 impl core::ops::Deref for Sample {
@@ -198,7 +205,7 @@ impl Sample {
             time_ns: 0,
             weight: 0,
             event: 0,
-            _pad: 0,
+            snapshot: 0,
             tgid: 0,
             tid: 0,
             cpu: 0,
@@ -210,6 +217,7 @@ impl Sample {
         kernel: [0; MAX_KERNEL_FRAMES],
         user: [0; MAX_USER_FRAMES],
         user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+        copy: StackSnapshot::EMPTY,
     };
 
     /// The sample of a record's bytes as shipped (the first [`SampleRecord::len`] bytes of a
@@ -246,6 +254,15 @@ impl Sample {
         if nu > MAX_USER_FRAMES || nk > MAX_KERNEL_FRAMES || bytes.len() < SampleRecord::len(num_kernel, num_user) {
             return None;
         }
+        let snapshot = half(core::mem::offset_of!(SampleHeader, snapshot))?;
+        // A copy follows frame 0 and the kernel frames, which must not reach into it.
+        if snapshot != 0
+            && (snapshot as usize > SNAPSHOT_WORDS
+                || nk + nu > SNAPSHOT_SLOT
+                || bytes.len() < snapshot_record_len(snapshot))
+        {
+            return None;
+        }
         let mut comm = [0u8; 16];
         let at = core::mem::offset_of!(SampleHeader, comm);
         comm.copy_from_slice(&bytes[at..at + 16]);
@@ -253,7 +270,7 @@ impl Sample {
             time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
             weight: word(core::mem::offset_of!(SampleHeader, weight))?,
             event: half(core::mem::offset_of!(SampleHeader, event))?,
-            _pad: 0,
+            snapshot,
             tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
             tid: half(core::mem::offset_of!(SampleHeader, tid))?,
             cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
@@ -275,6 +292,19 @@ impl Sample {
                 SOURCE_TABLE
             };
         }
+        self.copy.len = snapshot;
+        if snapshot != 0 {
+            self.copy.regs = WalkRegs {
+                pc: self.user[0],
+                sp: frame(SNAPSHOT_SLOT)?,
+                fp: frame(SNAPSHOT_SLOT + 1)?,
+                lr: frame(SNAPSHOT_SLOT + 2)?,
+            };
+            self.copy.base = frame(SNAPSHOT_SLOT + 3)?;
+            for (i, slot) in self.copy.words[..snapshot as usize].iter_mut().enumerate() {
+                *slot = frame(SNAPSHOT_STACK_SLOT + i)?;
+            }
+        }
         Some(())
     }
 }
@@ -293,6 +323,9 @@ pub struct WalkState {
     /// reason: a hash lookup saved per frame in the same 64 KiB of code.
     pub page_key: crate::unwind::PageKey,
     pub page: crate::unwind::PageEntry,
+    /// The registers the walk started from (a stack copy is made from them when the walk
+    /// meets code without a table).
+    pub first: WalkRegs,
     pub record: SampleRecord,
 }
 

@@ -21,12 +21,12 @@ use aya_ebpf::{
 use tracer_common::{
     Counter,
     notice::{
-        MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind,
-        UNMAPPING_ENTRIES,
+        MMAP_PROT_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES,
+        Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
     },
 };
 
-use crate::{PROCS, bump, unwind};
+use crate::{ALL_PROCESSES, PROCS, bump, unwind};
 
 /// Notices to userspace (`MAP_NOTICES`).
 #[map]
@@ -56,7 +56,8 @@ fn send(kind: NoticeKind, tgid: u32, now: u64) {
 pub fn notify_limited(kind: NoticeKind, tgid: u32) {
     // SAFETY: a helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(last) = NOTICED.get_ptr(tgid) {
+    let key = limit_key(kind, tgid);
+    if let Some(last) = NOTICED.get_ptr(key) {
         // SAFETY: a valid map value while the program runs; a racing update from another CPU
         // at worst lets one extra notice through.
         if now.wrapping_sub(unsafe { *last }) < NOTICE_INTERVAL_NS {
@@ -64,13 +65,34 @@ pub fn notify_limited(kind: NoticeKind, tgid: u32) {
         }
     }
     // An LRU map makes room by evicting the oldest entry; failure only weakens the limit.
-    let _ = NOTICED.insert(tgid, now, 0);
+    let _ = NOTICED.insert(key, now, 0);
     send(kind, tgid, now);
+}
+
+/// Set in the `NOTICED` key of a process's `UnknownPc` limit: pids are below 2^22.
+const UNKNOWN_PC_KEY: u32 = 1 << 31;
+
+/// The `NOTICED` key of `kind`'s rate limit for `tgid`: `UnknownPc` has a limit of its own,
+/// so that a process told of at its first sample (before its libraries were mapped, in its
+/// first milliseconds) is read again at once when a sample meets code mapped since.
+fn limit_key(kind: NoticeKind, tgid: u32) -> u32 {
+    if kind == NoticeKind::UnknownPc {
+        tgid | UNKNOWN_PC_KEY
+    } else {
+        tgid
+    }
+}
+
+/// Forget both rate limits of `tgid`.
+fn forget_limits(tgid: u32) {
+    let _ = NOTICED.remove(tgid);
+    let _ = NOTICED.remove(tgid | UNKNOWN_PC_KEY);
 }
 
 /// A traced process leaves `PROCS` and userspace hears `kind`. So does a process userspace
 /// was told of but has not loaded (yet): its samples must not be resolved through whatever
-/// gets its pid next, and that one is told of at once, not after the rate limit.
+/// gets its pid next, and that one is told of at once, not after the rate limit. System-wide,
+/// every exec is told.
 fn drop_process(kind: NoticeKind) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
@@ -78,13 +100,16 @@ fn drop_process(kind: NoticeKind) {
         return;
     }
     let traced = PROCS.get_ptr(tgid).is_some();
-    if !traced && NOTICED.get_ptr(tgid).is_none() {
+    // System-wide, every exec is told: the new program is loaded at once instead of at its
+    // first sample (its first samples are stack copies until then).
+    let every_exec = kind == NoticeKind::Exec && ALL_PROCESSES.load() == 1;
+    if !traced && !every_exec && NOTICED.get_ptr(tgid).is_none() {
         return;
     }
     if traced {
         let _ = PROCS.remove(tgid);
     }
-    let _ = NOTICED.remove(tgid);
+    forget_limits(tgid);
     // SAFETY: a helper without preconditions.
     send(kind, tgid, unsafe { bpf_ktime_get_ns() });
 }
@@ -119,7 +144,7 @@ pub fn on_munmap(ctx: TracePointContext) -> u32 {
     }
     let _ = PROCS.remove(tgid);
     // Code mapped next (the next dlopen) is asked about at once, not after the rate limit.
-    let _ = NOTICED.remove(tgid);
+    forget_limits(tgid);
     // SAFETY: a helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     if UNMAPPING.insert(pid_tgid as u32, now, 0).is_err() {
@@ -139,5 +164,39 @@ pub fn on_munmap_exit(_ctx: TracePointContext) -> u32 {
     };
     let _ = UNMAPPING.remove(tid);
     send(NoticeKind::Unmapped, (pid_tgid >> 32) as u32, began);
+    0
+}
+
+/// A traced process maps code (a library by the dynamic loader, dlopen): remember the thread,
+/// and tell userspace when the call returns (`on_mmap_exit`), so the process's mappings are read
+/// again before a walk meets the new code (without this, a process loaded at exec, before the
+/// loader mapped libc, had its first libc samples copied and walked only once read again).
+#[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
+pub fn on_mmap(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if PROCS.get_ptr((pid_tgid >> 32) as u32).is_none() {
+        return 0;
+    }
+    // SAFETY: a read of the tracepoint's record, whose field is at this fixed offset.
+    let Ok(prot) = (unsafe { ctx.read_at::<u64>(MMAP_PROT_OFFSET) }) else {
+        return 0;
+    };
+    if prot & PROT_EXEC != 0 {
+        // SAFETY: a helper without preconditions.
+        let _ = UNMAPPING.insert(pid_tgid as u32, unsafe { bpf_ktime_get_ns() }, 0);
+    }
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
+pub fn on_mmap_exit(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    // SAFETY: a copy out of the map value, valid during this run.
+    let Some(began) = (unsafe { UNMAPPING.get(tid) }).copied() else {
+        return 0;
+    };
+    let _ = UNMAPPING.remove(tid);
+    send(NoticeKind::UnknownPc, (pid_tgid >> 32) as u32, began);
     0
 }

@@ -22,6 +22,7 @@ mod events;
 mod lifecycle;
 mod offcpu;
 mod regs;
+mod snapshot;
 mod unwind;
 
 use aya_ebpf::{
@@ -41,6 +42,7 @@ use tracer_common::{
     Counter,
     event::EVENT_CPU_CLOCK,
     notice::NoticeKind,
+    snapshot::snapshot_record_len,
     trace::{MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState},
     unwind::{PageEntry, PageKey, UnwindRule},
     walk::StopReason,
@@ -179,7 +181,7 @@ fn begin<C: EbpfContext>(
         return None;
     };
     if !traced {
-        // System-wide: a process userspace has not loaded yet (walked with frame pointers).
+        // System-wide: a process userspace has not loaded yet (its stack is copied below).
         lifecycle::notify_limited(NoticeKind::NewProcess, tgid);
     }
     bump(Counter::Sampled);
@@ -200,6 +202,8 @@ fn begin<C: EbpfContext>(
     header.cpu = unsafe { bpf_get_smp_processor_id() };
     header.comm = bpf_get_current_comm().unwrap_or([0; 16]);
     header.num_kernel = 0;
+    header.snapshot = 0;
+    header.stop = WALKING;
     if KERNEL_STACK.load() == 1 && !user.in_user_mode {
         kernel_stack(ctx, record);
     }
@@ -210,8 +214,17 @@ fn begin<C: EbpfContext>(
     }
     record.header.num_user = 1;
     state.regs = user.regs;
+    state.first = user.regs;
+    if !traced {
+        // No table to walk with, and frame pointers would be guesses: ship a copy.
+        snapshot::take(state);
+    }
     Some(state)
 }
+
+/// `header.stop` of a walk still in progress (no stop reason has it): a walk that `begin`
+/// turned into a stack copy is over before it started.
+const WALKING: u32 = u32::MAX;
 
 /// After a failed tail call to a walker: the walk ends where it is, counted as `MaxDepth`.
 fn tail_call_failed(state: &mut WalkState) {
@@ -249,7 +262,9 @@ pub fn walk_user(ctx: PerfEventContext) -> u32 {
 #[inline(always)]
 fn walk_more<C: EbpfContext>(ctx: &C, progs: &ProgramArray) -> Option<&'static mut WalkState> {
     let state = scratch(ctx)?;
-    if !unwind::walk_frames(MAX_DEPTH.load()) {
+    // SAFETY: a plain load from the walk state.
+    let walking = unsafe { core::ptr::read_volatile(&state.record.header.stop) } == WALKING;
+    if walking && !unwind::walk_frames(MAX_DEPTH.load()) {
         // SAFETY: the walker of this program's type, continuing the walk; on success this
         // does not return.
         unsafe { progs.tail_call(ctx, PROG_WALK_SLOT) };
@@ -259,11 +274,18 @@ fn walk_more<C: EbpfContext>(ctx: &C, progs: &ProgramArray) -> Option<&'static m
     Some(state)
 }
 
-/// Count why the walk ended (`state.record.header.stop`).
+/// Count why the walk ended (`state.record.header.stop`); a walk that met a PC in none of the
+/// process's mappings (code userspace has not read yet, or a process no longer in `PROCS`)
+/// becomes a stack copy for userspace to walk once it has the code's table.
 fn end_walk(state: &mut WalkState) {
     // SAFETY: a plain load from the walk state; volatile so the verifier sees an unknown
     // value here rather than one constant per stop path (see `unwind::walk_frame`).
-    let reason = unsafe { core::ptr::read_volatile(&state.record.header.stop) };
+    let mut reason = unsafe { core::ptr::read_volatile(&state.record.header.stop) };
+    if reason == StopReason::NoMapping as u32 {
+        snapshot::take(state);
+        // SAFETY: as above.
+        reason = unsafe { core::ptr::read_volatile(&state.record.header.stop) };
+    }
     // Every reason has a slot (see `bump`).
     if let Some(slot) = STOPS.get_ptr_mut(reason) {
         // SAFETY: this CPU's slot of a per-CPU map, see `bump`.
@@ -271,7 +293,7 @@ fn end_walk(state: &mut WalkState) {
     }
     // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT).
     let tgid = state.record.header.tgid;
-    if reason == StopReason::NoMapping as u32 && PROCS.get_ptr(tgid).is_some() {
+    if reason == StopReason::Snapshot as u32 && PROCS.get_ptr(tgid).is_some() {
         lifecycle::notify_limited(NoticeKind::UnknownPc, tgid);
     }
 }
@@ -291,13 +313,19 @@ const WAKEUP_INTERVAL_NS: u64 = 200_000_000;
 fn ship(record: &SampleRecord) {
     // SAFETY: plain loads from the record; volatile so the length below is computed from
     // unknown values, which the clamps in `len` bound for the verifier.
-    let (num_kernel, num_user) = unsafe {
+    let (num_kernel, num_user, copied) = unsafe {
         (
             core::ptr::read_volatile(&record.header.num_kernel),
             core::ptr::read_volatile(&record.header.num_user),
+            core::ptr::read_volatile(&record.header.snapshot),
         )
     };
-    let len = SampleRecord::len(num_kernel, num_user).min(size_of::<SampleRecord>());
+    let len = if copied == 0 {
+        SampleRecord::len(num_kernel, num_user)
+    } else {
+        snapshot_record_len(copied)
+    }
+    .min(size_of::<SampleRecord>());
     // SAFETY: `len <= size_of::<SampleRecord>()`: bytes of the record, which is plain data.
     let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(record).cast::<u8>(), len) };
     let flags = if wakeup_due() {

@@ -14,8 +14,8 @@
 //!    outermost ends a complete stack, not a `MaxDepth` one);
 //! 2. find the mapping of `lookup_pc` in the process's sorted mappings: binary search for the
 //!    last mapping starting at or below it, at most `MAPPING_SEARCH_STEPS` steps, then check
-//!    its end (`NoMapping` if none; a process not in `PROCS`, sampled because every process is,
-//!    has no mappings and is walked with frame pointers only);
+//!    its end (`NoMapping` if none, or if the process is not in `PROCS`: the walk then ends
+//!    and the sample becomes a stack copy, `snapshot.rs`);
 //! 3. with a table (`object != NO_OBJECT`), take the rule of `lookup_pc - bias` from this CPU's
 //!    [`RuleCache`], or else look up the page `(lookup_pc - bias) >> 16`, search its rows with
 //!    `walk::search_page` (rows read from `ROWS` chunks), read the rule from `RULES` (and
@@ -92,7 +92,7 @@ impl Opaque {
     }
 }
 
-/// The mapping of a frame without a table: a process not in `PROCS` (frame pointers only).
+/// No mapping (`end == 0`): what the searches return when none holds the PC.
 const NO_TABLE: ExecMapping = ExecMapping {
     start: 0,
     end: 0,
@@ -165,9 +165,8 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
     if n >= max_depth {
         return Some(StopReason::MaxDepth);
     }
-    // A process with mappings (not `NO_TABLE`): the caller's PC must be in one (and the next
-    // frame finds it remembered).
-    if mapping.end != 0 && mapping_of(opaque, state, walk::lookup_pc(&next, false)).is_none() {
+    // The caller's PC must be in a mapping (and the next frame finds it remembered).
+    if mapping_of(opaque, state, walk::lookup_pc(&next, false)).is_none() {
         return Some(StopReason::NoMapping);
     }
     // Laundered: as an offset `n` would become precise, and then so would every range the
@@ -194,7 +193,7 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
 }
 
 /// Steps 2 and 4: the mapping holding `pc` for the walk in `state`, or `None` when the traced
-/// process has none there. [`NO_TABLE`] for a process not in `PROCS` (frame pointers only).
+/// process has none there or is not in `PROCS`.
 /// The mapping found is remembered in the walk state and tried first the next time.
 #[inline(always)]
 fn mapping_of(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Option<ExecMapping> {
@@ -202,9 +201,9 @@ fn mapping_of(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Option<ExecMap
     if pc >= last.start && pc < last.end {
         return Some(last);
     }
-    let Some(procs) = PROCS.get_ptr(state.record.header.tgid) else {
-        return Some(NO_TABLE);
-    };
+    // Not (or no longer: an exec or unmap since the walk began) in `PROCS`: no mapping is
+    // known, and the walk ends as `NoMapping` (a stack copy) rather than guess.
+    let procs = PROCS.get_ptr(state.record.header.tgid)?;
     let found = find_mapping(opaque, procs, pc);
     if found.end == 0 {
         return None;

@@ -113,7 +113,7 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         .arg(root.join("fixtures/external/build.sh"))
         .arg(&dir))?;
     // The tracer as users run it: these tests also trace system-wide, where a debug build's
-    // output path would be the bottleneck.
+    // output path would be the bottleneck (and, for first_sample, its loading of new processes).
     sh(cargo().args([
         "build",
         "--release",
@@ -128,6 +128,7 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         "external::bash_plugin_stacks_are_exact_with_pid",
         "external::bash_plugin_stacks_are_exact_system_wide",
         "external::a_uprobe_on_bash_reports_its_true_callers",
+        "first_sample::new_processes_are_exact_from_their_first_sample",
     ] {
         ignored_test(
             root,

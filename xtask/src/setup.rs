@@ -35,6 +35,9 @@ const APT_PACKAGES: &[&str] = &[
     // The debuginfod server of the symbol tests; xz makes their MiniDebugInfo.
     "debuginfod",
     "xz-utils",
+    // ld.so's function symbols (its own file names none), for the disassembly judge of stacks
+    // through the dynamic loader.
+    "libc6-dbg",
 ];
 
 pub fn setup() -> anyhow::Result<()> {

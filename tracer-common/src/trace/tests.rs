@@ -9,7 +9,7 @@ fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {
             time_ns: 11,
             weight: 22,
             event: 3,
-            _pad: 0,
+            snapshot: 0,
             tgid: 44,
             tid: 45,
             cpu: 1,

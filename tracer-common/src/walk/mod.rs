@@ -92,11 +92,18 @@ pub enum StopReason {
     MaxDepth = 13,
     /// The PC is in no executable mapping of the process (set by the walker loop).
     NoMapping = 14,
+    /// Set by the kernel only: the process (or the code at a PC) had no table yet, so the
+    /// registers and a copy of the stack were shipped instead ([`crate::trace::StackSnapshot`]),
+    /// for userspace to walk once the table is loaded; it then replaces this with how that
+    /// walk ended.
+    Snapshot = 15,
+    /// Set by userspace only: the walk of a stack copy needed a word past the end of the copy.
+    SnapshotEnd = 16,
 }
 
 impl StopReason {
     /// Number of reasons (the size of the kernel's per-CPU counter array).
-    pub const COUNT: u32 = 15;
+    pub const COUNT: u32 = 17;
     /// Every reason, in code order.
     pub const ALL: [StopReason; Self::COUNT as usize] = [
         StopReason::Outermost,
@@ -114,6 +121,8 @@ impl StopReason {
         StopReason::BadFramePointer,
         StopReason::MaxDepth,
         StopReason::NoMapping,
+        StopReason::Snapshot,
+        StopReason::SnapshotEnd,
     ];
 
     /// Stable name for summaries and logs.
@@ -134,6 +143,8 @@ impl StopReason {
             StopReason::BadFramePointer => "bad_frame_pointer",
             StopReason::MaxDepth => "max_depth",
             StopReason::NoMapping => "no_mapping",
+            StopReason::Snapshot => "snapshot",
+            StopReason::SnapshotEnd => "snapshot_end",
         }
     }
 }
@@ -157,6 +168,8 @@ impl TryFrom<u32> for StopReason {
             12 => Ok(StopReason::BadFramePointer),
             13 => Ok(StopReason::MaxDepth),
             14 => Ok(StopReason::NoMapping),
+            15 => Ok(StopReason::Snapshot),
+            16 => Ok(StopReason::SnapshotEnd),
             other => Err(other),
         }
     }

@@ -8,7 +8,7 @@ use tracer_common::{
     Counter, MAP_COUNTERS, PROG_ON_SAMPLE,
     notice::{
         MAP_NOTICED, MAP_NOTICES, MAP_UNMAPPING, NOTICED_ENTRIES, NOTICES_BYTES, PROG_ON_EXEC, PROG_ON_EXIT,
-        PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, UNMAPPING_ENTRIES,
+        PROG_ON_MMAP, PROG_ON_MMAP_EXIT, PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, UNMAPPING_ENTRIES,
     },
     trace::{
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_SCRATCH, MAP_STOPS, PROG_WALK, ProcInfo, RowChunk,
@@ -31,6 +31,8 @@ fn object_matches_the_shared_types() {
         PROG_ON_EXIT,
         PROG_ON_MUNMAP,
         PROG_ON_MUNMAP_EXIT,
+        PROG_ON_MMAP,
+        PROG_ON_MMAP_EXIT,
     ] {
         assert!(object.programs.contains_key(program), "program {program} missing");
     }

@@ -1,19 +1,23 @@
 //! The programs that see a traced process unmap its code (`munmap` over an executable mapping,
-//! as dlclose does): loading them, and attaching them to the `syscalls` tracepoints, which
+//! as dlclose does) or map code (`mmap` with `PROT_EXEC`: the loader, dlopen): loading them, and attaching them to the `syscalls` tracepoints, which
 //! need tracefs. Without it the session still traces, warned that code unmapped and replaced
 //! by other code is noticed only when a walk meets an address outside every known mapping.
 
 use anyhow::Context as _;
 use aya::{Ebpf, programs::TracePoint};
 use tracer_common::notice::{
-    PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, TRACEPOINT_MUNMAP, TRACEPOINT_MUNMAP_EXIT, TRACEPOINT_SYSCALLS,
+    PROG_ON_MMAP, PROG_ON_MMAP_EXIT, PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, TRACEPOINT_MMAP, TRACEPOINT_MMAP_EXIT,
+    TRACEPOINT_MUNMAP, TRACEPOINT_MUNMAP_EXIT, TRACEPOINT_SYSCALLS,
 };
 
 use super::tracefs::Tracefs;
 
-const PROGRAMS: [(&str, &str); 2] = [
+/// The munmap pair, then the mmap pair (code mapped by a traced process: read again at once).
+const PROGRAMS: [(&str, &str); 4] = [
     (PROG_ON_MUNMAP, TRACEPOINT_MUNMAP),
     (PROG_ON_MUNMAP_EXIT, TRACEPOINT_MUNMAP_EXIT),
+    (PROG_ON_MMAP, TRACEPOINT_MMAP),
+    (PROG_ON_MMAP_EXIT, TRACEPOINT_MMAP_EXIT),
 ];
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePoint> {
@@ -23,7 +27,7 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePo
         .with_context(|| format!("program {name} is not a tracepoint program"))
 }
 
-/// Load both programs.
+/// Load the programs.
 pub(super) fn load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
     for (name, _) in PROGRAMS {
         program(ebpf, name)?
@@ -33,7 +37,7 @@ pub(super) fn load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Attach both programs through `tracefs` (the session's); a kernel or host without the
+/// Attach the programs through `tracefs` (the session's); a kernel or host without the
 /// tracepoints or tracefs is a warning, not an error.
 pub(super) fn attach(ebpf: &mut Ebpf, tracefs: &Tracefs) -> anyhow::Result<()> {
     let warn = |tracepoint: &str, why: &dyn std::fmt::Display| {

@@ -15,6 +15,7 @@ mod outfile;
 mod output;
 pub(crate) mod profile;
 mod setup;
+mod snapshots;
 mod summary;
 pub(crate) mod symbolize;
 pub mod symfiles;
@@ -29,6 +30,7 @@ use follow::Follower;
 pub use outfile::OutputFileError;
 pub use output::OutputSpec;
 use profile::{Keep, Profile};
+use snapshots::Snapshots;
 pub use summary::{SummaryFormat, SummarySpec};
 use symbolize::SymbolCache;
 use targets::Targets;
@@ -94,7 +96,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
-    let mut output = output::Outputs::open(&config)?;
+    let output = output::Outputs::open(&config)?;
     let summary_out = summary::SummaryOut::open(&config.summary)?;
     let mut targets = if config.all {
         Targets::all()?
@@ -137,8 +139,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         whole: output.wants_whole_profile() || live.active(),
         window: otlp.active(),
     };
-    let mut profile = Profile::keeping(config.events.names(), keep);
-    let mut symbols = SymbolCache::new(config.inline);
+    let mut sink = Sink {
+        profile: Profile::keeping(config.events.names(), keep),
+        output,
+        symbols: SymbolCache::new(config.inline),
+        copies: Snapshots::new(config.max_depth),
+    };
     let why = {
         let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
@@ -159,11 +165,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 // flood of notices (a fork storm) they would otherwise never run: exited
                 // processes never forgotten, no export sent.
                 _ = housekeeping.tick() => {
+                    // Before ended mappings are forgotten: copies waiting are walked in time.
+                    sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
                     catalog.jit.refresh(false);
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
-                        && forget(&follower.idle_objects(&catalog), &mut catalog, &mut symbols);
+                        && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
                     if follower.take_freed() || forgot {
                         release_freed_memory();
                     }
@@ -171,12 +179,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 () = otlp.due() => {
                     // Idle before the window is taken: no stack after it refers to them.
                     let idle = follower.idle_objects(&catalog);
-                    otlp.export(&mut profile, &catalog, &mut symbols);
-                    if !keep.whole && forget(&idle, &mut catalog, &mut symbols) {
+                    otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
+                    if !keep.whole && forget(&idle, &mut catalog, &mut sink.symbols) {
                         release_freed_memory();
                     }
                 }
-                () = live.due() => live.show(&profile, &catalog, &mut symbols, &kernel)?,
+                () = live.due() => live.show(&sink.profile, &catalog, &mut sink.symbols, &kernel)?,
                 notice = next_notice(&mut held, &mut notices) => if let Some(notice) = notice {
                     // An exit, an exec or unmapped code ends the mappings the samples queued are
                     // resolved with.
@@ -187,21 +195,25 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
                         notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
+                        sink.take(sample, &mut catalog);
                     }
                     follower.notice(&notice, &mut catalog, &mut kernel)?;
+                    sink.release(Some(&[notice.tgid]), false, &mut catalog, &mut follower, &mut kernel)?;
                 },
-                Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
+                Some(tables) = built.recv() => {
+                    follower.built(tables, &mut catalog, &mut kernel)?;
+                    sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
+                }
                 sample = events.next() => match sample {
                     Some(sample) => {
                         notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
-                        take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
+                        sink.take(sample, &mut catalog);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
                             notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
-                            take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
+                            sink.take(sample, &mut catalog);
                         }
                     }
                     None => break "the ring buffer closed",
@@ -213,25 +225,29 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     live.finish();
     kernel.detach();
     while let Some(sample) = events.try_next() {
-        take(sample, &mut profile, &mut output, &mut catalog, &mut symbols);
+        sink.take(sample, &mut catalog);
     }
+    sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     // Missing debug files may be fetched from now on (never while samples are taken).
     symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
     catalog.jit.refresh(true);
-    otlp.export(&mut profile, &catalog, &mut symbols);
-    let failed_outputs = output.finish(&profile, &catalog, &mut symbols);
+    otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
+    let failed_outputs = sink.output.finish(&sink.profile, &catalog, &mut sink.symbols);
+    let mut stops = kernel.stop_reasons()?;
+    sink.copies.stats.adjust(&mut stops);
     // The exports are flushed first: the summary counts what reached the collector.
     let exported = otlp.finish().await;
     let summary = summary::Summary {
         elapsed: started.elapsed(),
         why,
-        profile: &profile,
+        profile: &sink.profile,
         catalog: &catalog,
         counters: kernel.counters()?,
-        stops: kernel.stop_reasons()?,
+        stops,
+        copies: sink.copies.stats,
         table_bytes: catalog.tables.map_bytes(),
         table_capacity_bytes: catalog.tables.capacity_bytes(),
         follow: follower.stats,
@@ -262,21 +278,54 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     Ok(ended)
 }
 
-/// Fold `sample` into the profile and stream its stack, resolved once, to the outputs that are
-/// written as it goes.
-fn take(
-    sample: &tracer_common::trace::Sample,
-    profile: &mut Profile,
-    output: &mut output::Outputs,
-    catalog: &mut objects::Catalog,
-    symbols: &mut SymbolCache,
-) {
-    let stack = profile.add(sample, catalog);
-    // JIT code not named yet: its perf map may have grown since it was read.
-    if catalog.jit.is_wanted() {
-        catalog.jit.refresh_wanted();
+/// Where samples go: a stack copy waits for its process's tables (`copies`); any other sample
+/// is resolved once into the profile and streamed, named through the session's one symbol
+/// cache, to the outputs written as it goes.
+struct Sink {
+    profile: Profile,
+    output: output::Outputs,
+    symbols: SymbolCache,
+    copies: Snapshots,
+}
+
+impl Sink {
+    /// Take `sample`, or hold it if it is a stack copy.
+    fn take(&mut self, sample: &tracer_common::trace::Sample, catalog: &mut objects::Catalog) {
+        if self.copies.hold(sample) {
+            return;
+        }
+        let stack = self.profile.add(sample, catalog);
+        // JIT code not named yet: its perf map may have grown since it was read.
+        if catalog.jit.is_wanted() {
+            catalog.jit.refresh_wanted();
+        }
+        self.output.sample(sample, stack, catalog, &mut self.symbols);
     }
-    output.sample(sample, stack, catalog, symbols);
+
+    /// Walk the stack copies of `pids` (every process's with `None`) whose process is loaded,
+    /// and those that waited long enough (all of them with `all`), and take them; read again
+    /// the processes in which a copy met code not known yet.
+    fn release(
+        &mut self,
+        pids: Option<&[u32]>,
+        all: bool,
+        catalog: &mut objects::Catalog,
+        follower: &mut Follower,
+        kernel: &mut crate::bpf::Kernel,
+    ) -> anyhow::Result<()> {
+        if !self.copies.waiting() {
+            return Ok(());
+        }
+        let (profile, output, symbols) = (&mut self.profile, &mut self.output, &mut self.symbols);
+        let reload = self.copies.release(catalog, pids, all, |sample| {
+            let stack = profile.add(sample, catalog);
+            output.sample(sample, stack, catalog, symbols);
+        });
+        for pid in reload {
+            follower.load(pid, catalog, kernel)?;
+        }
+        Ok(())
+    }
 }
 
 /// Free objects `idle` (no process maps them, no kept stack refers to them): their names and

@@ -2,7 +2,7 @@
 //! on hand-made samples, mappings and notes (shared with the summary's tests).
 
 use tracer_common::{
-    trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
+    trace::{SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
     walk::StopReason,
 };
 
@@ -48,23 +48,19 @@ pub(super) fn catalog() -> Catalog {
 }
 
 pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
-    let mut s = Sample {
-        header: SampleHeader {
-            time_ns: 1,
-            weight: 10_101_010,
-            event: tracer_common::event::EVENT_CPU_CLOCK,
-            _pad: 0,
-            tgid: 7,
-            tid: 8,
-            cpu: 0,
-            stop: StopReason::Outermost as u32,
-            num_user: user.len() as u32,
-            num_kernel: kernel.len() as u32,
-            comm: [0; 16],
-        },
-        kernel: [0; MAX_KERNEL_FRAMES],
-        user: [0; MAX_USER_FRAMES],
-        user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+    let mut s = Sample::EMPTY;
+    s.header = SampleHeader {
+        time_ns: 1,
+        weight: 10_101_010,
+        event: tracer_common::event::EVENT_CPU_CLOCK,
+        snapshot: 0,
+        tgid: 7,
+        tid: 8,
+        cpu: 0,
+        stop: StopReason::Outermost as u32,
+        num_user: user.len() as u32,
+        num_kernel: kernel.len() as u32,
+        comm: [0; 16],
     };
     s.comm[..3].copy_from_slice(b"app");
     s.user[..user.len()].copy_from_slice(user);

@@ -15,6 +15,8 @@ mod events;
 #[cfg(feature = "ebpf")]
 mod external;
 #[cfg(feature = "ebpf")]
+mod first_sample;
+#[cfg(feature = "ebpf")]
 mod follow;
 #[cfg(feature = "ebpf")]
 mod formats;

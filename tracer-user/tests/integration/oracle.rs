@@ -41,12 +41,18 @@ impl Code {
             .output()
             .expect("run objdump");
         assert!(out.status.success(), "objdump -d {} failed", path.display());
-        Code::parse(&String::from_utf8_lossy(&out.stdout))
+        Code::parse_with(&String::from_utf8_lossy(&out.stdout), debug_symbols(path))
     }
 
     /// Parse `objdump -d -w` output: `ADDR <NAME>:` headers and `ADDR:\tBYTES\tMNEMONIC OPERANDS` lines.
+    #[cfg(test)]
     fn parse(text: &str) -> Code {
-        let mut functions = Vec::new();
+        Code::parse_with(text, Vec::new())
+    }
+
+    /// [`Code::parse`], with `symbols` (start, name) as functions besides objdump's.
+    fn parse_with(text: &str, symbols: Vec<(u64, String)>) -> Code {
+        let mut functions = symbols;
         let mut calls = HashMap::new();
         // (address, direct target, target known only at run time) of every jmp.
         let mut jumps = Vec::new();
@@ -133,6 +139,37 @@ impl Code {
     }
 }
 
+/// The function symbols (start, name) of `path`'s separate debug file found by its build-id
+/// under `/usr/lib/debug/.build-id/` (libc6-dbg has ld.so's: the stripped loader names none of
+/// its internal functions, `_start` included), none without one.
+fn debug_symbols(path: &Path) -> Vec<(u64, String)> {
+    let Ok(notes) = Command::new("readelf").arg("-n").arg(path).output() else {
+        return Vec::new();
+    };
+    let notes = String::from_utf8_lossy(&notes.stdout);
+    let Some(id) = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")) else {
+        return Vec::new();
+    };
+    if id.len() < 3 {
+        return Vec::new();
+    }
+    let debug = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
+    let Ok(out) = Command::new("nm").arg("--defined-only").arg(&debug).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (addr, kind, name) = (f.next()?, f.next()?, f.next()?);
+            if !matches!(kind, "t" | "T" | "i" | "W" | "w") {
+                return None;
+            }
+            Some((u64::from_str_radix(addr, 16).ok()?, name.to_owned()))
+        })
+        .collect()
+}
+
 /// A user frame: the object it is in and its object-relative address (the sampled PC for the
 /// innermost frame, a return address minus one for the others).
 #[derive(Clone, Debug)]
@@ -176,6 +213,14 @@ impl Oracle {
                 outermost.offset
             ));
         }
+        self.edges(stack)
+    }
+
+    /// `Ok` when every caller in `stack` (innermost first) called the frame below it: each
+    /// return address follows a call whose target fits the callee (see [`Oracle::judge`]),
+    /// whether or not the stack reaches `_start`; else the first edge that does not hold.
+    pub fn edges(&mut self, stack: &[Frame]) -> Result<(), String> {
+        let names = self.names(stack);
         for i in 1..stack.len() {
             let (callee, caller) = (&stack[i - 1], &stack[i]);
             let ret = caller.offset + 1;
@@ -201,10 +246,13 @@ impl Oracle {
                 || target_name.ends_with("@plt")
                 || code.dynamic_tail.contains(&target)
                 || (same_object
-                    && code
-                        .tail_jumps
-                        .get(&target)
-                        .is_some_and(|jumps| jumps.contains(&callee_start)));
+                    && code.tail_jumps.get(&target).is_some_and(|jumps| {
+                        // Into the callee's start, or into its body (ld.so's mempcpy jumps past
+                        // the first instruction of the memmove that follows it).
+                        jumps
+                            .iter()
+                            .any(|&j| code.function(j).is_some_and(|(start, _)| start == callee_start))
+                    }));
             if !fine {
                 return Err(format!(
                     "frame {i} ({}) calls {target_name}, but frame {} is in {}",

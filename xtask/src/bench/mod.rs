@@ -7,7 +7,8 @@
 //!    cost per sample and the data volume read from the same runs (`overhead` and `measure`,
 //!    `cost`, `volume`); the cost per frame at three depths (`depth`); map memory and table build rate (`memory`); attach time (`attach`); SFrame
 //!    decode rate (`decode`); perf-map symbolization (`perfmap`); memory and open files under
-//!    process and file churn (`soak`).
+//!    process and file churn (`soak`); system-wide attach with large objects mapped and new
+//!    processes' completeness by executable size (`hostscale`).
 //! 3. Report: `report` (Markdown, JSON) and `chart` (SVG).
 //!
 //! The machine may be busy with other work: the report records the load average before and
@@ -20,6 +21,7 @@ mod cost;
 mod decode;
 mod depth;
 mod fold;
+mod hostscale;
 mod measure;
 mod memory;
 mod overhead;
@@ -156,6 +158,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(perfmap);
     let soak = report.timed("soak", || soak::run(&b))?;
     report.add(soak);
+    let host = report.timed("host scale", || hostscale::run(&b))?;
+    report.add(host);
     report.finish(&b)?;
     let _ = std::fs::remove_dir_all(&b.scratch);
     Ok(())

@@ -71,6 +71,7 @@ const SKIP_BEFORE_5_15: &[&str] = &[
     "glibc_start::samples_in_the_vdso_unwind_completely",
     "events::kprobe_has_user_and_kernel_stacks",
     "events::tracepoint_has_user_and_kernel_stacks",
+    "events::tracefs_is_mounted_before_the_first_attach",
 ];
 
 /// The tests run in each kernel: the walker, SFrame accuracy (v3), glibc/.eh_frame/vDSO,

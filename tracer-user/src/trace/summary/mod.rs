@@ -17,6 +17,7 @@ use super::{
     follow::FollowStats,
     objects::{Catalog, NoTable, TableSource},
     profile::Profile,
+    snapshots::SnapshotStats,
 };
 
 /// Objects without a table whose reason the text prints in full (the JSON has them all).
@@ -79,6 +80,8 @@ pub struct Summary<'a> {
     pub catalog: &'a Catalog,
     pub counters: Vec<(Counter, u64)>,
     pub stops: Vec<(StopReason, u64)>,
+    /// What became of the samples shipped as stack copies.
+    pub copies: SnapshotStats,
     /// Kernel memory the loaded tables use, and the table maps' size.
     pub table_bytes: u64,
     pub table_capacity_bytes: u64,
@@ -105,6 +108,8 @@ pub struct Figures {
     /// Process notices lost (the notice ring buffer was full).
     pub notices_lost: u64,
     pub processes: FollowStats,
+    /// Samples whose stack the kernel copied for userspace to walk (no table yet).
+    pub stack_copies: SnapshotStats,
     /// Why objects have no table, one sentence each (unreadable, or no room).
     pub notes: Vec<String>,
     /// Debug files fetched, and files not symbolized from (`trace::symfiles`).
@@ -264,6 +269,7 @@ impl Summary<'_> {
             },
             notices_lost: counter(Counter::NoticesLost),
             processes: self.follow,
+            stack_copies: self.copies,
             notes,
             symbols: super::symfiles::figures(),
             failed_outputs: self.failed_outputs.to_vec(),
@@ -381,6 +387,14 @@ impl fmt::Display for Summary<'_> {
                 }
             }
             writeln!(f, "  symbol files: {}", parts.join("; "))?;
+        }
+        let copies = &figures.stack_copies;
+        if copies.copies > 0 {
+            writeln!(
+                f,
+                "  stack copies (no table yet when sampled): {}, {} walked once loaded, {} never resolved, {} over the queue",
+                copies.copies, copies.walked, copies.unresolved, copies.overflowed
+            )?;
         }
         // The first few reasons in full; system-wide there can be many.
         for why in figures.notes.iter().take(MAX_NOTES) {

@@ -15,6 +15,7 @@ use crate::trace::{
     follow::FollowStats,
     objects::{Catalog, NoTable},
     profile::Profile,
+    snapshots::SnapshotStats,
     tests::{catalog, object, sample},
 };
 
@@ -56,6 +57,13 @@ fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
         follow: FollowStats {
             loaded: 2,
             exited: 1,
+            ..Default::default()
+        },
+        copies: SnapshotStats {
+            copies: 6,
+            walked: 4,
+            unresolved: 1,
+            overflowed: 1,
             ..Default::default()
         },
         failed_outputs: &[],
@@ -118,6 +126,7 @@ fn json_has_the_figures_of_the_text() {
             "loaded": 2, "refreshed": 0, "exited": 1, "vanished": 0, "no_room": 0, "unloaded": 0,
             "traced_at_end": 0,
         },
+        "stack_copies": {"copies": 6, "walked": 4, "unresolved": 1, "overflowed": 1},
         "notes": ["/bad.so: truncated \"quoted\" header"],
         "symbols": {"fetched": 0, "cached": 0, "not_fetched_by_reason": {}, "refused_by_reason": {}},
         "failed_outputs": [],
@@ -138,6 +147,7 @@ fn json_has_the_figures_of_the_text() {
         "1 samples in 1.5 s (the duration ended), 3 lost",
         "stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1)",
         "process notices lost: 4",
+        "stack copies (no table yet when sampled): 6, 4 walked once loaded, 1 never resolved, 1 over the queue",
         "note: /bad.so: truncated \"quoted\" header",
     ] {
         assert!(text.contains(line), "{line}: {text}");

@@ -244,9 +244,25 @@ fn fetched(id: &[u8]) -> Option<PathBuf> {
     path
 }
 
-/// The regular file at `path` opened for reading, its (device, inode) and its length.
+/// The regular file at `path` opened for reading, its (device, inode) and its length. A
+/// traced object's own bytes are named by the descriptor the catalog holds on them
+/// (`/proc/self/fd/N`, see `Catalog::symbol_source`): that descriptor is duplicated rather than
+/// the file opened again (a traced file is opened once per session).
 fn open(path: &Path) -> Option<(std::fs::File, (u64, u64), u64)> {
-    let file = objfile::open_regular(path).ok()?;
+    let held = path
+        .to_str()
+        .and_then(|p| p.strip_prefix("/proc/self/fd/"))
+        .and_then(|n| n.parse::<std::os::fd::RawFd>().ok());
+    let file = match held {
+        Some(fd) => {
+            // SAFETY: `fd` names a descriptor of this process that the catalog keeps open while
+            // its objects are symbolized (the only `/proc/self/fd/` paths handed here); it is
+            // only borrowed to be duplicated.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            std::fs::File::from(borrowed.try_clone_to_owned().ok()?)
+        }
+        None => objfile::open_regular(path).ok()?,
+    };
     let meta = file.metadata().ok()?;
     Some((file, (meta.dev(), meta.ino()), meta.len()))
 }

@@ -1,0 +1,243 @@
+//! A process is exact from its first sample: a frame-pointer-less program with SFrame
+//! (fixtures/first/brief.c, a unique command name) is started hundreds of times, each run a
+//! few tens of milliseconds, while the tracer samples every process at 999 Hz, so that many
+//! of its samples are taken before the tracer has loaded it (in the dynamic loader, in libc's
+//! start, in its own first calls). Every sample of those processes is judged against the
+//! machine code by the disassembly oracle: no stack may be wrong (an edge whose return address
+//! does not follow a call to the frame below), and at least 98 % must be exact down to
+//! `_start`. Run by `cargo xtask test` with the release tracer (`SFRAME_TRACE_BIN`): a debug
+//! build, system-wide on a busy host, falls behind the processes it should load.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use crate::oracle::{Frame, Oracle};
+use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged};
+
+/// Runs of the program.
+const RUNS: usize = 300;
+/// Its argument: thousands of outer iterations (about 20 ms here).
+const WORK: &str = "5";
+
+/// One distinct stack of a pprof profile: its command name, count, and user frames (innermost
+/// first; a location with inlined lines is one frame, its address).
+struct Traced {
+    comm: String,
+    count: u64,
+    frames: Vec<Frame>,
+}
+
+/// The stacks of a pprof file as `go tool pprof -raw` prints them: samples (`COUNT WEIGHT:
+/// LOCATION...` and a `comm:[NAME]` label line), locations (`ID: 0xADDR M=MAPPING ...`, the
+/// object-relative address) and mappings (`ID: 0xSTART/0xLIMIT/0xOFFSET PATH ...`). Read at
+/// the end rather than streamed (`-f json`): system-wide on a busy host, every sample of every
+/// process symbolized as it comes is gigabytes.
+fn pprof_stacks(file: &Path) -> Vec<Traced> {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-raw"])
+        .arg(file)
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        out.status.success(),
+        "go tool pprof -raw: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut samples, mut locations, mut mappings) = (Vec::new(), HashMap::new(), HashMap::new());
+    let mut section = "";
+    for line in text.lines() {
+        match line.trim_end() {
+            "Samples:" | "Locations" | "Mappings" => {
+                section = line.trim_end();
+                continue;
+            }
+            _ => {}
+        }
+        let trimmed = line.trim();
+        match section {
+            "Samples:" => {
+                if let Some((head, ids)) = trimmed.split_once(": ")
+                    && let Some(Ok(count)) = head.split_whitespace().next().map(str::parse::<u64>)
+                {
+                    let ids: Vec<u64> = ids.split_whitespace().filter_map(|i| i.parse().ok()).collect();
+                    samples.push((String::new(), count, ids));
+                } else if let Some(comm) = trimmed.strip_prefix("comm:[")
+                    && let Some(last) = samples.last_mut()
+                {
+                    last.0 = comm.split("] ").next().unwrap_or("").trim_end_matches(']').to_owned();
+                }
+            }
+            "Locations" => {
+                // `ID: 0xADDR M=MAPPING ...`; a frame in no known object has no `M=`.
+                let mut f = trimmed.split_whitespace();
+                if let (Some(id), Some(addr)) = (f.next(), f.next())
+                    && let (Ok(id), Some(addr)) = (
+                        id.trim_end_matches(':').parse::<u64>(),
+                        addr.strip_prefix("0x").and_then(|a| u64::from_str_radix(a, 16).ok()),
+                    )
+                {
+                    let m = f.next().and_then(|m| m.strip_prefix("M=")?.parse::<u64>().ok());
+                    locations.insert(id, (addr, m));
+                }
+            }
+            "Mappings" => {
+                let mut f = trimmed.split_whitespace();
+                if let (Some(id), Some(_range), Some(path)) = (f.next(), f.next(), f.next())
+                    && let Ok(id) = id.trim_end_matches(':').parse::<u64>()
+                {
+                    mappings.insert(id, PathBuf::from(path));
+                }
+            }
+            _ => {}
+        }
+    }
+    samples
+        .into_iter()
+        .map(|(comm, count, ids)| {
+            let frames = ids
+                .iter()
+                .map(|id| {
+                    let (offset, m) = locations.get(id).copied().unwrap_or((0, None));
+                    Frame {
+                        object: m.and_then(|m| mappings.get(&m).cloned()).unwrap_or_default(),
+                        offset,
+                    }
+                })
+                .collect();
+            Traced { comm, count, frames }
+        })
+        .collect()
+}
+
+/// Clock ticks of CPU time process `pid` has used (utime + stime, fields 14 and 15 of its
+/// stat, after the parenthesised command name).
+fn cpu_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = stat.rsplit_once(") ")?.1.to_owned();
+            Some(
+                rest.split(' ')
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|f| f.parse::<u64>().ok())
+                    .sum(),
+            )
+        })
+        .unwrap_or(0)
+}
+
+/// Wait until the tracer has caught up: its CPU time still for two seconds in a row (it has
+/// read the samples and loaded the processes), or at most 20 s (system-wide on a busy machine
+/// it never idles; at its end it walks every copy still waiting anyway).
+fn settle(pid: u32) {
+    let mut still = 0;
+    let mut last = cpu_ticks(pid);
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = cpu_ticks(pid);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still >= 4 {
+            return;
+        }
+    }
+}
+
+#[test]
+#[ignore = "judges the release tracer, as users run it system-wide; `cargo xtask test` builds it and runs this"]
+fn new_processes_are_exact_from_their_first_sample() {
+    let Some(_serial) = privileged("first_sample::new_processes_are_exact_from_their_first_sample") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = own_name(dir.path(), "brief");
+    let exe = compile_fixture("first/brief", &dir.path().join(&name), &[]);
+    let out = dir.path().join("samples.pb.gz");
+    let out_arg = out.to_str().expect("path");
+    let args = [
+        "-a",
+        "-F",
+        "999",
+        "--no-kernel",
+        "--ring-buffer-size",
+        "128M",
+        "-f",
+        "pprof",
+        "-o",
+        out_arg,
+    ];
+    let tracer = Tracer::start(&[&SUMMARY_JSON[..], &args[..]].concat());
+    for _ in 0..RUNS {
+        let status = Command::new(&exe).arg(WORK).status().expect("run the program");
+        assert!(status.success(), "{name}: {status}");
+    }
+    settle(tracer.pid());
+    let stderr = tracer.interrupt();
+    let summary = Summary::of(&stderr);
+    let mut oracle = Oracle::default();
+    let (mut exact, mut short, mut wrong_samples, mut wrong) = (0u64, 0u64, 0u64, Vec::new());
+    let mut shorts: BTreeMap<String, u64> = BTreeMap::new();
+    for stack in pprof_stacks(&out) {
+        if stack.comm != name {
+            continue;
+        }
+        let frames = &stack.frames;
+        // A frame in no known object: the sampled PC of a process never loaded (short); a
+        // caller there would have been invented (wrong).
+        if let Some(at) = frames.iter().position(|f| f.object.as_os_str().is_empty()) {
+            if at == 0 && frames.len() == 1 {
+                short += stack.count;
+                *shorts.entry("frame 0 in no known object".to_owned()).or_default() += stack.count;
+            } else {
+                wrong_samples += stack.count;
+                wrong.push(format!("{} x frame {at} in no known object", stack.count));
+            }
+            continue;
+        }
+        match (oracle.edges(frames), oracle.judge(frames)) {
+            (Err(why), _) => {
+                wrong_samples += stack.count;
+                wrong.push(format!("{} x {why}: {:?}", stack.count, oracle.names(frames)));
+            }
+            (Ok(()), Ok(())) => exact += stack.count,
+            // The loader's entry code after its call to `_dl_start` (same assembly block as
+            // `_start`, RTLD_START), where it calls the libraries' initializers: outermost.
+            (Ok(()), Err(_)) if oracle.names(frames).last().is_some_and(|n| n == "_dl_start_user") => {
+                exact += stack.count;
+            }
+            (Ok(()), Err(why)) => {
+                short += stack.count;
+                let names = oracle.names(frames).join(";");
+                *shorts.entry(format!("{why} [{names}]")).or_default() += stack.count;
+            }
+        }
+    }
+    let total = exact + short + wrong_samples;
+    eprintln!(
+        "{stderr}\n{name} run {RUNS} times: {total} samples, {exact} exact ({:.2} %), {short} short, {wrong_samples} wrong; \
+         {} stack copies, {} walked once loaded, {} never resolved",
+        100.0 * exact as f64 / total.max(1) as f64,
+        summary.count("stack_copies.copies"),
+        summary.count("stack_copies.walked"),
+        summary.count("stack_copies.unresolved"),
+    );
+    for (why, n) in shorts.iter().take(15) {
+        eprintln!("  short {n} x {why}");
+    }
+    assert!(wrong.is_empty(), "wrong stacks:\n{}", wrong.join("\n"));
+    assert!(total >= RUNS as u64, "too few samples of {name}: {total}");
+    assert!(
+        summary.count("stack_copies.walked") > 0,
+        "no sample came before its process was loaded: the first milliseconds were not tested"
+    );
+    assert!(
+        exact * 100 >= total * 98,
+        "{exact} of {total} samples exact: fewer than 98 %"
+    );
+}
