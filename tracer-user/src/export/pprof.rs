@@ -1,6 +1,7 @@
 //! pprof: a gzipped `profile.proto` (github.com/google/pprof, proto/profile.proto), which
 //! `go tool pprof` and the services built on it read. Each distinct stack is a sample with two
-//! values, `samples/count` and `cpu/nanoseconds`, and labels `pid`, `tid`, `comm` and `event`;
+//! values, `samples/count` and `cpu/nanoseconds`, and labels `pid`, `tid`, `comm`, `event` and
+//! `sources` (how each location was found, one letter each: see `FrameSource::letter`);
 //! each symbolized address is a location with one line per function (inlined ones first, as the
 //! format orders them); every object a mapping with its build-id. Locations carry
 //! object-relative addresses, so every process mapping an object shares its locations; the
@@ -170,9 +171,10 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
         Weights::OffCpu => b.value_type("off_cpu", "nanoseconds"),
         Weights::Mixed => b.value_type("time", "nanoseconds"),
     };
-    let labels = ["pid", "tid", "comm", "event"].map(|k| b.string(k));
+    let labels = ["pid", "tid", "comm", "event", "sources"].map(|k| b.string(k));
     for stack in &resolved.stacks {
         let mut location_id = Vec::new();
+        let mut sources = String::new();
         // Frames of one address (inlined ones, then their function) make one location.
         let mut start = 0;
         for (i, frame) in stack.frames.iter().enumerate() {
@@ -182,6 +184,7 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
                 .is_none_or(|next| !(frame.inlined && next.addr == frame.addr));
             if last_of_address {
                 location_id.push(b.location(&stack.frames[start..=i], resolved));
+                sources.push(frame.source.letter());
                 start = i + 1;
             }
         }
@@ -204,6 +207,11 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
             Label {
                 key: labels[3],
                 str: b.string(&stack.event),
+                ..Label::default()
+            },
+            Label {
+                key: labels[4],
+                str: b.string(&sources),
                 ..Label::default()
             },
         ];
