@@ -4,7 +4,8 @@
 //! `openat2(RESOLVE_IN_ROOT)` and `O_NOFOLLOW` (never out of a container, never through a
 //! symlink), named with the process's pid in its own pid namespace (the last `NSpid` of
 //! `/proc/PID/status`); it is read only if it is a regular file owned by the process's user
-//! or by root (as perf requires) and not larger than [`MAX_FILE`].
+//! or by root (as perf requires), not larger than [`MAX_FILE`], and not last written before the
+//! process started (a map an earlier process with the same pid left behind names other code).
 
 use std::{
     fs::File,
@@ -30,7 +31,14 @@ pub struct ProcessView {
     /// When it started (`/proc/PID/stat` field 22): tells it from a later process that gets
     /// the same pid.
     pub start_time: u64,
+    /// The same instant as nanoseconds since the Unix epoch (0: unknown), what file times
+    /// are compared with.
+    pub started_unix_ns: u64,
 }
+
+/// How much earlier than its process's start a JIT file may have been written and still be
+/// taken as its own (the start is known to a clock tick; the wall clock can be stepped).
+const STALE_SLACK_NS: u64 = 1_000_000_000;
 
 /// Why a JIT file was not read (the summary counts them by [`Refusal::name`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,6 +49,8 @@ pub enum Refusal {
     OtherOwner,
     /// Larger than [`MAX_FILE`].
     TooLarge,
+    /// Last written before its process started: an earlier process's.
+    Stale,
     /// It could not be opened or read (other than not being there).
     Unreadable,
 }
@@ -52,6 +62,7 @@ impl Refusal {
             Refusal::NotRegular => "not_regular",
             Refusal::OtherOwner => "other_owner",
             Refusal::TooLarge => "too_large",
+            Refusal::Stale => "stale",
             Refusal::Unreadable => "unreadable",
         }
     }
@@ -74,7 +85,24 @@ pub fn view(pid: u32) -> Option<ProcessView> {
         nspid,
         uid,
         start_time,
+        started_unix_ns: started_unix_ns(start_time).unwrap_or(0),
     })
+}
+
+/// Nanoseconds since the Unix epoch of `start_time` (clock ticks after boot), from the clocks
+/// now: the wall clock less the time since boot.
+fn started_unix_ns(start_time: u64) -> Option<u64> {
+    let read = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
+            .then(|| u64::try_from(ts.tv_sec).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(ts.tv_nsec).ok()?))
+            .flatten()
+    };
+    // SAFETY: sysconf has no preconditions.
+    let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0)?;
+    let boot = read(libc::CLOCK_REALTIME)?.checked_sub(read(libc::CLOCK_BOOTTIME)?)?;
+    boot.checked_add(start_time.checked_mul(1_000_000_000)? / ticks)
 }
 
 /// When process `pid` started, `None` when there is none.
@@ -124,6 +152,12 @@ pub fn open_trusted(view: &ProcessView, path: &Path) -> Result<Option<(File, u64
     };
     let meta = handle.metadata().map_err(|_| Refusal::Unreadable)?;
     check(&meta, view.uid)?;
+    let written_ns = u64::try_from(meta.mtime())
+        .ok()
+        .and_then(|s| s.checked_mul(1_000_000_000)?.checked_add(u64::try_from(meta.mtime_nsec()).ok()?));
+    if view.started_unix_ns > 0 && written_ns.is_some_and(|w| w.saturating_add(STALE_SLACK_NS) < view.started_unix_ns) {
+        return Err(Refusal::Stale);
+    }
     let file = reopen_checked(&handle, &meta).map_err(|e| match e {
         ObjectFileError::NotRegular { .. } => Refusal::NotRegular,
         _ => Refusal::Unreadable,

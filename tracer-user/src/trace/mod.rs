@@ -156,7 +156,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 Some(tables) = built.recv() => follower.built(tables, &mut catalog, &mut kernel)?,
                 _ = housekeeping.tick() => {
                     follower.housekeep(&mut catalog, &mut kernel)?;
-                    catalog.jit.refresh(false);
+                    catalog.jit.refresh(false, objects::monotonic_ns());
                 }
                 () = otlp.due() => {
                     live.keep(&profile);
@@ -192,7 +192,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     symfiles::end_sampling();
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    catalog.jit.refresh(true);
+    catalog.jit.refresh(true, objects::monotonic_ns());
     output.keep(&profile);
     otlp.export(&mut profile, &catalog);
     let failed_outputs = output.finish(&profile, &catalog);

@@ -200,6 +200,11 @@ impl Catalog {
                 _pad: 0,
             });
         }
+        // Anonymous executable memory (JIT code): the process is looked at now, while it
+        // runs, so that a perf map it writes at exit can be read after it is gone.
+        if resolved.iter().any(|m| m.object.is_none()) {
+            self.jit.watch(pid);
+        }
         let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);
         exec
