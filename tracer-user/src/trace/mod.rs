@@ -175,6 +175,10 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                             notices_first(&mut notices, &mut follower, &mut catalog, &mut kernel)?;
                             take(sample, &mut profile, &mut output, &mut catalog);
                         }
+                        // Code compiled into a known JIT region since its jitdump was read.
+                        for pid in catalog.take_dump_rereads() {
+                            follower.load(pid, &mut catalog, &mut kernel)?;
+                        }
                     }
                     None => break "the ring buffer closed",
                 },

@@ -114,6 +114,8 @@ pub struct Catalog {
     pub jit: crate::jit::JitNames,
     /// What the jitdumps of the processes gave (`jitcode`).
     pub jit_dumps: DumpStats,
+    /// What code each jitdump image covers, and the reloads samples outside it asked for.
+    dump_code: jitcode::DumpCode,
 }
 
 /// An object's table, built but not yet in the kernel tables.

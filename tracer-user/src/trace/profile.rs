@@ -80,11 +80,15 @@ impl Stack {
                     object: Some(object),
                     bias,
                     ..
-                }) => Frame::User {
-                    object,
-                    offset: lookup.wrapping_sub(bias),
-                    addr: lookup,
-                },
+                }) => {
+                    // JIT code compiled after its jitdump was read asks for it again.
+                    catalog.note_dump_frame(sample.tgid, object, lookup.wrapping_sub(bias));
+                    Frame::User {
+                        object,
+                        offset: lookup.wrapping_sub(bias),
+                        addr: lookup,
+                    }
+                }
                 // Executable memory without an object (JIT code): its perf map may name it.
                 // (Not an address in no mapping at all: a frame-pointer walk's guess.)
                 Some(_) => Frame::UserUnknown {
