@@ -298,7 +298,8 @@ impl Builder {
     fn location(&mut self, frames: &[ResolvedFrame], resolved: &Resolved) -> u64 {
         let outer = &frames[frames.len() - 1];
         let key = (outer.object, outer.offset);
-        let jit_key = (outer.source == FrameSource::Jit).then(|| (outer.offset, outer.symbol.clone().unwrap_or_default()));
+        let jit_key =
+            (outer.source == FrameSource::Jit).then(|| (outer.offset, outer.symbol.clone().unwrap_or_default()));
         let known = match &jit_key {
             Some(jit_key) => self.jit_locations.get(jit_key),
             None => self.locations.get(&key),

@@ -96,11 +96,18 @@ fn started_unix_ns(start_time: u64) -> Option<u64> {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
         (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
-            .then(|| u64::try_from(ts.tv_sec).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(ts.tv_nsec).ok()?))
+            .then(|| {
+                u64::try_from(ts.tv_sec)
+                    .ok()?
+                    .checked_mul(1_000_000_000)?
+                    .checked_add(u64::try_from(ts.tv_nsec).ok()?)
+            })
             .flatten()
     };
     // SAFETY: sysconf has no preconditions.
-    let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0)?;
+    let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&t| t > 0)?;
     let boot = read(libc::CLOCK_REALTIME)?.checked_sub(read(libc::CLOCK_BOOTTIME)?)?;
     boot.checked_add(start_time.checked_mul(1_000_000_000)? / ticks)
 }
@@ -152,9 +159,10 @@ pub fn open_trusted(view: &ProcessView, path: &Path) -> Result<Option<(File, u64
     };
     let meta = handle.metadata().map_err(|_| Refusal::Unreadable)?;
     check(&meta, view.uid)?;
-    let written_ns = u64::try_from(meta.mtime())
-        .ok()
-        .and_then(|s| s.checked_mul(1_000_000_000)?.checked_add(u64::try_from(meta.mtime_nsec()).ok()?));
+    let written_ns = u64::try_from(meta.mtime()).ok().and_then(|s| {
+        s.checked_mul(1_000_000_000)?
+            .checked_add(u64::try_from(meta.mtime_nsec()).ok()?)
+    });
     if view.started_unix_ns > 0 && written_ns.is_some_and(|w| w.saturating_add(STALE_SLACK_NS) < view.started_unix_ns) {
         return Err(Refusal::Stale);
     }

@@ -99,7 +99,10 @@ fn trusted_files_only() {
         Some(Refusal::Stale)
     );
     plain.set_modified(now).unwrap();
-    assert!(matches!(open_trusted(&later, std::path::Path::new("/plain")), Ok(Some(_))));
+    assert!(matches!(
+        open_trusted(&later, std::path::Path::new("/plain")),
+        Ok(Some(_))
+    ));
 }
 
 #[test]

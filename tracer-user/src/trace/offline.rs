@@ -81,7 +81,11 @@ pub fn samples(resolved: &Resolved) -> impl Iterator<Item = ResolvedSample> + '_
             cpu: 0,
             comm: stack.comm.clone(),
             event: stack.event.clone(),
-            weight_ns: if i == 0 { stack.weight_ns - each * (count - 1) } else { each },
+            weight_ns: if i == 0 {
+                stack.weight_ns - each * (count - 1)
+            } else {
+                each
+            },
             frames: stack.frames.clone(),
         })
     })

@@ -195,13 +195,7 @@ impl SymbolCache {
         frames
     }
 
-    fn push_frame(
-        &mut self,
-        frames: &mut Vec<ResolvedFrame>,
-        frame: &Frame,
-        source: FrameSource,
-        catalog: &Catalog,
-    ) {
+    fn push_frame(&mut self, frames: &mut Vec<ResolvedFrame>, frame: &Frame, source: FrameSource, catalog: &Catalog) {
         if let Frame::UserUnknown { addr, process } = *frame
             && let Some(name) = catalog.jit.name(process, addr)
         {

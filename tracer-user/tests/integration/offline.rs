@@ -144,7 +144,11 @@ fn symbolize_writes_every_format_with_the_on_host_stacks() {
         args.extend(["-f", format, "-o"].map(str::to_owned));
         args.push(on(format).to_str().expect("path").to_owned());
     }
-    args.extend(["--".to_owned(), program.to_str().expect("path").to_owned(), "12".to_owned()]);
+    args.extend([
+        "--".to_owned(),
+        program.to_str().expect("path").to_owned(),
+        "12".to_owned(),
+    ]);
     sframe_trace(&args.iter().map(String::as_str).collect::<Vec<_>>());
 
     // The on-host pprof with its user frames unnamed, as `--symbolize none` writes them.

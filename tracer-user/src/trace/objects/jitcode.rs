@@ -172,7 +172,8 @@ impl Catalog {
             .filter(|&pid| {
                 code.dumps.get(&pid).is_some_and(|&(start, end, read)| {
                     read < crate::jit::process::MAX_FILE
-                        && std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}")).is_ok_and(|m| m.len() > read)
+                        && std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+                            .is_ok_and(|m| m.len() > read)
                 })
             })
             .collect();

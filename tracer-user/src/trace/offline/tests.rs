@@ -158,7 +158,11 @@ fn resolved() -> Resolved {
     let frame = |addr, object, symbol: &str, inlined, source| ResolvedFrame {
         addr,
         object: Some(object),
-        offset: if source == FrameSource::Kernel { addr } else { addr & 0xffff },
+        offset: if source == FrameSource::Kernel {
+            addr
+        } else {
+            addr & 0xffff
+        },
         symbol: Some(symbol.to_owned()),
         file: Some("x.c".to_owned()),
         line: Some(7),
@@ -187,11 +191,15 @@ fn resolved() -> Resolved {
     }
 }
 
+/// What a frame says apart from its absolute address: symbol, object path, offset, inlined,
+/// source.
+type Seen = (Option<String>, Option<String>, u64, bool, FrameSource);
+
 #[test]
 fn frames_come_back_with_how_they_were_found() {
     let original = resolved();
     let again = resolve(&pprof::build(&original), true).expect("valid");
-    let strip = |r: &Resolved| -> Vec<(Option<String>, Option<String>, u64, bool, FrameSource)> {
+    let strip = |r: &Resolved| -> Vec<Seen> {
         r.stacks[0]
             .frames
             .iter()
@@ -212,7 +220,12 @@ fn frames_come_back_with_how_they_were_found() {
         .collect();
     assert_eq!(
         sources,
-        [FrameSource::Kernel, FrameSource::Sframe, FrameSource::Sframe, FrameSource::Sframe]
+        [
+            FrameSource::Kernel,
+            FrameSource::Sframe,
+            FrameSource::Sframe,
+            FrameSource::Sframe
+        ]
     );
 }
 

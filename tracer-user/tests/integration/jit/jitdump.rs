@@ -132,4 +132,3 @@ fn code_compiled_later_into_a_known_region_is_named_and_unwound() {
     assert!(first >= 30, "only {first} samples through jit_outer\n{stderr}");
     assert!(later >= 30, "only {later} samples through jit_later\n{stderr}");
 }
-

@@ -81,7 +81,12 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
         .lines()
         .find_map(|l| l.strip_prefix("reused "))
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("the JIT program said {stdout:?}, {}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "the JIT program said {stdout:?}, {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let _map = Placed(PathBuf::from(format!("/tmp/perf-{pid}.map")));
     let stderr = tracer.interrupt();
     let summary = Summary::of(&stderr);
@@ -91,7 +96,10 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
     assert!(count("jitfirst", "first_incarnation") >= 20, "{names:?}\n{stderr}");
     assert!(count("jitsecond", "second_incarnation") >= 20, "{names:?}\n{stderr}");
     assert_eq!(
-        names.keys().filter(|(comm, _)| comm == "jitfirst" || comm == "jitsecond").count(),
+        names
+            .keys()
+            .filter(|(comm, _)| comm == "jitfirst" || comm == "jitsecond")
+            .count(),
         2,
         "a process named with the other's map: {names:?}"
     );
@@ -101,7 +109,10 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
     // stale one, so neither is named from a map while running.
     let text = std::fs::read_to_string(&json).expect("read the json output");
     let mut streamed = 0;
-    for record in text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line")) {
+    for record in text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+    {
         if record["pid"].as_u64() != Some(u64::from(pid)) {
             continue;
         }
