@@ -109,7 +109,25 @@ impl JitNames {
     /// the next [`JitNames::refresh_wanted`]. Returns the process's incarnation, for
     /// [`JitNames::name`].
     pub fn want(&self, pid: u32, addr: u64, time_ns: u64) -> u32 {
-        let process = self.incarnation(pid, time_ns);
+        let mut process = self.incarnation(pid, time_ns);
+        // Taken before the process looked at started (resolved late, after its pid was
+        // reused): an earlier process's, which ended when that one started.
+        if let Some(start) = self
+            .processes
+            .get(&process)
+            .and_then(|p| p.view.as_ref())
+            .map(|v| v.started_mono_ns)
+            .filter(|&start| time_ns < start)
+        {
+            let mut ended = self.ended.borrow_mut();
+            let list = ended.entry(pid).or_default();
+            if !list.iter().any(|&(t, _)| t == start) {
+                let at = list.partition_point(|&(t, _)| t <= start);
+                list.insert(at, (start, 0));
+            }
+            drop(ended);
+            process = self.incarnation(pid, time_ns);
+        }
         if self.name(process, addr).is_none() {
             self.wanted.borrow_mut().insert((pid, process));
         }
@@ -147,7 +165,7 @@ impl JitNames {
     }
 
     /// Process `pid` exited (or was found gone) at kernel time `at_ns`: its map is read once
-    /// more, and samples taken later belong to another process.
+    /// more, now, and samples taken later belong to another process.
     pub fn exited(&mut self, pid: u32, at_ns: u64) {
         let process = self.current.get_mut().remove(&pid);
         let ended = self.ended.get_mut();
@@ -155,7 +173,16 @@ impl JitNames {
         let at = list.partition_point(|&(t, _)| t <= at_ns);
         list.insert(at, (at_ns, process.unwrap_or(0)));
         match process.and_then(|id| self.processes.get_mut(&id)) {
-            Some(maps) => maps.exited = true,
+            Some(maps) => {
+                // Its last read, now: a map written at exit is there, and a later process with
+                // its pid has not written its own yet (one written after the exit is refused).
+                maps.exited = true;
+                if let Some(view) = &mut maps.view {
+                    view.ended_unix_ns = process::unix_of_monotonic(at_ns).unwrap_or(0);
+                    maps.refresh(true);
+                    maps.view = None;
+                }
+            }
             None if process.is_none() => self.unseen_exits.push_back((at_ns, pid)),
             None => {}
         }

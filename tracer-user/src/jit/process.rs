@@ -5,7 +5,8 @@
 //! symlink), named with the process's pid in its own pid namespace (the last `NSpid` of
 //! `/proc/PID/status`); it is read only if it is a regular file owned by the process's user
 //! or by root (as perf requires), not larger than [`MAX_FILE`], and not last written before the
-//! process started (a map an earlier process with the same pid left behind names other code).
+//! process started or after it exited (a map an earlier or later process with the same pid
+//! wrote names other code).
 
 use std::{
     fs::File,
@@ -32,8 +33,13 @@ pub struct ProcessView {
     /// the same pid.
     pub start_time: u64,
     /// The same instant as nanoseconds since the Unix epoch (0: unknown), what file times
-    /// are compared with.
+    /// are compared with, and on `CLOCK_MONOTONIC` (0: unknown), what sample times are (both
+    /// at most a clock tick early).
     pub started_unix_ns: u64,
+    pub started_mono_ns: u64,
+    /// When it exited, in nanoseconds since the Unix epoch (0: running or unknown): a file
+    /// written later is another process's.
+    pub ended_unix_ns: u64,
 }
 
 /// How much earlier than its process's start a JIT file may have been written and still be
@@ -49,7 +55,7 @@ pub enum Refusal {
     OtherOwner,
     /// Larger than [`MAX_FILE`].
     TooLarge,
-    /// Last written before its process started: an earlier process's.
+    /// Last written before its process started or after it exited: another process's.
     Stale,
     /// It could not be opened or read (other than not being there).
     Unreadable,
@@ -85,31 +91,43 @@ pub fn view(pid: u32) -> Option<ProcessView> {
         nspid,
         uid,
         start_time,
-        started_unix_ns: started_unix_ns(start_time).unwrap_or(0),
+        started_unix_ns: started_on(libc::CLOCK_REALTIME, start_time).unwrap_or(0),
+        started_mono_ns: started_on(libc::CLOCK_MONOTONIC, start_time).unwrap_or(0),
+        ended_unix_ns: 0,
     })
 }
 
-/// Nanoseconds since the Unix epoch of `start_time` (clock ticks after boot), from the clocks
-/// now: the wall clock less the time since boot.
-fn started_unix_ns(start_time: u64) -> Option<u64> {
-    let read = |clock| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
-        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
-            .then(|| {
-                u64::try_from(ts.tv_sec)
-                    .ok()?
-                    .checked_mul(1_000_000_000)?
-                    .checked_add(u64::try_from(ts.tv_nsec).ok()?)
-            })
-            .flatten()
-    };
+/// `mono_ns` (`CLOCK_MONOTONIC`, the kernel's sample and notice times) as nanoseconds since
+/// the Unix epoch, from the clocks now.
+pub fn unix_of_monotonic(mono_ns: u64) -> Option<u64> {
+    let offset = i128::from(read_clock(libc::CLOCK_REALTIME)?) - i128::from(read_clock(libc::CLOCK_MONOTONIC)?);
+    u64::try_from(i128::from(mono_ns) + offset).ok()
+}
+
+/// `clock` now, in nanoseconds.
+fn read_clock(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    u64::try_from(ts.tv_sec)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::try_from(ts.tv_nsec).ok()?)
+}
+
+/// `start_time` (clock ticks after boot) on `clock`, from the clocks now: `clock` less the
+/// time since boot.
+fn started_on(clock: libc::clockid_t, start_time: u64) -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
         .ok()
         .filter(|&t| t > 0)?;
-    let boot = read(libc::CLOCK_REALTIME)?.checked_sub(read(libc::CLOCK_BOOTTIME)?)?;
-    boot.checked_add(start_time.checked_mul(1_000_000_000)? / ticks)
+    // `clock` at boot (negative for a clock that stood still while suspended, such as
+    // `CLOCK_MONOTONIC`, after a suspend).
+    let boot = i128::from(read_clock(clock)?) - i128::from(read_clock(libc::CLOCK_BOOTTIME)?);
+    u64::try_from(boot + i128::from(start_time.checked_mul(1_000_000_000)? / ticks)).ok()
 }
 
 /// When process `pid` started, `None` when there is none.
@@ -163,7 +181,9 @@ pub fn open_trusted(view: &ProcessView, path: &Path) -> Result<Option<(File, u64
         s.checked_mul(1_000_000_000)?
             .checked_add(u64::try_from(meta.mtime_nsec()).ok()?)
     });
-    if view.started_unix_ns > 0 && written_ns.is_some_and(|w| w.saturating_add(STALE_SLACK_NS) < view.started_unix_ns) {
+    let before = |w: u64| view.started_unix_ns > 0 && w.saturating_add(STALE_SLACK_NS) < view.started_unix_ns;
+    let after = |w: u64| view.ended_unix_ns > 0 && w > view.ended_unix_ns.saturating_add(STALE_SLACK_NS);
+    if written_ns.is_some_and(|w| before(w) || after(w)) {
         return Err(Refusal::Stale);
     }
     let file = reopen_checked(&handle, &meta).map_err(|e| match e {

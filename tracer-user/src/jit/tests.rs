@@ -18,6 +18,12 @@ fn stat_gives_the_start_time_whatever_the_command_name() {
     // This process started before now, and after the machine booted.
     let now = std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64;
     assert!(view.started_unix_ns <= now && view.started_unix_ns > now - 86_400_000_000_000 * 365);
+    let mut mono = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `mono` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut mono) };
+    assert!(
+        view.started_mono_ns > 0 && view.started_mono_ns <= mono.tv_sec as u64 * 1_000_000_000 + mono.tv_nsec as u64
+    );
 }
 
 #[test]
@@ -46,6 +52,8 @@ fn own_view(root: &std::path::Path, nspid: u32) -> ProcessView {
         uid: unsafe { libc::geteuid() },
         start_time: 0,
         started_unix_ns: 0,
+        started_mono_ns: 0,
+        ended_unix_ns: 0,
     }
 }
 
@@ -155,6 +163,20 @@ fn a_reused_pid_does_not_take_the_earlier_process_names() {
     assert_eq!(names.want(7, 0x1000, 199), first);
     assert_eq!(names.name(first, 0x1000), Some("first"));
     assert_eq!(names.name(second, 0x1000), Some("second"));
+    // A sample resolved after the pid went to a process that started later (its exit was not
+    // heard of): not that process's, whose view says when it started.
+    let mut names = JitNames::default();
+    names.set_map(9, 0, b"1000 10 later_process\n");
+    let own = names.want(9, 0x1000, 0);
+    names.processes.get_mut(&own).unwrap().view = Some(ProcessView {
+        started_mono_ns: 500,
+        ..own_view(std::path::Path::new("/"), 9)
+    });
+    let early = names.want(9, 0x1000, 400);
+    assert_ne!(early, own, "taken before that process started");
+    assert_eq!(names.name(early, 0x1000), None);
+    assert_eq!(names.want(9, 0x1000, 600), own);
+    assert_eq!(names.want(9, 0x1000, 450), early);
     // A process first seen in JIT code by a sample resolved after its exit (samples queued):
     // its samples are its own, not those of the next process with its pid.
     names.exited(8, 300);

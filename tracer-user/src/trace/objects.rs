@@ -204,7 +204,9 @@ impl Catalog {
         }
         // Anonymous executable memory (JIT code): the process is looked at now, while it
         // runs, so that a perf map it writes at exit can be read after it is gone.
-        if resolved.iter().any(|m| m.object.is_none()) {
+        let anonymous =
+            |(m, r): (&Mapping, &ResolvedMapping)| matches!(m.kind, MappingKind::Anonymous) && r.object.is_none();
+        if mappings.iter().zip(&resolved).any(anonymous) {
             self.jit.watch(pid);
         }
         let old = self.processes.replace(pid, resolved, monotonic_ns());
