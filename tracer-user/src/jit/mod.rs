@@ -59,7 +59,7 @@ pub struct JitNames {
     /// for a process not seen in JIT code before it exited (given one if a sample later says
     /// it ran JIT code, so that its samples never take the next process's names).
     ended: RefCell<HashMap<u32, Vec<(u64, u32)>>>,
-    /// Those exits of processes without an incarnation, oldest first, to forget them.
+    /// Those exits of processes without an incarnation or names, oldest first, to forget them.
     unseen_exits: VecDeque<(u64, u32)>,
     /// The last incarnation number given (0 is none).
     last: Cell<u32>,
@@ -182,6 +182,12 @@ impl JitNames {
                     maps.refresh(true);
                     maps.view = None;
                 }
+                // A process that named nothing is forgotten (system-wide, most processes
+                // looked at have no map): its samples find no names, as before.
+                if maps.map.is_empty() && maps.file.is_none() && maps.refused.is_empty() {
+                    self.processes.remove(&process.unwrap_or(0));
+                    self.unseen_exits.push_back((at_ns, pid));
+                }
             }
             None if process.is_none() => self.unseen_exits.push_back((at_ns, pid)),
             None => {}
@@ -191,8 +197,9 @@ impl JitNames {
             && then.saturating_add(UNSEEN_EXIT) < at_ns
         {
             self.unseen_exits.pop_front();
+            let processes = &self.processes;
             if let Some(list) = ended.get_mut(&old) {
-                list.retain(|&(t, id)| !(t == then && id == 0));
+                list.retain(|&(t, id)| t != then || processes.contains_key(&id));
                 if list.is_empty() {
                     ended.remove(&old);
                 }

@@ -204,8 +204,12 @@ impl Catalog {
         }
         // Anonymous executable memory (JIT code): the process is looked at now, while it
         // runs, so that a perf map it writes at exit can be read after it is gone.
-        let anonymous =
-            |(m, r): (&Mapping, &ResolvedMapping)| matches!(m.kind, MappingKind::Anonymous) && r.object.is_none();
+        // (Not `[vsyscall]`, which every process has.)
+        let anonymous = |(m, r): (&Mapping, &ResolvedMapping)| {
+            matches!(m.kind, MappingKind::Anonymous)
+                && r.object.is_none()
+                && m.path != std::path::Path::new("[vsyscall]")
+        };
         if mappings.iter().zip(&resolved).any(anonymous) {
             self.jit.watch(pid);
         }
