@@ -62,22 +62,24 @@ fn main() -> anyhow::Result<()> {
     file.write_all(text.as_bytes())?;
     drop(file);
 
+    // The process's incarnation, which names are looked up in.
     let read = |jit: &mut JitNames| {
-        jit.want(pid, BASE);
+        let process = jit.want(pid, BASE, 0);
         jit.refresh_wanted();
+        process
     };
     let (first_read, read_runs) = best(|| {
         let mut jit = JitNames::default();
-        read(&mut jit);
-        assert!(jit.name(pid, BASE).is_some());
+        let process = read(&mut jit);
+        assert!(jit.name(process, BASE).is_some());
     });
     let mut jit = JitNames::default();
-    read(&mut jit);
-    let (reread, _) = best(|| jit.refresh(false));
+    let process = read(&mut jit);
+    let (reread, _) = best(|| jit.refresh(false, 0));
     let addrs: Vec<u64> = (0..1_000_000).map(|_| BASE + rng.next_u64() % (end - BASE)).collect();
     let mut named = 0;
     let (lookups, _) = best(|| {
-        named = addrs.iter().filter(|&&a| jit.name(pid, a).is_some()).count();
+        named = addrs.iter().filter(|&&a| jit.name(process, a).is_some()).count();
     });
     let _ = std::fs::remove_file(&path);
     let result = serde_json::json!({

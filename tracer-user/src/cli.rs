@@ -280,7 +280,8 @@ pub enum Command {
         /// Where to write (created like tracing's --output files).
         #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
-        /// The format written: folded, svg or pprof.
+        /// The format written: folded, svg, pprof, json or perf-script (one record per sample
+        /// counted; times, CPUs and absolute addresses are not in a profile).
         #[arg(short, long, value_enum, default_value_t = Format::Pprof, value_name = "FORMAT")]
         format: Format,
         /// Do not show inlined functions as frames of their own.

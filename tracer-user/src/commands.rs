@@ -287,7 +287,9 @@ fn run_symbolize(
         crate::cli::Format::Folded => FileFormat::Folded,
         crate::cli::Format::Svg => FileFormat::Svg,
         crate::cli::Format::Pprof => FileFormat::Pprof,
-        other => anyhow::bail!("symbolize writes folded, svg or pprof, not {other:?}"),
+        crate::cli::Format::Json => FileFormat::Json,
+        crate::cli::Format::PerfScript => FileFormat::PerfScript,
+        crate::cli::Format::Otlp => anyhow::bail!("symbolize writes files: folded, svg, pprof, json or perf-script"),
     };
     sframe_trace::trace::symfiles::configure(symbol_config(false, &symbols)?, false);
     symbolize_file(profile, output, format, inline)?;

@@ -35,6 +35,32 @@ impl FrameSource {
             FrameSource::JitDump => "jitdump",
         }
     }
+
+    /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `k`,
+    /// `j`, `d`), so that a profile symbolized elsewhere says how each frame was found.
+    pub fn letter(self) -> char {
+        match self {
+            FrameSource::Sframe => 's',
+            FrameSource::EhFrame => 'e',
+            FrameSource::Fp => 'f',
+            FrameSource::Kernel => 'k',
+            FrameSource::Jit => 'j',
+            FrameSource::JitDump => 'd',
+        }
+    }
+
+    /// The source [`FrameSource::letter`] spells, `None` for any other character.
+    pub fn from_letter(letter: char) -> Option<Self> {
+        Some(match letter {
+            's' => FrameSource::Sframe,
+            'e' => FrameSource::EhFrame,
+            'f' => FrameSource::Fp,
+            'k' => FrameSource::Kernel,
+            'j' => FrameSource::Jit,
+            'd' => FrameSource::JitDump,
+            _ => return None,
+        })
+    }
 }
 
 /// An object (executable, shared library, vDSO, or the kernel) frames are in.

@@ -1,9 +1,11 @@
 //! pprof: a gzipped `profile.proto` (github.com/google/pprof, proto/profile.proto), which
 //! `go tool pprof` and the services built on it read. Each distinct stack is a sample with two
-//! values, `samples/count` and `cpu/nanoseconds`, and labels `pid`, `tid`, `comm` and `event`;
+//! values, `samples/count` and `cpu/nanoseconds`, and labels `pid`, `tid`, `comm`, `event` and
+//! `sources` (how each location was found, one letter each: see `FrameSource::letter`);
 //! each symbolized address is a location with one line per function (inlined ones first, as the
 //! format orders them); every object a mapping with its build-id. Locations carry
-//! object-relative addresses, so every process mapping an object shares its locations; the
+//! object-relative addresses, so every process mapping an object shares its locations (JIT
+//! code, named per process, has a location per address and name); the
 //! mappings are already symbolized (`has_functions`) and pprof does not look up the files again.
 //! Frames without a symbol get a function named like `[libfoo.so+0x1234]`.
 
@@ -170,9 +172,10 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
         Weights::OffCpu => b.value_type("off_cpu", "nanoseconds"),
         Weights::Mixed => b.value_type("time", "nanoseconds"),
     };
-    let labels = ["pid", "tid", "comm", "event"].map(|k| b.string(k));
+    let labels = ["pid", "tid", "comm", "event", "sources"].map(|k| b.string(k));
     for stack in &resolved.stacks {
         let mut location_id = Vec::new();
+        let mut sources = String::new();
         // Frames of one address (inlined ones, then their function) make one location.
         let mut start = 0;
         for (i, frame) in stack.frames.iter().enumerate() {
@@ -182,6 +185,7 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
                 .is_none_or(|next| !(frame.inlined && next.addr == frame.addr));
             if last_of_address {
                 location_id.push(b.location(&stack.frames[start..=i], resolved));
+                sources.push(frame.source.letter());
                 start = i + 1;
             }
         }
@@ -204,6 +208,11 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
             Label {
                 key: labels[3],
                 str: b.string(&stack.event),
+                ..Label::default()
+            },
+            Label {
+                key: labels[4],
+                str: b.string(&sources),
                 ..Label::default()
             },
         ];
@@ -229,7 +238,9 @@ struct Builder {
     strings: HashMap<String, i64>,
     functions: HashMap<(i64, i64), u64>,
     /// Locations by (object, object-relative address); frames in no object by address.
+    /// JIT code is named per process: its locations by address and name.
     locations: HashMap<(Option<usize>, u64), u64>,
+    jit_locations: HashMap<(u64, String), u64>,
     /// Per object: the mapping id, the addresses seen, what its locations carry.
     mappings: HashMap<usize, MappingFacts>,
     /// Unnamed user frames get no lines.
@@ -287,7 +298,13 @@ impl Builder {
     fn location(&mut self, frames: &[ResolvedFrame], resolved: &Resolved) -> u64 {
         let outer = &frames[frames.len() - 1];
         let key = (outer.object, outer.offset);
-        if let Some(&id) = self.locations.get(&key) {
+        let jit_key =
+            (outer.source == FrameSource::Jit).then(|| (outer.offset, outer.symbol.clone().unwrap_or_default()));
+        let known = match &jit_key {
+            Some(jit_key) => self.jit_locations.get(jit_key),
+            None => self.locations.get(&key),
+        };
+        if let Some(&id) = known {
             return id;
         }
         let unnamed = outer.source != FrameSource::Kernel && frames.iter().all(|f| f.symbol.is_none());
@@ -328,7 +345,10 @@ impl Builder {
             address: outer.offset,
             line,
         });
-        self.locations.insert(key, id);
+        match jit_key {
+            Some(jit_key) => self.jit_locations.insert(jit_key, id),
+            None => self.locations.insert(key, id),
+        };
         id
     }
 

@@ -8,10 +8,13 @@
 //! have written ([`process`]); each refusal is counted by name in the summary. [`perfmap`] is
 //! the pure parser.
 //!
-//! Processes are known by pid for the whole session: the root and user of a process are
-//! taken when it is first wanted, and the file is read through that root even after the
-//! process has exited (runtimes that write their map at exit, such as Java's
-//! `-XX:+DumpPerfMapAtExit`, are named too).
+//! Names belong to a process, not to a pid: each process gets an incarnation number when its
+//! first sample lands in JIT code, samples carry it, and an exit (the kernel's notice, or the
+//! process found gone) ends it, so that samples taken before resolve to the exited process's
+//! names and a later process with the same pid gets an incarnation and a map of its own. The
+//! root and user of a process are taken when it is first wanted, and the file is read through
+//! that root once more after the process has exited (runtimes that write their map at exit,
+//! such as Java's `-XX:+DumpPerfMapAtExit`, are named too).
 
 pub mod dump;
 pub mod elf;
@@ -19,8 +22,8 @@ pub mod perfmap;
 pub mod process;
 
 use std::{
-    cell::RefCell,
-    collections::{BTreeMap, BTreeSet, HashMap},
+    cell::{Cell, RefCell},
+    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
     fs::File,
     os::unix::fs::{FileExt as _, MetadataExt as _},
     path::PathBuf,
@@ -37,6 +40,9 @@ const CHUNK: usize = 1 << 20;
 const REREAD: Duration = Duration::from_millis(100);
 /// How often a process without a perf map is looked at again, at most.
 const RELOOK: Duration = Duration::from_secs(2);
+/// How long the exit of a process never seen in JIT code is remembered (kernel time), for its
+/// samples still queued.
+const UNSEEN_EXIT: u64 = 60_000_000_000;
 /// How often a map that was replaced or shrank is read again from its start, at most (a
 /// process rewriting its map must not make the tracer parse it over and over).
 const RESTART: Duration = Duration::from_secs(5);
@@ -44,16 +50,31 @@ const RESTART: Duration = Duration::from_secs(5);
 /// The perf maps of the traced processes that run JIT code.
 #[derive(Debug, Default)]
 pub struct JitNames {
-    /// Processes whose samples landed in code without an object, not yet looked at.
-    wanted: RefCell<BTreeSet<u32>>,
+    /// Processes (pid, incarnation) whose samples landed in code without a name, not yet
+    /// looked at.
+    wanted: RefCell<BTreeSet<(u32, u32)>>,
+    /// The incarnation samples of each pid belong to from now on (given at its first want).
+    current: RefCell<HashMap<u32, u32>>,
+    /// Incarnations that ended, per pid, with when (kernel time), in order of their end; 0
+    /// for a process not seen in JIT code before it exited (given one if a sample later says
+    /// it ran JIT code, so that its samples never take the next process's names).
+    ended: RefCell<HashMap<u32, Vec<(u64, u32)>>>,
+    /// Those exits of processes without an incarnation or names, oldest first, to forget them.
+    unseen_exits: VecDeque<(u64, u32)>,
+    /// The last incarnation number given (0 is none).
+    last: Cell<u32>,
+    /// Perf maps by incarnation.
     processes: HashMap<u32, ProcessMaps>,
 }
 
 /// One process's perf map as read so far.
 #[derive(Debug)]
 struct ProcessMaps {
-    /// `None` when the process was gone before it could be looked at.
+    pid: u32,
+    /// `None` when the process was gone before it could be looked at, or after its last read.
     view: Option<ProcessView>,
+    /// It exited: the map is read once more, then its root let go.
+    exited: bool,
     map: PerfMap,
     /// The file read (device, inode) and how far.
     file: Option<(u64, u64)>,
@@ -69,8 +90,8 @@ struct ProcessMaps {
 /// What the summary says about perf maps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct JitStats {
-    /// Processes sampled in executable memory without an object, and those whose perf map was
-    /// read.
+    /// Processes with executable memory without an object (sampled there, or mapping it), and
+    /// those whose perf map was read.
     pub processes: u64,
     pub perf_maps: u64,
     /// Named ranges taken from them.
@@ -83,11 +104,106 @@ pub struct JitStats {
 }
 
 impl JitNames {
-    /// A sample of `pid` has a frame at `addr`, in code outside any object: unless its perf
-    /// map names it already, look (again) at the map at the next [`JitNames::refresh_wanted`].
-    pub fn want(&self, pid: u32, addr: u64) {
-        if self.name(pid, addr).is_none() {
-            self.wanted.borrow_mut().insert(pid);
+    /// A sample of `pid` taken at kernel time `time_ns` has a frame at `addr`, in code
+    /// outside any object: unless its perf map names it already, look (again) at the map at
+    /// the next [`JitNames::refresh_wanted`]. Returns the process's incarnation, for
+    /// [`JitNames::name`].
+    pub fn want(&self, pid: u32, addr: u64, time_ns: u64) -> u32 {
+        let mut process = self.incarnation(pid, time_ns);
+        // Taken before the process looked at started (resolved late, after its pid was
+        // reused): an earlier process's, which ended when that one started.
+        if let Some(start) = self
+            .processes
+            .get(&process)
+            .and_then(|p| p.view.as_ref())
+            .map(|v| v.started_mono_ns)
+            .filter(|&start| time_ns < start)
+        {
+            let mut ended = self.ended.borrow_mut();
+            let list = ended.entry(pid).or_default();
+            if !list.iter().any(|&(t, _)| t == start) {
+                let at = list.partition_point(|&(t, _)| t <= start);
+                list.insert(at, (start, 0));
+            }
+            drop(ended);
+            process = self.incarnation(pid, time_ns);
+        }
+        if self.name(process, addr).is_none() {
+            self.wanted.borrow_mut().insert((pid, process));
+        }
+        process
+    }
+
+    /// The incarnation of `pid` that ran at `time_ns`: the first one that ended after it,
+    /// else the current one (a new one if there is none).
+    fn incarnation(&self, pid: u32, time_ns: u64) -> u32 {
+        if let Some(ended) = self.ended.borrow_mut().get_mut(&pid)
+            && let Some((_, id)) = ended.iter_mut().find(|(at, _)| time_ns < *at)
+        {
+            if *id == 0 {
+                *id = self.next_id();
+            }
+            return *id;
+        }
+        *self.current.borrow_mut().entry(pid).or_insert_with(|| self.next_id())
+    }
+
+    fn next_id(&self) -> u32 {
+        self.last.set(self.last.get() + 1);
+        self.last.get()
+    }
+
+    /// Process `pid` runs JIT code (it maps anonymous executable memory): look at it now (its
+    /// root, pid and user), while it surely is the process with that pid.
+    pub fn watch(&mut self, pid: u32) {
+        if self.current.get_mut().contains_key(&pid) {
+            return;
+        }
+        let id = self.next_id();
+        self.current.get_mut().insert(pid, id);
+        self.processes.insert(id, ProcessMaps::new(pid, process::view(pid)));
+    }
+
+    /// Process `pid` exited (or was found gone) at kernel time `at_ns`: its map is read once
+    /// more, now, and samples taken later belong to another process.
+    pub fn exited(&mut self, pid: u32, at_ns: u64) {
+        let process = self.current.get_mut().remove(&pid);
+        let ended = self.ended.get_mut();
+        let list = ended.entry(pid).or_default();
+        let at = list.partition_point(|&(t, _)| t <= at_ns);
+        list.insert(at, (at_ns, process.unwrap_or(0)));
+        match process.and_then(|id| self.processes.get_mut(&id)) {
+            Some(maps) => {
+                // Its last read, now: a map written at exit is there, and a later process with
+                // its pid has not written its own yet (one written after the exit is refused).
+                maps.exited = true;
+                if let Some(view) = &mut maps.view {
+                    view.ended_unix_ns = process::unix_of_monotonic(at_ns).unwrap_or(0);
+                    maps.refresh(true);
+                    maps.view = None;
+                }
+                // A process that named nothing is forgotten (system-wide, most processes
+                // looked at have no map): its samples find no names, as before.
+                if maps.map.is_empty() && maps.file.is_none() && maps.refused.is_empty() {
+                    self.processes.remove(&process.unwrap_or(0));
+                    self.unseen_exits.push_back((at_ns, pid));
+                }
+            }
+            None if process.is_none() => self.unseen_exits.push_back((at_ns, pid)),
+            None => {}
+        }
+        // Exits of processes never seen in JIT code are forgotten after a while.
+        while let Some(&(then, old)) = self.unseen_exits.front()
+            && then.saturating_add(UNSEEN_EXIT) < at_ns
+        {
+            self.unseen_exits.pop_front();
+            let processes = &self.processes;
+            if let Some(list) = ended.get_mut(&old) {
+                list.retain(|&(t, id)| t != then || processes.contains_key(&id));
+                if list.is_empty() {
+                    ended.remove(&old);
+                }
+            }
         }
     }
 
@@ -99,64 +215,67 @@ impl JitNames {
     /// Read what the perf maps of the processes wanted since the last call gained (each at
     /// most every [`REREAD`]: code without a name in its map, such as a runtime's stubs,
     /// does not make it read again and again); a process wanted for the first time is looked
-    /// at now (its root, pid and user).
+    /// at now (its root, pid and user), unless it has ended already (its pid may be
+    /// another's now).
     pub fn refresh_wanted(&mut self) {
-        let wanted = std::mem::take(&mut *self.wanted.borrow_mut());
-        for pid in wanted {
-            // A process that ended (its view closed) and a new one with its pid: the new one's
-            // map from now on.
-            if self
-                .processes
-                .get(&pid)
-                .is_some_and(|p| p.view.is_none() && p.read_at.is_some())
-                && let Some(view) = process::view(pid)
-            {
-                self.processes.insert(pid, ProcessMaps::new(Some(view)));
-            }
+        let wanted = std::mem::take(self.wanted.get_mut());
+        for (pid, id) in wanted {
+            let current = self.current.get_mut().get(&pid) == Some(&id);
             let process = self
                 .processes
-                .entry(pid)
-                .or_insert_with(|| ProcessMaps::new(process::view(pid)));
+                .entry(id)
+                .or_insert_with(|| ProcessMaps::new(pid, current.then(|| process::view(pid)).flatten()));
             let again = if process.file.is_some() { REREAD } else { RELOOK };
             if process.read_at.is_none_or(|at| at.elapsed() >= again) {
-                process.refresh();
+                process.refresh(false);
             }
         }
     }
 
     /// [`JitNames::refresh_wanted`], then read what every perf map read before gained (the
-    /// housekeeping tick), or, at the `end` of the session, what every process has.
-    pub fn refresh(&mut self, end: bool) {
+    /// housekeeping tick), or, at the `end` of the session, what every process has. `now_ns`:
+    /// the kernel time, when a process found gone without its exit notice ended.
+    pub fn refresh(&mut self, end: bool, now_ns: u64) {
         self.refresh_wanted();
-        for (&pid, process) in &mut self.processes {
-            let gone = process
+        let mut gone = Vec::new();
+        for process in self.processes.values_mut() {
+            let found_gone = process
                 .view
                 .as_ref()
-                .is_some_and(|v| process::start_time(pid) != Some(v.start_time));
+                .is_some_and(|v| process::start_time(process.pid) != Some(v.start_time));
+            let last = process.exited || found_gone;
             // A process that has exited gets a last read (a map written at exit is read
             // then), after which its root is let go (its names are kept).
-            if end || gone || process.file.is_some() {
-                process.refresh();
+            if end || last || process.file.is_some() {
+                process.refresh(last || end);
             }
-            if gone {
+            if last {
                 process.view = None;
             }
+            if found_gone && !process.exited {
+                gone.push(process.pid);
+            }
+        }
+        for pid in gone {
+            self.exited(pid, now_ns);
         }
     }
 
-    /// Process `pid`'s perf map is `text` (for tests of what uses the names).
-    #[cfg(all(test, feature = "ebpf"))]
-    pub(crate) fn set_map(&mut self, pid: u32, text: &[u8]) {
+    /// The perf map of the process `pid` that ran at kernel time `time_ns` is `text` (for
+    /// tests of what uses the names).
+    #[cfg(test)]
+    pub(crate) fn set_map(&mut self, pid: u32, time_ns: u64, text: &[u8]) {
         let mut map = PerfMap::default();
         map.add_text(text);
-        let mut process = ProcessMaps::new(None);
+        let mut process = ProcessMaps::new(pid, None);
         process.map = map;
-        self.processes.insert(pid, process);
+        let id = self.incarnation(pid, time_ns);
+        self.processes.insert(id, process);
     }
 
-    /// The perf map name of `addr` in process `pid`.
-    pub fn name(&self, pid: u32, addr: u64) -> Option<&str> {
-        self.processes.get(&pid)?.map.name(addr)
+    /// The perf map name of `addr` in incarnation `process` (from [`JitNames::want`]).
+    pub fn name(&self, process: u32, addr: u64) -> Option<&str> {
+        self.processes.get(&process)?.map.name(addr)
     }
 
     /// The figures for the summary.
@@ -179,9 +298,11 @@ impl JitNames {
 }
 
 impl ProcessMaps {
-    fn new(view: Option<ProcessView>) -> ProcessMaps {
+    fn new(pid: u32, view: Option<ProcessView>) -> ProcessMaps {
         ProcessMaps {
+            pid,
             view,
+            exited: false,
             map: PerfMap::default(),
             file: None,
             read: 0,
@@ -193,8 +314,8 @@ impl ProcessMaps {
     }
 
     /// Read what the perf map gained since the last time (all of it if it is another file,
-    /// or shorter than what was read).
-    fn refresh(&mut self) {
+    /// or shorter than what was read; at most every [`RESTART`] unless it is the `last` read).
+    fn refresh(&mut self, last: bool) {
         self.read_at = Some(Instant::now());
         let Some(view) = &self.view else { return };
         let path = PathBuf::from(format!("/tmp/perf-{}.map", view.nspid));
@@ -209,7 +330,7 @@ impl ProcessMaps {
         let Ok(meta) = file.metadata() else { return };
         let identity = (meta.dev(), meta.ino());
         if self.file != Some(identity) || size < self.read {
-            if self.file.is_some() && self.restarted_at.is_some_and(|at| at.elapsed() < RESTART) {
+            if !last && self.file.is_some() && self.restarted_at.is_some_and(|at| at.elapsed() < RESTART) {
                 return;
             }
             self.restarted_at = Some(Instant::now());

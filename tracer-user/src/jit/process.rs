@@ -4,7 +4,9 @@
 //! `openat2(RESOLVE_IN_ROOT)` and `O_NOFOLLOW` (never out of a container, never through a
 //! symlink), named with the process's pid in its own pid namespace (the last `NSpid` of
 //! `/proc/PID/status`); it is read only if it is a regular file owned by the process's user
-//! or by root (as perf requires) and not larger than [`MAX_FILE`].
+//! or by root (as perf requires), not larger than [`MAX_FILE`], and not last written before the
+//! process started or after it exited (a map an earlier or later process with the same pid
+//! wrote names other code).
 
 use std::{
     fs::File,
@@ -30,7 +32,19 @@ pub struct ProcessView {
     /// When it started (`/proc/PID/stat` field 22): tells it from a later process that gets
     /// the same pid.
     pub start_time: u64,
+    /// The same instant as nanoseconds since the Unix epoch (0: unknown), what file times
+    /// are compared with, and on `CLOCK_MONOTONIC` (0: unknown), what sample times are (both
+    /// at most a clock tick early).
+    pub started_unix_ns: u64,
+    pub started_mono_ns: u64,
+    /// When it exited, in nanoseconds since the Unix epoch (0: running or unknown): a file
+    /// written later is another process's.
+    pub ended_unix_ns: u64,
 }
+
+/// How much earlier than its process's start a JIT file may have been written and still be
+/// taken as its own (the start is known to a clock tick; the wall clock can be stepped).
+const STALE_SLACK_NS: u64 = 1_000_000_000;
 
 /// Why a JIT file was not read (the summary counts them by [`Refusal::name`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,6 +55,8 @@ pub enum Refusal {
     OtherOwner,
     /// Larger than [`MAX_FILE`].
     TooLarge,
+    /// Last written before its process started or after it exited: another process's.
+    Stale,
     /// It could not be opened or read (other than not being there).
     Unreadable,
 }
@@ -52,6 +68,7 @@ impl Refusal {
             Refusal::NotRegular => "not_regular",
             Refusal::OtherOwner => "other_owner",
             Refusal::TooLarge => "too_large",
+            Refusal::Stale => "stale",
             Refusal::Unreadable => "unreadable",
         }
     }
@@ -74,7 +91,43 @@ pub fn view(pid: u32) -> Option<ProcessView> {
         nspid,
         uid,
         start_time,
+        started_unix_ns: started_on(libc::CLOCK_REALTIME, start_time).unwrap_or(0),
+        started_mono_ns: started_on(libc::CLOCK_MONOTONIC, start_time).unwrap_or(0),
+        ended_unix_ns: 0,
     })
+}
+
+/// `mono_ns` (`CLOCK_MONOTONIC`, the kernel's sample and notice times) as nanoseconds since
+/// the Unix epoch, from the clocks now.
+pub fn unix_of_monotonic(mono_ns: u64) -> Option<u64> {
+    let offset = i128::from(read_clock(libc::CLOCK_REALTIME)?) - i128::from(read_clock(libc::CLOCK_MONOTONIC)?);
+    u64::try_from(i128::from(mono_ns) + offset).ok()
+}
+
+/// `clock` now, in nanoseconds.
+fn read_clock(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    u64::try_from(ts.tv_sec)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::try_from(ts.tv_nsec).ok()?)
+}
+
+/// `start_time` (clock ticks after boot) on `clock`, from the clocks now: `clock` less the
+/// time since boot.
+fn started_on(clock: libc::clockid_t, start_time: u64) -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&t| t > 0)?;
+    // `clock` at boot (negative for a clock that stood still while suspended, such as
+    // `CLOCK_MONOTONIC`, after a suspend).
+    let boot = i128::from(read_clock(clock)?) - i128::from(read_clock(libc::CLOCK_BOOTTIME)?);
+    u64::try_from(boot + i128::from(start_time.checked_mul(1_000_000_000)? / ticks)).ok()
 }
 
 /// When process `pid` started, `None` when there is none.
@@ -124,6 +177,15 @@ pub fn open_trusted(view: &ProcessView, path: &Path) -> Result<Option<(File, u64
     };
     let meta = handle.metadata().map_err(|_| Refusal::Unreadable)?;
     check(&meta, view.uid)?;
+    let written_ns = u64::try_from(meta.mtime()).ok().and_then(|s| {
+        s.checked_mul(1_000_000_000)?
+            .checked_add(u64::try_from(meta.mtime_nsec()).ok()?)
+    });
+    let before = |w: u64| view.started_unix_ns > 0 && w.saturating_add(STALE_SLACK_NS) < view.started_unix_ns;
+    let after = |w: u64| view.ended_unix_ns > 0 && w > view.ended_unix_ns.saturating_add(STALE_SLACK_NS);
+    if written_ns.is_some_and(|w| before(w) || after(w)) {
+        return Err(Refusal::Stale);
+    }
     let file = reopen_checked(&handle, &meta).map_err(|e| match e {
         ObjectFileError::NotRegular { .. } => Refusal::NotRegular,
         _ => Refusal::Unreadable,

@@ -1,5 +1,5 @@
 //! The process side of perf maps: ids from `/proc/PID/status`, the trust checks on real files,
-//! and a map read as it grows.
+//! a map read as it grows, and names kept apart for two processes with the same pid.
 
 use std::{io::Write as _, os::unix::fs::PermissionsExt as _};
 
@@ -15,6 +15,15 @@ fn stat_gives_the_start_time_whatever_the_command_name() {
     assert!(start_time(own).is_some());
     let view = view(own).expect("our own view");
     assert_eq!(view.nspid, own, "no pid namespace of our own");
+    // This process started before now, and after the machine booted.
+    let now = std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64;
+    assert!(view.started_unix_ns <= now && view.started_unix_ns > now - 86_400_000_000_000 * 365);
+    let mut mono = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `mono` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut mono) };
+    assert!(
+        view.started_mono_ns > 0 && view.started_mono_ns <= mono.tv_sec as u64 * 1_000_000_000 + mono.tv_nsec as u64
+    );
 }
 
 #[test]
@@ -42,6 +51,9 @@ fn own_view(root: &std::path::Path, nspid: u32) -> ProcessView {
         // SAFETY: geteuid has no preconditions.
         uid: unsafe { libc::geteuid() },
         start_time: 0,
+        started_unix_ns: 0,
+        started_mono_ns: 0,
+        ended_unix_ns: 0,
     }
 }
 
@@ -81,6 +93,24 @@ fn trusted_files_only() {
     let owner = std::fs::metadata(dir.join("plain")).unwrap().uid();
     let expected = if owner == 0 { None } else { Some(Refusal::OtherOwner) };
     assert_eq!(open_trusted(&other, std::path::Path::new("/plain")).err(), expected);
+    // Written before the process started (by an earlier one with its pid): not its map.
+    let now = std::time::SystemTime::now();
+    let started = now.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let later = ProcessView {
+        started_unix_ns: started,
+        ..own_view(dir, 1)
+    };
+    let plain = std::fs::File::options().write(true).open(dir.join("plain")).unwrap();
+    plain.set_modified(now - std::time::Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        open_trusted(&later, std::path::Path::new("/plain")).err(),
+        Some(Refusal::Stale)
+    );
+    plain.set_modified(now).unwrap();
+    assert!(matches!(
+        open_trusted(&later, std::path::Path::new("/plain")),
+        Ok(Some(_))
+    ));
 }
 
 #[test]
@@ -91,25 +121,66 @@ fn a_growing_map_is_read_in_steps_and_again_when_replaced() {
     let path = dir.join("tmp/perf-7.map");
     let mut file = std::fs::File::create(&path).unwrap();
     file.write_all(b"1000 10 one\n2000 10 tw").unwrap();
-    let mut process = ProcessMaps::new(Some(own_view(dir, 7)));
-    process.refresh();
+    let mut process = ProcessMaps::new(7, Some(own_view(dir, 7)));
+    process.refresh(false);
     assert_eq!(process.map.name(0x1000), Some("one"));
     assert_eq!(process.map.name(0x2000), None);
     file.write_all(b"o\n").unwrap();
-    process.refresh();
+    process.refresh(false);
     assert_eq!(process.map.name(0x2000), Some("two"));
     // Replaced by another, shorter file: read from its start, but not again and again.
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, b"3000 10 new\n").unwrap();
-    process.refresh();
+    process.refresh(false);
     assert_eq!(
         process.map.name(0x1000),
         Some("one"),
         "read from its start at most every 5 s"
     );
     process.restarted_at = None;
-    process.refresh();
+    process.refresh(false);
     assert_eq!(process.map.name(0x1000), None);
     assert_eq!(process.map.name(0x3000), Some("new"));
     assert!(process.refused.is_empty());
+}
+
+/// A process exits and another gets its pid: samples taken before the exit keep the first
+/// one's names, later ones get the second's, whatever order they are resolved in.
+#[test]
+fn a_reused_pid_does_not_take_the_earlier_process_names() {
+    let mut names = JitNames::default();
+    let first = names.want(7, 0x1000, 100);
+    assert_ne!(first, 0);
+    assert!(names.is_wanted(), "no map yet");
+    names.set_map(7, 100, b"1000 10 first\n");
+    assert_eq!(names.want(7, 0x1000, 150), first, "the same process");
+    names.exited(7, 200);
+    let second = names.want(7, 0x1000, 250);
+    assert_ne!(second, first, "a new process with the same pid");
+    assert_eq!(names.name(second, 0x1000), None, "not the earlier process's name");
+    names.set_map(7, 250, b"1000 10 second\n");
+    // A sample of the first process resolved after the second's came.
+    assert_eq!(names.want(7, 0x1000, 199), first);
+    assert_eq!(names.name(first, 0x1000), Some("first"));
+    assert_eq!(names.name(second, 0x1000), Some("second"));
+    // A sample resolved after the pid went to a process that started later (its exit was not
+    // heard of): not that process's, whose view says when it started.
+    let mut names = JitNames::default();
+    names.set_map(9, 0, b"1000 10 later_process\n");
+    let own = names.want(9, 0x1000, 0);
+    names.processes.get_mut(&own).unwrap().view = Some(ProcessView {
+        started_mono_ns: 500,
+        ..own_view(std::path::Path::new("/"), 9)
+    });
+    let early = names.want(9, 0x1000, 400);
+    assert_ne!(early, own, "taken before that process started");
+    assert_eq!(names.name(early, 0x1000), None);
+    assert_eq!(names.want(9, 0x1000, 600), own);
+    assert_eq!(names.want(9, 0x1000, 450), early);
+    // A process first seen in JIT code by a sample resolved after its exit (samples queued):
+    // its samples are its own, not those of the next process with its pid.
+    names.exited(8, 300);
+    let late = names.want(8, 0x1000, 250);
+    assert_ne!(late, names.want(8, 0x1000, 350));
+    assert_eq!(late, names.want(8, 0x1000, 260));
 }

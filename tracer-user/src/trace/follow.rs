@@ -129,6 +129,9 @@ impl<P: Processes> Follower<P> {
         let kind = NoticeKind::try_from(notice.kind);
         if matches!(kind, Ok(NoticeKind::Exit | NoticeKind::Exec | NoticeKind::Unmapped)) {
             let known = catalog.end_process(notice.tgid, notice.time_ns);
+            if kind == Ok(NoticeKind::Exit) {
+                catalog.jit.exited(notice.tgid, notice.time_ns);
+            }
             if known && kind == Ok(NoticeKind::Exit) {
                 self.stats.exited += 1;
                 self.exited.push_back((Instant::now(), notice.tgid));

@@ -168,7 +168,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
                     sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
-                    catalog.jit.refresh(false);
+                    catalog.jit.refresh(false, objects::monotonic_ns());
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
                         && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
@@ -215,6 +215,10 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                             notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
                             sink.take(sample, &mut catalog);
                         }
+                        // Code compiled into a known JIT region since its jitdump was read.
+                        for pid in catalog.take_dump_rereads() {
+                            follower.load(pid, &mut catalog, &mut kernel)?;
+                        }
                     }
                     None => break "the ring buffer closed",
                 },
@@ -233,7 +237,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // Missing debug files may be fetched from now on (never while samples are taken).
     symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    catalog.jit.refresh(true);
+    catalog.jit.refresh(true, objects::monotonic_ns());
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
     let failed_outputs = sink.output.finish(&sink.profile, &catalog, &mut sink.symbols);
     let mut stops = kernel.stop_reasons()?;

@@ -77,6 +77,8 @@ pub struct Catalog {
     pub jit: crate::jit::JitNames,
     /// What the jitdumps of the processes gave (`jitcode`).
     pub jit_dumps: DumpStats,
+    /// What code each jitdump image covers, and the reloads samples outside it asked for.
+    dump_code: jitcode::DumpCode,
 }
 
 impl Catalog {
@@ -131,6 +133,17 @@ impl Catalog {
                 object: table.unwrap_or(NO_OBJECT),
                 _pad: 0,
             });
+        }
+        // Anonymous executable memory (JIT code): the process is looked at now, while it
+        // runs, so that a perf map it writes at exit can be read after it is gone.
+        // (Not `[vsyscall]`, which every process has.)
+        let anonymous = |(m, r): (&Mapping, &ResolvedMapping)| {
+            matches!(m.kind, MappingKind::Anonymous)
+                && r.object.is_none()
+                && m.path != std::path::Path::new("[vsyscall]")
+        };
+        if mappings.iter().zip(&resolved).any(anonymous) {
+            self.jit.watch(pid);
         }
         let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);

@@ -20,9 +20,9 @@ use prost::Message as _;
 
 use super::{symbolize, symfiles};
 use crate::export::{
-    folded,
-    model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack},
-    pprof, svg,
+    folded, json,
+    model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedSample, ResolvedStack},
+    perf_script, pprof, svg,
 };
 
 /// The largest profile read (compressed, and once gunzipped).
@@ -34,6 +34,9 @@ pub enum FileFormat {
     Folded,
     Svg,
     Pprof,
+    /// One record per sample the profile counts (see [`samples`]).
+    Json,
+    PerfScript,
 }
 
 /// Read `input`, name its frames, write `output` in `format`; `inline`: inlined functions as
@@ -47,6 +50,10 @@ pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: b
         FileFormat::Folded => folded::write(&mut out, &resolved),
         FileFormat::Svg => svg::write(&mut out, &resolved),
         FileFormat::Pprof => pprof::write(&mut out, &resolved),
+        FileFormat::Json => samples(&resolved).try_for_each(|s| json::write_sample(&mut out, &s, &resolved.objects)),
+        FileFormat::PerfScript => {
+            samples(&resolved).try_for_each(|s| perf_script::write_sample(&mut out, &s, &resolved.objects))
+        }
     }
     .and_then(|()| out.flush())
     .with_context(|| format!("cannot write {}", output.display()))?;
@@ -55,6 +62,33 @@ pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: b
         .commit()
         .with_context(|| format!("cannot write {}", output.display()))?;
     Ok(resolved)
+}
+
+/// The profile's stacks as the records of the streamed formats: `count` records per stack, in
+/// the profile's order, the stack's weight shared among them (the remainder on the first).
+/// What a profile does not hold is left out: every record has the profile's start as its Unix
+/// time, 0 as its monotonic time and CPU, and user frames' `addr` is their object-relative
+/// address (locations are per object, not per process).
+pub fn samples(resolved: &Resolved) -> impl Iterator<Item = ResolvedSample> + '_ {
+    resolved.stacks.iter().flat_map(move |stack| {
+        let count = stack.count.max(1);
+        let each = stack.weight_ns / count;
+        (0..count).map(move |i| ResolvedSample {
+            time_ns: 0,
+            time_unix_ns: resolved.start_unix_ns,
+            pid: stack.pid,
+            tid: stack.tid,
+            cpu: 0,
+            comm: stack.comm.clone(),
+            event: stack.event.clone(),
+            weight_ns: if i == 0 {
+                stack.weight_ns - each * (count - 1)
+            } else {
+                each
+            },
+            frames: stack.frames.clone(),
+        })
+    })
 }
 
 /// The profile message of the file at `path` (gzipped or not), at most `cap` bytes before and
@@ -146,25 +180,31 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
             count: s.value.first().map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
             weight_ns: s.value.get(1).map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
         };
+        let mut sources = "";
         for label in &s.label {
             match string(label.key)? {
                 "pid" => stack.pid = u32::try_from(label.num).unwrap_or(0),
                 "tid" => stack.tid = u32::try_from(label.num).unwrap_or(0),
                 "comm" => stack.comm = string(label.str)?.to_owned(),
                 "event" => stack.event = string(label.str)?.to_owned(),
+                "sources" => sources = string(label.str)?,
                 _ => {}
             }
         }
+        let mut sources = sources.chars();
         for id in &s.location_id {
             let l = locations
                 .get(id)
                 .with_context(|| format!("location {id} does not exist"))?;
             let object = mapping_index.get(&l.mapping_id).copied();
             let kernel = object.is_some_and(|o| objects[o].path == KERNEL);
-            let source = if kernel {
-                FrameSource::Kernel
-            } else {
-                FrameSource::Sframe
+            // How the frame was found, when the profile says (a tracer's profile does);
+            // otherwise the kernel's, or SFrame's for user frames.
+            let said = sources.next().and_then(FrameSource::from_letter);
+            let source = match said {
+                Some(source) if kernel == (source == FrameSource::Kernel) => source,
+                _ if kernel => FrameSource::Kernel,
+                _ => FrameSource::Sframe,
             };
             let frame =
                 |symbol: Option<String>, file: Option<String>, line: Option<u32>, inlined: bool| ResolvedFrame {

@@ -21,9 +21,12 @@ pub enum Frame {
         offset: u64,
         addr: u64,
     },
-    /// User code in no known object (anonymous memory, JIT): the absolute address.
+    /// User code in no known object (anonymous memory, JIT): the absolute address, and in
+    /// executable memory without an object the process's JIT incarnation (`JitNames::want`;
+    /// 0 elsewhere), which its perf-map names belong to.
     UserUnknown {
         addr: u64,
+        process: u32,
     },
     Kernel {
         addr: u64,
@@ -70,18 +73,25 @@ impl Stack {
                     object: Some(object),
                     bias,
                     ..
-                }) => Frame::User {
-                    object,
-                    offset: lookup.wrapping_sub(bias),
-                    addr: lookup,
-                },
+                }) => {
+                    // JIT code compiled after its jitdump was read asks for it again.
+                    catalog.note_dump_frame(sample.tgid, object, lookup.wrapping_sub(bias));
+                    Frame::User {
+                        object,
+                        offset: lookup.wrapping_sub(bias),
+                        addr: lookup,
+                    }
+                }
                 // Executable memory without an object (JIT code): its perf map may name it.
                 // (Not an address in no mapping at all: a frame-pointer walk's guess.)
-                Some(_) => {
-                    catalog.jit.want(sample.tgid, lookup);
-                    Frame::UserUnknown { addr: lookup }
-                }
-                None => Frame::UserUnknown { addr: lookup },
+                Some(_) => Frame::UserUnknown {
+                    addr: lookup,
+                    process: catalog.jit.want(sample.tgid, lookup, sample.time_ns),
+                },
+                None => Frame::UserUnknown {
+                    addr: lookup,
+                    process: 0,
+                },
             };
             // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
             // frame 0 is attributed to the table of its own object.

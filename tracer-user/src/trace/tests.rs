@@ -115,8 +115,14 @@ fn samples_fold_into_object_relative_frames() {
                 addr: 0x8200
             },
             // 0x1000 - 1 lies before the first mapping.
-            Frame::UserUnknown { addr: 0xfff },
-            Frame::UserUnknown { addr: 0x4fff },
+            Frame::UserUnknown {
+                addr: 0xfff,
+                process: 0
+            },
+            Frame::UserUnknown {
+                addr: 0x4fff,
+                process: 0
+            },
         ]
     );
     assert_eq!(
@@ -249,7 +255,7 @@ fn jit_frames_are_named_from_the_perf_map() {
         object: None,
     };
     catalog.processes.current.get_mut(&7).unwrap().push(jit);
-    catalog.jit.set_map(7, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
+    catalog.jit.set_map(7, 0, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
     let events = crate::event::EventSet::default().names();
     let of_sample = |sample: &tracer_common::trace::Sample, catalog: &Catalog, events| {
         let mut stack = super::profile::Stack::default();

@@ -1,6 +1,6 @@
 //! Symbols of stripped programs from elsewhere: a debug file served by Debian's real
 //! `debuginfod` on 127.0.0.1 names a stripped program's frames with file:line, once while
-//! tracing (`DEBUGINFOD_URLS`) and once through `sframe-trace symbolize` of a `--symbolize
+//! tracing (`DEBUGINFOD_URLS`; streamed json too, from a background fetch) and once through `sframe-trace symbolize` of a `--symbolize
 //! none` pprof; the traced profile symbolized again off-host equals the on-host result stack
 //! for stack. And debug files with zlib- or zstd-compressed sections, MiniDebugInfo
 //! (`.gnu_debugdata`), and a debug file whose compressed section lies about its size (refused,
@@ -220,8 +220,8 @@ fn debuginfod_names_stripped_frames_while_tracing_and_offline() {
     let cache = d.join("cache");
     let on_folded = d.join("on.folded");
     let on_pprof = d.join("on.pb.gz");
-    // A streamed format too: its records cannot wait for the fetch, the files written at the
-    // end do.
+    // A streamed format too: the debug file is fetched in the background when the object is
+    // first seen, and the records after that are named from it.
     let on_json = d.join("on.json");
     let stderr = trace(
         &prog.stripped,
@@ -243,6 +243,15 @@ fn debuginfod_names_stripped_frames_while_tracing_and_offline() {
     );
     let records = std::fs::read_to_string(&on_json).expect("read the json output");
     assert!(records.lines().count() > 10, "{records}");
+    let streamed_named = records
+        .lines()
+        .filter(|r| r.contains("\"symbol\":\"leaf\"") && r.contains("dbgd.c"))
+        .count();
+    assert!(
+        streamed_named * 2 > records.lines().count(),
+        "{streamed_named} of {} streamed records name leaf from the fetched file",
+        records.lines().count()
+    );
     let summary = Summary::of(&stderr);
     assert_eq!(summary.count("symbols.fetched"), 1, "{stderr}");
     let cached = cache.join("debuginfod_client").join(&prog.build_id).join("debuginfo");

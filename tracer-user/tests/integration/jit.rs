@@ -2,10 +2,13 @@
 //! maps on, judged on the samples taken in compiled code (anonymous memory): at least 90 % must
 //! carry the runtime's name for it (json `source` `jit`, object `[jit]`), and the stacks through
 //! it must still reach the bottom of the thread. Hostile perf maps are refused and counted
-//! (`hostile`). Privileged; skipped loudly (or failed under CI) when a runtime is missing.
+//! (`hostile`). A map written only at exit is read, and a pid reused keeps each process's
+//! names its own (`reuse`). Privileged; skipped loudly (or failed under CI) when a runtime is
+//! missing.
 
 mod hostile;
 mod jitdump;
+mod reuse;
 
 use std::{
     io::BufRead as _,

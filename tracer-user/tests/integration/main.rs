@@ -32,6 +32,8 @@ mod lifecycle;
 #[cfg(feature = "ebpf")]
 mod live;
 #[cfg(feature = "ebpf")]
+mod offline;
+#[cfg(feature = "ebpf")]
 mod oracle;
 #[cfg(feature = "ebpf")]
 mod otlp;

@@ -118,7 +118,9 @@ fn header_and_labels() {
             ("pid", "7".to_owned()),
             ("tid", "8".to_owned()),
             ("comm", "app".to_owned()),
-            ("event", "cpu-clock".to_owned())
+            ("event", "cpu-clock".to_owned()),
+            // One letter per location: the inlined function shares its caller's.
+            ("sources", "sss".to_owned())
         ]
     );
 }

@@ -6,16 +6,21 @@
 //! of its own: an ELF image of that code ([`crate::jit::elf`]) kept in an anonymous memory
 //! file, its table built from the runtime's `.eh_frame` and its symbols from the code-load
 //! records. The kernel then unwinds that code exactly, frame pointers or not. Code the
-//! runtime compiles later is covered the next time the mappings are read (new code mapped
-//! outside the known mappings, or a reload).
+//! runtime compiles later is covered the next time the mappings are read: new code mapped
+//! outside the known mappings makes the kernel ask for that, and a sample in a known region at
+//! code its image does not hold asks for it here ([`Catalog::note_dump_frame`], at most every
+//! [`REREAD`] per process), so that code compiled into a region already known gets its names
+//! and rows from the dump without waiting for anything else to reload the mappings.
 
 use std::{
-    collections::BTreeMap,
+    cell::RefCell,
+    collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
     io::Read as _,
     os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
     path::{Path, PathBuf},
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use serde::Serialize;
@@ -29,6 +34,22 @@ use crate::{
 /// The most bytes of JIT images kept in a session (each is held for symbolization until the
 /// end: a process rewriting its jitdump must not make the tracer keep images without end).
 const MAX_IMAGE_BYTES: u64 = 512 << 20;
+
+/// How often a process's mappings (and jitdump) are read again for code of a known region its
+/// image does not hold, at most.
+const REREAD: Duration = Duration::from_millis(500);
+
+/// The code each jitdump image holds, and the processes whose samples found code it does not.
+#[derive(Debug, Default)]
+pub(super) struct DumpCode {
+    /// Per object: the ranges of its mapping (offsets from its start) the image has code for.
+    covered: HashMap<usize, Vec<(u64, u64)>>,
+    wanted: RefCell<BTreeSet<u32>>,
+    reread_at: HashMap<u32, Instant>,
+    /// Per process: the mapping of its jitdump and how many bytes of it were read (read again
+    /// only when it grew: code without a record, a runtime's stubs, asks for nothing).
+    dumps: HashMap<u32, (u64, u64, u64)>,
+}
 
 /// The object name (and pprof or OTLP mapping) of JIT code described by a jitdump.
 pub const JITDUMP_OBJECT: &str = "[jitdump]";
@@ -48,6 +69,9 @@ pub struct DumpStats {
     pub regions: u64,
     pub image_bytes: u64,
     pub over_limit: u64,
+    /// Times a process's mappings and jitdump were read again because a sample landed in a
+    /// known region at code its image did not hold (compiled after the dump was read).
+    pub rereads: u64,
 }
 
 /// Whether `path` names a jitdump: `jit-PID.dump`.
@@ -71,6 +95,7 @@ impl Catalog {
             }
         };
         self.jit_dumps.read += 1;
+        self.dump_code.dumps.insert(pid, (m.start, m.end, bytes.len() as u64));
         match crate::jit::dump::parse(&bytes) {
             Ok(dump) => {
                 self.jit_dumps.malformed_records += dump.malformed;
@@ -89,7 +114,14 @@ impl Catalog {
         let loads = dump.within(m.start, m.end);
         let (image, unusable) = crate::jit::elf::image(&loads, dump.machine, m.start)?;
         self.jit_dumps.unusable_unwind += unusable;
+        let covered = || {
+            loads
+                .iter()
+                .map(|l| (l.addr.wrapping_sub(m.start), l.end().wrapping_sub(m.start)))
+                .collect()
+        };
         if let Some(&i) = self.by_image.get(image.as_slice()) {
+            self.dump_code.covered.entry(i).or_insert_with(covered);
             return Some((i, m.start));
         }
         if self.jit_dumps.image_bytes + image.len() as u64 > MAX_IMAGE_BYTES {
@@ -113,7 +145,43 @@ impl Catalog {
         });
         self.jit_dumps.regions += 1;
         self.by_image.insert(image.into_boxed_slice(), self.objects.len() - 1);
+        self.dump_code.covered.insert(self.objects.len() - 1, covered());
         Some((self.objects.len() - 1, m.start))
+    }
+
+    /// A sample of `pid` has a frame at `offset` in the mapping of `object`: if that is a
+    /// jitdump's region and its image holds no code there, the process's mappings (and
+    /// jitdump) are to be read again ([`Catalog::take_dump_rereads`]).
+    pub fn note_dump_frame(&self, pid: u32, object: usize, offset: u64) {
+        if let Some(ranges) = self.dump_code.covered.get(&object)
+            && !ranges.iter().any(|&(start, end)| start <= offset && offset < end)
+        {
+            self.dump_code.wanted.borrow_mut().insert(pid);
+        }
+    }
+
+    /// The processes whose mappings are to be read again for code their jitdump images do
+    /// not hold: each at most every [`REREAD`], and only when its jitdump grew since it was
+    /// read (and was not cut at the size limit).
+    pub fn take_dump_rereads(&mut self) -> Vec<u32> {
+        let wanted = std::mem::take(self.dump_code.wanted.get_mut());
+        let code = &self.dump_code;
+        let due: Vec<u32> = wanted
+            .into_iter()
+            .filter(|pid| code.reread_at.get(pid).is_none_or(|at| at.elapsed() >= REREAD))
+            .filter(|&pid| {
+                code.dumps.get(&pid).is_some_and(|&(start, end, read)| {
+                    read < crate::jit::process::MAX_FILE
+                        && std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+                            .is_ok_and(|m| m.len() > read)
+                })
+            })
+            .collect();
+        for &pid in &due {
+            self.dump_code.reread_at.insert(pid, Instant::now());
+        }
+        self.jit_dumps.rereads += due.len() as u64;
+        due
     }
 }
 

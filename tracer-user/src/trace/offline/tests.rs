@@ -1,13 +1,17 @@
 //! Profiles from elsewhere are input: a gzip bomb, a file that is no profile and references
 //! out of their tables are refused with a sentence; named locations keep their names, inlined
-//! lines first, and labels give each stack its process.
+//! lines first, and labels give each stack its process and each frame how it was found; a
+//! profile's stacks become one record per sample counted for the streamed formats.
 
 use std::io::Write as _;
 
 use prost::Message as _;
 
-use super::{read_profile, resolve, unhex};
-use crate::export::{model::FrameSource, pprof};
+use super::{read_profile, resolve, samples, unhex};
+use crate::export::{
+    model::{FrameSource, Resolved, ResolvedFrame, ResolvedStack, test_objects},
+    pprof,
+};
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -146,4 +150,94 @@ fn build_ids_parse_from_hex() {
     assert_eq!(unhex(""), None);
     assert_eq!(unhex("abc"), None);
     assert_eq!(unhex("zz"), None);
+}
+
+/// A stack of a kernel frame and two user frames (one with an inlined function), each found
+/// its own way.
+fn resolved() -> Resolved {
+    let frame = |addr, object, symbol: &str, inlined, source| ResolvedFrame {
+        addr,
+        object: Some(object),
+        offset: if source == FrameSource::Kernel {
+            addr
+        } else {
+            addr & 0xffff
+        },
+        symbol: Some(symbol.to_owned()),
+        file: Some("x.c".to_owned()),
+        line: Some(7),
+        inlined,
+        source,
+    };
+    Resolved {
+        objects: test_objects(),
+        stacks: vec![ResolvedStack {
+            pid: 5,
+            tid: 6,
+            comm: "app".to_owned(),
+            event: "cpu-clock".to_owned(),
+            frames: vec![
+                frame(0xffff_ffff_8100_0010, 2, "schedule", false, FrameSource::Kernel),
+                frame(0x7f00_0000_1234, 1, "helper", true, FrameSource::EhFrame),
+                frame(0x7f00_0000_1234, 1, "lib_fn", false, FrameSource::EhFrame),
+                frame(0x5500_0000_0100, 0, "main", false, FrameSource::Fp),
+            ],
+            count: 3,
+            weight_ns: 10,
+        }],
+        start_unix_ns: 1_700_000_000_000_000_000,
+        duration_ns: 1,
+        period_ns: 1,
+    }
+}
+
+/// What a frame says apart from its absolute address: symbol, object path, offset, inlined,
+/// source.
+type Seen = (Option<String>, Option<String>, u64, bool, FrameSource);
+
+#[test]
+fn frames_come_back_with_how_they_were_found() {
+    let original = resolved();
+    let again = resolve(&pprof::build(&original), true).expect("valid");
+    let strip = |r: &Resolved| -> Vec<Seen> {
+        r.stacks[0]
+            .frames
+            .iter()
+            .map(|f| {
+                let object = f.object.map(|o| r.objects[o].path.clone());
+                (f.symbol.clone(), object, f.offset, f.inlined, f.source)
+            })
+            .collect()
+    };
+    assert_eq!(strip(&again), strip(&original));
+    // Without the label, user frames are said to be SFrame's, kernel frames the kernel's.
+    let mut unlabelled = pprof::build(&original);
+    unlabelled.sample[0].label.pop();
+    let sources: Vec<FrameSource> = resolve(&unlabelled, true).expect("valid").stacks[0]
+        .frames
+        .iter()
+        .map(|f| f.source)
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            FrameSource::Kernel,
+            FrameSource::Sframe,
+            FrameSource::Sframe,
+            FrameSource::Sframe
+        ]
+    );
+}
+
+#[test]
+fn stacks_become_one_record_per_sample() {
+    let r = resolved();
+    let records: Vec<_> = samples(&r).collect();
+    assert_eq!(records.len(), 3);
+    assert_eq!(records.iter().map(|s| s.weight_ns).collect::<Vec<_>>(), [4, 3, 3]);
+    for s in &records {
+        assert_eq!((s.pid, s.tid, s.comm.as_str()), (5, 6, "app"));
+        assert_eq!(s.time_unix_ns, r.start_unix_ns);
+        assert_eq!(s.frames, r.stacks[0].frames);
+    }
 }

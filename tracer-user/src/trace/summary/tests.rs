@@ -137,7 +137,7 @@ fn json_has_the_figures_of_the_text() {
         },
         "jitdump": {
             "read": 0, "refused_by_reason": {}, "malformed_records": 0, "unusable_unwind": 0, "regions": 0,
-            "image_bytes": 0, "over_limit": 0,
+            "image_bytes": 0, "over_limit": 0, "rereads": 0,
         },
     });
     assert_eq!(v, expected);

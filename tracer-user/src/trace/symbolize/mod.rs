@@ -203,24 +203,17 @@ impl SymbolCache {
             })
             .count();
         for frame in &stack.kernel[machinery..] {
-            self.push_frame(&mut frames, frame, FrameSource::Kernel, catalog, stack.pid);
+            self.push_frame(&mut frames, frame, FrameSource::Kernel, catalog);
         }
         for (frame, &source) in stack.user.iter().zip(&stack.sources) {
-            self.push_frame(&mut frames, frame, source, catalog, stack.pid);
+            self.push_frame(&mut frames, frame, source, catalog);
         }
         frames
     }
 
-    fn push_frame(
-        &mut self,
-        frames: &mut Vec<ResolvedFrame>,
-        frame: &Frame,
-        source: FrameSource,
-        catalog: &Catalog,
-        pid: u32,
-    ) {
-        if let Frame::UserUnknown { addr } = *frame
-            && let Some(name) = catalog.jit.name(pid, addr)
+    fn push_frame(&mut self, frames: &mut Vec<ResolvedFrame>, frame: &Frame, source: FrameSource, catalog: &Catalog) {
+        if let Frame::UserUnknown { addr, process } = *frame
+            && let Some(name) = catalog.jit.name(process, addr)
         {
             frames.push(ResolvedFrame {
                 addr,
@@ -249,7 +242,7 @@ impl SymbolCache {
         let (object, offset, addr) = match *frame {
             Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
             Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),
-            Frame::UserUnknown { addr } => (None, addr, addr),
+            Frame::UserUnknown { addr, .. } => (None, addr, addr),
         };
         let names = match *frame {
             Frame::User { object, offset, .. } => self.user.get(&(object, offset)),

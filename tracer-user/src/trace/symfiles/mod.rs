@@ -8,9 +8,11 @@
 //! Every file chosen is vetted first ([`crate::compressed::vet_file`]): blazesym decompresses
 //! sections without a bound, so a file whose compressed sections are not what they state is
 //! not symbolized from at all (its frames keep their object and offset) and the refusal is
-//! counted. Network fetches are never made while samples are being taken: the session marks
-//! the end of sampling ([`end_sampling`]) and only then may a missing debug file be fetched;
-//! while sampling, only files already in the cache are used.
+//! counted. Network fetches are never made on the sampling path: while samples are being
+//! taken, a missing debug file is fetched by a background thread ([`prefetch`], one request at
+//! a time, within the same budget), and the objects waiting for it are named again once it is
+//! in the cache; at the end of sampling ([`end_sampling`]) that thread is stopped after its
+//! current request and what it did not get to is fetched then.
 //!
 //! One configuration and one set of figures per process (a session has several symbol caches:
 //! one per kind of output), behind a mutex; symbolization is never on a hot path.
@@ -106,6 +108,9 @@ struct State {
     generation: u64,
     /// Build-ids whose fetch was tried (one try per session).
     tried: HashMap<Vec<u8>, Option<PathBuf>>,
+    /// Build-ids waiting for the background fetch, and that thread while it runs.
+    queue: std::collections::VecDeque<Vec<u8>>,
+    worker: Option<std::thread::JoinHandle<()>>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -121,6 +126,8 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
         deferred: std::collections::HashSet::new(),
         generation: 0,
         tried: HashMap::new(),
+        queue: std::collections::VecDeque::new(),
+        worker: None,
     });
     f(state)
 }
@@ -134,14 +141,59 @@ pub fn configure(config: SymbolConfig, sampling: bool) {
     });
 }
 
-/// Sampling is over: missing debug files may be fetched now.
+/// Sampling is over: missing debug files may be fetched now (the background fetch stops after
+/// its current request, waited for here).
 pub fn end_sampling() {
-    with_state(|state| {
+    let worker = with_state(|state| {
         state.sampling = false;
+        state.queue.clear();
+        state.worker.take()
+    });
+    if let Some(worker) = worker {
+        let _ = worker.join();
+    }
+    with_state(|state| {
         if !state.deferred.is_empty() {
             state.generation += 1;
         }
     });
+}
+
+/// The background fetch: while sampling, the queued build-ids one by one, each with a copy of
+/// the client (its budget written back after), the lock not held during the request.
+fn prefetch() {
+    loop {
+        let next = with_state(|state| {
+            let next = state
+                .queue
+                .pop_front()
+                .filter(|_| state.sampling)
+                .zip(state.config.debuginfod.clone());
+            if next.is_none() {
+                // Done: the next build-id queued starts another thread.
+                state.worker = None;
+            }
+            next
+        });
+        let Some((id, mut client)) = next else { return };
+        let result = client.fetch(&id);
+        with_state(|state| {
+            let path = match result {
+                Ok(path) => {
+                    state.figures.fetched += 1;
+                    // Symbol caches name the objects that waited for it again.
+                    state.generation += 1;
+                    Some(path)
+                }
+                Err(why) => {
+                    *state.figures.not_fetched_by_reason.entry(why.reason()).or_default() += 1;
+                    None
+                }
+            };
+            state.tried.insert(id, path);
+            state.config.debuginfod = Some(client);
+        });
+    }
 }
 
 /// Changes when objects named while sampling may have a debug file now: a symbol cache that
@@ -226,7 +278,15 @@ fn fetched(id: &[u8]) -> Option<PathBuf> {
         return None;
     }
     if state.sampling {
-        state.deferred.insert(id.to_vec());
+        if state.deferred.insert(id.to_vec()) {
+            state.queue.push_back(id.to_vec());
+            if state.worker.as_ref().is_none_or(std::thread::JoinHandle::is_finished) {
+                state.worker = std::thread::Builder::new()
+                    .name("debuginfod".to_owned())
+                    .spawn(prefetch)
+                    .ok();
+            }
+        }
         return None;
     }
     let result = client.fetch(id);

@@ -15,7 +15,7 @@ use super::user_stacks;
 use crate::support::{Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc, privileged};
 
 /// A perf map the test placed, removed afterwards whatever it is.
-struct Placed(PathBuf);
+pub(super) struct Placed(pub(super) PathBuf);
 
 impl Drop for Placed {
     fn drop(&mut self) {

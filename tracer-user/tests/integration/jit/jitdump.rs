@@ -4,13 +4,41 @@
 //! the function's code-load and unwinding-info records. Every stack through `jit_outer` must be
 //! the real chain, `jit_outer` named from the dump (`source` `jitdump`). The same program
 //! without its jitdump is the control: its stacks through that code cannot be walked (no
-//! frame pointer to follow), which is what the dump's unwind information fixes.
+//! frame pointer to follow), which is what the dump's unwind information fixes. And code the
+//! program compiles later into the same region (`jit_later`, its records appended to the
+//! dump) gets its name and rows from the dump while the program runs: nothing else makes the
+//! tracer read the mappings again.
 
 use super::{
     hostile::{build_jit, start_jit},
     user_stacks,
 };
-use crate::support::{SUMMARY_JSON, Summary, Tracer, privileged};
+use crate::support::{SUMMARY_JSON, Summary, Tracer, privileged, tracer_binary};
+
+/// How many of `stacks` go through the JIT function `name`, each checked to be exact: named
+/// from the dump, `spin` (or nothing) above it, `run`, `main`, two libc frames and `_start`
+/// below.
+fn exact_through(stacks: &[super::Frames], name: &str) -> usize {
+    let mut through = 0;
+    for stack in stacks {
+        let names: Vec<&str> = stack.iter().map(|f| f.0.as_deref().unwrap_or("?")).collect();
+        let Some(at) = names.iter().position(|&n| n == name) else {
+            continue;
+        };
+        through += 1;
+        assert_eq!(stack[at].1.as_deref(), Some("[jitdump]"), "{names:?}");
+        assert_eq!(stack[at].2, "jitdump", "{names:?}");
+        assert!(at == 0 || (at == 1 && names[0] == "spin"), "above {name}: {names:?}");
+        assert_eq!(&names[at + 1..at + 3], ["run", "main"], "below {name}: {names:?}");
+        assert_eq!(names.last(), Some(&"_start"), "{names:?}");
+        assert_eq!(
+            names.len() - at,
+            6,
+            "{name}, run, main, two libc frames, _start: {names:?}"
+        );
+    }
+    through
+}
 
 /// Trace `pid` for 2 seconds: the json output and the summary.
 fn trace(dir: &std::path::Path, pid: u32, name: &str) -> (String, Summary, String) {
@@ -49,24 +77,7 @@ fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
     assert_eq!(summary.count("jitdump.read"), 1, "{stderr}");
     assert_eq!(summary.count("jitdump.regions"), 1, "{stderr}");
     let stacks = user_stacks(&json, pid);
-    let mut through = 0;
-    for stack in &stacks {
-        let names: Vec<&str> = stack.iter().map(|f| f.0.as_deref().unwrap_or("?")).collect();
-        let Some(at) = names.iter().position(|&n| n == "jit_outer") else {
-            continue;
-        };
-        through += 1;
-        assert_eq!(stack[at].1.as_deref(), Some("[jitdump]"), "{names:?}");
-        assert_eq!(stack[at].2, "jitdump", "{names:?}");
-        assert!(at == 0 || (at == 1 && names[0] == "spin"), "above jit_outer: {names:?}");
-        assert_eq!(&names[at + 1..at + 3], ["run", "main"], "below jit_outer: {names:?}");
-        assert_eq!(names.last(), Some(&"_start"), "{names:?}");
-        assert_eq!(
-            names.len() - at,
-            6,
-            "jit_outer, run, main, two libc frames, _start: {names:?}"
-        );
-    }
+    let through = exact_through(&stacks, "jit_outer");
     eprintln!(
         "jitdump: {through} of {} samples through jit_outer, all exact",
         stacks.len()
@@ -87,4 +98,37 @@ fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
         reached * 10 < user_stacks(&json, pid).len(),
         "without its jitdump the JIT frame was walked through: {reached} stacks reach _start"
     );
+}
+
+#[test]
+fn code_compiled_later_into_a_known_region_is_named_and_unwound() {
+    let Some(_turn) = privileged("code_compiled_later_into_a_known_region_is_named_and_unwound") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = build_jit(dir.path());
+    let out = dir.path().join("later.json");
+    let traced = std::process::Command::new(tracer_binary())
+        .args(["-F", "499", "-f", "json", "-o", out.to_str().expect("utf-8")])
+        .args(SUMMARY_JSON)
+        .arg("--")
+        .arg(&program)
+        .args(["4", "dump", "later"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run sframe-trace");
+    let stderr = String::from_utf8_lossy(&traced.stderr).into_owned();
+    assert!(traced.status.success(), "sframe-trace failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&traced.stdout);
+    assert!(stdout.starts_with("ready "), "the JIT program said {stdout:?}");
+    let pid = super::launched_pid(&stderr);
+    let summary = Summary::of(&stderr);
+    assert!(summary.count("jitdump.rereads") >= 1, "{stderr}");
+    let json = std::fs::read_to_string(&out).expect("read the json output");
+    let stacks = user_stacks(&json, pid);
+    let first = exact_through(&stacks, "jit_outer");
+    let later = exact_through(&stacks, "jit_later");
+    eprintln!("jitdump: {first} samples through jit_outer, {later} through jit_later, all exact");
+    assert!(first >= 30, "only {first} samples through jit_outer\n{stderr}");
+    assert!(later >= 30, "only {later} samples through jit_later\n{stderr}");
 }

@@ -1,0 +1,135 @@
+//! Perf maps written at exit, and a pid used by two processes: fixtures/jit/jit.c in `reuse`
+//! mode runs its JIT code in `jitfirst`, which writes `/tmp/perf-PID.map` only as it exits
+//! (as Java's `-XX:+DumpPerfMapAtExit` does), then in `jitsecond`, made with the same pid,
+//! which writes its own map (another name for the same address) as it exits. Traced
+//! system-wide, each process's samples in the JIT code must carry its own name and never the
+//! other's, in the pprof written at the end and in the streamed json: the first's map is read
+//! after it exited, the second's samples are not named from the map the first left behind
+//! (refused as `stale` if read while the second runs), and the first's samples are not named
+//! from the map that replaced it.
+
+use std::{collections::BTreeMap, io::Read as _, path::PathBuf, process::Command};
+
+use prost::Message as _;
+use sframe_trace::export::pprof::Profile;
+
+use super::hostile::{Placed, build_jit};
+use crate::support::{SUMMARY_JSON, Tracer, privileged};
+
+/// The JIT frame names of the samples of `pid` in a pprof, per command, with their counts.
+fn pprof_names(path: &std::path::Path, pid: u32) -> BTreeMap<(String, String), i64> {
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("open the profile"))
+        .read_to_end(&mut bytes)
+        .expect("gunzip");
+    let p = Profile::decode(bytes.as_slice()).expect("a profile");
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let mut names = BTreeMap::new();
+    for sample in &p.sample {
+        let label = |key: &str| sample.label.iter().find(|l| s(l.key) == key);
+        if label("pid").map(|l| l.num) != Some(i64::from(pid)) {
+            continue;
+        }
+        let comm = label("comm").map_or("", |l| s(l.str)).to_owned();
+        for id in &sample.location_id {
+            let l = p.location.iter().find(|l| l.id == *id).expect("location");
+            let Some(m) = p.mapping.iter().find(|m| m.id == l.mapping_id) else {
+                continue;
+            };
+            if s(m.filename) != "[jit]" {
+                continue;
+            }
+            for line in &l.line {
+                let f = p.function.iter().find(|f| f.id == line.function_id).expect("function");
+                *names.entry((comm.clone(), s(f.name).to_owned())).or_default() += sample.value[0];
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
+    let Some(_turn) = privileged("maps_written_at_exit_name_each_process_of_a_reused_pid") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = build_jit(dir.path());
+    let pprof = dir.path().join("out.pb.gz");
+    let json = dir.path().join("out.json");
+    let mut args = vec![
+        "--no-kernel",
+        "-F",
+        "499",
+        "-f",
+        "pprof",
+        "-o",
+        pprof.to_str().expect("utf-8"),
+        "-f",
+        "json",
+        "-o",
+        json.to_str().expect("utf-8"),
+    ];
+    args.extend(SUMMARY_JSON);
+    let tracer = Tracer::start(&args);
+    let out = Command::new(&program)
+        .args(["1", "reuse"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run the JIT program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("reused "))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the JIT program said {stdout:?}, {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let _map = Placed(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+    let stderr = tracer.interrupt();
+
+    let names = pprof_names(&pprof, pid);
+    let count = |comm: &str, name: &str| names.get(&(comm.to_owned(), name.to_owned())).copied().unwrap_or(0);
+    assert!(count("jitfirst", "first_incarnation") >= 20, "{names:?}\n{stderr}");
+    assert!(count("jitsecond", "second_incarnation") >= 20, "{names:?}\n{stderr}");
+    assert_eq!(
+        names
+            .keys()
+            .filter(|(comm, _)| comm == "jitfirst" || comm == "jitsecond")
+            .count(),
+        2,
+        "a process named with the other's map: {names:?}"
+    );
+    // (Whether the second read the first's map while running, and refused it as `stale`,
+    // depends on how soon its samples are resolved: the rule itself is a unit test.)
+
+    // The streamed records, named from what was read when each was resolved: maybe nothing
+    // yet (the first's map is written at exit, the second's is stale while it runs), but
+    // never the other process's name.
+    let text = std::fs::read_to_string(&json).expect("read the json output");
+    let mut streamed = 0;
+    for record in text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+    {
+        if record["pid"].as_u64() != Some(u64::from(pid)) {
+            continue;
+        }
+        streamed += 1;
+        let other = match record["comm"].as_str() {
+            Some("jitfirst") => "second_incarnation",
+            Some("jitsecond") => "first_incarnation",
+            _ => continue,
+        };
+        let wrong = record["frames"]
+            .as_array()
+            .expect("frames")
+            .iter()
+            .any(|f| f["symbol"] == other);
+        assert!(!wrong, "named from the other process's map: {record}");
+    }
+    assert!(streamed >= 40, "only {streamed} records of pid {pid}");
+}
