@@ -115,3 +115,15 @@ pub(super) fn settled_rss(pid: u32) -> u64 {
 pub(super) fn open_files(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64)
 }
+
+/// The tracer's open file descriptors on files under `dir` (deleted ones included): what it
+/// holds of a test's own files, whatever other programs on the host make it open.
+pub(super) fn open_files_in(pid: u32, dir: &std::path::Path) -> u64 {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count() as u64
+}
