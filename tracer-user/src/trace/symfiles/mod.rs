@@ -14,8 +14,9 @@
 //! in the cache; at the end of sampling ([`end_sampling`]) that thread is stopped after its
 //! current request and what it did not get to is fetched then.
 //!
-//! One configuration and one set of figures per process (a session has several symbol caches:
-//! one per kind of output), behind a mutex; symbolization is never on a hot path.
+//! One configuration and one set of figures per process (shared by the session's symbol cache,
+//! the background fetcher and offline symbolization), behind a mutex; symbolization is never
+//! on a hot path.
 
 pub mod debuginfod;
 
