@@ -33,6 +33,10 @@ const BUILD_NOW_BYTES: u64 = 2 << 20;
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// How long an object's table stays loaded after the last process mapping it is gone.
 const UNLOAD_AFTER: Duration = Duration::from_secs(10);
+/// The log target of the line each sweep's housekeeping ends with (`RUST_LOG=...,sframe_trace::sweep=debug`):
+/// the sweep's number and the processes still known after it, so that a script (or a test) can
+/// wait until the exits of a given moment are forgotten: two sweeps after it.
+pub const SWEEP_LOG: &str = "sframe_trace::sweep";
 
 /// What following did, for the summary (its JSON form names the fields as they are).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -88,6 +92,8 @@ pub struct Follower<P = Live> {
     building: std::collections::HashSet<ObjectKey>,
     waiting: Vec<u32>,
     last_sweep: Instant,
+    /// Sweeps done so far (told in the `sframe_trace::sweep` debug log, see [`SWEEP_LOG`]).
+    sweeps: u64,
     /// Memory was freed since [`Follower::take_freed`] last said so (a background build's
     /// scratch, an unloaded table).
     freed: bool,
@@ -114,6 +120,7 @@ impl<P: Processes> Follower<P> {
             building: std::collections::HashSet::new(),
             waiting: Vec::new(),
             last_sweep: Instant::now(),
+            sweeps: 0,
             freed: false,
             stats: FollowStats::default(),
         };
@@ -239,8 +246,10 @@ impl<P: Processes> Follower<P> {
     /// periodically.
     pub fn housekeep(&mut self, catalog: &mut Catalog, kernel: &mut impl KernelTables) -> anyhow::Result<()> {
         // Exits can go unnoticed (a lost notice, an exit before the process was loaded).
-        if self.last_sweep.elapsed() >= self.timing.sweep_every {
+        let swept = self.last_sweep.elapsed() >= self.timing.sweep_every;
+        if swept {
             self.last_sweep = Instant::now();
+            self.sweeps += 1;
             for pid in catalog
                 .processes
                 .current
@@ -272,6 +281,9 @@ impl<P: Processes> Follower<P> {
             self.freed = true;
             self.stats.unloaded += unloaded as u64;
             kernel.sync_tables(&mut catalog.tables)?;
+        }
+        if swept {
+            log::debug!(target: SWEEP_LOG, "sweep {}: {} processes known", self.sweeps, catalog.processes.current.len());
         }
         Ok(())
     }

@@ -27,6 +27,7 @@ use std::{
 };
 
 use follow::Follower;
+pub use follow::SWEEP_LOG;
 pub use outfile::OutputFileError;
 pub use output::OutputSpec;
 use profile::{Keep, Profile};

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use crate::hardening::{Verdict, Verdicts, read_folded};
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged, tracer_binary};
@@ -168,7 +167,7 @@ fn fork_storm_is_survived_and_cleaned_up() {
     let Some(_serial) = privileged("follow::fork_storm_is_survived_and_cleaned_up") else {
         return;
     };
-    let tracer = Tracer::start(&[
+    let mut tracer = Tracer::start_sweeping(&[
         SUMMARY_JSON[0],
         SUMMARY_JSON[1],
         "-a",
@@ -191,9 +190,7 @@ fn fork_storm_is_survived_and_cleaned_up() {
         .status()
         .expect("run the storm");
     assert!(storm.success());
-    // Exited processes are dropped after a grace period; missed exits are found by a sweep
-    // every few seconds.
-    std::thread::sleep(Duration::from_secs(9));
+    tracer.wait_forgotten();
     let stderr = tracer.interrupt();
     eprintln!("{stderr}");
     // Most storm processes are gone before they can be loaded; those loaded exit again.
@@ -251,14 +248,14 @@ fn a_process_in_its_own_root_is_unwound() {
     let root = tempfile::tempdir().expect("tempdir");
     // A static program needs no libraries inside the root.
     let app = compile(root.path(), "chain", &["-static"]);
-    let running = Running(
+    let mut running = Running(
         Command::new("chroot")
             .arg(root.path())
             .arg("/chain")
             .spawn()
             .expect("chroot"),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    running.wait_working(&app);
     assert!(
         !Path::new("/chain").exists(),
         "the program must exist only inside the root"
@@ -277,8 +274,8 @@ fn a_deleted_program_is_unwound() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let app = compile(dir.path(), "chain", &[]);
-    let running = Running(Command::new(&app).spawn().expect("start"));
-    std::thread::sleep(Duration::from_millis(300));
+    let mut running = Running(Command::new(&app).spawn().expect("start"));
+    running.wait_working(&app);
     std::fs::remove_file(&app).expect("delete the program");
     let (good, total, _) = trace_chain(running.pid(), &[]);
     assert!(total >= 200, "too few samples: {total}");
@@ -294,8 +291,8 @@ fn a_small_table_budget_is_reported() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let app = compile(dir.path(), "chain", &[]);
-    let running = Running(Command::new(&app).spawn().expect("start"));
-    std::thread::sleep(Duration::from_millis(300));
+    let mut running = Running(Command::new(&app).spawn().expect("start"));
+    running.wait_working(&app);
     let (_, total, stderr) = trace_chain(running.pid(), &["--max-table-memory", "64K"]);
     assert!(total >= 200, "too few samples: {total}");
     let summary = Summary::of(&stderr);

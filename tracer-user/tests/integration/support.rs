@@ -57,6 +57,53 @@ impl Running {
     pub fn pid(&self) -> u32 {
         self.0.id()
     }
+
+    /// Wait until it runs `program` (its exec done, whatever the path it was started by) and
+    /// has used some CPU time in it, so past the dynamic loader and into its work on a machine
+    /// however busy; fails when it ends first, or does not get there within [`SILENCE`].
+    pub fn wait_working(&mut self, program: &Path) -> &mut Running {
+        use std::os::unix::fs::MetadataExt;
+        let want = std::fs::metadata(program).unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+        let pid = self.pid();
+        let started = std::time::Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                panic!("{} ended ({status}) before it got to work", program.display());
+            }
+            let exe = std::fs::metadata(format!("/proc/{pid}/exe"));
+            let running = exe.is_ok_and(|m| (m.dev(), m.ino()) == (want.dev(), want.ino()));
+            if running && cpu_ticks(pid) >= 2 {
+                return self;
+            }
+            assert!(
+                started.elapsed() < SILENCE,
+                "{} (pid {pid}) did not get to work within {} s",
+                program.display(),
+                SILENCE.as_secs()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// The CPU time `pid` has used, in clock ticks (utime + stime of /proc/PID/stat, fields 14 and
+/// 15, after the parenthesised command name), 0 when it cannot be read.
+#[cfg(feature = "ebpf")]
+pub fn cpu_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let fields: Vec<u64> = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .map(|f| f.parse().ok())
+                .collect::<Option<_>>()?;
+            Some(fields.iter().sum())
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(feature = "ebpf")]
@@ -104,22 +151,7 @@ impl Progress {
 
     /// Note what the tracer has `printed` so far (lines or bytes); whether it is stuck.
     pub fn stuck(&mut self, printed: usize) -> bool {
-        // utime and stime of all its threads, fields 14 and 15 of /proc/PID/stat (after the
-        // parenthesised command name).
-        let cpu = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .ok()
-            .and_then(|stat| {
-                let fields: Vec<u64> = stat
-                    .rsplit_once(") ")?
-                    .1
-                    .split(' ')
-                    .skip(11)
-                    .take(2)
-                    .filter_map(|f| f.parse().ok())
-                    .collect();
-                Some(fields.iter().sum())
-            })
-            .unwrap_or(0);
+        let cpu = cpu_ticks(self.pid);
         if cpu > self.cpu || printed > self.printed {
             (self.cpu, self.printed, self.at) = (cpu, printed, std::time::Instant::now());
         }
@@ -153,36 +185,75 @@ impl Tracer {
                 }
             }
         });
-        let mut progress = Progress::new(child.id());
         let mut tracer = Tracer {
             child,
             lines,
             stderr: Vec::new(),
         };
+        tracer.wait_for("sampled", |line| line.contains(": sampling "));
+        tracer
+    }
+
+    /// Like [`Tracer::start`], with the tracer telling each sweep for exited processes (see
+    /// [`Tracer::wait_forgotten`]).
+    pub fn start_sweeping(args: &[&str]) -> Tracer {
+        let mut command = Command::new(tracer_binary());
+        command
+            .args(args)
+            .env(
+                "RUST_LOG",
+                format!("warn,aya::sys::bpf=error,{}=debug", sframe_trace::trace::SWEEP_LOG),
+            )
+            .stdout(std::process::Stdio::null());
+        Tracer::spawn(command)
+    }
+
+    /// Wait until the processes that exited before this call are forgotten by a tracer started
+    /// with [`Tracer::start_sweeping`]: exited processes are forgotten after a grace period, and
+    /// exits the tracer missed are found by its next sweep, so two sweeps after now every one
+    /// is (as long as the tracer makes progress, however busy the machine). A sweep line printed
+    /// before now may still be on its way: three sweeps after the last one seen are two after now.
+    pub fn wait_forgotten(&mut self) {
+        let sweep = |line: &str| -> Option<u64> { line.split("sweep ").nth(1)?.split(':').next()?.parse().ok() };
+        self.drain();
+        let last = self.stderr.iter().filter_map(|l| sweep(l)).max().unwrap_or(0);
+        self.wait_for("swept twice more", |line| sweep(line).is_some_and(|n| n >= last + 3));
+    }
+
+    /// Wait until the tracer prints a line `until` accepts (kept in `stderr`, like every line
+    /// before it): as long as it makes progress (see [`SILENCE`]), failing with its stderr when
+    /// it ends first or is stuck. `what` names the awaited moment in that failure.
+    pub fn wait_for(&mut self, what: &str, mut until: impl FnMut(&str) -> bool) {
+        let mut progress = Progress::new(self.child.id());
         loop {
-            match tracer.lines.recv_timeout(std::time::Duration::from_secs(1)) {
+            match self.lines.recv_timeout(std::time::Duration::from_secs(1)) {
                 Ok(line) => {
-                    let sampling = line.contains(": sampling ");
-                    tracer.stderr.push(line);
-                    if sampling {
-                        return tracer;
+                    let done = until(&line);
+                    self.stderr.push(line);
+                    if done {
+                        return;
                     }
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = tracer.child.wait().expect("wait for sframe-trace");
+                    let status = self.child.wait().expect("wait for sframe-trace");
                     panic!(
-                        "sframe-trace ended ({status}) before it sampled:\n{}",
-                        tracer.stderr.join("\n")
+                        "sframe-trace ended ({status}) before it {what}:\n{}",
+                        self.stderr.join("\n")
                     )
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if progress.stuck(tracer.stderr.len()) => panic!(
-                    "sframe-trace made no progress (no line, no CPU time) for {} s before it sampled:\n{}",
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if progress.stuck(self.stderr.len()) => panic!(
+                    "sframe-trace made no progress (no line, no CPU time) for {} s before it {what}:\n{}",
                     SILENCE.as_secs(),
-                    tracer.stderr.join("\n")
+                    self.stderr.join("\n")
                 ),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
+    }
+
+    /// Keep the lines printed so far in `stderr`, without waiting.
+    pub fn drain(&mut self) {
+        self.stderr.extend(self.lines.try_iter());
     }
 
     /// Its process id.

@@ -7,8 +7,6 @@
 use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    thread::sleep,
-    time::Duration,
 };
 
 use serde_json::Value;
@@ -137,7 +135,7 @@ fn demangled_names_and_separate_debug_files() {
         d.join("ledger-bare"),
         rust,
     ];
-    let running: Vec<Running> = programs
+    let mut running: Vec<Running> = programs
         .iter()
         .map(|p| {
             Running(
@@ -149,8 +147,9 @@ fn demangled_names_and_separate_debug_files() {
             )
         })
         .collect();
-    // Past ld.so and into the work.
-    sleep(Duration::from_millis(300));
+    for (r, p) in running.iter_mut().zip(&programs) {
+        r.wait_working(p);
+    }
     let pids: Vec<String> = running.iter().map(|r| r.pid().to_string()).collect();
     let json = d.join("samples.json");
     let out = Command::new(tracer_binary())

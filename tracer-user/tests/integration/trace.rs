@@ -12,7 +12,6 @@ use std::{
     fs::File,
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
-    thread::sleep,
     time::Duration,
 };
 
@@ -146,7 +145,7 @@ fn trace_launched(bin: &Path, w: &Workload) -> Traced {
 /// `sframe-trace ... --pid PID` on a workload the test started (folded output on stdout).
 fn trace_attached(bin: &Path, w: &Workload) -> Traced {
     let scratch = tempfile::tempdir().expect("tempdir");
-    let running = Running(
+    let mut running = Running(
         Command::new(bin)
             .arg("60")
             .stdin(Stdio::null())
@@ -155,8 +154,7 @@ fn trace_attached(bin: &Path, w: &Workload) -> Traced {
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", bin.display())),
     );
-    // Past ld.so (about a millisecond) and into the busy loop.
-    sleep(Duration::from_millis(200));
+    running.wait_working(bin);
     let mut args = common_args(w, ATTACH_SECS);
     args.extend(["--pid".into(), running.0.id().to_string()]);
     sframe_trace(&args, ATTACH_SECS, scratch.path(), None)

@@ -144,8 +144,8 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
         .stdout(Stdio::null())
         .spawn()
         .expect("start the program");
-    let spinner = Running(child);
-    std::thread::sleep(Duration::from_millis(100));
+    let mut spinner = Running(child);
+    spinner.wait_working(exe);
     let pid = spinner.0.id();
     let (mut catalog, traced) = tables_for(pid, exe);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");

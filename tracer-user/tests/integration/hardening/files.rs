@@ -347,8 +347,8 @@ fn a_fake_build_id_does_not_poison_libc() {
     // first.
     let mapexec = compile(dir.path(), "mapexec", "mapexec", &["-static"]);
     let hostile = mapping(&mapexec, &fake);
-    let victim = Running(Command::new(&first).args(["0", "2"]).spawn().expect("start the victim"));
-    std::thread::sleep(Duration::from_millis(300));
+    let mut victim = Running(Command::new(&first).args(["0", "2"]).spawn().expect("start the victim"));
+    victim.wait_working(&first);
     let out = dir.path().join("stacks.folded");
     let pids = format!("{},{}", hostile.pid(), victim.pid());
     trace_bounded(

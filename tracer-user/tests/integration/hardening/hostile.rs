@@ -190,8 +190,9 @@ fn corrupted_programs_are_survived_and_counted() {
     let bad_plugin = dir.path().join("libh_plugin.so");
     std::fs::write(&bad_plugin, &bytes).expect("write the corrupted plugin");
     let host = compile(dir.path(), "churn", "h_host", &[]);
-    running.push(("h_host", start(&host, &["30", "50"], Some(&bad_plugin))));
-    std::thread::sleep(Duration::from_millis(300));
+    let mut h_host = start(&host, &["30", "50"], Some(&bad_plugin));
+    h_host.wait_working(&host);
+    running.push(("h_host", h_host));
     let out = dir.path().join("stacks.folded");
     let stderr = Tracer::start(&[
         SUMMARY_JSON[0],

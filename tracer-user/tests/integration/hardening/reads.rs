@@ -199,9 +199,10 @@ fn a_traced_object_is_opened_once() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let program = compile(dir.path(), "chain", "first", &[]);
-    let first = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
-    let second = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
-    std::thread::sleep(Duration::from_millis(200));
+    let mut first = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
+    let mut second = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));
+    first.wait_working(&program);
+    second.wait_working(&program);
     let pids = format!("{},{}", first.pid(), second.pid());
     let log = dir.path().join("strace.log");
     let out = dir.path().join("stacks.folded");

@@ -39,7 +39,7 @@ fn fork_exec_storm_is_bounded() {
     let storm = compile(dir.path(), "storm", "storm", &[]);
     let out = dir.path().join("stacks.folded");
     let args = ["-a", "-F", "999", "--no-kernel", "-o", out.to_str().expect("path")];
-    let tracer = Tracer::start(&[&ROOMY[..], &SUMMARY_JSON[..], &args[..]].concat());
+    let mut tracer = Tracer::start_sweeping(&[&ROOMY[..], &SUMMARY_JSON[..], &args[..]].concat());
     let at_start = processes_at_start(&tracer.stderr);
     let rss_at_start = settled_rss(tracer.pid());
     let files_at_start = open_files(tracer.pid());
@@ -59,8 +59,7 @@ fn fork_exec_storm_is_bounded() {
         String::from_utf8_lossy(&storm.stderr)
     );
     let rss_after_storm = status_kib(tracer.pid(), "VmRSS").expect("the tracer's VmRSS");
-    // Exit notices drop processes after a 2 s grace period.
-    std::thread::sleep(Duration::from_secs(3));
+    tracer.wait_forgotten();
     let rss_at_end = status_kib(tracer.pid(), "VmRSS").expect("the tracer's VmRSS");
     let files_at_end = open_files(tracer.pid());
     // The peak of the storm and after (not of the start: see `settled_rss`).
