@@ -18,7 +18,7 @@ use object::{Object as _, ObjectSection as _};
 use prost::Message as _;
 use sframe_trace::export::pprof::Profile;
 
-use crate::support::{Running, SUMMARY_JSON, Summary, privileged, run, tracer_binary};
+use crate::support::{Running, SUMMARY_JSON, Summary, privileged, read_pprof, run, tracer_binary};
 
 /// A loop in three functions; argument: how many rounds (each some tens of milliseconds).
 const PROGRAM: &str = r#"
@@ -100,14 +100,6 @@ fn symbolize(args: &[&str], env: &[(&str, &Path)]) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn read_pprof(path: &Path) -> Profile {
-    let mut bytes = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("open the profile"))
-        .read_to_end(&mut bytes)
-        .expect("gunzip");
-    Profile::decode(bytes.as_slice()).expect("a profile")
 }
 
 /// Every (function, file, line) the profile's locations name.

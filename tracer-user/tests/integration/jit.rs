@@ -15,9 +15,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use serde_json::Value;
-
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged, run, skipped};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, run, skipped};
 
 /// The share of samples in compiled code that must be named.
 const NAMED: f64 = 0.9;
@@ -47,13 +45,10 @@ type Frames = Vec<(Option<String>, Option<String>, String)>;
 
 /// The user frames of the json samples of `pid`.
 fn user_stacks(json: &str, pid: u32) -> Vec<Frames> {
-    json.lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
-        .filter(|s| s["pid"].as_u64() == Some(u64::from(pid)))
+    json_samples(json, pid)
+        .iter()
         .map(|s| {
-            s["frames"]
-                .as_array()
-                .expect("frames")
+            json_frames(s)
                 .iter()
                 .filter(|f| f["source"] != "kernel")
                 .map(|f| {

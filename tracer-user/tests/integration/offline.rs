@@ -7,15 +7,13 @@
 
 use std::{
     collections::BTreeMap,
-    io::Read as _,
     path::{Path, PathBuf},
     process::Command,
 };
 
 use prost::Message as _;
-use sframe_trace::export::pprof::Profile;
 
-use crate::support::{SFRAME_CFLAGS, gcc, privileged, tracer_binary};
+use crate::support::{SFRAME_CFLAGS, gcc, privileged, read_pprof, tracer_binary};
 
 /// A loop in three functions, some tens of milliseconds per round; argument: rounds.
 const PROGRAM: &str = r#"
@@ -40,14 +38,6 @@ fn sframe_trace(args: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "sframe-trace {args:?} failed: {stderr}");
     stderr
-}
-
-fn read_pprof(path: &Path) -> Profile {
-    let mut bytes = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("open the profile"))
-        .read_to_end(&mut bytes)
-        .expect("gunzip");
-    Profile::decode(bytes.as_slice()).expect("a profile")
 }
 
 /// The stacks of a file of `format`, each with how often it occurs: text lines for folded

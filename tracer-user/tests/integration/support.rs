@@ -497,3 +497,31 @@ pub fn assert_refused(args: &[&str], says: &str) {
         "{args:?}: a file was created"
     );
 }
+
+/// The profile in a gzipped pprof file the tracer wrote.
+#[cfg(feature = "ebpf")]
+pub fn read_pprof(path: &Path) -> sframe_trace::export::pprof::Profile {
+    use prost::Message as _;
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .read_to_end(&mut bytes)
+        .expect("gunzip");
+    sframe_trace::export::pprof::Profile::decode(bytes.as_slice()).expect("a profile")
+}
+
+/// The samples of `pid` in the tracer's json output (one object per line), each with its
+/// frames innermost first.
+#[cfg(feature = "ebpf")]
+pub fn json_samples(text: &str, pid: u32) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .filter(|s| s["pid"].as_u64() == Some(u64::from(pid)))
+        .collect()
+}
+
+/// The frames of a json sample.
+#[cfg(feature = "ebpf")]
+pub fn json_frames(sample: &serde_json::Value) -> &[serde_json::Value] {
+    sample["frames"].as_array().expect("a sample has frames")
+}

@@ -9,9 +9,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use serde_json::Value;
-
-use crate::support::{Running, SFRAME_CFLAGS, privileged, run, tracer_binary};
+use crate::support::{Running, SFRAME_CFLAGS, json_frames, json_samples, privileged, run, tracer_binary};
 
 /// The C++ chain, innermost first, as the debug information or symbol table names it.
 const CXX_CHAIN: &[&str] = &["shop::Ledger<unsigned long>::settle(unsigned long)", "run", "main"];
@@ -41,13 +39,10 @@ fn link_cxx(dir: &Path, name: &str, id: &str) -> PathBuf {
 
 /// The frames of the json samples of `pid`: (symbol or object+offset name, file).
 fn stacks_of(text: &str, pid: u32) -> Vec<Vec<(String, Option<String>)>> {
-    text.lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
-        .filter(|s| s["pid"].as_u64() == Some(u64::from(pid)))
+    json_samples(text, pid)
+        .iter()
         .map(|s| {
-            s["frames"]
-                .as_array()
-                .expect("frames")
+            json_frames(s)
                 .iter()
                 .map(|f| {
                     let name = match f["symbol"].as_str() {

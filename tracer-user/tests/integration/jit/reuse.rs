@@ -8,21 +8,14 @@
 //! (refused as `stale` if read while the second runs), and the first's samples are not named
 //! from the map that replaced it.
 
-use std::{collections::BTreeMap, io::Read as _, path::PathBuf, process::Command};
-
-use prost::Message as _;
-use sframe_trace::export::pprof::Profile;
+use std::{collections::BTreeMap, path::PathBuf, process::Command};
 
 use super::hostile::{Placed, build_jit};
-use crate::support::{SUMMARY_JSON, Tracer, privileged};
+use crate::support::{SUMMARY_JSON, Tracer, privileged, read_pprof};
 
 /// The JIT frame names of the samples of `pid` in a pprof, per command, with their counts.
 fn pprof_names(path: &std::path::Path, pid: u32) -> BTreeMap<(String, String), i64> {
-    let mut bytes = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("open the profile"))
-        .read_to_end(&mut bytes)
-        .expect("gunzip");
-    let p = Profile::decode(bytes.as_slice()).expect("a profile");
+    let p = read_pprof(path);
     let s = |i: i64| p.string_table[i as usize].as_str();
     let mut names = BTreeMap::new();
     for sample in &p.sample {
