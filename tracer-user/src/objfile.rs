@@ -197,7 +197,7 @@ pub fn read_object(file: &File) -> Result<ObjectImage, ObjectFileError> {
             cap: MAX_OBJECT_SIZE,
         });
     }
-    let parts = needed_parts(file, file_len)?;
+    let parts = needed_parts(file, file_len, Wanted::Unwind)?;
     let needed = parts.iter().map(|&(_, size)| size).sum::<u64>();
     if needed > MAX_OBJECT_READ {
         return Err(ObjectFileError::TooLarge {
@@ -249,11 +249,11 @@ impl ReadCacheOps for Pread<'_> {
 }
 
 /// `(offset, size)` of the parts of the file to read, merged, each inside the file.
-fn needed_parts(file: &File, file_len: u64) -> Result<Vec<(u64, u64)>, ObjectFileError> {
+fn needed_parts(file: &File, file_len: u64, wanted: Wanted) -> Result<Vec<(u64, u64)>, ObjectFileError> {
     let cache = ReadCache::new(Pread::new(file, file_len));
     let mut parts = match FileKind::parse(&cache) {
-        Ok(FileKind::Elf32) => elf_parts::<FileHeader32<Endianness>>(&cache, file_len)?,
-        Ok(FileKind::Elf64) => elf_parts::<FileHeader64<Endianness>>(&cache, file_len)?,
+        Ok(FileKind::Elf32) => elf_parts::<FileHeader32<Endianness>>(&cache, file_len, wanted)?,
+        Ok(FileKind::Elf64) => elf_parts::<FileHeader64<Endianness>>(&cache, file_len, wanted)?,
         // Not ELF: the readers say so from the first bytes.
         _ => vec![(0, file_len.min(64))],
     };
@@ -287,9 +287,42 @@ const UNWIND_SECTIONS: [&[u8]; 6] = [
     b".text",
 ];
 
+/// Which parts of an ELF file are read: those unwind tables are built from, or those symbols
+/// are read from ([`sealed`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wanted {
+    Unwind,
+    Symbols,
+}
+
+impl Wanted {
+    /// Whether section `sh` (named `name`) is read.
+    fn section<Elf: FileHeader<Endian = Endianness>>(
+        self,
+        endian: Endianness,
+        sh: &Elf::SectionHeader,
+        name: &[u8],
+    ) -> bool {
+        let (kind, flags) = (sh.sh_type(endian), sh.sh_flags(endian).0);
+        match self {
+            Wanted::Unwind => UNWIND_SECTIONS.contains(&name) || kind == elf::SHT_GNU_SFRAME,
+            // Everything but the program's loaded code and data: symbol and string tables,
+            // notes, version tables, and what is not loaded (DWARF, MiniDebugInfo, links).
+            Wanted::Symbols => {
+                let loaded = flags & elf::SHF_ALLOC.0 != 0;
+                let code_or_data = kind == elf::SHT_PROGBITS
+                    || kind == elf::SHT_NOBITS
+                    || flags & (elf::SHF_EXECINSTR.0 | elf::SHF_WRITE.0) != 0;
+                !loaded || !code_or_data
+            }
+        }
+    }
+}
+
 fn elf_parts<Elf: FileHeader<Endian = Endianness>>(
     data: &ReadCache<Pread<'_>>,
     file_len: u64,
+    wanted: Wanted,
 ) -> Result<Vec<(u64, u64)>, ObjectFileError> {
     let malformed = |what| move |_| ObjectFileError::Malformed { what };
     let header = Elf::parse(data).map_err(malformed("file header"))?;
@@ -309,7 +342,7 @@ fn elf_parts<Elf: FileHeader<Endian = Endianness>>(
     {
         let p_type = ph.p_type(endian);
         let executable_load = p_type == elf::PT_LOAD && ph.p_flags(endian).0 & elf::PF_X.0 != 0;
-        if executable_load || p_type == elf::PT_GNU_SFRAME {
+        if wanted == Wanted::Unwind && (executable_load || p_type == elf::PT_GNU_SFRAME) {
             parts.push((ph.p_offset(endian).into(), ph.p_filesz(endian).into()));
         }
     }
@@ -332,13 +365,16 @@ fn elf_parts<Elf: FileHeader<Endian = Endianness>>(
     }
     for sh in sections.iter() {
         let name = sections.section_name(endian, sh).unwrap_or_default();
-        let wanted = UNWIND_SECTIONS.contains(&name) || sh.sh_type(endian) == elf::SHT_GNU_SFRAME;
-        if wanted && let Some(range) = sh.file_range(endian) {
+        if wanted.section::<Elf>(endian, sh, name)
+            && let Some(range) = sh.file_range(endian)
+        {
             parts.push(range);
         }
     }
     Ok(parts)
 }
+
+pub mod sealed;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@
 //! churn, pid reuse, a program replaced while traced), `load` (10 kHz on every CPU, maps and
 //! ring buffer far too small), `hostile` (corrupted ELF files that processes run from), `files`
 //! (FIFOs, symlinks and fake identities behind mapped paths), `reads` (bounded reads,
-//! non-UTF-8 names, one open per object), `soak` (a system-wide tracer exporting OTLP while
+//! non-UTF-8 names, one open per object), `shrink` (a library emptied by its owner while
+//! traced), `soak` (a system-wide tracer exporting OTLP while
 //! processes and files come and go: memory and open files stay flat; 30 minutes with
 //! [`LONG_VAR`]), `watch` (the tracer's memory and open files, read from outside).
 
@@ -17,6 +18,7 @@ mod hostile;
 mod load;
 mod reads;
 mod reuse;
+mod shrink;
 mod soak;
 mod storm;
 mod watch;

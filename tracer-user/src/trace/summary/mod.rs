@@ -374,12 +374,12 @@ impl fmt::Display for Summary<'_> {
         let symbols = &figures.symbols;
         if !symbols.is_empty() {
             let mut parts = vec![format!(
-                "{} fetched from debuginfod, {} from its cache",
-                symbols.fetched, symbols.cached
+                "{} fetched from debuginfod, {} from its cache, {} read through sealed copies",
+                symbols.fetched, symbols.cached, symbols.sealed_copies
             )];
             for (what, by) in [
                 ("not fetched", &symbols.not_fetched_by_reason),
-                ("not read (compressed sections refused)", &symbols.refused_by_reason),
+                ("not read", &symbols.refused_by_reason),
             ] {
                 if !by.is_empty() {
                     let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();

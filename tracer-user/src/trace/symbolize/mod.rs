@@ -128,6 +128,9 @@ impl SymbolCache {
                 self.free_slots.push(slot);
             }
             if let Some(path) = catalog.symbol_source(object) {
+                if let Some((copy, _open_until_evicted)) = super::symfiles::release(&path) {
+                    let _ = self.symbolizer.evict(&Evict::Elf(EvictElf::new(copy)));
+                }
                 let _ = self.symbolizer.evict(&Evict::Elf(EvictElf::new(path)));
             }
         }

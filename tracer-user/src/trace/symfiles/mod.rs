@@ -29,7 +29,7 @@ use std::{
 
 use object::{Object as _, ObjectSection as _, ReadCache};
 
-use crate::objfile::{self, Pread};
+use crate::objfile::{self, Pread, sealed};
 
 /// How symbols are found, set once from the command line.
 #[derive(Clone, Debug, Default)]
@@ -85,8 +85,12 @@ pub struct SymbolFigures {
     pub cached: u64,
     /// Objects whose debug file could not be fetched, by reason.
     pub not_fetched_by_reason: BTreeMap<&'static str, u64>,
-    /// Files not symbolized from, by reason (hostile or damaged compressed sections).
+    /// Files not symbolized from, by reason (hostile or damaged compressed sections, a file
+    /// that changed while it was copied).
     pub refused_by_reason: BTreeMap<&'static str, u64>,
+    /// Files others than root could change, read through a sealed copy (see
+    /// [`crate::objfile::sealed`]).
+    pub sealed_copies: u64,
 }
 
 impl SymbolFigures {
@@ -103,6 +107,9 @@ struct State {
     vetted: HashMap<(u64, u64), Result<(), &'static str>>,
     /// Whether a file has symbols of its own, by (device, inode).
     own_symbols: HashMap<(u64, u64), bool>,
+    /// Sealed copies of files others than root could change, by (device, inode): the file as
+    /// it was when first read, whatever it became since; `None`: the copy failed.
+    copies: HashMap<(u64, u64), Option<std::sync::Arc<std::fs::File>>>,
     /// Build-ids whose fetch waited for the end of sampling, and how many times sampling ended
     /// with some waiting (symbol caches name those objects again then).
     deferred: std::collections::HashSet<Vec<u8>>,
@@ -124,6 +131,7 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
         figures: SymbolFigures::default(),
         vetted: HashMap::new(),
         own_symbols: HashMap::new(),
+        copies: HashMap::new(),
         deferred: std::collections::HashSet::new(),
         generation: 0,
         tried: HashMap::new(),
@@ -234,18 +242,59 @@ pub fn symbol_file(build_id: Option<&[u8]>, object: Option<&Path>) -> Option<Pat
             .map(|dir| dir.join(&relative))
             .find(|path| path.is_file())
     });
-    if let Some(path) = local.filter(|path| vet(path)) {
+    if let Some(path) = local.and_then(|path| mappable(&path)).filter(|path| vet(path)) {
         return Some(path);
     }
     let object_symbols = object.is_some_and(has_symbols);
     if !object_symbols
         && let Some(id) = build_id
-        && let Some(path) = fetched(id)
+        && let Some(path) = fetched(id).and_then(|path| mappable(&path))
         && vet(&path)
     {
         return Some(path);
     }
-    object.filter(|path| vet(path)).map(Path::to_path_buf)
+    object.and_then(mappable).filter(|path| vet(path))
+}
+
+/// What blazesym is to read for `path`: `path` itself when only root can change that file,
+/// else a sealed copy of it, made when it is first read and kept while the object is known
+/// (see [`crate::objfile::sealed`]: blazesym maps the file it reads, and a mapped file that
+/// shrinks would end the tracer with SIGBUS; the copy is also the file as its tables were
+/// built, whatever its owner does to it afterwards). `None`: no copy could be made (counted).
+fn mappable(path: &Path) -> Option<PathBuf> {
+    let (file, identity, _) = open(path)?;
+    if !sealed::may_change(&file).ok()? {
+        return Some(path.to_path_buf());
+    }
+    let known = with_state(|state| state.copies.get(&identity).cloned());
+    let copy = match known {
+        Some(copy) => copy,
+        None => {
+            let copy = sealed::sealed_copy(&file).ok().map(std::sync::Arc::new);
+            with_state(|state| {
+                match copy {
+                    Some(_) => state.figures.sealed_copies += 1,
+                    None => *state.figures.refused_by_reason.entry("not_copied").or_default() += 1,
+                }
+                state.copies.insert(identity, copy.clone());
+            });
+            copy
+        }
+    };
+    copy.map(|copy| fd_path(&copy))
+}
+
+/// The path of an open file of this process (which holds it open while it is read).
+fn fd_path(file: &std::fs::File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file)))
+}
+
+/// Forget the sealed copy of the file at `path` (an object no longer symbolized): with the
+/// path it was read by, for the caller to evict from blazesym before dropping it.
+pub fn release(path: &Path) -> Option<(PathBuf, std::sync::Arc<std::fs::File>)> {
+    let (_, identity, _) = open(path)?;
+    let copy = with_state(|state| state.copies.remove(&identity).flatten())?;
+    Some((fd_path(&copy), copy))
 }
 
 /// `.build-id/xx/yyyy.debug` for a build-id of at least two bytes.
