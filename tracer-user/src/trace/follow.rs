@@ -181,7 +181,7 @@ impl<P: Processes> Follower<P> {
             // A plugin or a small program: built now, a few milliseconds, so that its first
             // samples are not lost waiting for a thread.
             let exec = catalog.add_process(pid, &mappings);
-            kernel.sync_tables(&mut catalog.tables)?;
+            kernel.sync_tables(&mut catalog.loader.tables)?;
             if let Err(err) = kernel.set_process(pid, &exec) {
                 log::debug!("process {pid}: {err:#}");
                 self.stats.no_room += 1;
@@ -271,7 +271,7 @@ impl<P: Processes> Follower<P> {
         if unloaded > 0 {
             self.freed = true;
             self.stats.unloaded += unloaded as u64;
-            kernel.sync_tables(&mut catalog.tables)?;
+            kernel.sync_tables(&mut catalog.loader.tables)?;
         }
         Ok(())
     }

@@ -199,7 +199,7 @@ fn covering(catalog: &Catalog, pid: u32, time_ns: u64, pc: u64) -> walk::Coverin
             .table
             .as_ref()
             .ok()
-            .map(|table| catalog.tables.lookup(table.id, pc.wrapping_sub(mapping.bias))),
+            .map(|table| catalog.loader.tables.lookup(table.id, pc.wrapping_sub(mapping.bias))),
     )
 }
 

@@ -13,7 +13,7 @@ use super::{
 use crate::export::model::FrameSource;
 
 pub(super) fn catalog() -> Catalog {
-    let mut catalog = Catalog::default();
+    let mut catalog: Catalog = Catalog::default();
     let sframe = Table {
         id: 0,
         source: TableSource::Sframe,

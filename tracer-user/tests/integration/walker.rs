@@ -160,7 +160,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
             events: sframe_trace::event::EventSet::default(),
             ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
         };
-        let mut kernel = Kernel::load(&config, &mut catalog.tables).expect("load the eBPF program");
+        let mut kernel = Kernel::load(&config, &mut catalog.loader.tables).expect("load the eBPF program");
         for (program, instructions) in kernel.program_sizes().expect("program info") {
             eprintln!("{program}: {instructions} instructions verified");
             assert!(
