@@ -323,6 +323,8 @@ pub struct Missing {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 mod jitcode;

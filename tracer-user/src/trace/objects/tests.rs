@@ -157,3 +157,5 @@ fn tables_built_ahead_for_nobody_expire() {
     catalog.expire_prebuilt(Duration::ZERO);
     assert_eq!(catalog.missing(&mappings).len(), missing.len(), "dropped");
 }
+
+mod life;
