@@ -307,7 +307,7 @@ fn raise_open_files_limit() {
 }
 
 /// Now on the kernel's clock (`bpf_ktime_get_ns` is `CLOCK_MONOTONIC`).
-pub(super) fn monotonic_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

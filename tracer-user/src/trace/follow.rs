@@ -19,11 +19,9 @@ use std::{
 use tokio::sync::mpsc;
 use tracer_common::notice::{Notice, NoticeKind};
 
-use super::{
-    kernel::{KernelTables, Live, Processes},
-    objects::{Catalog, NoTable, Prebuilt, prebuild},
-};
+use super::kernel::{KernelTables, Live, Processes};
 use crate::procmaps::ObjectKey;
+use crate::registry::{Catalog, NoTable, Prebuilt, prebuild};
 
 /// How long an exited process's mappings are kept for the samples still queued.
 const EXIT_GRACE: Duration = Duration::from_secs(2);

@@ -12,9 +12,9 @@ use anyhow::Context as _;
 
 use super::{
     TraceConfig, budget,
-    objects::Catalog,
     targets::{Signals, Targets},
 };
+use crate::registry::Catalog;
 use crate::{
     bpf::{Kernel, KernelConfig},
     procmaps,

@@ -23,7 +23,7 @@ use tracer_common::{
     walk::StopReason,
 };
 
-use super::objects::Catalog;
+use crate::registry::Catalog;
 
 /// How long a copy waits for its process's tables at most.
 const HOLD: Duration = Duration::from_secs(1);

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sframe_trace::bpf::{Kernel, KernelConfig};
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
+use sframe_trace::registry::Catalog;
 use sframe_trace::table::TableSet;
-use sframe_trace::trace::objects::Catalog;
 use tracer_common::trace::{ExecMapping, SOURCE_FP, Sample};
 
 use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};

@@ -19,14 +19,12 @@ use tracer_common::{
 use super::{Follower, Timing};
 use crate::{
     procmaps::{Known, Mapping, ProcError},
-    table::{Capacity, TableSet},
-    trace::{
-        kernel::{KernelTables, Processes},
-        objects::{
-            Catalog, NoTable, monotonic_ns,
-            testing::{mapped, object},
-        },
+    registry::{
+        Catalog, NoTable, monotonic_ns,
+        testing::{mapped, object},
     },
+    table::{Capacity, TableSet},
+    trace::kernel::{KernelTables, Processes},
 };
 
 /// The kernel maps, as far as following changes them.
