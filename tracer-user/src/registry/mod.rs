@@ -158,7 +158,7 @@ impl<T: TableStore> Catalog<T> {
     /// again and again keeps its table meanwhile); returns how many.
     pub fn unload_unused(&mut self, idle: Duration) -> usize {
         let mut unloaded = 0;
-        for object in self.objects.to_unload(idle) {
+        for object in self.objects.unloadable(idle) {
             if let Ok(table) = &object.table {
                 self.loader.unload(object.key.as_ref(), table);
                 object.unloaded = true;

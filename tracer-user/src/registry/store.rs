@@ -147,7 +147,7 @@ impl ObjectStore {
     }
 
     /// Objects no process has mapped for `idle` whose table is still loaded.
-    pub(super) fn to_unload(&mut self, idle: Duration) -> impl Iterator<Item = &mut Object> {
+    pub(super) fn unloadable(&mut self, idle: Duration) -> impl Iterator<Item = &mut Object> {
         self.objects
             .iter_mut()
             .filter(move |o| o.idle_for(idle) && !o.unloaded && o.table.is_ok())
