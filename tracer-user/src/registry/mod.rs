@@ -14,8 +14,9 @@
 //!   samples taken before they ended, apart from those of whatever took their place (a new
 //!   image, a new process with the same pid).
 //!
-//! Each process gets the mapping table the kernel resolves its PCs with. Besides: `vdso` (the
-//! vDSO's image, which has no file) and `jitcode` (JIT code a jitdump describes).
+//! Each process gets the mapping table the kernel resolves its PCs with. Besides: `budget` (the
+//! room of the table maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
+//! a jitdump describes).
 
 use std::{fs::File, path::PathBuf, sync::Arc, time::Duration};
 
@@ -327,6 +328,7 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
+pub mod budget;
 mod jitcode;
 mod loader;
 mod maps;

@@ -3,7 +3,6 @@
 //! duration ends or a signal arrives, then symbolizes and writes the stacks and a summary.
 //! Parsing and table building live in their own modules; this one only sequences them.
 
-mod budget;
 mod follow;
 mod kernel;
 mod launch;

@@ -11,10 +11,10 @@ use std::{
 use anyhow::Context as _;
 
 use super::{
-    TraceConfig, budget,
+    TraceConfig,
     targets::{Signals, Targets},
 };
-use crate::registry::Catalog;
+use crate::registry::{Catalog, budget};
 use crate::{
     bpf::{Kernel, KernelConfig},
     procmaps,
