@@ -19,11 +19,9 @@ use std::{
 use tokio::sync::mpsc;
 use tracer_common::notice::{Notice, NoticeKind};
 
-use super::{
-    kernel::{KernelTables, Live, Processes},
-    objects::{Catalog, NoTable, Prebuilt, prebuild},
-};
+use super::kernel::{KernelTables, Live, Processes};
 use crate::procmaps::ObjectKey;
+use crate::registry::{Catalog, NoTable, Prebuilt, prebuild};
 
 /// How long an exited process's mappings are kept for the samples still queued.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -188,7 +186,7 @@ impl<P: Processes> Follower<P> {
             // A plugin or a small program: built now, a few milliseconds, so that its first
             // samples are not lost waiting for a thread.
             let exec = catalog.add_process(pid, &mappings);
-            kernel.sync_tables(&mut catalog.tables)?;
+            kernel.sync_tables(&mut catalog.loader.tables)?;
             if let Err(err) = kernel.set_process(pid, &exec) {
                 log::debug!("process {pid}: {err:#}");
                 self.stats.no_room += 1;
@@ -280,7 +278,7 @@ impl<P: Processes> Follower<P> {
         if unloaded > 0 {
             self.freed = true;
             self.stats.unloaded += unloaded as u64;
-            kernel.sync_tables(&mut catalog.tables)?;
+            kernel.sync_tables(&mut catalog.loader.tables)?;
         }
         if swept {
             log::debug!(target: SWEEP_LOG, "sweep {}: {} processes known", self.sweeps, catalog.processes.current.len());

@@ -14,10 +14,10 @@ use tracer_common::Counter;
 
 use super::{
     TraceConfig,
-    objects::Catalog,
     profile::Profile,
     symbolize::{self, Collection, SymbolCache},
 };
+use crate::registry::Catalog;
 use crate::{
     bpf::Kernel,
     export::live::{

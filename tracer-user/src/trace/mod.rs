@@ -3,12 +3,10 @@
 //! duration ends or a signal arrives, then symbolizes and writes the stacks and a summary.
 //! Parsing and table building live in their own modules; this one only sequences them.
 
-mod budget;
 mod follow;
 mod kernel;
 mod launch;
 mod live;
-pub mod objects;
 pub mod offline;
 mod otlp;
 mod outfile;
@@ -26,6 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::registry;
 use follow::Follower;
 pub use follow::SWEEP_LOG;
 pub use outfile::OutputFileError;
@@ -169,7 +168,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
                     sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
-                    catalog.jit.refresh(false, objects::monotonic_ns());
+                    catalog.jit.refresh(false, registry::monotonic_ns());
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
                         && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
@@ -238,7 +237,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // Missing debug files may be fetched from now on (never while samples are taken).
     symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    catalog.jit.refresh(true, objects::monotonic_ns());
+    catalog.jit.refresh(true, registry::monotonic_ns());
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
     let failed_outputs = sink.output.finish(&sink.profile, &catalog, &mut sink.symbols);
     let mut stops = kernel.stop_reasons()?;
@@ -253,8 +252,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         counters: kernel.counters()?,
         stops,
         copies: sink.copies.stats,
-        table_bytes: catalog.tables.map_bytes(),
-        table_capacity_bytes: catalog.tables.capacity_bytes(),
+        table_bytes: catalog.loader.tables.map_bytes(),
+        table_capacity_bytes: catalog.loader.tables.capacity_bytes(),
         follow: follower.stats,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
@@ -295,7 +294,7 @@ struct Sink {
 
 impl Sink {
     /// Take `sample`, or hold it if it is a stack copy.
-    fn take(&mut self, sample: &tracer_common::trace::Sample, catalog: &mut objects::Catalog) {
+    fn take(&mut self, sample: &tracer_common::trace::Sample, catalog: &mut registry::Catalog) {
         if self.copies.hold(sample) {
             return;
         }
@@ -314,7 +313,7 @@ impl Sink {
         &mut self,
         pids: Option<&[u32]>,
         all: bool,
-        catalog: &mut objects::Catalog,
+        catalog: &mut registry::Catalog,
         follower: &mut Follower,
         kernel: &mut crate::bpf::Kernel,
     ) -> anyhow::Result<()> {
@@ -335,7 +334,7 @@ impl Sink {
 
 /// Free objects `idle` (no process maps them, no kept stack refers to them): their names and
 /// symbolizer data, then their files. Returns whether there were any.
-fn forget(idle: &[usize], catalog: &mut objects::Catalog, symbols: &mut SymbolCache) -> bool {
+fn forget(idle: &[usize], catalog: &mut registry::Catalog, symbols: &mut SymbolCache) -> bool {
     symbols.forget(idle, catalog);
     catalog.forget(idle);
     !idle.is_empty()
@@ -372,7 +371,7 @@ fn notices_first(
     held: &mut Option<Notice>,
     before_ns: u64,
     follower: &mut Follower,
-    catalog: &mut objects::Catalog,
+    catalog: &mut registry::Catalog,
     kernel: &mut crate::bpf::Kernel,
 ) -> anyhow::Result<()> {
     loop {

@@ -18,12 +18,12 @@ use tracer_common::trace::Sample;
 
 use super::{
     TraceConfig,
-    objects::Catalog,
     outfile::{self, Placement},
     profile::{Profile, Stack},
     symbolize::{self, Collection, SymbolCache},
 };
 use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};
+use crate::registry::Catalog;
 
 /// One output asked for: its format (never otlp) and its file (`None`: stdout).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use tracer_common::trace::{SOURCE_FP, Sample};
 
-use super::objects::{Catalog, ResolvedMapping, TableSource};
+use crate::registry::{Catalog, ResolvedMapping, TableSource};
 use crate::{event::EventNames, export::model::FrameSource};
 
 /// One frame of a stack.

@@ -11,10 +11,10 @@ use std::{
 use anyhow::Context as _;
 
 use super::{
-    TraceConfig, budget,
-    objects::Catalog,
+    TraceConfig,
     targets::{Signals, Targets},
 };
+use crate::registry::{Catalog, budget};
 use crate::{
     bpf::{Kernel, KernelConfig},
     procmaps,
@@ -84,8 +84,12 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
         }
     }
     progress.done(catalog.objects.len());
-    let capacity = budget::with_headroom(&catalog.tables, &budget, deferred_bytes / FILE_BYTES_PER_TABLE_BYTE);
-    catalog.tables.set_capacity(capacity);
+    let capacity = budget::with_headroom(
+        &catalog.loader.tables,
+        &budget,
+        deferred_bytes / FILE_BYTES_PER_TABLE_BYTE,
+    );
+    catalog.loader.tables.set_capacity(capacity);
     let max_processes = if targets.is_all() {
         (exec.len() * 2 + 256).clamp(ALL_PROCESSES_MIN, ALL_PROCESSES_MAX)
     } else {
@@ -101,7 +105,7 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
         events: config.events.clone(),
         ring_buffer_bytes: config.ring_buffer_bytes,
     };
-    let mut kernel = Kernel::load(&kernel_config, &mut catalog.tables)?;
+    let mut kernel = Kernel::load(&kernel_config, &mut catalog.loader.tables)?;
     for (pid, mappings) in &exec {
         match kernel.set_process(*pid, mappings) {
             Ok(_) => {}

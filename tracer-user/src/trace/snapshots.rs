@@ -23,7 +23,7 @@ use tracer_common::{
     walk::StopReason,
 };
 
-use super::objects::Catalog;
+use crate::registry::Catalog;
 
 /// How long a copy waits for its process's tables at most.
 const HOLD: Duration = Duration::from_secs(1);
@@ -199,7 +199,7 @@ fn covering(catalog: &Catalog, pid: u32, time_ns: u64, pc: u64) -> walk::Coverin
             .table
             .as_ref()
             .ok()
-            .map(|table| catalog.tables.lookup(table.id, pc.wrapping_sub(mapping.bias))),
+            .map(|table| catalog.loader.tables.lookup(table.id, pc.wrapping_sub(mapping.bias))),
     )
 }
 

@@ -6,14 +6,12 @@ use tracer_common::{
     walk::StopReason,
 };
 
-use super::{
-    objects::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource},
-    profile::{Frame, Profile, Tally},
-};
+use super::profile::{Frame, Profile, Tally};
 use crate::export::model::FrameSource;
+use crate::registry::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource};
 
 pub(super) fn catalog() -> Catalog {
-    let mut catalog = Catalog::default();
+    let mut catalog: Catalog = Catalog::default();
     let sframe = Table {
         id: 0,
         source: TableSource::Sframe,
@@ -342,7 +340,7 @@ fn resolved_stacks_list_only_their_objects() {
         .current
         .get_mut(&7)
         .expect("pid 7")
-        .push(super::objects::ResolvedMapping {
+        .push(crate::registry::ResolvedMapping {
             start: 0xa000,
             end: 0xb000,
             bias: 0xa000,

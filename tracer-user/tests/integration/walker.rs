@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sframe_trace::bpf::{Kernel, KernelConfig};
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
+use sframe_trace::registry::Catalog;
 use sframe_trace::table::TableSet;
-use sframe_trace::trace::objects::Catalog;
 use tracer_common::trace::{ExecMapping, SOURCE_FP, Sample};
 
 use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};
@@ -160,7 +160,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
             events: sframe_trace::event::EventSet::default(),
             ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
         };
-        let mut kernel = Kernel::load(&config, &mut catalog.tables).expect("load the eBPF program");
+        let mut kernel = Kernel::load(&config, &mut catalog.loader.tables).expect("load the eBPF program");
         for (program, instructions) in kernel.program_sizes().expect("program info") {
             eprintln!("{program}: {instructions} instructions verified");
             assert!(

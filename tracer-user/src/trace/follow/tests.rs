@@ -1,16 +1,13 @@
 //! The life cycle of processes and objects, driven through [`Follower`] and [`Catalog`] against
 //! a fake kernel and fake processes: exec, exit and the grace period, dlopen and dlclose, pid
 //! reuse, a replaced file, table budget exhaustion, unloading and reloading. No root, no BPF.
-//! The objects are small ELF files checked in under `fixtures/bin`; their identities are made
-//! up, so that one file can stand for several.
+//! The objects are small ELF files checked in under `fixtures/bin`, of made-up identities
+//! (`objects::testing`).
 
 use std::{
     cell::RefCell,
     collections::{HashMap, HashSet},
-    fs::File,
-    path::PathBuf,
     rc::Rc,
-    sync::Arc,
     time::Duration,
 };
 
@@ -21,12 +18,13 @@ use tracer_common::{
 
 use super::{Follower, Timing};
 use crate::{
-    procmaps::{Device, Known, Mapping, MappingKind, ObjectKey, ProcError},
-    table::{Capacity, TableSet},
-    trace::{
-        kernel::{KernelTables, Processes},
-        objects::{Catalog, NoTable, monotonic_ns},
+    procmaps::{Known, Mapping, ProcError},
+    registry::{
+        Catalog, NoTable, monotonic_ns,
+        testing::{mapped, object},
     },
+    table::{Capacity, TableSet},
+    trace::kernel::{KernelTables, Processes},
 };
 
 /// The kernel maps, as far as following changes them.
@@ -99,51 +97,6 @@ impl Processes for World {
 
     fn alive(&self, pid: u32) -> bool {
         self.0.borrow().get(&pid).is_some_and(|&(_, alive)| alive)
-    }
-}
-
-/// One file of `fixtures/bin/v1/x86_64`, standing for the file with identity `inode`/`mtime`.
-#[derive(Clone)]
-struct Object {
-    key: ObjectKey,
-    file: Arc<File>,
-    path: PathBuf,
-}
-
-fn object(fixture: &str, inode: u64, mtime_ns: i128) -> Object {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/bin/v1/x86_64")
-        .join(fixture);
-    let file = Arc::new(File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
-    Object {
-        key: ObjectKey {
-            device: Device { major: 8, minor: 1 },
-            inode,
-            size: file.metadata().expect("stat").len(),
-            mtime_ns,
-            ctime_ns: mtime_ns,
-        },
-        file,
-        path,
-    }
-}
-
-/// A mapping of `object` at `[start, start + 0x1000)` with bias `start`.
-fn mapped(object: &Object, start: u64) -> Mapping {
-    Mapping {
-        start,
-        end: start + 0x1000,
-        file_offset: 0,
-        path: object.path.clone(),
-        deleted: false,
-        device: object.key.device,
-        inode: object.key.inode,
-        kind: MappingKind::File {
-            key: object.key.clone(),
-            bias: start,
-            build_id: Some(vec![0xab; 20].into_boxed_slice()),
-            file: Arc::clone(&object.file),
-        },
     }
 }
 

@@ -7,7 +7,7 @@ use tracer_common::{
 };
 
 use super::{MAX_HELD, Snapshots};
-use crate::trace::{objects::ResolvedMapping, tests::catalog};
+use crate::{registry::ResolvedMapping, trace::tests::catalog};
 
 /// A copy from process `pid` sampled at 0x3010 of `/x.so` (no table: frame pointers) whose
 /// frame pointer leads to a caller at 0x1100 of `/app` and ends there (a saved FP of 0).
@@ -29,7 +29,7 @@ fn copy(pid: u32) -> Sample {
 }
 
 /// `/x.so` (object 2, no table) at 0x3000 in process 9, besides `/app`.
-fn load_nine(catalog: &mut crate::trace::objects::Catalog) {
+fn load_nine(catalog: &mut crate::registry::Catalog) {
     let mut maps = catalog.processes.current[&7].clone();
     maps.insert(
         1,

@@ -13,12 +13,8 @@ use tracer_common::{Counter, walk::StopReason};
 
 use crate::export::otlp::ExportReport;
 
-use super::{
-    follow::FollowStats,
-    objects::{Catalog, NoTable, TableSource},
-    profile::Profile,
-    snapshots::SnapshotStats,
-};
+use super::{follow::FollowStats, profile::Profile, snapshots::SnapshotStats};
+use crate::registry::{Catalog, NoTable, TableSource};
 
 /// Objects without a table whose reason the text prints in full (the JSON has them all).
 const MAX_NOTES: usize = 8;
@@ -121,7 +117,7 @@ pub struct Figures {
     /// Perf maps of processes running JIT code: read, and refused by reason.
     pub jit: crate::jit::JitStats,
     /// jitdumps of processes running JIT code: read, refused by reason, regions given tables.
-    pub jitdump: super::objects::DumpStats,
+    pub jitdump: crate::registry::DumpStats,
 }
 
 /// What became of the OTLP exports: snapshots sent and their samples, and those that never
@@ -419,8 +415,8 @@ impl fmt::Display for Summary<'_> {
 }
 
 /// The perf-map line, when a process ran code outside any object.
-fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &super::objects::DumpStats) -> fmt::Result {
-    if *dump != super::objects::DumpStats::default() {
+fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &crate::registry::DumpStats) -> fmt::Result {
+    if *dump != crate::registry::DumpStats::default() {
         write!(
             f,
             "  jitdump: {} read, {} regions of JIT code with tables ({} malformed records, {} unwind entries unusable)",

@@ -11,9 +11,9 @@ use tracer_common::{
 
 use super::{Summary, file};
 use crate::export::otlp::{Destination, ExportReport};
+use crate::registry::{Catalog, NoTable};
 use crate::trace::{
     follow::FollowStats,
-    objects::{Catalog, NoTable},
     profile::Profile,
     snapshots::SnapshotStats,
     tests::{catalog, object, sample},

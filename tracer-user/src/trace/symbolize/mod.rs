@@ -17,11 +17,9 @@ use blazesym::symbolize::{
     source::{Kernel, Source},
 };
 
-use super::{
-    objects::Catalog,
-    profile::{Frame, Stack},
-};
+use super::profile::{Frame, Stack};
 use crate::export::model::{FrameSource, ObjectInfo, ResolvedFrame};
+use crate::registry::Catalog;
 
 /// Addresses whose names the cache keeps at most. Past it, the names and everything blazesym
 /// parsed (DWARF units, line programs, abbreviations: hundreds of megabytes for a large debug
@@ -236,7 +234,7 @@ impl SymbolCache {
                 if catalog
                     .objects
                     .get(object)
-                    .is_some_and(|o| o.name == super::objects::JITDUMP_OBJECT) =>
+                    .is_some_and(|o| o.name == crate::registry::JITDUMP_OBJECT) =>
             {
                 FrameSource::JitDump
             }

@@ -10,10 +10,8 @@ use std::{
 use super::SymbolCache;
 use crate::{
     export::model::{Resolved, ResolvedStack},
-    trace::{
-        objects::Catalog,
-        profile::{Stack, Stacks},
-    },
+    registry::Catalog,
+    trace::profile::{Stack, Stacks},
 };
 
 /// When and how the samples of a profile were taken.

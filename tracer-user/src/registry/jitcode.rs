@@ -25,7 +25,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{Catalog, Object, memory_file, prebuild_bytes};
+use super::{Catalog, Object, TableStore, memory_file};
 use crate::{
     jit::{dump::JitDump, process::Refusal},
     procmaps::Mapping,
@@ -83,7 +83,7 @@ fn is_jitdump(path: &Path) -> bool {
         .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
 }
 
-impl Catalog {
+impl<T: TableStore> Catalog<T> {
     /// The jitdump `pid` maps, read, if it maps one (the first).
     pub(super) fn jit_dump(&mut self, pid: u32, mappings: &[Mapping]) -> Option<JitDump> {
         let m = mappings.iter().find(|m| is_jitdump(&m.path))?;
@@ -120,7 +120,7 @@ impl Catalog {
                 .map(|l| (l.addr.wrapping_sub(m.start), l.end().wrapping_sub(m.start)))
                 .collect()
         };
-        if let Some(&i) = self.by_image.get(image.as_slice()) {
+        if let Some(i) = self.objects.find_image(&image) {
             self.dump_code.covered.entry(i).or_insert_with(covered);
             return Some((i, m.start));
         }
@@ -130,23 +130,12 @@ impl Catalog {
         }
         let file = Arc::new(memory_file("jitdump", &image).ok()?);
         self.jit_dumps.image_bytes += image.len() as u64;
-        let path = PathBuf::from(JITDUMP_OBJECT);
-        let table = prebuild_bytes(&path, &image).and_then(|p| self.install(p));
-        self.objects.push(Object {
-            path,
-            key: None,
-            file: Some(file),
-            build_id: None,
-            name: JITDUMP_OBJECT.to_owned(),
-            table,
-            users: 0,
-            unused_since: None,
-            unloaded: false,
-        });
+        let mut object = Object::new(PathBuf::from(JITDUMP_OBJECT), None, Some(file), None);
+        object.table = self.loader.load_image(&image, &object.path);
         self.jit_dumps.regions += 1;
-        self.by_image.insert(image.into_boxed_slice(), self.objects.len() - 1);
-        self.dump_code.covered.insert(self.objects.len() - 1, covered());
-        Some((self.objects.len() - 1, m.start))
+        let index = self.objects.push_image(image, object);
+        self.dump_code.covered.insert(index, covered());
+        Some((index, m.start))
     }
 
     /// A sample of `pid` has a frame at `offset` in the mapping of `object`: if that is a

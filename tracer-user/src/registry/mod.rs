@@ -1,21 +1,24 @@
-//! The objects the traced processes map, and their unwind tables: each object (keyed by its
-//! file's identity, see [`ObjectKey`]; the vDSO by its image) is read from the file discovery
-//! opened, and flattened once, however many processes map it,
-//! from its `.sframe`, else its `.eh_frame` (or `.debug_frame`), else not at all;
-//! each process gets the mapping table the kernel resolves its PCs with, and userspace keeps a
-//! copy to tell, per sample, which object and address each frame is in. Objects are counted by
-//! the processes that map them; the table of an object no process maps any more is unloaded
-//! (the object itself stays, for symbolizing the samples already taken) and rebuilt if a
-//! process maps it again. Mappings replaced (a reload, an exit, an exec, code unmapped) are
-//! kept a while for the samples taken before they ended, apart from those of whatever took
-//! their place (a new image, a new process with the same pid).
+//! The registry of what the traced processes map: the thin owner of its three parts, which it
+//! keeps in step.
+//! - [`ObjectStore`] (`store`): one object per file identity ([`ObjectKey`]; the vDSO and JIT
+//!   code by their image), with the file discovery opened, its build-id and how many processes
+//!   map it. An object outlives its table (for symbolizing the samples already taken) and is
+//!   forgotten once nothing refers to it ([`Catalog::idle_objects`], [`Catalog::forget`]).
+//! - [`TableLoader`] (`loader`): each object's table, flattened once however many processes
+//!   map it, from its `.sframe`, else its `.eh_frame` (or `.debug_frame`), else not at all;
+//!   built ahead or now, installed into the kernel tables ([`TableStore`]) within their room,
+//!   unloaded once no process has mapped the object for a while, and built again if a process
+//!   maps it again.
+//! - [`ProcessMaps`] (`maps`): each process's mappings as userspace resolves frames with them.
+//!   Mappings replaced (a reload, an exit, an exec, code unmapped) are kept a while for the
+//!   samples taken before they ended, apart from those of whatever took their place (a new
+//!   image, a new process with the same pid).
 //!
-//! Its parts: `loader` (building a table, pure, and installing it), `maps` ([`ProcessMaps`]: the
-//! current and ended mappings of each process), `vdso` (the vDSO's image, which has no file).
-//! Objects no process maps any more are forgotten once nothing refers to them
-//! ([`Catalog::idle_objects`], [`Catalog::forget`]).
+//! Each process gets the mapping table the kernel resolves its PCs with. Besides: `budget` (the
+//! room of the table maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
+//! a jitdump describes).
 
-use std::{collections::HashMap, fs::File, os::fd::AsRawFd as _, path::PathBuf, sync::Arc, time::Duration};
+use std::{fs::File, path::PathBuf, sync::Arc, time::Duration};
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
@@ -23,31 +26,6 @@ use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
     table::TableSet,
 };
-
-/// One object the traced processes map.
-#[derive(Debug)]
-pub struct Object {
-    /// Its path as the process that mapped it first sees it (for display only: the file is
-    /// read from `file`).
-    pub path: PathBuf,
-    /// The identity of its file (`None` for the vDSO, which has none).
-    pub key: Option<ObjectKey>,
-    /// The file as it was mapped, held open: tables and symbols come from it, even once its
-    /// path names another file or none. `None` once forgotten ([`Catalog::forget`]).
-    pub file: Option<Arc<File>>,
-    /// The GNU build-id, for finding separate debug information.
-    pub build_id: Option<Box<[u8]>>,
-    /// Short name for frames without a symbol.
-    pub name: String,
-    /// Its table, or why it has none.
-    pub table: Result<Table, NoTable>,
-    /// Processes that map it now.
-    pub users: u32,
-    /// Since when no process maps it (`None` while one does).
-    pub unused_since: Option<std::time::Instant>,
-    /// Its table was unloaded (no process mapped it any more).
-    pub unloaded: bool,
-}
 
 /// One executable mapping of a traced process, as userspace resolves frames with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,20 +37,13 @@ pub struct ResolvedMapping {
     pub object: Option<usize>,
 }
 
-/// Every object seen, the kernel tables built from them, and each process's mappings.
+/// Every object seen, the tables built from them, and each process's mappings.
 #[derive(Default)]
-pub struct Catalog {
-    pub objects: Vec<Object>,
-    by_key: HashMap<ObjectKey, usize>,
-    /// vDSO objects by their image (a process can rewrite its own vDSO: only the same bytes
-    /// are the same object).
-    by_image: HashMap<Box<[u8]>, usize>,
-    pub tables: TableSet,
+pub struct Catalog<T = TableSet> {
+    pub objects: ObjectStore,
+    pub loader: TableLoader<T>,
     /// Each process's current mappings and those that ended.
     pub processes: ProcessMaps,
-    /// Tables built ahead, by the identity of the file they were read from, waiting to be
-    /// installed.
-    prebuilt: HashMap<ObjectKey, (std::time::Instant, Result<Prebuilt, NoTable>)>,
     /// Names of JIT-compiled code, from the processes' perf maps.
     pub jit: crate::jit::JitNames,
     /// What the jitdumps of the processes gave (`jitcode`).
@@ -81,16 +52,18 @@ pub struct Catalog {
     dump_code: jitcode::DumpCode,
 }
 
-impl Catalog {
+impl<T: TableStore + Default> Catalog<T> {
     /// An empty catalog whose tables go into `tables` (which bounds their room).
-    pub fn with_tables(tables: TableSet) -> Catalog {
+    pub fn with_tables(tables: T) -> Catalog<T> {
         raise_open_files_limit();
         Catalog {
-            tables,
+            loader: TableLoader::new(tables),
             ..Catalog::default()
         }
     }
+}
 
+impl<T: TableStore> Catalog<T> {
     /// Register a process's executable mappings (replacing those it had: exec, dlopen),
     /// building tables for objects not seen before or unloaded since. Returns the mapping table
     /// for the kernel.
@@ -184,15 +157,11 @@ impl Catalog {
 
     /// Unload the tables of objects no process has mapped for `idle` (a program started
     /// again and again keeps its table meanwhile); returns how many.
-    pub fn unload_unused(&mut self, idle: std::time::Duration) -> usize {
+    pub fn unload_unused(&mut self, idle: Duration) -> usize {
         let mut unloaded = 0;
-        for object in &mut self.objects {
-            if object.users == 0
-                && object.unused_since.is_some_and(|t| t.elapsed() >= idle)
-                && !object.unloaded
-                && let Ok(table) = &object.table
-            {
-                self.tables.remove(table.id);
+        for object in self.objects.unloadable(idle) {
+            if let Ok(table) = &object.table {
+                self.loader.unload(object.key.as_ref(), table);
                 object.unloaded = true;
                 unloaded += 1;
             }
@@ -205,100 +174,61 @@ impl Catalog {
     /// refers to them. No new sample can: they are in no process's mappings, current or ended
     /// (ended mappings are kept for less than `idle`).
     pub fn idle_objects(&self, idle: Duration) -> Vec<usize> {
-        self.objects
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| {
-                o.file.is_some()
-                    && o.users == 0
-                    && o.unused_since.is_some_and(|t| t.elapsed() >= idle)
-                    && (o.unloaded || o.table.is_err())
-            })
-            .map(|(i, _)| i)
-            .collect()
+        self.objects.idle(idle)
     }
 
-    /// Free what objects `gone` hold (see [`Catalog::idle_objects`]): the open file, the
-    /// build-id and the entry that finds them by identity or image. A process that maps the
-    /// same file later gets a new object (indices are never reused, so nothing keyed by the
-    /// old index can name the new one). What the summary counts (the path, the table's
-    /// source or why there is none) stays: a few bytes per object met.
+    /// Free what objects `gone` hold (see [`ObjectStore::forget`]). A process that maps the
+    /// same file later gets a new object.
     pub fn forget(&mut self, gone: &[usize]) {
-        for &i in gone {
-            let Some(object) = self.objects.get_mut(i) else {
-                continue;
-            };
-            object.file = None;
-            object.build_id = None;
-            if let Some(key) = &object.key
-                && self.by_key.get(key) == Some(&i)
-            {
-                self.by_key.remove(key);
-            }
-        }
-        if !gone.is_empty() {
-            self.by_image.retain(|_, i| !gone.contains(i));
-        }
+        self.objects.forget(gone);
     }
 
     /// One more process maps object `i`: an unloaded table is built again.
     fn hold(&mut self, i: usize) {
-        if self.objects[i].users == 0 && self.objects[i].unloaded {
-            self.objects[i].table = self.build(i);
-            self.objects[i].unloaded = false;
+        if self.objects.hold(i) {
+            let object = &self.objects[i];
+            let table = match (&object.key, &object.file) {
+                (Some(key), Some(file)) => self.loader.load(key, file, &object.path),
+                _ => Err(NoTable::Unreadable(format!("{}: forgotten", object.path.display()))),
+            };
+            if let Some(object) = self.objects.get_mut(i) {
+                object.table = table;
+                object.unloaded = false;
+            }
         }
-        self.objects[i].users += 1;
-        self.objects[i].unused_since = None;
     }
 
     /// The objects of `mappings` lose a user each.
     fn release(&mut self, mappings: &[ResolvedMapping]) {
         for i in mappings.iter().filter_map(|m| m.object) {
-            let object = &mut self.objects[i];
-            object.users = object.users.saturating_sub(1);
-            if object.users == 0 {
-                object.unused_since = Some(std::time::Instant::now());
-            }
+            self.objects.release(i);
         }
     }
 
+    /// The object of the file `key` that `m` maps, found or added (its table built).
     fn object(&mut self, m: &Mapping, key: &ObjectKey, build_id: &Option<Box<[u8]>>, file: &Arc<File>) -> usize {
-        if let Some(&i) = self.by_key.get(key) {
+        if let Some(i) = self.objects.find(key) {
             return i;
         }
-        let name = m
-            .path
-            .file_name()
-            .map_or_else(|| m.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        self.objects.push(Object {
-            path: m.path.clone(),
-            key: Some(key.clone()),
-            file: Some(Arc::clone(file)),
-            build_id: build_id.clone(),
-            name,
-            table: Err(NoTable::NoUnwindInfo),
-            users: 0,
-            unused_since: None,
-            unloaded: false,
-        });
-        let index = self.objects.len() - 1;
-        self.objects[index].table = self.build(index);
-        self.by_key.insert(key.clone(), index);
-        index
+        let mut object = Object::new(
+            m.path.clone(),
+            Some(key.clone()),
+            Some(Arc::clone(file)),
+            build_id.clone(),
+        );
+        object.table = self.loader.load(key, file, &m.path);
+        self.objects.push(object)
     }
 
     /// The file of the object with identity `key`, if there is one (discovery then does not
     /// open it again).
     pub fn known_file(&self, key: &ObjectKey) -> Option<Arc<File>> {
-        self.by_key.get(key).and_then(|&i| self.objects[i].file.clone())
+        self.objects.known_file(key)
     }
 
-    /// Where to read object `index` for symbols: the file that was mapped, through the
-    /// descriptor held open on it (its path may name another file by now, or none).
+    /// Where to read object `index` for symbols (see [`ObjectStore::symbol_source`]).
     pub fn symbol_source(&self, index: usize) -> Option<PathBuf> {
-        let object = self.objects.get(index)?;
-        let file = object.file.as_ref()?;
-        Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())))
+        self.objects.symbol_source(index)
     }
 
     /// The vDSO of `pid`: its image is read from the process (it has no file) and kept in an
@@ -307,45 +237,14 @@ impl Catalog {
     fn vdso(&mut self, pid: u32, m: &Mapping) -> Option<(usize, u64)> {
         let image = read_memory(pid, m.start, m.end).ok()?;
         let facts = procmaps::inspect(image.as_slice(), m.start, m.end, 0).ok()?;
-        if let Some(&i) = self.by_image.get(image.as_slice()) {
+        if let Some(i) = self.objects.find_image(&image) {
             return Some((i, facts.bias));
         }
         let file = Arc::new(memory_file("vdso", &image).ok()?);
         let path = PathBuf::from("[vdso]");
-        let table = prebuild_bytes(&path, &image).and_then(|p| self.install(p));
-        self.objects.push(Object {
-            path,
-            key: None,
-            file: Some(file),
-            build_id: facts.build_id,
-            name: "[vdso]".to_owned(),
-            table,
-            users: 0,
-            unused_since: None,
-            unloaded: false,
-        });
-        self.by_image.insert(image.into_boxed_slice(), self.objects.len() - 1);
-        Some((self.objects.len() - 1, facts.bias))
-    }
-
-    /// Object `index`'s table from its `.sframe` and its call-frame information, read from
-    /// its file.
-    /// Built ahead (see [`Catalog::missing`]) or now.
-    fn build(&mut self, index: usize) -> Result<Table, NoTable> {
-        let object = &self.objects[index];
-        let prebuilt = match object.key.as_ref().and_then(|key| self.prebuilt.remove(key)) {
-            Some((_, prebuilt)) => prebuilt,
-            None => match &object.file {
-                Some(file) => prebuild(file, &object.path),
-                None => Err(NoTable::Unreadable(format!("{}: forgotten", object.path.display()))),
-            },
-        };
-        self.install(prebuilt?)
-    }
-
-    /// Put a built table into the kernel tables.
-    fn install(&mut self, prebuilt: Prebuilt) -> Result<Table, NoTable> {
-        loader::install(&mut self.tables, &prebuilt)
+        let mut object = Object::new(path, None, Some(file), facts.build_id);
+        object.table = self.loader.load_image(&image, &object.path);
+        Some((self.objects.push_image(image, object), facts.bias))
     }
 
     /// The files of `pid`'s mappings whose tables [`Catalog::add_process`] would build: objects
@@ -360,9 +259,9 @@ impl Catalog {
                     return None;
                 };
                 let unloaded = |i: usize| self.objects[i].unloaded && self.objects[i].users == 0;
-                match self.by_key.get(key) {
-                    Some(&i) if !unloaded(i) => None,
-                    _ if self.prebuilt.contains_key(key) => None,
+                match self.objects.find(key) {
+                    Some(i) if !unloaded(i) => None,
+                    _ if self.loader.is_prebuilt(key) => None,
                     _ => Some(Missing {
                         key: key.clone(),
                         file: Arc::clone(file),
@@ -378,13 +277,12 @@ impl Catalog {
 
     /// A table built ahead for the object `key`, installed when a process maps it.
     pub fn add_prebuilt(&mut self, key: ObjectKey, prebuilt: Result<Prebuilt, NoTable>) {
-        self.prebuilt.insert(key, (std::time::Instant::now(), prebuilt));
+        self.loader.add_prebuilt(key, prebuilt);
     }
 
-    /// Drop the tables built ahead more than `after` ago that no process took (it was gone
-    /// before it was loaded).
+    /// Drop the tables built ahead more than `after` ago that no process took.
     pub fn expire_prebuilt(&mut self, after: Duration) {
-        self.prebuilt.retain(|_, (built, _)| built.elapsed() < after);
+        self.loader.expire_prebuilt(after);
     }
 
     /// The mapping that held `addr` in the process with this `pid` at kernel time `time_ns`
@@ -410,7 +308,7 @@ fn raise_open_files_limit() {
 }
 
 /// Now on the kernel's clock (`bpf_ktime_get_ns` is `CLOCK_MONOTONIC`).
-pub(super) fn monotonic_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -426,14 +324,18 @@ pub struct Missing {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
+pub mod budget;
 mod jitcode;
 mod loader;
 mod maps;
+mod store;
 mod vdso;
 pub use jitcode::{DumpStats, JITDUMP_OBJECT};
-use loader::prebuild_bytes;
-pub use loader::{NoTable, Prebuilt, Table, TableSource, prebuild};
+pub use loader::{NoTable, Prebuilt, Table, TableLoader, TableSource, TableStore, prebuild};
 pub use maps::ProcessMaps;
+pub use store::{Object, ObjectStore};
 use vdso::{memory_file, read_memory};

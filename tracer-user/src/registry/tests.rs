@@ -7,10 +7,10 @@ use super::*;
 #[test]
 fn tables_follow_the_processes_that_map_them() {
     let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
-    let mut catalog = Catalog::default();
+    let mut catalog: Catalog = Catalog::default();
     catalog.add_process(1, &mappings);
     catalog.add_process(2, &mappings);
-    let loaded = catalog.tables.num_objects();
+    let loaded = catalog.loader.tables.num_objects();
     assert!(loaded >= 2, "this test's own executable and libc have tables");
     catalog.remove_process(1);
     assert_eq!(
@@ -25,11 +25,11 @@ fn tables_follow_the_processes_that_map_them() {
         "not idle long enough"
     );
     assert_eq!(catalog.unload_unused(std::time::Duration::ZERO) as u32, loaded);
-    assert_eq!(catalog.tables.num_objects(), 0);
-    assert_eq!(catalog.tables.live_rows(), 0);
+    assert_eq!(catalog.loader.tables.num_objects(), 0);
+    assert_eq!(catalog.loader.tables.live_rows(), 0);
     let objects = catalog.objects.len();
     let exec = catalog.add_process(3, &mappings);
-    assert_eq!(catalog.tables.num_objects(), loaded, "built again");
+    assert_eq!(catalog.loader.tables.num_objects(), loaded, "built again");
     assert_eq!(catalog.objects.len(), objects, "the same objects, not new ones");
     assert!(exec.iter().any(|m| m.object != NO_OBJECT));
     assert!(catalog.objects.iter().all(|o| !o.unloaded));
@@ -50,7 +50,7 @@ fn samples_resolve_through_the_image_of_their_time() {
         }]
     };
     let bias_at = |catalog: &Catalog, time| catalog.mapping_at(5, 0x1800, time).map(|m| m.bias);
-    let mut catalog = Catalog::default();
+    let mut catalog: Catalog = Catalog::default();
     catalog.processes.current.insert(5, image(1));
     assert_eq!(bias_at(&catalog, 50), Some(1));
     assert!(catalog.end_process(5, 100));
@@ -93,7 +93,7 @@ fn samples_resolve_through_the_image_of_their_time() {
 #[test]
 fn idle_objects_are_forgotten_and_come_back_as_new_ones() {
     let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
-    let mut catalog = Catalog::default();
+    let mut catalog: Catalog = Catalog::default();
     catalog.add_process(1, &mappings);
     assert!(catalog.idle_objects(Duration::ZERO).is_empty(), "process 1 maps them");
     catalog.remove_process(1);
@@ -145,7 +145,7 @@ fn idle_objects_are_forgotten_and_come_back_as_new_ones() {
 #[test]
 fn tables_built_ahead_for_nobody_expire() {
     let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
-    let mut catalog = Catalog::default();
+    let mut catalog: Catalog = Catalog::default();
     let missing = catalog.missing(&mappings);
     assert!(!missing.is_empty());
     for m in &missing {
@@ -157,3 +157,5 @@ fn tables_built_ahead_for_nobody_expire() {
     catalog.expire_prebuilt(Duration::ZERO);
     assert_eq!(catalog.missing(&mappings).len(), missing.len(), "dropped");
 }
+
+mod life;

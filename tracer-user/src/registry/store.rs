@@ -1,0 +1,217 @@
+//! [`ObjectStore`]: one entry per object the traced processes map, found by its file's
+//! identity ([`ObjectKey`], never by build-id: two files with one build-id are two objects) or,
+//! for code without a file (the vDSO, JIT code), by its image. An entry holds the open file
+//! (tables and symbols are read from it, whatever its path names by now), the build-id, the
+//! state of its table, and how many processes map it (its pins). Indices are never reused: an
+//! object forgotten and mapped again is a new entry, so nothing keyed by an old index names it.
+//! It builds and installs nothing (that is the [`super::TableLoader`]'s part).
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    os::fd::AsRawFd as _,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use super::{NoTable, Table};
+use crate::procmaps::ObjectKey;
+
+/// One object the traced processes map.
+#[derive(Debug)]
+pub struct Object {
+    /// Its path as the process that mapped it first sees it (for display only: the file is
+    /// read from `file`).
+    pub path: PathBuf,
+    /// The identity of its file (`None` for the vDSO and JIT code, which have none).
+    pub key: Option<ObjectKey>,
+    /// The file as it was mapped, held open: tables and symbols come from it, even once its
+    /// path names another file or none. `None` once forgotten ([`ObjectStore::forget`]).
+    pub file: Option<Arc<File>>,
+    /// The GNU build-id, for finding separate debug information.
+    pub build_id: Option<Box<[u8]>>,
+    /// Short name for frames without a symbol.
+    pub name: String,
+    /// Its table, or why it has none.
+    pub table: Result<Table, NoTable>,
+    /// Processes that map it now.
+    pub users: u32,
+    /// Since when no process maps it (`None` while one does).
+    pub unused_since: Option<Instant>,
+    /// Its table was unloaded (no process mapped it any more).
+    pub unloaded: bool,
+}
+
+impl Object {
+    /// An object no process maps yet, without a table so far.
+    pub fn new(path: PathBuf, key: Option<ObjectKey>, file: Option<Arc<File>>, build_id: Option<Box<[u8]>>) -> Object {
+        let name = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Object {
+            path,
+            key,
+            file,
+            build_id,
+            name,
+            table: Err(NoTable::NoUnwindInfo),
+            users: 0,
+            unused_since: None,
+            unloaded: false,
+        }
+    }
+
+    /// No process has mapped it for `idle`.
+    fn idle_for(&self, idle: Duration) -> bool {
+        self.users == 0 && self.unused_since.is_some_and(|t| t.elapsed() >= idle)
+    }
+}
+
+/// Every object seen, by index.
+#[derive(Debug, Default)]
+pub struct ObjectStore {
+    objects: Vec<Object>,
+    by_key: HashMap<ObjectKey, usize>,
+    /// Objects without a file by their image (a process can rewrite its own vDSO: only the
+    /// same bytes are the same object).
+    by_image: HashMap<Box<[u8]>, usize>,
+}
+
+impl ObjectStore {
+    /// Add `object`, found from now on by its identity if it has one; returns its index.
+    pub fn push(&mut self, object: Object) -> usize {
+        let index = self.objects.len();
+        if let Some(key) = &object.key {
+            self.by_key.insert(key.clone(), index);
+        }
+        self.objects.push(object);
+        index
+    }
+
+    /// Add `object`, which has no file, found from now on by `image`; returns its index.
+    pub(super) fn push_image(&mut self, image: Vec<u8>, object: Object) -> usize {
+        let index = self.push(object);
+        self.by_image.insert(image.into_boxed_slice(), index);
+        index
+    }
+
+    /// The object of the file with identity `key`, if known.
+    pub fn find(&self, key: &ObjectKey) -> Option<usize> {
+        self.by_key.get(key).copied()
+    }
+
+    /// The object without a file whose image is `image`, if known.
+    pub(super) fn find_image(&self, image: &[u8]) -> Option<usize> {
+        self.by_image.get(image).copied()
+    }
+
+    pub fn get(&self, index: usize) -> Option<&Object> {
+        self.objects.get(index)
+    }
+
+    pub(super) fn get_mut(&mut self, index: usize) -> Option<&mut Object> {
+        self.objects.get_mut(index)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Object> {
+        self.objects.iter()
+    }
+
+    /// Objects ever seen (forgotten ones included).
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// One more process maps object `index`; returns whether its table was unloaded and is to
+    /// be built again.
+    pub(super) fn hold(&mut self, index: usize) -> bool {
+        let object = &mut self.objects[index];
+        let reload = object.users == 0 && object.unloaded;
+        object.users += 1;
+        object.unused_since = None;
+        reload
+    }
+
+    /// One process fewer maps object `index`.
+    pub(super) fn release(&mut self, index: usize) {
+        let object = &mut self.objects[index];
+        object.users = object.users.saturating_sub(1);
+        if object.users == 0 {
+            object.unused_since = Some(Instant::now());
+        }
+    }
+
+    /// Objects no process has mapped for `idle` whose table is still loaded.
+    pub(super) fn unloadable(&mut self, idle: Duration) -> impl Iterator<Item = &mut Object> {
+        self.objects
+            .iter_mut()
+            .filter(move |o| o.idle_for(idle) && !o.unloaded && o.table.is_ok())
+    }
+
+    /// The objects no process has mapped for `idle` whose table is unloaded (or which have
+    /// none), still holding their file: what [`ObjectStore::forget`] may free.
+    pub fn idle(&self, idle: Duration) -> Vec<usize> {
+        self.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.file.is_some() && o.idle_for(idle) && (o.unloaded || o.table.is_err()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Free what objects `gone` hold: the open file, the build-id and the entry that finds them
+    /// by identity or image. What the summary counts (the path, the table's source or why there
+    /// is none) stays: a few bytes per object met.
+    pub fn forget(&mut self, gone: &[usize]) {
+        for &i in gone {
+            let Some(object) = self.objects.get_mut(i) else {
+                continue;
+            };
+            object.file = None;
+            object.build_id = None;
+            if let Some(key) = &object.key
+                && self.by_key.get(key) == Some(&i)
+            {
+                self.by_key.remove(key);
+            }
+        }
+        if !gone.is_empty() {
+            self.by_image.retain(|_, i| !gone.contains(i));
+        }
+    }
+
+    /// The file of the object with identity `key`, if it is held (discovery then does not open
+    /// it again).
+    pub fn known_file(&self, key: &ObjectKey) -> Option<Arc<File>> {
+        self.find(key).and_then(|i| self.objects[i].file.clone())
+    }
+
+    /// Where to read object `index` for symbols: the file that was mapped, through the
+    /// descriptor held open on it (its path may name another file by now, or none).
+    pub fn symbol_source(&self, index: usize) -> Option<PathBuf> {
+        let file = self.objects.get(index)?.file.as_ref()?;
+        Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())))
+    }
+}
+
+impl std::ops::Index<usize> for ObjectStore {
+    type Output = Object;
+
+    fn index(&self, index: usize) -> &Object {
+        &self.objects[index]
+    }
+}
+
+impl<'a> IntoIterator for &'a ObjectStore {
+    type Item = &'a Object;
+    type IntoIter = std::slice::Iter<'a, Object>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.objects.iter()
+    }
+}
