@@ -188,6 +188,17 @@ impl ObjectImage {
 
 /// Read the parts of the object `file` that its tables are built from (module docs).
 pub fn read_object(file: &File) -> Result<ObjectImage, ObjectFileError> {
+    let (file_len, parts) = bounded_parts(file, Wanted::Unwind)?;
+    let mut image = ObjectImage::zeroed(file_len)?;
+    for (offset, size) in parts {
+        image.fill(file, offset, size)?;
+    }
+    Ok(image)
+}
+
+/// The length of the regular file `file` and the `wanted` parts of it, within the limits
+/// ([`MAX_OBJECT_SIZE`], [`MAX_OBJECT_READ`]).
+fn bounded_parts(file: &File, wanted: Wanted) -> Result<(u64, Vec<(u64, u64)>), ObjectFileError> {
     let meta = file.metadata()?;
     check_regular(&meta)?;
     let file_len = meta.len();
@@ -197,7 +208,7 @@ pub fn read_object(file: &File) -> Result<ObjectImage, ObjectFileError> {
             cap: MAX_OBJECT_SIZE,
         });
     }
-    let parts = needed_parts(file, file_len, Wanted::Unwind)?;
+    let parts = needed_parts(file, file_len, wanted)?;
     let needed = parts.iter().map(|&(_, size)| size).sum::<u64>();
     if needed > MAX_OBJECT_READ {
         return Err(ObjectFileError::TooLarge {
@@ -205,11 +216,7 @@ pub fn read_object(file: &File) -> Result<ObjectImage, ObjectFileError> {
             cap: MAX_OBJECT_READ,
         });
     }
-    let mut image = ObjectImage::zeroed(file_len)?;
-    for (offset, size) in parts {
-        image.fill(file, offset, size)?;
-    }
-    Ok(image)
+    Ok((file_len, parts))
 }
 
 /// `read_at` over a shared file, for `object::ReadCache` (no shared file position).

@@ -19,7 +19,7 @@ use std::{
     },
 };
 
-use super::{MAX_OBJECT_READ, MAX_OBJECT_SIZE, ObjectFileError, Wanted, check_regular, needed_parts};
+use super::{ObjectFileError, Wanted, bounded_parts};
 
 /// File systems whose files can change under a root reader whoever owns them: FUSE (served by
 /// any user), NFS, SMB/CIFS and 9p (served by another host).
@@ -51,26 +51,10 @@ pub fn changeable(uid: u32, mode: u32, fs_type: i64) -> bool {
 /// as long as the file. Fails when the file is not a regular ELF file within the object read
 /// limits, or changed while it was copied.
 pub fn sealed_copy(file: &File) -> Result<File, ObjectFileError> {
-    let meta = file.metadata()?;
-    check_regular(&meta)?;
-    let file_len = meta.len();
-    if file_len > MAX_OBJECT_SIZE {
-        return Err(ObjectFileError::TooLarge {
-            needed: file_len,
-            cap: MAX_OBJECT_SIZE,
-        });
-    }
+    let (file_len, parts) = bounded_parts(file, Wanted::Symbols)?;
     let mut magic = [0; 4];
     if file.read_exact_at(&mut magic, 0).is_err() || magic != *b"\x7fELF" {
         return Err(ObjectFileError::Malformed { what: "file header" });
-    }
-    let parts = needed_parts(file, file_len, Wanted::Symbols)?;
-    let needed = parts.iter().map(|&(_, size)| size).sum::<u64>();
-    if needed > MAX_OBJECT_READ {
-        return Err(ObjectFileError::TooLarge {
-            needed,
-            cap: MAX_OBJECT_READ,
-        });
     }
     let copy = memory_file()?;
     copy.set_len(file_len)?;
