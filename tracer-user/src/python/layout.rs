@@ -3,7 +3,8 @@
 //!
 //! 3.11 and 3.12 publish nothing, so their offsets are tables here, taken from the DWARF of
 //! the interpreters (`ptype /o` of `PyThreadState`, `_PyCFrame`, `_PyInterpreterFrame`,
-//! `PyCodeObject`, `PyASCIIObject`, `PyBytesObject` in 3.11.7 and 3.12.1; Debian's 3.11.2 has
+//! `PyCodeObject`, `PyASCIIObject`, `PyCompactUnicodeObject`, `PyBytesObject` in 3.11.7 and
+//! 3.12.1; Debian's 3.11.2 has
 //! the 3.11 layout: these structures do not change within a minor version). 3.13 publishes
 //! them in `_Py_DebugOffsets`, the first bytes of `_PyRuntime`, which are initialized data
 //! and so read from the file ([`from_debug_offsets`]); its own layout is that of 3.13.
@@ -29,6 +30,9 @@ pub struct CodeLayout {
     pub str_length: u16,
     pub str_state: u16,
     pub str_ascii_size: u16,
+    /// The size of `PyCompactUnicodeObject` (where a compact non-ASCII string's characters
+    /// start).
+    pub str_compact_size: u16,
     /// `PyBytesObject.ob_size` and `.ob_sval`.
     pub bytes_size: u16,
     pub bytes_data: u16,
@@ -68,6 +72,7 @@ pub const V3_11: Layout = Layout {
         str_length: 16,
         str_state: 32,
         str_ascii_size: 48,
+        str_compact_size: 72,
         bytes_size: 16,
         bytes_data: 32,
     },
@@ -99,6 +104,7 @@ pub const V3_12: Layout = Layout {
         str_length: 16,
         str_state: 32,
         str_ascii_size: 40,
+        str_compact_size: 56,
         bytes_size: 16,
         bytes_data: 32,
     },
@@ -213,6 +219,8 @@ pub fn from_debug_offsets(bytes: &[u8], major: u8, minor: u8) -> Result<Layout, 
             str_length: field(STR_LENGTH, STR_SIZE, 8)?,
             str_state: field(STR_STATE, STR_SIZE, 4)?,
             str_ascii_size: field(STR_ASCII_SIZE, STR_SIZE, 0)?,
+            // Not published: `PyASCIIObject` and the two words of `utf8_length` and `utf8`.
+            str_compact_size: field(STR_ASCII_SIZE, STR_SIZE, 0)?.saturating_add(16),
             bytes_size: field(BYTES_OB_SIZE, BYTES_SIZE, 8)?,
             bytes_data: field(BYTES_SVAL, BYTES_SIZE, 0)?,
         },

@@ -11,6 +11,7 @@
 //! Pure: every function here takes bytes (an object's image, memory read from a process) and
 //! never opens a file or a process.
 
+pub mod code;
 pub mod image;
 pub mod layout;
 pub mod linetable;

@@ -237,3 +237,129 @@ fn symbols(path: &str) -> std::collections::HashMap<String, (u64, u64)> {
     }
     map
 }
+
+/// A fake process memory: bytes at addresses; reads outside what was written fail.
+#[derive(Default)]
+struct Fake(std::collections::BTreeMap<u64, Vec<u8>>);
+
+impl Fake {
+    fn put(&mut self, addr: u64, bytes: &[u8]) {
+        self.0.insert(addr, bytes.to_vec());
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        let Some((&start, bytes)) = self.0.range(..=addr).next_back() else {
+            return false;
+        };
+        let from = (addr - start) as usize;
+        match bytes.get(from..from + buf.len()) {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A compact string at `at`: ASCII, or of `kind` bytes per character.
+    fn string(&mut self, c: &CodeLayout, at: u64, s: &str, kind: u32) {
+        let ascii = s.is_ascii() && kind == 1;
+        let data = if ascii { c.str_ascii_size } else { c.str_compact_size };
+        let mut obj = vec![0u8; usize::from(data)];
+        obj[usize::from(c.str_length)..][..8].copy_from_slice(&(s.chars().count() as u64).to_ne_bytes());
+        let state = kind << 2 | 1 << 5 | u32::from(ascii) << 6;
+        obj[usize::from(c.str_state)..][..4].copy_from_slice(&state.to_ne_bytes());
+        for ch in s.chars() {
+            obj.extend(&(ch as u32).to_ne_bytes()[..kind as usize]);
+        }
+        self.put(at, &obj);
+    }
+}
+
+/// A code object (3.11 and 3.13 layouts) with an ASCII file name, a two-byte qualified name
+/// and the 3.11 table: read back, and its lines from instruction pointers.
+#[test]
+fn code_object_from_memory() {
+    for layout in [V3_11, for_version(3, 13, Some(&debug_offsets_3_13())).unwrap()] {
+        let c = layout.code;
+        let (code, qual, file, table) = (0x10_000u64, 0x20_000u64, 0x30_000u64, 0x40_000u64);
+        let mut m = Fake::default();
+        let mut obj = vec![0u8; usize::from(c.code_adaptive) + 64];
+        for (field, value) in [(c.qualname, qual), (c.filename, file), (c.linetable, table)] {
+            obj[usize::from(field)..][..8].copy_from_slice(&value.to_ne_bytes());
+        }
+        obj[usize::from(c.firstlineno)..][..4].copy_from_slice(&2i32.to_ne_bytes());
+        m.put(code, &obj);
+        m.string(&c, qual, "Klasse.métode→", 2);
+        m.string(&c, file, "/srv/app.py", 1);
+        let lines = hex(TABLE_3_11);
+        let mut bytes = vec![0u8; usize::from(c.bytes_data)];
+        bytes[usize::from(c.bytes_size)..][..8].copy_from_slice(&(lines.len() as u64).to_ne_bytes());
+        bytes.extend(&lines);
+        m.put(table, &bytes);
+        let info = code::read_code(&c, code, &mut |a, b| m.read(a, b)).unwrap();
+        assert_eq!(
+            (info.qualname.as_str(), info.filename.as_str(), info.first_line),
+            ("Klasse.métode→", "/srv/app.py", 2)
+        );
+        let start = code + u64::from(c.code_adaptive);
+        assert_eq!(info.line(&c, code, start + 40), Some(5));
+        assert_eq!(info.line(&c, code, start - 2), Some(2), "before the first instruction");
+        // A line table claimed too long, a string not compact: errors, no allocation of it.
+        bytes[usize::from(c.bytes_size)..][..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        m.put(table, &bytes);
+        assert_eq!(
+            code::read_code(&c, code, &mut |a, b| m.read(a, b)),
+            Err(code::CodeError::BadLineTable)
+        );
+        m.put(qual, &[0; 64]);
+        m.put(table, &{
+            let mut b = bytes.clone();
+            b[usize::from(c.bytes_size)..][..8].copy_from_slice(&1u64.to_ne_bytes());
+            b
+        });
+        assert_eq!(
+            code::read_code(&c, code, &mut |a, b| m.read(a, b)),
+            Err(code::CodeError::BadString)
+        );
+        assert_eq!(
+            code::read_code(&c, 0x99, &mut |a, b| m.read(a, b)),
+            Err(code::CodeError::Unreadable)
+        );
+    }
+}
+
+/// A live Debian 3.11 process (our own child): a method's code object read from
+/// `/proc/PID/mem` gives the qualified name, file and first line the interpreter reports.
+#[test]
+fn code_object_of_a_live_interpreter() {
+    use std::io::{BufRead as _, Read as _};
+    use std::os::unix::fs::FileExt as _;
+    let script = "import sys\nclass Kls:\n    def méthode(self):\n        return 1\nprint(id(Kls.méthode.__code__), flush=True)\nsys.stdin.read()\n";
+    let mut child = std::process::Command::new("/usr/bin/python3.11")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3.11 (cargo xtask setup installs it)");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let code: u64 = line.trim().parse().unwrap();
+    let mem = std::fs::File::open(format!("/proc/{}/mem", child.id())).unwrap();
+    let info = code::read_code(&V3_11.code, code, &mut |a, b| mem.read_exact_at(b, a).is_ok());
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut rest).unwrap();
+    child.wait().unwrap();
+    let info = info.unwrap();
+    assert_eq!(
+        (info.qualname.as_str(), info.filename.as_str(), info.first_line),
+        ("Kls.méthode", "<string>", 3)
+    );
+    // RESUME, then the return: line 3 then 4.
+    let start = code + u64::from(V3_11.code.code_adaptive);
+    assert_eq!(info.line(&V3_11.code, code, start), Some(3));
+    assert_eq!(info.line(&V3_11.code, code, start + 2), Some(4));
+}
