@@ -13,9 +13,13 @@
 //! the frame marked `is_entry`; from 3.12 on each call pushes a frame owned by the C stack
 //! ([`OWNER_CSTACK`]) below its run, which is skipped.
 //!
-//! A Python frame takes two words of the record: the code object's address with
-//! [`PY_CODE_BIT`] set, then the frame's instruction pointer (the code unit it is at), which
-//! userspace turns into an offset into the code and, with the line table, a line.
+//! The kernel walks the whole chain of the sampled thread, run after run, once the native walk
+//! is over, and appends it to the record after the native frames, every word with
+//! [`PY_CODE_BIT`] set (no native frame has it): per Python frame, innermost first, the code
+//! object's address, then the frame's instruction pointer (the code unit it is at); after
+//! each run, [`PY_RUN_END`]. Userspace gives the runs to the evaluation-loop frames of the
+//! native stack, innermost first, and turns each instruction pointer into an offset into the
+//! code and, with the line table, a line.
 
 /// Hash `tgid -> PyProcInfo`: the processes whose Python frames are walked.
 pub const MAP_PYTHON: &str = "PYTHON";
@@ -30,9 +34,22 @@ pub const MAX_PY_FRAMES: u32 = 128;
 pub const NO_FIELD: u16 = u16::MAX;
 /// `_PyInterpreterFrame::owner` of the frame each evaluation-loop call pushes in 3.12+.
 pub const OWNER_CSTACK: u8 = 3;
-/// Set in the first word of a Python frame in a sample record. No user address has it (user
+/// Set in every word of the Python part of a sample record. No user address has it (user
 /// space ends below 2^57); distinct from `trace::FP_FRAME_BIT` (bit 63).
 pub const PY_CODE_BIT: u64 = 1 << 62;
+/// The word that ends a run in a sample record.
+pub const PY_RUN_END: u64 = PY_CODE_BIT | 1 << 61;
+/// Python frames recorded per sample at most (two words each, plus one per run).
+pub const MAX_PY_SAMPLE_FRAMES: u32 = 256;
+/// Per-CPU `u64` counters of the Python walks: one per [`PyStop`] (walks cut short), then
+/// [`PY_COUNT_WALKS`] and [`PY_COUNT_FRAMES`].
+pub const MAP_PY_STOPS: &str = "PY_STOPS";
+/// Slot of [`MAP_PY_STOPS`]: samples whose Python chain was walked.
+pub const PY_COUNT_WALKS: u32 = PyStop::COUNT;
+/// Slot of [`MAP_PY_STOPS`]: Python frames recorded.
+pub const PY_COUNT_FRAMES: u32 = PyStop::COUNT + 1;
+/// Slots of [`MAP_PY_STOPS`].
+pub const PY_COUNTERS: u32 = PyStop::COUNT + 2;
 
 /// Field offsets of one CPython version's structures, as the kernel walk needs them.
 #[repr(C)]
@@ -96,10 +113,11 @@ pub enum PyStop {
     NoThreadState = 0,
     /// A thread state or frame could not be read.
     ReadFailed = 1,
-    /// The run had more than [`MAX_PY_FRAMES`] frames, or the record was full.
+    /// The run had more than [`MAX_PY_FRAMES`] frames, the sample more than
+    /// [`MAX_PY_SAMPLE_FRAMES`], or the record was full.
     TooDeep = 2,
-    /// The thread's frame chain ended before this evaluation-loop frame's run (more
-    /// evaluation-loop frames on the native stack than runs in the chain).
+    /// The thread's frame chain ended inside a run (set by [`walk_eval`]; userspace also
+    /// counts it when the native stack has more evaluation-loop frames than the chain runs).
     ChainEnded = 3,
 }
 
