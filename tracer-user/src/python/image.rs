@@ -6,6 +6,8 @@
 
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _, ReadRef};
 
+use tracer_common::python::PyProcInfo;
+
 use super::{PythonError, layout::Layout};
 
 /// An interpreter found in an object.
@@ -73,4 +75,22 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
 fn read_at<'d, R: ReadRef<'d>>(file: &object::File<'d, R>, addr: u64, len: u64) -> Option<&'d [u8]> {
     file.sections()
         .find_map(|section| section.data_range(addr, len).ok().flatten())
+}
+
+impl PythonImage {
+    /// The kernel's record of a process that has this interpreter mapped with `bias` (its
+    /// addresses in the process minus the object's own).
+    pub fn proc_info(&self, bias: u64) -> PyProcInfo {
+        let (cold_start, cold_end) = self
+            .cold
+            .map_or((0, 0), |(s, e)| (s.wrapping_add(bias), e.wrapping_add(bias)));
+        PyProcInfo {
+            runtime: self.runtime.wrapping_add(bias),
+            eval_start: self.eval.0.wrapping_add(bias),
+            eval_end: self.eval.1.wrapping_add(bias),
+            cold_start,
+            cold_end,
+            offsets: self.layout.kernel,
+        }
+    }
 }

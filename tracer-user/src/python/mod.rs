@@ -15,6 +15,7 @@ pub mod code;
 pub mod image;
 pub mod layout;
 pub mod linetable;
+pub mod merge;
 
 pub use image::{PythonImage, detect};
 pub use layout::{CodeLayout, Layout};

@@ -7,6 +7,8 @@ use tracer_common::python::NO_FIELD;
 
 use super::{layout::*, linetable::line_of, *};
 
+mod merge;
+
 /// A function of four branches over nine lines (first line 2), compiled by 3.11.
 const TABLE_3_11: &str = "8000d80c0d8045dd0d12903189588c58f000050517f0000505178801d80b0c8871893590418a3a883ad80c119061d81617f103011718f100010d1988458845f006000d129051894a88458845f006000c11804c";
 /// `co_lines()` of it: `[start, end)` byte offsets and their line.
@@ -362,4 +364,25 @@ fn code_object_of_a_live_interpreter() {
     let start = code + u64::from(V3_11.code.code_adaptive);
     assert_eq!(info.line(&V3_11.code, code, start), Some(3));
     assert_eq!(info.line(&V3_11.code, code, start + 2), Some(4));
+}
+
+/// The kernel's record of a process: every address moved by the bias, the layout's offsets.
+#[test]
+fn proc_info_adds_the_bias() {
+    let image = PythonImage {
+        major: 3,
+        minor: 11,
+        micro: 2,
+        runtime: 0xa5b740,
+        eval: (0x52b0f0, 0x538a4c),
+        cold: Some((0x10, 0x14)),
+        layout: V3_11,
+    };
+    let info = image.proc_info(0x5555_0000_0000);
+    assert_eq!(info.runtime, 0x5555_00a5_b740);
+    assert_eq!((info.eval_start, info.eval_end), (0x5555_0052_b0f0, 0x5555_0053_8a4c));
+    assert_eq!((info.cold_start, info.cold_end), (0x5555_0000_0010, 0x5555_0000_0014));
+    assert_eq!(info.offsets, V3_11.kernel);
+    let info = PythonImage { cold: None, ..image }.proc_info(0x1000);
+    assert_eq!((info.cold_start, info.cold_end), (0, 0));
 }
