@@ -17,7 +17,7 @@ pub mod layout;
 pub mod linetable;
 pub mod merge;
 
-pub use image::{PythonImage, detect};
+pub use image::{PythonImage, detect, detect_file};
 pub use layout::{CodeLayout, Layout};
 
 /// Why an object that looks like a CPython interpreter cannot be used.
