@@ -19,26 +19,14 @@ use tracer_common::trace::Sample;
 
 use crate::support::{Running, privileged};
 
-/// Recursion in Python calling Python (one evaluation-loop call for all of it), under a
-/// function with a name no other process has.
-const FIB: &str = r#"
-def fib_py_walk(n):
-    return n if n < 2 else fib_py_walk(n - 1) + fib_py_walk(n - 2)
-def spin_py_walk():
-    print("ready", flush=True)
-    while True:
-        fib_py_walk(18)
-spin_py_walk()
-"#;
-
 /// Start the script, trace it for two seconds with the Python walk on, and return its samples,
 /// the interpreter found and the pid.
-fn trace(script: &str) -> (Vec<Sample>, PythonImage, u64, Running, BTreeMap<&'static str, u64>) {
-    let child = Command::new("/usr/bin/python3.11")
+fn trace(python: &str, script: &str) -> (Vec<Sample>, PythonImage, u64, Running, BTreeMap<&'static str, u64>) {
+    let child = Command::new(python)
         .args(["-c", script])
         .stdout(Stdio::piped())
         .spawn()
-        .expect("/usr/bin/python3.11 (cargo xtask setup installs it)");
+        .unwrap_or_else(|err| panic!("starting {python}: {err}"));
     let mut running = Running(child);
     let pid = running.pid();
     // Its mappings are complete once the script runs (it says so).
@@ -132,51 +120,252 @@ fn python_stack(
     (frames, unmatched)
 }
 
-/// Recursive `fib` on 3.11: the Python frames of every sample with any are `fib_py_walk`
-/// (one or more), `spin_py_walk`, `<module>`, outermost last, in place of the evaluation
-/// loop's frame; none are wrong and at least 95 % are exact (the rest: samples taken while
-/// the chain was being changed, counted as truncated when a prefix of the structure).
-#[test]
-fn recursive_fib_on_python3_11() {
-    let Some(_serial) = privileged("recursive_fib_on_python3_11") else {
-        return;
-    };
-    let (samples, image, bias, running, counts) = trace(FIB);
-    eprintln!("python counters: {counts:?}; {} samples", samples.len());
-    let mem = std::fs::File::open(format!("/proc/{}/mem", running.pid())).expect("open the process's memory");
-    let mut names = HashMap::new();
-    let (mut exact, mut truncated, mut wrong) = (0, 0, Vec::new());
-    for sample in &samples {
-        let (frames, unmatched) = python_stack(sample, &image, bias, &mem, &mut names);
-        let py: Vec<&str> = frames.iter().flatten().map(String::as_str).collect();
-        if py.is_empty() {
-            continue;
+/// One program: its script (it prints `ready` once its mappings are complete, then spins) and
+/// the Python stacks it can be sampled in, innermost first; a name ending in `+` stands for one
+/// or more frames of it.
+struct Program {
+    name: &'static str,
+    script: &'static str,
+    shapes: &'static [&'static [&'static str]],
+}
+
+/// Recursion in Python calling Python (one evaluation-loop call for all of it).
+const FIB: Program = Program {
+    name: "fib",
+    script: r#"
+def fib_py_walk(n):
+    return n if n < 2 else fib_py_walk(n - 1) + fib_py_walk(n - 2)
+def spin_py_walk():
+    print("ready", flush=True)
+    while True:
+        fib_py_walk(18)
+spin_py_walk()
+"#,
+    shapes: &[&["fib_py_walk+", "spin_py_walk", "<module>"]],
+};
+
+/// C calling back into Python: `sorted` calls its key, a lambda, which calls a function.
+const SORTED: Program = Program {
+    name: "sorted",
+    script: r#"
+def key_py_walk(x):
+    s = 0
+    for i in range(60):
+        s += i
+    return -x
+def sort_py_walk():
+    print("ready", flush=True)
+    while True:
+        sorted(range(2000), key=lambda x: key_py_walk(x))
+sort_py_walk()
+"#,
+    shapes: &[
+        &[
+            "key_py_walk",
+            "sort_py_walk.<locals>.<lambda>",
+            "sort_py_walk",
+            "<module>",
+        ],
+        &["sort_py_walk.<locals>.<lambda>", "sort_py_walk", "<module>"],
+        &["sort_py_walk", "<module>"],
+    ],
+};
+
+/// A generator driven by a for loop (its frame is the generator's own, resumed).
+const GENERATOR: Program = Program {
+    name: "generator",
+    script: r#"
+def work_py_walk(i):
+    s = 0
+    for j in range(60):
+        s += j * i
+    return s
+def gen_py_walk(n):
+    for i in range(n):
+        yield work_py_walk(i)
+def consume_py_walk():
+    print("ready", flush=True)
+    while True:
+        for v in gen_py_walk(1000):
+            pass
+consume_py_walk()
+"#,
+    shapes: &[
+        &["work_py_walk", "gen_py_walk", "consume_py_walk", "<module>"],
+        &["gen_py_walk", "consume_py_walk", "<module>"],
+        &["consume_py_walk", "<module>"],
+    ],
+};
+
+/// Methods of a class (qualified names).
+const METHOD: Program = Program {
+    name: "method",
+    script: r#"
+class Calc_py_walk:
+    def step(self, i):
+        s = 0
+        for j in range(100):
+            s += j * i
+        return s
+    def run(self):
+        print("ready", flush=True)
+        while True:
+            self.step(3)
+Calc_py_walk().run()
+"#,
+    shapes: &[
+        &["Calc_py_walk.step", "Calc_py_walk.run", "<module>"],
+        &["Calc_py_walk.run", "<module>"],
+    ],
+};
+
+/// A second thread does the work while the main thread waits: the thread state is the
+/// sampled thread's own, found by its native id.
+const THREAD: Program = Program {
+    name: "thread",
+    script: r#"
+import threading
+def fib_py_walk(n):
+    return n if n < 2 else fib_py_walk(n - 1) + fib_py_walk(n - 2)
+def worker_py_walk():
+    print("ready", flush=True)
+    while True:
+        fib_py_walk(18)
+t = threading.Thread(target=worker_py_walk)
+t.start()
+t.join()
+"#,
+    shapes: &[&[
+        "fib_py_walk+",
+        "worker_py_walk",
+        "Thread.run",
+        "Thread._bootstrap_inner",
+        "Thread._bootstrap",
+    ]],
+};
+
+/// How a sample's Python frames compare with a shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Exact,
+    /// The innermost frames of the shape, the outer ones missing.
+    Truncated,
+    Wrong,
+}
+
+/// `py` against `shape` (see [`Program`]).
+fn judge(py: &[&str], shape: &[&str]) -> Verdict {
+    let mut at = 0;
+    for (i, want) in shape.iter().enumerate() {
+        let (name, many) = want.strip_suffix('+').map_or((*want, false), |n| (n, true));
+        if at == py.len() {
+            return if i == 0 { Verdict::Wrong } else { Verdict::Truncated };
         }
-        let fibs = py.iter().take_while(|&&f| f == "fib_py_walk").count();
-        let rest = &py[fibs..];
-        if fibs >= 1 && rest == ["spin_py_walk", "<module>"] && unmatched == merge::Unmatched::default() {
-            exact += 1;
-        } else if py
-            .iter()
-            .all(|f| ["fib_py_walk", "spin_py_walk", "<module>"].contains(f))
-            && ["spin_py_walk", "<module>"].starts_with(rest)
-        {
-            truncated += 1;
-        } else {
-            wrong.push(format!("{py:?} {unmatched:?}"));
+        if py[at] != name {
+            return Verdict::Wrong;
+        }
+        at += 1;
+        while many && at < py.len() && py[at] == name {
+            at += 1;
         }
     }
-    drop(running);
-    let judged = exact + truncated + wrong.len();
-    eprintln!(
-        "{judged} samples with Python frames: {exact} exact, {truncated} truncated, {} wrong",
-        wrong.len()
-    );
-    assert!(wrong.is_empty(), "wrong Python stacks: {wrong:#?}");
-    assert!(
-        judged >= 100,
-        "only {judged} samples with Python frames of {}",
-        samples.len()
-    );
-    assert!(exact * 100 >= judged * 95, "{exact} of {judged} exact");
+    if at == py.len() { Verdict::Exact } else { Verdict::Wrong }
+}
+
+/// The interpreters the programs run on: Debian's 3.11 (a static interpreter), the image's
+/// default `python3` (pyenv's 3.11.7, `libpython3.11.so`), and pyenv's 3.12 and 3.13 where the
+/// image has them (skipped, loudly, where it has not).
+fn interpreters(test: &str) -> Vec<String> {
+    let mut out = vec!["/usr/bin/python3.11".to_string(), "python3".to_string()];
+    for v in ["3.12.1/bin/python3.12", "3.13.0/bin/python3.13"] {
+        let path = format!("/root/.pyenv/versions/{v}");
+        if std::path::Path::new(&path).exists() {
+            out.push(path);
+        } else {
+            crate::support::skipped(test, &format!("{path} is not installed"));
+        }
+    }
+    out
+}
+
+/// Run `program` on every interpreter and judge every sample with Python frames: none wrong,
+/// at least 95 % exact, and enough of them.
+fn check(test: &str, program: &Program) {
+    let Some(_serial) = privileged(test) else {
+        return;
+    };
+    for python in interpreters(test) {
+        let (samples, image, bias, running, counts) = trace(&python, program.script);
+        let mem = std::fs::File::open(format!("/proc/{}/mem", running.pid())).expect("open the process's memory");
+        let mut names = HashMap::new();
+        let (mut exact, mut truncated, mut wrong) = (0, 0, Vec::new());
+        for sample in &samples {
+            let (frames, unmatched) = python_stack(sample, &image, bias, &mem, &mut names);
+            let py: Vec<&str> = frames.iter().flatten().map(String::as_str).collect();
+            if py.is_empty() {
+                continue;
+            }
+            let best = program
+                .shapes
+                .iter()
+                .map(|shape| judge(&py, shape))
+                .min_by_key(|v| *v as u8)
+                .expect("a shape");
+            match best {
+                Verdict::Exact if unmatched == merge::Unmatched::default() => exact += 1,
+                Verdict::Exact | Verdict::Truncated => truncated += 1,
+                Verdict::Wrong => wrong.push(format!("{py:?} {unmatched:?}")),
+            }
+        }
+        drop(running);
+        let judged = exact + truncated + wrong.len();
+        eprintln!(
+            "{} on {python} ({}.{}): {} samples, {judged} with Python frames: {exact} exact, {truncated} truncated, {} wrong; {counts:?}",
+            program.name,
+            image.major,
+            image.minor,
+            samples.len(),
+            wrong.len()
+        );
+        assert!(
+            wrong.is_empty(),
+            "{} on {python}: wrong Python stacks: {wrong:#?}",
+            program.name
+        );
+        assert!(
+            judged >= 100,
+            "{} on {python}: only {judged} samples with Python frames",
+            program.name
+        );
+        assert!(
+            exact * 100 >= judged * 95,
+            "{} on {python}: {exact} of {judged} exact",
+            program.name
+        );
+    }
+}
+
+#[test]
+fn python_recursive_fib() {
+    check("python_recursive_fib", &FIB);
+}
+
+#[test]
+fn python_sorted_key_lambda() {
+    check("python_sorted_key_lambda", &SORTED);
+}
+
+#[test]
+fn python_generator() {
+    check("python_generator", &GENERATOR);
+}
+
+#[test]
+fn python_class_method() {
+    check("python_class_method", &METHOD);
+}
+
+#[test]
+fn python_thread() {
+    check("python_thread", &THREAD);
 }
