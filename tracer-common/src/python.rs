@@ -238,10 +238,8 @@ pub fn walk_eval(
             return Err(PyStop::ChainEnded);
         }
         let f = read_frame(info, frame, &mut read)?;
-        if f.code != 0 {
-            if !emit(f.code, f.instr) {
-                return Err(PyStop::TooDeep);
-            }
+        if f.code != 0 && !emit(f.code, f.instr) {
+            return Err(PyStop::TooDeep);
         }
         frame = f.previous;
         if f.last {

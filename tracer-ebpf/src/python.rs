@@ -55,7 +55,7 @@ const COMPLETE: u64 = u64::MAX - 1;
 pub fn walk(state: &WalkState) {
     let tgid = state.record.header.tgid;
     // SAFETY: a copy out of the map value, valid during this run.
-    let Some(info) = (unsafe { PYTHON.get(&tgid) }) else {
+    let Some(info) = (unsafe { PYTHON.get(tgid) }) else {
         return;
     };
     let Some(walk) = PY_WALK.get_ptr_mut(0) else { return };
