@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 
 use sframe_trace::bpf::{Kernel, KernelConfig};
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
-use sframe_trace::python::{PythonImage, code::read_code, detect_file, merge};
+use sframe_trace::python::{
+    PythonImage,
+    code::{CodeInfo, read_code},
+    detect_file, merge,
+};
 use sframe_trace::table::TableSet;
 use sframe_trace::trace::objects::Catalog;
 use tracer_common::trace::Sample;
@@ -104,8 +108,8 @@ fn python_stack(
     image: &PythonImage,
     bias: u64,
     mem: &std::fs::File,
-    names: &mut HashMap<u64, String>,
-) -> (Vec<Option<String>>, merge::Unmatched) {
+    names: &mut HashMap<u64, Option<CodeInfo>>,
+) -> (Vec<Option<(String, Option<i32>)>>, merge::Unmatched) {
     let info = image.proc_info(bias);
     let user = &sample.user[..sample.num_user as usize];
     let native = merge::split(user);
@@ -116,15 +120,15 @@ fn python_stack(
         .iter()
         .map(|f| match f {
             merge::Merged::Native(_) => None,
-            merge::Merged::Python(p) => Some(
-                names
-                    .entry(p.code)
-                    .or_insert_with(|| {
-                        read_code(&image.layout.code, p.code, &mut |a, b| mem.read_exact_at(b, a).is_ok())
-                            .map_or_else(|e| format!("<unreadable: {e}>"), |c| c.qualname)
-                    })
-                    .clone(),
-            ),
+            merge::Merged::Python(p) => {
+                let code = names.entry(p.code).or_insert_with(|| {
+                    read_code(&image.layout.code, p.code, &mut |a, b| mem.read_exact_at(b, a).is_ok()).ok()
+                });
+                Some(match code {
+                    Some(c) => (c.qualname.clone(), c.line(&image.layout.code, p.code, p.instr)),
+                    None => ("<unreadable>".to_string(), None),
+                })
+            }
         })
         .collect();
     (frames, unmatched)
@@ -137,6 +141,9 @@ struct Program {
     name: &'static str,
     script: &'static str,
     shapes: &'static [&'static [&'static str]],
+    /// The line a frame of the function of this name is on while it calls the Python frame
+    /// above it (the line of the call in the script, which starts with an empty line 1).
+    call_lines: &'static [(&'static str, i32)],
 }
 
 /// Recursion in Python calling Python (one evaluation-loop call for all of it).
@@ -155,6 +162,7 @@ spin_py_walk()
         &["fib_py_walk+", "spin_py_walk", "<module>"],
         &["spin_py_walk", "<module>"],
     ],
+    call_lines: &[("fib_py_walk", 3), ("spin_py_walk", 7), ("<module>", 8)],
 };
 
 /// C calling back into Python: `sorted` calls its key, a lambda, which calls a function.
@@ -182,6 +190,11 @@ sort_py_walk()
         &["sort_py_walk.<locals>.<lambda>", "sort_py_walk", "<module>"],
         &["sort_py_walk", "<module>"],
     ],
+    call_lines: &[
+        ("sort_py_walk.<locals>.<lambda>", 10),
+        ("sort_py_walk", 10),
+        ("<module>", 11),
+    ],
 };
 
 /// A generator driven by a for loop (its frame is the generator's own, resumed).
@@ -208,6 +221,7 @@ consume_py_walk()
         &["gen_py_walk", "consume_py_walk", "<module>"],
         &["consume_py_walk", "<module>"],
     ],
+    call_lines: &[("gen_py_walk", 9), ("consume_py_walk", 13), ("<module>", 15)],
 };
 
 /// Methods of a class (qualified names).
@@ -230,6 +244,7 @@ Calc_py_walk().run()
         &["Calc_py_walk.step", "Calc_py_walk.run", "<module>"],
         &["Calc_py_walk.run", "<module>"],
     ],
+    call_lines: &[("Calc_py_walk.run", 11), ("<module>", 12)],
 };
 
 /// A second thread does the work while the main thread waits: the thread state is the
@@ -263,6 +278,7 @@ t.join()
             "Thread._bootstrap",
         ],
     ],
+    call_lines: &[("fib_py_walk", 4), ("worker_py_walk", 8)],
 };
 
 /// How a sample's Python frames compare with a shape.
@@ -322,8 +338,20 @@ fn check(test: &str, program: &Program) {
         let (mut exact, mut truncated, mut wrong) = (0, 0, Vec::new());
         for sample in &samples {
             let (frames, unmatched) = python_stack(sample, &image, bias, &mem, &mut names);
-            let py: Vec<&str> = frames.iter().flatten().map(String::as_str).collect();
+            let frames: Vec<&(String, Option<i32>)> = frames.iter().flatten().collect();
+            let py: Vec<&str> = frames.iter().map(|(name, _)| name.as_str()).collect();
             if py.is_empty() {
+                continue;
+            }
+            // Callers are on the line of their call.
+            let off_line = frames.iter().skip(1).find(|(name, line)| {
+                program
+                    .call_lines
+                    .iter()
+                    .any(|(n, want)| n == name && *line != Some(*want))
+            });
+            if let Some(frame) = off_line {
+                wrong.push(format!("{frame:?} not on its call's line in {frames:?}"));
                 continue;
             }
             let best = program
