@@ -109,7 +109,7 @@ fn python_stack(
     bias: u64,
     mem: &std::fs::File,
     names: &mut HashMap<u64, Option<CodeInfo>>,
-) -> (Vec<Option<(String, Option<i32>)>>, merge::Unmatched) {
+) -> (Vec<Option<PyFrame>>, merge::Unmatched) {
     let info = image.proc_info(bias);
     let user = &sample.user[..sample.num_user as usize];
     let native = merge::split(user);
@@ -133,6 +133,9 @@ fn python_stack(
         .collect();
     (frames, unmatched)
 }
+
+/// A Python frame of a sample: its qualified name and line.
+type PyFrame = (String, Option<i32>);
 
 /// One program: its script (it prints `ready` once its mappings are complete, then spins) and
 /// the Python stacks it can be sampled in, innermost first; a name ending in `+` stands for one
@@ -338,7 +341,7 @@ fn check(test: &str, program: &Program) {
         let (mut exact, mut truncated, mut wrong) = (0, 0, Vec::new());
         for sample in &samples {
             let (frames, unmatched) = python_stack(sample, &image, bias, &mem, &mut names);
-            let frames: Vec<&(String, Option<i32>)> = frames.iter().flatten().collect();
+            let frames: Vec<&PyFrame> = frames.iter().flatten().collect();
             let py: Vec<&str> = frames.iter().map(|(name, _)| name.as_str()).collect();
             if py.is_empty() {
                 continue;
