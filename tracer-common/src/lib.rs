@@ -8,6 +8,7 @@
 
 pub mod event;
 pub mod notice;
+pub mod python;
 pub mod snapshot;
 pub mod trace;
 pub mod unwind;

@@ -21,6 +21,7 @@
 mod events;
 mod lifecycle;
 mod offcpu;
+mod python;
 mod regs;
 mod snapshot;
 mod unwind;
@@ -285,6 +286,9 @@ fn end_walk(state: &mut WalkState) {
         snapshot::take(state);
         // SAFETY: as above.
         reason = unsafe { core::ptr::read_volatile(&state.record.header.stop) };
+    }
+    if reason != StopReason::Snapshot as u32 {
+        python::walk(state);
     }
     // Every reason has a slot (see `bump`).
     if let Some(slot) = STOPS.get_ptr_mut(reason) {

@@ -11,6 +11,7 @@ pub mod jit;
 pub mod names;
 pub mod objfile;
 pub mod procmaps;
+pub mod python;
 pub mod registry;
 pub mod sframe;
 pub mod table;

@@ -14,6 +14,7 @@ mod btf;
 mod events;
 mod probes;
 mod procs;
+mod python;
 mod runtime;
 mod tables;
 mod tracefs;
@@ -46,6 +47,7 @@ use tracer_common::{
 };
 
 pub use events::{Events, Notices};
+pub use python::PythonCounts;
 
 use crate::{
     event::EventSet,

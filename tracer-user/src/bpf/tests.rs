@@ -10,6 +10,7 @@ use tracer_common::{
         MAP_NOTICED, MAP_NOTICES, MAP_UNMAPPING, NOTICED_ENTRIES, NOTICES_BYTES, PROG_ON_EXEC, PROG_ON_EXIT,
         PROG_ON_MMAP, PROG_ON_MMAP_EXIT, PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, UNMAPPING_ENTRIES,
     },
+    python::{MAP_PY_STOPS, MAP_PYTHON, PY_COUNTERS, PYTHON_ENTRIES, PyProcInfo},
     trace::{
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_SCRATCH, MAP_STOPS, PROG_WALK, ProcInfo, RowChunk,
         WalkState,
@@ -48,6 +49,8 @@ fn object_matches_the_shared_types() {
         (MAP_STOPS, u32_key, size_of::<u64>()),
         (MAP_NOTICED, u32_key, size_of::<u64>()),
         (MAP_UNMAPPING, u32_key, size_of::<u64>()),
+        (MAP_PYTHON, u32_key, size_of::<PyProcInfo>()),
+        (MAP_PY_STOPS, u32_key, size_of::<u64>()),
     ] {
         let m = map(name);
         assert_eq!((m.key_size(), m.value_size()), (key, value as u32), "map {name}");
@@ -57,5 +60,7 @@ fn object_matches_the_shared_types() {
     assert_eq!(map(MAP_NOTICED).max_entries(), NOTICED_ENTRIES);
     assert_eq!(map(MAP_NOTICES).max_entries(), NOTICES_BYTES);
     assert_eq!(map(MAP_UNMAPPING).max_entries(), UNMAPPING_ENTRIES);
+    assert_eq!(map(MAP_PYTHON).max_entries(), PYTHON_ENTRIES);
+    assert_eq!(map(MAP_PY_STOPS).max_entries(), PY_COUNTERS);
     assert!(object.maps.contains_key(MAP_PROGS));
 }

@@ -40,6 +40,8 @@ mod otlp;
 #[cfg(feature = "ebpf")]
 mod privileged;
 mod procmaps;
+#[cfg(feature = "ebpf")]
+mod python;
 mod reader;
 #[cfg(feature = "ebpf")]
 mod security;

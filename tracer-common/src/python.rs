@@ -1,0 +1,263 @@
+//! CPython frames, shared by the eBPF walk and userspace: the per-process record that says
+//! where a process's interpreter keeps its thread states and how its structures are laid out
+//! ([`PyProcInfo`], the value of [`MAP_PYTHON`]), how a Python frame is written into a sample
+//! record, and the walk of one evaluation loop's frames ([`walk_eval`]), reading memory through
+//! a closure so the kernel plugs in `bpf_probe_read_user` and tests a fake process.
+//!
+//! The chain (CPython 3.11-3.13): `_PyRuntime.interpreters.head` is the main interpreter, its
+//! `threads.head` the newest thread state, linked by `next`; the thread state of the sampled
+//! thread is the one whose `native_thread_id` is the thread's id. Its current frame is
+//! `tstate->cframe->current_frame` (3.11, 3.12) or `tstate->current_frame` (3.13), and frames
+//! are linked by `previous`, innermost first. One call of `_PyEval_EvalFrameDefault` runs a
+//! run of those frames (Python-to-Python calls do not recurse in C): in 3.11 the run ends with
+//! the frame marked `is_entry`; from 3.12 on each call pushes a frame owned by the C stack
+//! ([`OWNER_CSTACK`]) below its run, which is skipped.
+//!
+//! The kernel walks the whole chain of the sampled thread, run after run, once the native walk
+//! is over, and appends it to the record after the native frames, every word with
+//! [`PY_CODE_BIT`] set (no native frame has it): per Python frame, innermost first, the code
+//! object's address, then the frame's instruction pointer (the code unit it is at); after
+//! each run, [`PY_RUN_END`]. Userspace gives the runs to the evaluation-loop frames of the
+//! native stack, innermost first, and turns each instruction pointer into an offset into the
+//! code and, with the line table, a line.
+
+/// Hash `tgid -> PyProcInfo`: the processes whose Python frames are walked.
+pub const MAP_PYTHON: &str = "PYTHON";
+/// Processes with an interpreter whose frames are walked at once.
+pub const PYTHON_ENTRIES: u32 = 1024;
+/// Thread states searched for the sampled thread's (`threads.head`, then `next`).
+pub const MAX_PY_THREADS: u32 = 32;
+/// Python frames read per evaluation-loop frame at most; a longer run is cut short
+/// ([`PyStop::TooDeep`]).
+pub const MAX_PY_FRAMES: u32 = 128;
+/// An offset of [`PyOffsets`] the version does not have.
+pub const NO_FIELD: u16 = u16::MAX;
+/// `_PyInterpreterFrame::owner` of the frame each evaluation-loop call pushes in 3.12+.
+pub const OWNER_CSTACK: u8 = 3;
+/// Set in every word of the Python part of a sample record. No user address has it (user
+/// space ends below 2^57); distinct from `trace::FP_FRAME_BIT` (bit 63).
+pub const PY_CODE_BIT: u64 = 1 << 62;
+/// The word that ends a run in a sample record.
+pub const PY_RUN_END: u64 = PY_CODE_BIT | 1 << 61;
+/// Python frames recorded per sample at most (two words each, plus one per run).
+pub const MAX_PY_SAMPLE_FRAMES: u32 = 256;
+/// Per-CPU `u64` counters of the Python walks: one per [`PyStop`] (walks cut short), then
+/// [`PY_COUNT_WALKS`] and [`PY_COUNT_FRAMES`].
+pub const MAP_PY_STOPS: &str = "PY_STOPS";
+/// Slot of [`MAP_PY_STOPS`]: samples whose Python chain was walked.
+pub const PY_COUNT_WALKS: u32 = PyStop::COUNT;
+/// Slot of [`MAP_PY_STOPS`]: Python frames recorded.
+pub const PY_COUNT_FRAMES: u32 = PyStop::COUNT + 1;
+/// Slots of [`MAP_PY_STOPS`].
+pub const PY_COUNTERS: u32 = PyStop::COUNT + 2;
+
+/// Field offsets of one CPython version's structures, as the kernel walk needs them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PyOffsets {
+    /// `_PyRuntimeState.interpreters.head`.
+    pub runtime_interpreters_head: u16,
+    /// `PyInterpreterState.threads.head`.
+    pub interp_threads_head: u16,
+    /// `PyThreadState.next`.
+    pub tstate_next: u16,
+    /// `PyThreadState.native_thread_id`.
+    pub tstate_native_thread_id: u16,
+    /// `PyThreadState.cframe` (3.11, 3.12) or `.current_frame` (3.13).
+    pub tstate_frame: u16,
+    /// `_PyCFrame.current_frame`, or [`NO_FIELD`] when `tstate_frame` is the frame itself.
+    pub cframe_current_frame: u16,
+    /// `_PyInterpreterFrame.f_code` (3.11, 3.12) or `.f_executable` (3.13).
+    pub frame_code: u16,
+    /// `_PyInterpreterFrame.previous`.
+    pub frame_previous: u16,
+    /// `_PyInterpreterFrame.prev_instr` (3.11, 3.12) or `.instr_ptr` (3.13).
+    pub frame_instr: u16,
+    /// `_PyInterpreterFrame.owner` (a byte).
+    pub frame_owner: u16,
+    /// `_PyInterpreterFrame.is_entry` (a byte, 3.11), or [`NO_FIELD`] (3.12+: [`OWNER_CSTACK`]).
+    pub frame_is_entry: u16,
+    pub _pad: u16,
+}
+
+/// The value of [`MAP_PYTHON`]: where one process's interpreter is and how it is laid out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PyProcInfo {
+    /// The address of `_PyRuntime` in the process.
+    pub runtime: u64,
+    /// `[start, end)` of `_PyEval_EvalFrameDefault` in the process.
+    pub eval_start: u64,
+    pub eval_end: u64,
+    /// `[start, end)` of its cold part (`.cold`, split off by the compiler), or `0, 0`.
+    pub cold_start: u64,
+    pub cold_end: u64,
+    pub offsets: PyOffsets,
+}
+
+impl PyProcInfo {
+    /// Whether `pc` is in the evaluation loop.
+    #[inline(always)]
+    pub fn in_eval(&self, pc: u64) -> bool {
+        (pc >= self.eval_start && pc < self.eval_end) || (pc >= self.cold_start && pc < self.cold_end)
+    }
+}
+
+/// Why a Python walk ended early (the evaluation-loop frame then stays a native frame, or
+/// keeps the Python frames found before the stop). Counted by userspace, by name.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PyStop {
+    /// No thread state of the interpreter belongs to the sampled thread (among the first
+    /// [`MAX_PY_THREADS`]).
+    NoThreadState = 0,
+    /// A thread state or frame could not be read.
+    ReadFailed = 1,
+    /// The run had more than [`MAX_PY_FRAMES`] frames, the sample more than
+    /// [`MAX_PY_SAMPLE_FRAMES`], or the record was full.
+    TooDeep = 2,
+    /// The thread's frame chain ended inside a run (set by [`walk_eval`]; userspace also
+    /// counts it when the native stack has more evaluation-loop frames than the chain runs).
+    ChainEnded = 3,
+}
+
+impl PyStop {
+    pub const COUNT: u32 = 4;
+    pub const ALL: [PyStop; Self::COUNT as usize] = [
+        PyStop::NoThreadState,
+        PyStop::ReadFailed,
+        PyStop::TooDeep,
+        PyStop::ChainEnded,
+    ];
+
+    /// Stable name for summaries.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PyStop::NoThreadState => "no_thread_state",
+            PyStop::ReadFailed => "read_failed",
+            PyStop::TooDeep => "too_deep",
+            PyStop::ChainEnded => "chain_ended",
+        }
+    }
+}
+
+impl TryFrom<u32> for PyStop {
+    type Error = u32;
+    fn try_from(v: u32) -> Result<Self, u32> {
+        PyStop::ALL.get(v as usize).copied().ok_or(v)
+    }
+}
+
+/// The current frame of thread `tid`'s thread state in the interpreter of `info`, or why it
+/// cannot be found. `read(addr)` reads one word of the process (`None`: unreadable).
+#[inline(always)]
+pub fn current_frame(info: &PyProcInfo, tid: u32, mut read: impl FnMut(u64) -> Option<u64>) -> Result<u64, PyStop> {
+    let o = &info.offsets;
+    let interp = read(info.runtime.wrapping_add(u64::from(o.runtime_interpreters_head))).ok_or(PyStop::ReadFailed)?;
+    let mut tstate = read(interp.wrapping_add(u64::from(o.interp_threads_head))).ok_or(PyStop::ReadFailed)?;
+    for _ in 0..MAX_PY_THREADS {
+        if tstate == 0 {
+            return Err(PyStop::NoThreadState);
+        }
+        let id = read(tstate.wrapping_add(u64::from(o.tstate_native_thread_id))).ok_or(PyStop::ReadFailed)?;
+        if id == u64::from(tid) {
+            let frame = read(tstate.wrapping_add(u64::from(o.tstate_frame))).ok_or(PyStop::ReadFailed)?;
+            if o.cframe_current_frame == NO_FIELD {
+                return Ok(frame);
+            }
+            if frame == 0 {
+                return Ok(0);
+            }
+            return read(frame.wrapping_add(u64::from(o.cframe_current_frame))).ok_or(PyStop::ReadFailed);
+        }
+        tstate = read(tstate.wrapping_add(u64::from(o.tstate_next))).ok_or(PyStop::ReadFailed)?;
+    }
+    Err(PyStop::NoThreadState)
+}
+
+/// One step of a run: the frame at `frame` read, and where the walk goes next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PyFrame {
+    /// The code object (0 for a frame that is not recorded: a C-stack frame).
+    pub code: u64,
+    /// The frame's instruction pointer.
+    pub instr: u64,
+    /// The next (older) frame.
+    pub previous: u64,
+    /// This frame ends its evaluation-loop call's run.
+    pub last: bool,
+}
+
+/// Read the frame at `frame` (not 0). A 3.12+ C-stack frame comes back with `code == 0` and
+/// `last` set: it closes the run above it (and is not a Python frame itself).
+#[inline(always)]
+pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Option<u64>) -> Result<PyFrame, PyStop> {
+    let o = &info.offsets;
+    let previous = read(frame.wrapping_add(u64::from(o.frame_previous))).ok_or(PyStop::ReadFailed)?;
+    let byte = |word: u64, field: u16| (word >> (8 * u64::from(field & 7))) as u8;
+    let owner_word = read(frame.wrapping_add(u64::from(o.frame_owner & !7))).ok_or(PyStop::ReadFailed)?;
+    if o.frame_is_entry == NO_FIELD && byte(owner_word, o.frame_owner) == OWNER_CSTACK {
+        return Ok(PyFrame {
+            code: 0,
+            instr: 0,
+            previous,
+            last: true,
+        });
+    }
+    let code = read(frame.wrapping_add(u64::from(o.frame_code))).ok_or(PyStop::ReadFailed)?;
+    let instr = read(frame.wrapping_add(u64::from(o.frame_instr))).ok_or(PyStop::ReadFailed)?;
+    let last = if o.frame_is_entry == NO_FIELD {
+        false
+    } else {
+        let word = read(frame.wrapping_add(u64::from(o.frame_is_entry & !7))).ok_or(PyStop::ReadFailed)?;
+        byte(word, o.frame_is_entry) != 0
+    };
+    Ok(PyFrame {
+        code,
+        instr,
+        previous,
+        last,
+    })
+}
+
+/// Walk the run of one evaluation-loop call starting at `frame`: `emit(code, instr)` per
+/// Python frame, innermost first (false: no room, the walk stops with [`PyStop::TooDeep`]).
+/// Returns the frame the next evaluation-loop call's run starts at. A run may be empty (3.12+:
+/// the call has pushed its C-stack frame but no Python frame yet).
+///
+/// For tests and userspace; the kernel takes the same steps one [`read_frame`] per global
+/// function call.
+pub fn walk_eval(
+    info: &PyProcInfo,
+    mut frame: u64,
+    mut read: impl FnMut(u64) -> Option<u64>,
+    mut emit: impl FnMut(u64, u64) -> bool,
+) -> Result<u64, PyStop> {
+    for _ in 0..MAX_PY_FRAMES {
+        if frame == 0 {
+            return Err(PyStop::ChainEnded);
+        }
+        let f = read_frame(info, frame, &mut read)?;
+        if f.code != 0 && !emit(f.code, f.instr) {
+            return Err(PyStop::TooDeep);
+        }
+        frame = f.previous;
+        if f.last {
+            return Ok(frame);
+        }
+    }
+    Err(PyStop::TooDeep)
+}
+
+const _: () = assert!(core::mem::size_of::<PyOffsets>() == 24);
+const _: () = assert!(core::mem::size_of::<PyProcInfo>() == 64);
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: `#[repr(C)]` records of integers, explicit padding, sizes pinned above: every
+    // bit pattern is valid and there are no implicit padding bytes.
+    unsafe impl aya::Pod for super::PyProcInfo {}
+}
+
+#[cfg(test)]
+mod tests;

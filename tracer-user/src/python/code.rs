@@ -1,0 +1,116 @@
+//! A code object read from a process: its qualified name, file, first line and line table
+//! ([`read_code`]), and the line of a frame's instruction pointer in it ([`CodeInfo::line`]).
+//! Memory comes through a closure (`/proc/PID/mem` in a session, a fake in tests) and every
+//! read is bounded: strings to [`MAX_STR`] characters, line tables to [`MAX_LINETABLE`] bytes;
+//! anything else is an error, never a guess.
+//!
+//! Strings (`PyUnicodeObject`) are read when compact (all code object strings are): the
+//! characters follow the object, after `PyASCIIObject` when ASCII, after
+//! `PyCompactUnicodeObject` otherwise, one to four bytes each (`state.kind`).
+
+use super::{layout::CodeLayout, linetable::line_of};
+
+/// The longest name or file name read, in characters.
+pub const MAX_STR: u64 = 1024;
+/// The longest line table read, in bytes.
+pub const MAX_LINETABLE: u64 = 64 << 10;
+
+/// What a code object says of itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeInfo {
+    pub qualname: String,
+    pub filename: String,
+    pub first_line: i32,
+    pub linetable: Vec<u8>,
+}
+
+/// Why a code object could not be read.
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CodeError {
+    #[error("memory of the code object or its strings could not be read")]
+    Unreadable,
+    #[error("a string of the code object is not a compact string, or is too long")]
+    BadString,
+    #[error("the line table is longer than {MAX_LINETABLE} bytes")]
+    BadLineTable,
+}
+
+impl CodeInfo {
+    /// The line of a frame of this code whose instruction pointer is `instr`, the code object
+    /// being at `code`.
+    pub fn line(&self, layout: &CodeLayout, code: u64, instr: u64) -> Option<i32> {
+        let offset = instr.wrapping_sub(code.wrapping_add(u64::from(layout.code_adaptive))) as i64;
+        line_of(&self.linetable, self.first_line, offset)
+    }
+}
+
+/// Read the code object at `code`. `read(addr, buf)` fills `buf` from the process (false:
+/// unreadable).
+pub fn read_code(
+    layout: &CodeLayout,
+    code: u64,
+    read: &mut impl FnMut(u64, &mut [u8]) -> bool,
+) -> Result<CodeInfo, CodeError> {
+    let mut word = |addr: u64| -> Result<u64, CodeError> {
+        let mut b = [0u8; 8];
+        if read(addr, &mut b) {
+            Ok(u64::from_ne_bytes(b))
+        } else {
+            Err(CodeError::Unreadable)
+        }
+    };
+    let at = |field: u16| code.wrapping_add(u64::from(field));
+    let qualname = word(at(layout.qualname))?;
+    let filename = word(at(layout.filename))?;
+    let linetable = word(at(layout.linetable))?;
+    let first_line = word(at(layout.firstlineno & !7))?;
+    let first_line = (first_line >> (8 * u64::from(layout.firstlineno & 7))) as u32 as i32;
+    let table_len = word(linetable.wrapping_add(u64::from(layout.bytes_size)))?;
+    if table_len > MAX_LINETABLE {
+        return Err(CodeError::BadLineTable);
+    }
+    let mut table = vec![0u8; table_len as usize];
+    if !read(linetable.wrapping_add(u64::from(layout.bytes_data)), &mut table) {
+        return Err(CodeError::Unreadable);
+    }
+    Ok(CodeInfo {
+        qualname: read_str(layout, qualname, read)?,
+        filename: read_str(layout, filename, read)?,
+        first_line,
+        linetable: table,
+    })
+}
+
+/// The compact string at `s`.
+fn read_str(layout: &CodeLayout, s: u64, read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Result<String, CodeError> {
+    let mut head = [0u8; 8];
+    if !read(s.wrapping_add(u64::from(layout.str_length)), &mut head) {
+        return Err(CodeError::Unreadable);
+    }
+    let len = u64::from_ne_bytes(head);
+    let mut state = [0u8; 4];
+    if !read(s.wrapping_add(u64::from(layout.str_state)), &mut state) {
+        return Err(CodeError::Unreadable);
+    }
+    let state = u32::from_ne_bytes(state);
+    let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1 != 0, (state >> 6) & 1 != 0);
+    if !compact || len > MAX_STR || !matches!(kind, 1 | 2 | 4) || (ascii && kind != 1) {
+        return Err(CodeError::BadString);
+    }
+    let data = s.wrapping_add(u64::from(if ascii {
+        layout.str_ascii_size
+    } else {
+        layout.str_compact_size
+    }));
+    let mut bytes = vec![0u8; (len * u64::from(kind)) as usize];
+    if !read(data, &mut bytes) {
+        return Err(CodeError::Unreadable);
+    }
+    let chars = bytes.chunks_exact(kind as usize).map(|c| {
+        let mut v = [0u8; 4];
+        v[..c.len()].copy_from_slice(c);
+        char::from_u32(u32::from_ne_bytes(v)).unwrap_or(char::REPLACEMENT_CHARACTER)
+    });
+    Ok(chars.collect())
+}

@@ -1,0 +1,42 @@
+//! CPython interpreters in traced processes: which mapped object is one, which version it is
+//! and how its structures are laid out ([`image`], [`layout`]), what the kernel is told about
+//! a process running it (`tracer_common::python::PyProcInfo`), and how a code object and an
+//! instruction offset become a qualified name, a file and a line ([`linetable`]).
+//!
+//! Versions: 3.11 and 3.12 by per-version layout tables (checked against the interpreters'
+//! DWARF), 3.13 by the `_Py_DebugOffsets` the interpreter publishes at the start of
+//! `_PyRuntime` (its layout of 3.13; 3.14 changed it and is refused). Earlier versions (no
+//! `Py_Version` symbol) and free-threaded builds are refused with a reason.
+//!
+//! Pure: every function here takes bytes (an object's image, memory read from a process) and
+//! never opens a file or a process.
+
+pub mod code;
+pub mod image;
+pub mod layout;
+pub mod linetable;
+pub mod merge;
+
+pub use image::{PythonImage, detect, detect_file};
+pub use layout::{CodeLayout, Layout};
+
+/// Why an object that looks like a CPython interpreter cannot be used.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PythonError {
+    #[error("malformed ELF: {0}")]
+    Elf(String),
+    #[error("CPython without a Py_Version symbol (before 3.11): not supported")]
+    NoVersion,
+    #[error("CPython {major}.{minor}: not supported (3.11 to 3.13 are)")]
+    Unsupported { major: u8, minor: u8 },
+    #[error("CPython {major}.{minor}: free-threaded builds are not supported")]
+    FreeThreaded { major: u8, minor: u8 },
+    #[error("symbol {0} is not in the file's data")]
+    Unreadable(&'static str),
+    #[error("_Py_DebugOffsets: {0}")]
+    DebugOffsets(&'static str),
+}
+
+#[cfg(test)]
+mod tests;

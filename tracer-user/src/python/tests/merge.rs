@@ -1,0 +1,98 @@
+//! Tests of the Python words of a record and their merging into the native stack.
+
+use tracer_common::python::{PY_CODE_BIT, PY_RUN_END};
+
+use crate::python::merge::{Merged, PyFrameRef, Unmatched, merge, runs, split};
+
+fn f(code: u64) -> PyFrameRef {
+    PyFrameRef {
+        code,
+        instr: code + 0x40,
+    }
+}
+
+/// Words of frames `codes` (instruction pointers `code + 0x40`), as the kernel writes them.
+fn words(runs: &[&[u64]]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for run in runs {
+        for &code in *run {
+            out.extend([PY_CODE_BIT | code, PY_CODE_BIT | (code + 0x40)]);
+        }
+        out.push(PY_RUN_END);
+    }
+    out
+}
+
+/// Native frames end at the first tagged word; runs come back in order, tags removed, empty
+/// runs kept, an unterminated last run kept and a dangling code word dropped.
+#[test]
+fn words_parse_into_runs() {
+    let mut user = vec![0x401000, 0x402000, 0x403000];
+    user.extend(words(&[&[0xa0, 0xa1], &[], &[0xb0]]));
+    let at = split(&user);
+    assert_eq!(at, 3);
+    assert_eq!(runs(&user[at..]), [vec![f(0xa0), f(0xa1)], vec![], vec![f(0xb0)]]);
+    let cut = [PY_CODE_BIT | 0xc0, PY_CODE_BIT | 0x100, PY_CODE_BIT | 0xc1];
+    assert_eq!(
+        runs(&cut),
+        [vec![PyFrameRef {
+            code: 0xc0,
+            instr: 0x100
+        }]]
+    );
+    assert_eq!(split(&[1, 2]), 2);
+}
+
+/// Runs replace the evaluation-loop frames innermost first; other native frames stay where
+/// they are.
+#[test]
+fn runs_replace_eval_frames() {
+    // native: 0 C function, 1 eval, 2 C caller (e.g. sorted), 3 eval, 4 main.
+    let eval = |i| i == 1 || i == 3;
+    let r = runs(&words(&[&[0xa0, 0xa1], &[0xb0]]));
+    let (stack, unmatched) = merge(5, eval, &r);
+    use Merged::*;
+    assert_eq!(
+        stack,
+        [
+            Native(0),
+            Python(f(0xa0)),
+            Python(f(0xa1)),
+            Native(2),
+            Python(f(0xb0)),
+            Native(4)
+        ]
+    );
+    assert_eq!(unmatched, Unmatched::default());
+}
+
+/// More evaluation-loop frames than runs: the outer ones stay native and are counted; more
+/// runs than frames (a native walk cut short): the outer runs are dropped and counted; an
+/// empty run leaves its frame native.
+#[test]
+fn mismatches_are_counted_not_guessed() {
+    use Merged::*;
+    let r = runs(&words(&[&[0xa0]]));
+    let (stack, unmatched) = merge(3, |i| i >= 1, &r);
+    assert_eq!(stack, [Native(0), Python(f(0xa0)), Native(2)]);
+    assert_eq!(
+        unmatched,
+        Unmatched {
+            eval_frames: 1,
+            runs: 0
+        }
+    );
+    let r = runs(&words(&[&[0xa0], &[0xb0], &[0xc0]]));
+    let (stack, unmatched) = merge(2, |i| i == 1, &r);
+    assert_eq!(stack, [Native(0), Python(f(0xa0))]);
+    assert_eq!(
+        unmatched,
+        Unmatched {
+            eval_frames: 0,
+            runs: 2
+        }
+    );
+    let r = runs(&words(&[&[], &[0xb0]]));
+    let (stack, _) = merge(2, |_| true, &r);
+    assert_eq!(stack, [Native(0), Python(f(0xb0))]);
+}
