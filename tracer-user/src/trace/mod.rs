@@ -15,6 +15,7 @@ mod outfile;
 mod output;
 pub(crate) mod profile;
 mod setup;
+mod sizes;
 mod snapshots;
 mod summary;
 pub(crate) mod symbolize;
@@ -145,6 +146,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         symbols: SymbolCache::new(config.inline),
         copies: Snapshots::new(config.max_depth),
     };
+    let mut sizes = sizes::SizeLog::new();
     let why = {
         let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
@@ -175,6 +177,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     if follower.take_freed() || forgot {
                         release_freed_memory();
                     }
+                    sizes.tick(&catalog, &follower, &sink);
                 }
                 () = otlp.due() => {
                     // Idle before the window is taken: no stack after it refers to them.

@@ -49,6 +49,24 @@ pub struct Object {
     pub unloaded: bool,
 }
 
+impl Object {
+    /// What a forgotten object's slot holds until another object takes it: no file, so
+    /// nothing counts or symbolizes it.
+    fn forgotten() -> Object {
+        Object {
+            path: PathBuf::new(),
+            key: None,
+            file: None,
+            build_id: None,
+            name: String::new(),
+            table: Err(NoTable::NoUnwindInfo),
+            users: 0,
+            unused_since: None,
+            unloaded: true,
+        }
+    }
+}
+
 /// One executable mapping of a traced process, as userspace resolves frames with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResolvedMapping {
@@ -79,6 +97,10 @@ pub struct Catalog {
     pub jit_dumps: DumpStats,
     /// What code each jitdump image covers, and the reloads samples outside it asked for.
     dump_code: jitcode::DumpCode,
+    /// Slots of `objects` whose object was forgotten, for the next objects met.
+    free: Vec<usize>,
+    /// The tables of the objects forgotten (see [`Catalog::table_counts`]).
+    forgotten: TableCounts,
 }
 
 impl Catalog {
@@ -218,26 +240,52 @@ impl Catalog {
             .collect()
     }
 
-    /// Free what objects `gone` hold (see [`Catalog::idle_objects`]): the open file, the
-    /// build-id and the entry that finds them by identity or image. A process that maps the
-    /// same file later gets a new object (indices are never reused, so nothing keyed by the
-    /// old index can name the new one). What the summary counts (the path, the table's
-    /// source or why there is none) stays: a few bytes per object met.
+    /// Free objects `gone` (see [`Catalog::idle_objects`]): the open file, the entry that
+    /// finds them by identity or image, and their slot, which the next object met takes (a
+    /// process that maps the same file later gets a new object). Nothing may refer to them
+    /// any more: no process's mappings do, and whoever keeps stacks or names by object (the
+    /// symbol cache, a profile) forgot them first. What the summary says of them is counted
+    /// ([`Catalog::table_counts`]), so a session keeps no state per object it met.
     pub fn forget(&mut self, gone: &[usize]) {
         for &i in gone {
-            let Some(object) = self.objects.get_mut(i) else {
+            let Some(object) = self.objects.get_mut(i).filter(|o| o.file.is_some()) else {
                 continue;
             };
-            object.file = None;
-            object.build_id = None;
+            let object = std::mem::replace(object, Object::forgotten());
+            self.forgotten.add(&object.table);
             if let Some(key) = &object.key
                 && self.by_key.get(key) == Some(&i)
             {
                 self.by_key.remove(key);
             }
+            self.dump_code.forget(i);
+            self.free.push(i);
         }
         if !gone.is_empty() {
             self.by_image.retain(|_, i| !gone.contains(i));
+        }
+    }
+
+    /// The tables of every object met: those known now and those forgotten.
+    pub fn table_counts(&self) -> TableCounts {
+        let mut counts = self.forgotten.clone();
+        for object in self.objects.iter().filter(|o| o.file.is_some()) {
+            counts.add(&object.table);
+        }
+        counts
+    }
+
+    /// Keep `object`, in the slot of a forgotten one if there is one; returns its index.
+    fn add_object(&mut self, object: Object) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.objects[i] = object;
+                i
+            }
+            None => {
+                self.objects.push(object);
+                self.objects.len() - 1
+            }
         }
     }
 
@@ -270,7 +318,7 @@ impl Catalog {
             .path
             .file_name()
             .map_or_else(|| m.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        self.objects.push(Object {
+        let index = self.add_object(Object {
             path: m.path.clone(),
             key: Some(key.clone()),
             file: Some(Arc::clone(file)),
@@ -281,7 +329,6 @@ impl Catalog {
             unused_since: None,
             unloaded: false,
         });
-        let index = self.objects.len() - 1;
         self.objects[index].table = self.build(index);
         self.by_key.insert(key.clone(), index);
         index
@@ -313,7 +360,7 @@ impl Catalog {
         let file = Arc::new(memory_file("vdso", &image).ok()?);
         let path = PathBuf::from("[vdso]");
         let table = prebuild_bytes(&path, &image).and_then(|p| self.install(p));
-        self.objects.push(Object {
+        let index = self.add_object(Object {
             path,
             key: None,
             file: Some(file),
@@ -324,8 +371,8 @@ impl Catalog {
             unused_since: None,
             unloaded: false,
         });
-        self.by_image.insert(image.into_boxed_slice(), self.objects.len() - 1);
-        Some((self.objects.len() - 1, facts.bias))
+        self.by_image.insert(image.into_boxed_slice(), index);
+        Some((index, facts.bias))
     }
 
     /// Object `index`'s table from its `.sframe` and its call-frame information, read from
@@ -392,6 +439,19 @@ impl Catalog {
     pub fn mapping_at(&self, pid: u32, addr: u64, time_ns: u64) -> Option<&ResolvedMapping> {
         self.processes.mapping_at(pid, addr, time_ns)
     }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("objects", self.objects.len());
+        add("objects.open", self.objects.iter().filter(|o| o.file.is_some()).count());
+        add("objects.by_key", self.by_key.len());
+        add("objects.by_image", self.by_image.len());
+        add("objects.prebuilt", self.prebuilt.len());
+        self.processes.sizes(add);
+        self.jit.sizes(add);
+        self.dump_code.sizes(add);
+        self.tables.sizes(add);
+    }
 }
 
 /// Every object holds its file open (see [`Catalog::symbol_source`]): lift the soft limit on
@@ -434,6 +494,6 @@ mod maps;
 mod vdso;
 pub use jitcode::{DumpStats, JITDUMP_OBJECT};
 use loader::prebuild_bytes;
-pub use loader::{NoTable, Prebuilt, Table, TableSource, prebuild};
+pub use loader::{NoTable, NoTableKind, Prebuilt, Table, TableCounts, TableSource, prebuild};
 pub use maps::ProcessMaps;
 use vdso::{memory_file, read_memory};

@@ -132,7 +132,7 @@ impl Catalog {
         self.jit_dumps.image_bytes += image.len() as u64;
         let path = PathBuf::from(JITDUMP_OBJECT);
         let table = prebuild_bytes(&path, &image).and_then(|p| self.install(p));
-        self.objects.push(Object {
+        let index = self.add_object(Object {
             path,
             key: None,
             file: Some(file),
@@ -144,9 +144,9 @@ impl Catalog {
             unloaded: false,
         });
         self.jit_dumps.regions += 1;
-        self.by_image.insert(image.into_boxed_slice(), self.objects.len() - 1);
-        self.dump_code.covered.insert(self.objects.len() - 1, covered());
-        Some((self.objects.len() - 1, m.start))
+        self.by_image.insert(image.into_boxed_slice(), index);
+        self.dump_code.covered.insert(index, covered());
+        Some((index, m.start))
     }
 
     /// A sample of `pid` has a frame at `offset` in the mapping of `object`: if that is a
@@ -182,6 +182,20 @@ impl Catalog {
         }
         self.jit_dumps.rereads += due.len() as u64;
         due
+    }
+}
+
+impl DumpCode {
+    /// Object `index` was forgotten (its slot goes to another object).
+    pub(super) fn forget(&mut self, index: usize) {
+        self.covered.remove(&index);
+    }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub(super) fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("jitdump.covered", self.covered.len());
+        add("jitdump.reread_at", self.reread_at.len());
+        add("jitdump.dumps", self.dumps.len());
     }
 }
 
