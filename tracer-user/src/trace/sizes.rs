@@ -2,7 +2,9 @@
 //! collections (objects, processes, names, stacks, tables) and the allocator's figures are
 //! logged at debug level under the target `sframe_trace::sizes`
 //! (`RUST_LOG=sframe_trace::sizes=debug`), one line each time, so that memory that grows in
-//! a session of hours can be traced to what holds it. Nothing is logged otherwise.
+//! a session of hours can be traced to what holds it. Nothing is logged otherwise. Each line
+//! starts with `at_s`, the seconds since sampling started; the soak test
+//! (tests/integration/hardening/soak.rs) reads these lines.
 
 use std::time::{Duration, Instant};
 
@@ -13,12 +15,17 @@ const EVERY: Duration = Duration::from_secs(10);
 
 /// Logs the sizes at most every [`EVERY`].
 pub(super) struct SizeLog {
+    started: Instant,
     last: Option<Instant>,
 }
 
 impl SizeLog {
+    /// A log of a session sampling from now on.
     pub(super) fn new() -> SizeLog {
-        SizeLog { last: None }
+        SizeLog {
+            started: Instant::now(),
+            last: None,
+        }
     }
 
     /// Log the sizes if the log wants them and they are due.
@@ -31,6 +38,7 @@ impl SizeLog {
         self.last = Some(Instant::now());
         let mut line = String::new();
         let mut add = |name: &'static str, n: usize| line.push_str(&format!(" {name}={n}"));
+        add("at_s", self.started.elapsed().as_secs() as usize);
         allocator(&mut add);
         catalog.sizes(&mut add);
         follower.sizes(&mut add);
