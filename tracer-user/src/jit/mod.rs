@@ -278,6 +278,16 @@ impl JitNames {
         self.processes.get(&process)?.map.name(addr)
     }
 
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("jit.wanted", self.wanted.borrow().len());
+        add("jit.current", self.current.borrow().len());
+        add("jit.ended_pids", self.ended.borrow().len());
+        add("jit.ended", self.ended.borrow().values().map(Vec::len).sum());
+        add("jit.unseen_exits", self.unseen_exits.len());
+        add("jit.processes", self.processes.len());
+    }
+
     /// The figures for the summary.
     pub fn stats(&self) -> JitStats {
         let mut stats = JitStats {

@@ -174,6 +174,20 @@ impl<T: TableStore> Catalog<T> {
     }
 }
 
+impl DumpCode {
+    /// Object `index` was forgotten (its slot goes to another object).
+    pub(super) fn forget(&mut self, index: usize) {
+        self.covered.remove(&index);
+    }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub(super) fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("jitdump.covered", self.covered.len());
+        add("jitdump.reread_at", self.reread_at.len());
+        add("jitdump.dumps", self.dumps.len());
+    }
+}
+
 /// The jitdump mapped by `m` in process `pid`: the very file mapped, if trusted (module docs).
 fn read_dump(pid: u32, m: &Mapping) -> Result<Vec<u8>, Refusal> {
     let (_, uid) = std::fs::read(format!("/proc/{pid}/status"))

@@ -71,6 +71,11 @@ impl<T: TableStore> TableLoader<T> {
         self.install(None, prebuild_bytes(path, image)?)
     }
 
+    /// Tables built ahead and not taken yet.
+    pub fn prebuilt_len(&self) -> usize {
+        self.prebuilt.len()
+    }
+
     /// Put `prebuilt`, the table of the file `key` (`None`: no file), into the kernel tables:
     /// its id and where it came from, or no room (then nothing of it is installed). The one
     /// place a table becomes loaded.

@@ -119,6 +119,19 @@ impl ProcessMaps {
             None => find_mapping(self.current.get(&pid)?, addr),
         }
     }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("processes.current", self.current.len());
+        add("processes.loaded_at", self.loaded_at.len());
+        add("processes.ended_pids", self.ended.len());
+        add("processes.ended", self.ended.values().map(Vec::len).sum());
+        add(
+            "processes.mappings",
+            self.current.values().map(Vec::len).sum::<usize>()
+                + self.ended.values().flatten().map(|e| e.mappings.len()).sum::<usize>(),
+        );
+    }
 }
 
 /// The mapping of `maps` (sorted by start, not overlapping) that holds `addr`.

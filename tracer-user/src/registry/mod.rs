@@ -177,10 +177,18 @@ impl<T: TableStore> Catalog<T> {
         self.objects.idle(idle)
     }
 
-    /// Free what objects `gone` hold (see [`ObjectStore::forget`]). A process that maps the
-    /// same file later gets a new object.
+    /// Free objects `gone` (see [`ObjectStore::forget`]): their slots go to the next objects
+    /// met, so nothing may refer to them any more (no process's mappings do, and whoever
+    /// keeps stacks or names by object forgot them first).
     pub fn forget(&mut self, gone: &[usize]) {
-        self.objects.forget(gone);
+        for &i in &self.objects.forget(gone) {
+            self.dump_code.forget(i);
+        }
+    }
+
+    /// The tables of every object met: those known now and those forgotten.
+    pub fn table_counts(&self) -> TableCounts {
+        self.objects.table_counts()
     }
 
     /// One more process maps object `i`: an unloaded table is built again.
@@ -292,6 +300,18 @@ impl<T: TableStore> Catalog<T> {
     }
 }
 
+impl Catalog<TableSet> {
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        self.objects.sizes(add);
+        add("objects.prebuilt", self.loader.prebuilt_len());
+        self.processes.sizes(add);
+        self.jit.sizes(add);
+        self.dump_code.sizes(add);
+        self.loader.tables.sizes(add);
+    }
+}
+
 /// Every object holds its file open (see [`Catalog::symbol_source`]): lift the soft limit on
 /// open files to the hard one.
 fn raise_open_files_limit() {
@@ -329,11 +349,13 @@ pub(crate) mod testing;
 mod tests;
 
 pub mod budget;
+mod counts;
 mod jitcode;
 mod loader;
 mod maps;
 mod store;
 mod vdso;
+pub use counts::{NoTableKind, TableCounts};
 pub use jitcode::{DumpStats, JITDUMP_OBJECT};
 pub use loader::{NoTable, Prebuilt, Table, TableLoader, TableSource, TableStore, prebuild};
 pub use maps::ProcessMaps;

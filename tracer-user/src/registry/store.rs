@@ -2,8 +2,9 @@
 //! identity ([`ObjectKey`], never by build-id: two files with one build-id are two objects) or,
 //! for code without a file (the vDSO, JIT code), by its image. An entry holds the open file
 //! (tables and symbols are read from it, whatever its path names by now), the build-id, the
-//! state of its table, and how many processes map it (its pins). Indices are never reused: an
-//! object forgotten and mapped again is a new entry, so nothing keyed by an old index names it.
+//! state of its table, and how many processes map it (its pins). A forgotten object's slot goes
+//! to the next object met, its table counted ([`TableCounts`]), so a session of any length keeps
+//! state only for the objects it holds: whoever keys by index forgets the object first.
 //! It builds and installs nothing (that is the [`super::TableLoader`]'s part).
 
 use std::{
@@ -15,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{NoTable, Table};
+use super::{NoTable, Table, TableCounts};
 use crate::procmaps::ObjectKey;
 
 /// One object the traced processes map.
@@ -62,6 +63,14 @@ impl Object {
         }
     }
 
+    /// What a forgotten object's slot holds until another object takes it: no file, so
+    /// nothing counts or symbolizes it.
+    fn forgotten() -> Object {
+        let mut object = Object::new(PathBuf::new(), None, None, None);
+        object.unloaded = true;
+        object
+    }
+
     /// No process has mapped it for `idle`.
     fn idle_for(&self, idle: Duration) -> bool {
         self.users == 0 && self.unused_since.is_some_and(|t| t.elapsed() >= idle)
@@ -76,17 +85,29 @@ pub struct ObjectStore {
     /// Objects without a file by their image (a process can rewrite its own vDSO: only the
     /// same bytes are the same object).
     by_image: HashMap<Box<[u8]>, usize>,
+    /// Slots whose object was forgotten, for the next objects met.
+    free: Vec<usize>,
+    /// The tables of the objects forgotten (see [`ObjectStore::table_counts`]).
+    forgotten: TableCounts,
 }
 
 impl ObjectStore {
     /// Add `object`, found from now on by its identity if it has one; returns its index.
     pub fn push(&mut self, object: Object) -> usize {
-        let index = self.objects.len();
         if let Some(key) = &object.key {
+            let index = self.free.last().copied().unwrap_or(self.objects.len());
             self.by_key.insert(key.clone(), index);
         }
-        self.objects.push(object);
-        index
+        match self.free.pop() {
+            Some(index) => {
+                self.objects[index] = object;
+                index
+            }
+            None => {
+                self.objects.push(object);
+                self.objects.len() - 1
+            }
+        }
     }
 
     /// Add `object`, which has no file, found from now on by `image`; returns its index.
@@ -118,7 +139,7 @@ impl ObjectStore {
         self.objects.iter()
     }
 
-    /// Objects ever seen (forgotten ones included).
+    /// Slots (forgotten objects' included).
     pub fn len(&self) -> usize {
         self.objects.len()
     }
@@ -164,25 +185,46 @@ impl ObjectStore {
             .collect()
     }
 
-    /// Free what objects `gone` hold: the open file, the build-id and the entry that finds them
-    /// by identity or image. What the summary counts (the path, the table's source or why there
-    /// is none) stays: a few bytes per object met.
-    pub fn forget(&mut self, gone: &[usize]) {
+    /// Forget objects `gone` (those still held): their file, the entries that find them, and
+    /// their slot, which the next object met takes; their table is counted. Returns those
+    /// forgotten.
+    pub fn forget(&mut self, gone: &[usize]) -> Vec<usize> {
+        let mut forgotten = Vec::new();
         for &i in gone {
-            let Some(object) = self.objects.get_mut(i) else {
+            let Some(slot) = self.objects.get_mut(i).filter(|o| o.file.is_some()) else {
                 continue;
             };
-            object.file = None;
-            object.build_id = None;
+            let object = std::mem::replace(slot, Object::forgotten());
+            self.forgotten.add(&object.table);
             if let Some(key) = &object.key
                 && self.by_key.get(key) == Some(&i)
             {
                 self.by_key.remove(key);
             }
+            self.free.push(i);
+            forgotten.push(i);
         }
-        if !gone.is_empty() {
-            self.by_image.retain(|_, i| !gone.contains(i));
+        if !forgotten.is_empty() {
+            self.by_image.retain(|_, i| !forgotten.contains(i));
         }
+        forgotten
+    }
+
+    /// The tables of every object met: those held now and those forgotten.
+    pub fn table_counts(&self) -> TableCounts {
+        let mut counts = self.forgotten.clone();
+        for object in self.objects.iter().filter(|o| o.file.is_some()) {
+            counts.add(&object.table);
+        }
+        counts
+    }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("objects", self.objects.len());
+        add("objects.open", self.objects.iter().filter(|o| o.file.is_some()).count());
+        add("objects.by_key", self.by_key.len());
+        add("objects.by_image", self.by_image.len());
     }
 
     /// The file of the object with identity `key`, if it is held (discovery then does not open

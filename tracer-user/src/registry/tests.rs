@@ -88,8 +88,9 @@ fn samples_resolve_through_the_image_of_their_time() {
 
 /// Objects idle past the idle time with their tables unloaded are forgotten: their files are
 /// closed, they no longer lend their file to discovery, and a process that maps the same files
-/// again gets new objects (new indices) with tables built again; objects still mapped are not
-/// idle.
+/// again gets new objects in the slots they left (the catalog does not grow with every object
+/// met) with tables built again, while the summary's counts still count every object met;
+/// objects still mapped are not idle.
 #[test]
 fn idle_objects_are_forgotten_and_come_back_as_new_ones() {
     let mappings = procmaps::executable_mappings(std::process::id()).expect("own mappings");
@@ -111,6 +112,8 @@ fn idle_objects_are_forgotten_and_come_back_as_new_ones() {
         "not idle long enough"
     );
     let before = catalog.objects.len();
+    let counts = catalog.table_counts();
+    assert!(counts.sframe + counts.cfi > 0, "{counts:?}");
     assert_eq!(idle.len(), before, "every object is idle");
     let key = catalog
         .objects
@@ -129,14 +132,19 @@ fn idle_objects_are_forgotten_and_come_back_as_new_ones() {
         catalog.idle_objects(Duration::ZERO).is_empty(),
         "nothing left to forget"
     );
+    assert_eq!(catalog.table_counts(), counts, "forgotten objects still counted");
     let exec = catalog.add_process(2, &mappings);
-    assert_eq!(catalog.objects.len(), 2 * before, "new objects, old indices not reused");
+    assert_eq!(catalog.objects.len(), before, "the forgotten objects' slots reused");
     assert!(exec.iter().any(|m| m.object != NO_OBJECT), "tables built again");
     assert!(
-        catalog.processes.current[&2]
-            .iter()
-            .filter_map(|m| m.object)
-            .all(|i| i >= before)
+        catalog.objects.iter().all(|o| o.file.is_some()),
+        "every slot holds an object"
+    );
+    let again = catalog.table_counts();
+    assert_eq!(
+        (again.sframe, again.cfi, again.rows),
+        (2 * counts.sframe, 2 * counts.cfi, 2 * counts.rows),
+        "every object met counted, those forgotten and the new ones"
     );
 }
 

@@ -316,6 +316,18 @@ impl TableSet {
     }
 }
 
+impl TableSet {
+    /// The lengths of its collections, named (for watching a long session's memory).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("tables.rows", self.rows.len());
+        add("tables.rows_capacity", self.rows.capacity());
+        add("tables.pages", self.pages.len());
+        add("tables.pages_capacity", self.pages.capacity());
+        add("tables.rules", self.rules().len());
+        add("tables.objects", self.objects.len());
+    }
+}
+
 /// Bytes of `chunks` row chunks, `pages` page entries and `rules` rules, each at least one.
 fn bytes(chunks: usize, pages: usize, rules: usize) -> u64 {
     let entries = |n: usize, size: u64| (n.max(1) as u64).saturating_mul(size);

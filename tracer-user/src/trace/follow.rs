@@ -296,6 +296,13 @@ impl<P: Processes> Follower<P> {
     pub fn idle_objects(&self, catalog: &Catalog) -> Vec<usize> {
         catalog.idle_objects(self.timing.unload_after)
     }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("follow.exited", self.exited.len());
+        add("follow.building", self.building.len());
+        add("follow.waiting", self.waiting.len());
+    }
 }
 
 #[cfg(test)]

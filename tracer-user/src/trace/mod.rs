@@ -13,6 +13,7 @@ mod outfile;
 mod output;
 pub(crate) mod profile;
 mod setup;
+mod sizes;
 mod snapshots;
 mod summary;
 pub(crate) mod symbolize;
@@ -93,6 +94,7 @@ pub(crate) fn say(text: std::fmt::Arguments<'_>) {
 pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
+    tune_allocator();
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
@@ -145,6 +147,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         symbols: SymbolCache::new(config.inline),
         copies: Snapshots::new(config.max_depth),
     };
+    let mut sizes = sizes::SizeLog::new();
     let why = {
         let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
@@ -175,6 +178,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     if follower.take_freed() || forgot {
                         release_freed_memory();
                     }
+                    sizes.tick(&catalog, &follower, &sink);
                 }
                 () = otlp.due() => {
                     // Idle before the window is taken: no stack after it refers to them.
@@ -349,6 +353,22 @@ fn release_freed_memory() {
     // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Give large allocations back to the system when they are freed. glibc serves blocks from
+/// `M_MMAP_THRESHOLD` up with mappings of their own, but raises that threshold (up to 32 MiB)
+/// each time such a block is freed; from then on the scratch of table builds and symbol files
+/// (megabytes each, freed soon after) is carved out of the arenas, where the small blocks that
+/// outlive it pin their pages: over a session under churn, a hundred megabytes and more of
+/// free memory stayed resident. Setting the threshold fixes it where it starts.
+fn tune_allocator() {
+    /// Blocks from this size up get mappings of their own.
+    const MMAP_THRESHOLD: libc::c_int = 256 << 10;
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets a parameter of glibc's allocator; failure leaves it as it was.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     }
 }
 

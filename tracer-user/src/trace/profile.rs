@@ -207,6 +207,12 @@ impl Profile {
         std::mem::take(&mut self.window)
     }
 
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("profile.stacks", self.stacks.len());
+        add("profile.window", self.window.len());
+    }
+
     /// Fold in a stack taken once, standing for `weight_ns`.
     fn tally(&mut self, stack: &Stack, weight_ns: u64) {
         // Frame 0 was sampled, not found by unwinding.

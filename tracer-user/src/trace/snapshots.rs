@@ -181,6 +181,12 @@ impl Snapshots {
     pub fn waiting(&self) -> bool {
         !self.held.is_empty()
     }
+
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("copies.held", self.held.len());
+        add("copies.reloads", self.reloads.len());
+    }
 }
 
 /// What covers `pc` in process `pid` at kernel time `time_ns` (see [`walk::Covering`]): its

@@ -11,9 +11,11 @@
 //! non-UTF-8 names, one open per object), `shrink` (a library emptied by its owner while
 //! traced), `soak` (a system-wide tracer exporting OTLP while
 //! processes and files come and go: memory and open files stay flat; 30 minutes with
-//! [`LONG_VAR`]), `watch` (the tracer's memory and open files, read from outside).
+//! [`LONG_VAR`]), `watch` (the tracer's memory and open files, read from outside),
+//! `footprint` (the `/proc` readers `watch` and the bench share).
 
 mod files;
+mod footprint;
 mod hostile;
 mod load;
 mod reads;
@@ -30,6 +32,7 @@ use std::{
 };
 
 use crate::support::own_name;
+use footprint::status_kib;
 
 /// Set to run the long variants.
 const LONG_VAR: &str = "SFRAME_TRACE_HARDENING_LONG";
@@ -224,19 +227,6 @@ fn processes_at_start(stderr: &[String]) -> u64 {
         .iter()
         .find_map(|l| l.split("every process (").nth(1)?.split(' ').next()?.parse().ok())
         .expect("process count at start")
-}
-
-/// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// A free pid far behind the last one handed out (the kernel hands them out in order), for

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::{
     Bench, example,
+    footprint::status_kib,
     report::{Figure, Phase, Verdict, table},
     sys,
     tool::Spawned,
@@ -199,13 +200,6 @@ fn completeness(folded: &str, comm: &str) -> (u64, u64) {
         }
     }
     (total, complete)
-}
-
-/// A `/proc/PID/status` field in KiB.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn phase(attach: f64, rss: Option<u64>, hwm: Option<u64>, build: &Value, summary: &Value, sizes: &[Value]) -> Phase {

@@ -21,6 +21,9 @@ mod cost;
 mod decode;
 mod depth;
 mod fold;
+/// The `/proc` readers of the hardening tests (one source file for both).
+#[path = "../../../tracer-user/tests/integration/hardening/footprint.rs"]
+mod footprint;
 mod hostscale;
 mod measure;
 mod memory;

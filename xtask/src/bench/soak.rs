@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::{
     Bench,
+    footprint::{median_between, open_files, status_kib},
     report::{Figure, Phase, Verdict},
     sys,
 };
@@ -80,15 +81,7 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     sys::signal(pid, libc::SIGINT);
     let _ = tracer.wait();
     anyhow::ensure!(copier_result.is_ok(), "the copies failed");
-    let median = |at: Instant| {
-        let mut kib: Vec<u64> = readings
-            .iter()
-            .filter(|&&(t, _)| at.saturating_duration_since(t) <= MEDIAN_OVER && t <= at)
-            .map(|&(_, kib)| kib)
-            .collect();
-        kib.sort_unstable();
-        kib.get(kib.len() / 2).copied().unwrap_or(0)
-    };
+    let median = |at: Instant| median_between(&readings, at - MEDIAN_OVER, at);
     let warm = median(started + warm_up);
     let end = median(started + warm_up + after);
     let growth = (end as f64 - warm as f64) / (warm.max(1) as f64) * 100.0;
@@ -156,22 +149,4 @@ fn run_copies(program: &Path, dir: &Path, stop: &AtomicBool, copies: &AtomicU64)
             return;
         }
     }
-}
-
-/// The tracer's open file descriptors.
-fn open_files(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64)
-}
-
-/// A field of `/proc/PID/status` in KiB.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()
 }

@@ -14,7 +14,7 @@ use tracer_common::{Counter, walk::StopReason};
 use crate::export::otlp::ExportReport;
 
 use super::{follow::FollowStats, profile::Profile, snapshots::SnapshotStats};
-use crate::registry::{Catalog, NoTable, TableSource};
+use crate::registry::{Catalog, NoTableKind};
 
 /// Objects without a table whose reason the text prints in full (the JSON has them all).
 const MAX_NOTES: usize = 8;
@@ -106,8 +106,10 @@ pub struct Figures {
     pub processes: FollowStats,
     /// Samples whose stack the kernel copied for userspace to walk (no table yet).
     pub stack_copies: SnapshotStats,
-    /// Why objects have no table, one sentence each (unreadable, or no room).
+    /// Why objects have no table, one sentence each (unreadable, or no room): the first
+    /// thousand of the session; `notes_left_out` counts the others.
     pub notes: Vec<String>,
+    pub notes_left_out: u64,
     /// Debug files fetched, and files not symbolized from (`trace::symfiles`).
     pub symbols: super::symfiles::SymbolFigures,
     /// The outputs that could not be written, each `PATH: why` (the others were written).
@@ -192,12 +194,12 @@ pub struct Tables {
 }
 
 /// The JSON name of why an object has no table, and the text's.
-fn no_table_names(why: &NoTable) -> (&'static str, &'static str) {
+fn no_table_names(why: NoTableKind) -> (&'static str, &'static str) {
     match why {
-        NoTable::NoUnwindInfo => ("no_unwind_info", "no unwind information"),
-        NoTable::Unreadable(_) => ("unreadable", "unreadable"),
-        NoTable::TooLarge(_) => ("too_large", "too large (over the per-object read limit)"),
-        NoTable::NoRoom(_) => ("no_room", "no room in the table maps (--max-table-memory)"),
+        NoTableKind::NoUnwindInfo => ("no_unwind_info", "no unwind information"),
+        NoTableKind::Unreadable => ("unreadable", "unreadable"),
+        NoTableKind::TooLarge => ("too_large", "too large (over the per-object read limit)"),
+        NoTableKind::NoRoom => ("no_room", "no room in the table maps (--max-table-memory)"),
     }
 }
 
@@ -217,27 +219,11 @@ impl Summary<'_> {
             .filter(|(r, n)| *r != StopReason::Outermost && *n > 0)
             .map(|(r, n)| (r.name(), *n))
             .collect();
-        let tables: Vec<_> = self
-            .catalog
-            .objects
+        let counts = self.catalog.table_counts();
+        let without_by_reason: BTreeMap<&'static str, u64> = counts
+            .without
             .iter()
-            .filter_map(|o| o.table.as_ref().ok())
-            .collect();
-        let with = |source| tables.iter().filter(|t| t.source == source).count() as u64;
-        let mut without_by_reason: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for o in &self.catalog.objects {
-            if let Err(why) = &o.table {
-                *without_by_reason.entry(no_table_names(why).0).or_default() += 1;
-            }
-        }
-        let notes = self
-            .catalog
-            .objects
-            .iter()
-            .filter_map(|o| match &o.table {
-                Err(NoTable::Unreadable(why) | NoTable::TooLarge(why) | NoTable::NoRoom(why)) => Some(why.clone()),
-                _ => None,
-            })
+            .map(|(&why, &n)| (no_table_names(why).0, n))
             .collect();
         Figures {
             samples: self.profile.samples,
@@ -255,9 +241,9 @@ impl Summary<'_> {
                 frame_pointers: self.profile.fp_frames,
             },
             tables: Tables {
-                sframe: with(TableSource::Sframe),
-                eh_frame: with(TableSource::Cfi),
-                rows: tables.iter().map(|t| t.rows).sum(),
+                sframe: counts.sframe,
+                eh_frame: counts.cfi,
+                rows: counts.rows,
                 kernel_bytes: self.table_bytes,
                 capacity_bytes: self.table_capacity_bytes,
                 without: without_by_reason.values().sum(),
@@ -266,7 +252,8 @@ impl Summary<'_> {
             notices_lost: counter(Counter::NoticesLost),
             processes: self.follow,
             stack_copies: self.copies,
-            notes,
+            notes: counts.notes,
+            notes_left_out: counts.notes_left_out,
             symbols: super::symfiles::figures(),
             failed_outputs: self.failed_outputs.to_vec(),
             otlp: self.otlp.map(Exports::from),
@@ -311,13 +298,13 @@ impl fmt::Display for Summary<'_> {
             frames.sframe, frames.eh_frame, frames.frame_pointers
         )?;
         let tables = &figures.tables;
-        let mut without: BTreeMap<&str, u64> = BTreeMap::new();
-        for o in &self.catalog.objects {
-            if let Err(why) = &o.table {
-                *without.entry(no_table_names(why).1).or_default() += 1;
-            }
-        }
-        let without: Vec<String> = without.iter().map(|(why, n)| format!("{n} {why}")).collect();
+        let without: Vec<String> = self
+            .catalog
+            .table_counts()
+            .without
+            .iter()
+            .map(|(&why, n)| format!("{n} {}", no_table_names(why).1))
+            .collect();
         writeln!(
             f,
             "  tables: {} with SFrame, {} with .eh_frame ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
@@ -397,12 +384,9 @@ impl fmt::Display for Summary<'_> {
             // Reasons name files other users control.
             writeln!(f, "  note: {}", crate::names::escaped(why))?;
         }
-        if figures.notes.len() > MAX_NOTES {
-            writeln!(
-                f,
-                "  note: and {} more objects without a table",
-                figures.notes.len() - MAX_NOTES
-            )?;
+        let more = figures.notes.len().saturating_sub(MAX_NOTES) as u64 + figures.notes_left_out;
+        if more > 0 {
+            writeln!(f, "  note: and {more} more objects without a table")?;
         }
         for failed in &figures.failed_outputs {
             writeln!(f, "  output failed: {}", crate::names::escaped(failed))?;

@@ -128,6 +128,7 @@ fn json_has_the_figures_of_the_text() {
         },
         "stack_copies": {"copies": 6, "walked": 4, "unresolved": 1, "overflowed": 1},
         "notes": ["/bad.so: truncated \"quoted\" header"],
+        "notes_left_out": 0,
         "symbols": {"fetched": 0, "cached": 0, "not_fetched_by_reason": {}, "refused_by_reason": {}, "sealed_copies": 0},
         "failed_outputs": [],
         "otlp": null,
@@ -306,4 +307,32 @@ fn exports_are_in_both_forms() {
     ] {
         assert_eq!(otlp[field], want, "{field}: {otlp}");
     }
+}
+
+/// Objects forgotten during a long session are counted, not kept: the summary still counts
+/// them by reason, and keeps the first thousand notes, counting the others.
+#[test]
+fn forgotten_objects_stay_counted_and_notes_are_bounded() {
+    let (mut catalog, profile) = session();
+    let first = catalog.objects.len();
+    for i in 0..1200 {
+        catalog.objects.push(object(
+            &format!("/gone{i}.so"),
+            Err(NoTable::NoRoom(format!("/gone{i}.so: no room"))),
+        ));
+    }
+    let gone: Vec<usize> = (first..catalog.objects.len()).collect();
+    catalog.forget(&gone);
+    let summary = summary(&catalog, &profile);
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    assert_eq!(v["tables"]["without_by_reason"]["no_room"], 1200);
+    assert_eq!(v["tables"]["without_by_reason"]["unreadable"], 1, "the live one");
+    assert_eq!(v["notes"].as_array().map(Vec::len), Some(1000));
+    assert_eq!(v["notes_left_out"], 201, "1201 notes, the first thousand kept");
+    assert!(
+        summary
+            .to_string()
+            .contains("note: and 1193 more objects without a table"),
+        "{summary}"
+    );
 }

@@ -89,6 +89,15 @@ impl SymbolCache {
         self.user.len() + self.kernel.len()
     }
 
+    /// The lengths of its collections, named (see `trace::sizes`).
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("symbols.user", self.user.len());
+        add("symbols.kernel", self.kernel.len());
+        add("symbols.objects", self.objects.len());
+        add("symbols.by_catalog", self.by_catalog.len());
+        add("symbols.free_slots", self.free_slots.len());
+    }
+
     /// Drop every name and blazesym's parsed data when the names passed the bound (objects
     /// keep their slots).
     fn bound(&mut self) {
@@ -130,6 +139,9 @@ impl SymbolCache {
                     let _ = self.symbolizer.evict(&Evict::Elf(EvictElf::new(copy)));
                 }
                 let _ = self.symbolizer.evict(&Evict::Elf(EvictElf::new(path)));
+            }
+            if let Some(file) = catalog.objects.get(object).and_then(|o| o.file.as_deref()) {
+                super::symfiles::forget_file(file);
             }
         }
     }

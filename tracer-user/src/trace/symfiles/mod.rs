@@ -226,6 +226,21 @@ pub fn figures() -> SymbolFigures {
     with_state(|state| state.figures.clone())
 }
 
+/// The lengths of its collections, named (see `trace::sizes`).
+pub fn sizes(add: &mut dyn FnMut(&'static str, usize)) {
+    let lengths = with_state(|state| {
+        [
+            ("symfiles.vetted", state.vetted.len()),
+            ("symfiles.own_symbols", state.own_symbols.len()),
+            ("symfiles.deferred", state.deferred.len()),
+            ("symfiles.tried", state.tried.len()),
+        ]
+    });
+    for (name, n) in lengths {
+        add(name, n);
+    }
+}
+
 /// The system's debug directories, after those of `--debug-dir`.
 const DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
 
@@ -375,6 +390,17 @@ fn open(path: &Path) -> Option<(std::fs::File, (u64, u64), u64)> {
     };
     let meta = file.metadata().ok()?;
     Some((file, (meta.dev(), meta.ino()), meta.len()))
+}
+
+/// Forget what was found of `file` (whether it has symbols, whether it may be given to
+/// blazesym): its object is forgotten, and its (device, inode) may name another file later.
+pub fn forget_file(file: &std::fs::File) {
+    let Ok(meta) = file.metadata() else { return };
+    let key = (meta.dev(), meta.ino());
+    with_state(|state| {
+        state.own_symbols.remove(&key);
+        state.vetted.remove(&key);
+    });
 }
 
 /// Whether the ELF file at `path` has symbols of its own beyond `.dynsym` (asked once per file).

@@ -9,7 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::status_kib;
+pub(super) use super::footprint::open_files;
+use super::{footprint, status_kib};
 
 /// The tracer's resident memory, read every 200 ms until dropped.
 pub(super) struct RssWatch {
@@ -73,16 +74,7 @@ impl RssWatch {
     /// The median of the readings in `[from, to]` (0 without any): one reading can catch a
     /// table being built, a median over seconds the tracer's standing size.
     pub(super) fn median_between(&self, from: Instant, to: Instant) -> u64 {
-        let mut kib: Vec<u64> = self
-            .readings
-            .lock()
-            .expect("readings")
-            .iter()
-            .filter(|&&(t, _)| from <= t && t <= to)
-            .map(|&(_, kib)| kib)
-            .collect();
-        kib.sort_unstable();
-        kib.get(kib.len() / 2).copied().unwrap_or(0)
+        footprint::median_between(&self.readings.lock().expect("readings"), from, to)
     }
 }
 
@@ -109,11 +101,6 @@ pub(super) fn settled_rss(pid: u32) -> u64 {
         last = now;
     }
     last
-}
-
-/// The tracer's open file descriptors.
-pub(super) fn open_files(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64)
 }
 
 /// The tracer's open file descriptors on files under `dir` (deleted ones included): what it
