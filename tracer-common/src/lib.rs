@@ -11,6 +11,7 @@ pub mod notice;
 pub mod snapshot;
 pub mod trace;
 pub mod unwind;
+pub mod vma;
 pub mod walk;
 
 /// Name of the perf_event program that runs on every cpu-clock sample.

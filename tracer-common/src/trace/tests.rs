@@ -16,6 +16,8 @@ fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {
             stop: 0,
             num_user: user.len() as u32,
             num_kernel: kernel.len() as u32,
+            vmas: 0,
+            _pad: 0,
             comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
         },
         // Stale frames past the ones in use must not leak into the sample.

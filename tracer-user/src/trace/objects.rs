@@ -340,7 +340,12 @@ impl Catalog {
                 None => Err(NoTable::Unreadable(format!("{}: forgotten", object.path.display()))),
             },
         };
-        self.install(prebuilt?)
+        let table = self.install(prebuilt?)?;
+        // The kernel may use it for the file's code in processes not read yet (`table::files`).
+        if let (Some(key), Some(file)) = (&self.objects[index].key, &self.objects[index].file) {
+            crate::table::files::bind(&mut self.tables, table.id, index, key, file);
+        }
+        Ok(table)
     }
 
     /// Put a built table into the kernel tables.

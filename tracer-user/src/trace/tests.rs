@@ -60,6 +60,8 @@ pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
         stop: StopReason::Outermost as u32,
         num_user: user.len() as u32,
         num_kernel: kernel.len() as u32,
+        vmas: 0,
+        _pad: 0,
         comm: [0; 16],
     };
     s.comm[..3].copy_from_slice(b"app");
