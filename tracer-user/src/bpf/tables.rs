@@ -51,6 +51,7 @@ pub(super) fn sync(ebpf: &mut Ebpf, tables: &mut TableSet) -> anyhow::Result<()>
     if let Some(files) = ebpf.map_mut(MAP_FILES) {
         let mut files: HashMap<_, FileKey, FileTable> = HashMap::try_from(files)?;
         for key in &changes.files.removed {
+            log::trace!("{MAP_FILES}: {key:?} removed");
             match files.remove(key) {
                 Err(err) if !is_missing(&err) => {
                     return Err(err).with_context(|| format!("removing a file from {MAP_FILES}"));
@@ -95,6 +96,7 @@ pub(super) fn sync(ebpf: &mut Ebpf, tables: &mut TableSet) -> anyhow::Result<()>
     if let Some(files) = ebpf.map_mut(MAP_FILES) {
         let mut files: HashMap<_, FileKey, FileTable> = HashMap::try_from(files)?;
         for (key, value) in &changes.files.set {
+            log::trace!("{MAP_FILES}: {key:?} -> {value:?}");
             // A full map (more files loaded than it holds) leaves the file to stack copies.
             if let Err(err) = files.insert(key, value, 0) {
                 log::debug!("{MAP_FILES}: table {} not entered: {err}", value.object);

@@ -169,6 +169,9 @@ pub struct Profile {
     pub sframe_frames: u64,
     pub cfi_frames: u64,
     pub fp_frames: u64,
+    /// Samples the kernel walked with mappings it found through the process's VMAs
+    /// (`tracer_common::vma`: code of a process userspace had not read).
+    pub vma_samples: u64,
     /// The stack [`Profile::add`] resolves samples into.
     scratch: Stack,
 }
@@ -210,6 +213,7 @@ impl Profile {
     pub fn add(&mut self, sample: &Sample, catalog: &Catalog) -> &Stack {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.set_to(sample, catalog, &self.events);
+        self.vma_samples += u64::from(sample.vmas != 0);
         self.tally(&stack, sample.weight);
         self.scratch = stack;
         &self.scratch
