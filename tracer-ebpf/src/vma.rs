@@ -64,7 +64,11 @@ extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, out: *mut c_void) -
     let vma = vma as u64;
     let out = out.cast::<Vma>();
     let file = word(vma + u64::from(o.vm_file));
-    let inode = if file == 0 { 0 } else { word(file + u64::from(o.f_inode)) };
+    let inode = if file == 0 {
+        0
+    } else {
+        word(file + u64::from(o.f_inode))
+    };
     // SAFETY: `out` is the caller's `Vma` (the callback context `find` passes), valid for the
     // whole helper call; plain stores.
     unsafe {

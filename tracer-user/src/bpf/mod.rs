@@ -399,7 +399,10 @@ fn vma_offsets(config: &KernelConfig) -> Option<tracer_common::vma::VmaOffsets> 
     };
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    offsets.page_shift = u64::try_from(page).ok().filter(|p| p.is_power_of_two())?.trailing_zeros();
+    offsets.page_shift = u64::try_from(page)
+        .ok()
+        .filter(|p| p.is_power_of_two())?
+        .trailing_zeros();
     Some(offsets)
 }
 

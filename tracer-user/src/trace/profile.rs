@@ -66,7 +66,8 @@ impl Stack {
             let mapping = match last {
                 Some(m) if m.start <= lookup && lookup < m.end => Some(m),
                 // What the kernel walked with first (the process may not be read yet, or gone).
-                _ => kernel_found(sample, catalog, lookup).or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
+                _ => kernel_found(sample, catalog, lookup)
+                    .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
             };
             last = mapping.or(last);
             let frame = match mapping {

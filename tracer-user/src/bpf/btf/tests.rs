@@ -108,7 +108,10 @@ fn this_kernel_has_the_vma_fields() {
     // vm_area_struct begins with vm_start and vm_end (in a union with the RCU head since 6.1).
     assert_eq!((o.vm_start, o.vm_end), (0, 8), "{o:?}");
     assert!(o.vm_file > o.vm_end && o.vm_pgoff > o.vm_end, "{o:?}");
-    assert!(o.i_mtime_nsec > o.i_mtime_sec || o.i_mtime_nsec == o.i_mtime_sec + 8, "{o:?}");
+    assert!(
+        o.i_mtime_nsec > o.i_mtime_sec || o.i_mtime_nsec == o.i_mtime_sec + 8,
+        "{o:?}"
+    );
     assert_ne!(o.i_ctime_sec, o.i_mtime_sec, "{o:?}");
     assert_eq!(o.page_shift, 0, "set by the loader");
 }

@@ -31,7 +31,14 @@ fn bound_tables_are_written_then_deleted() {
     let [(file, table)] = changes.set[..] else {
         panic!("one entry: {changes:?}")
     };
-    assert_eq!(file, FileKey { dev: (259 << 20) | 1, _pad: 0, inode: 42 });
+    assert_eq!(
+        file,
+        FileKey {
+            dev: (259 << 20) | 1,
+            _pad: 0,
+            inode: 42
+        }
+    );
     assert_eq!((table.object, table.num_segments, table.size), (7, 1, 4096));
     assert_eq!((table.mtime_sec, table.mtime_nsec), (1_700_000_000, 123_456_789));
     assert_eq!((table.ctime_sec, table.ctime_nsec), (1_700_000_001, 5));
@@ -86,7 +93,10 @@ fn segments_give_the_bias_discovery_computes() {
         }
         let (range, offset) = (f[0], u64::from_str_radix(f[2], 16).expect("offset"));
         let (start, end) = range.split_once('-').expect("range");
-        let (start, end) = (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap());
+        let (start, end) = (
+            u64::from_str_radix(start, 16).unwrap(),
+            u64::from_str_radix(end, 16).unwrap(),
+        );
         let Ok(file) = File::open(f[5]) else { continue };
         let data = object::ReadCache::new(File::open(f[5]).expect("open"));
         let facts = crate::procmaps::inspect(&data, start, end, offset).expect("inspect");
@@ -95,7 +105,11 @@ fn segments_give_the_bias_discovery_computes() {
             .iter()
             .find(|s| s.start <= offset && offset < s.end)
             .unwrap_or_else(|| panic!("no segment of {} holds {offset:#x}: {segments:?}", f[5]));
-        assert_eq!(start.wrapping_sub(offset).wrapping_sub(segment.delta), facts.bias, "{line}");
+        assert_eq!(
+            start.wrapping_sub(offset).wrapping_sub(segment.delta),
+            facts.bias,
+            "{line}"
+        );
         checked += 1;
     }
     assert!(checked >= 2, "this program and libc at least: {checked}");
