@@ -23,8 +23,17 @@ pub const PROG_WALK_VMA: &str = "walk_user_vma";
 pub const MAP_FILES: &str = "FILES";
 /// Read-only global: the [`VmaOffsets`] of the running kernel.
 pub const GLOBAL_VMA_OFFSETS: &str = "VMA_OFFSETS";
-/// Mappings found through VMAs that one sample can carry; a walk needing more ships a copy.
+/// Mappings found through VMAs that one sample can carry, and that [`MAP_PROC_VMAS`] keeps per
+/// process; a walk needing more ships a copy.
 pub const MAX_VMAS: usize = 4;
+/// Hash `tgid -> ProcVmas`: the mappings found through VMAs for each process not read by
+/// userspace yet. `bpf_find_vma` can be called once per sample only (in the cpu-clock
+/// interrupt the VMA lock's release waits for an irq_work, and a second call in the same
+/// interrupt finds it busy), so each sample looks up at most one new VMA and the process's
+/// later samples reuse it. Entries go at the process's exec, exit and any unmap.
+pub const MAP_PROC_VMAS: &str = "PROC_VMAS";
+/// Entries of [`MAP_PROC_VMAS`].
+pub const PROC_VMAS_ENTRIES: u32 = 4096;
 /// Executable segments of a file that [`FileTable`] describes.
 pub const MAX_FILE_SEGMENTS: usize = 4;
 /// Entries of [`MAP_FILES`]: tables of files loaded at once (more are simply not found there).
@@ -80,6 +89,15 @@ pub struct FileTable {
     pub segments: [FileSegment; MAX_FILE_SEGMENTS],
 }
 
+/// The value of [`MAP_PROC_VMAS`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProcVmas {
+    pub num: u32,
+    pub _pad: u32,
+    pub mappings: [crate::trace::ExecMapping; MAX_VMAS],
+}
+
 /// Byte offsets of the kernel structure members the VMA walker reads (from the kernel's BTF).
 /// Times are either `*_sec`/`*_nsec` members (6.11+) or a `timespec64` (`tv_sec` at 0,
 /// `tv_nsec` at 8): userspace gives the offsets of the two words either way.
@@ -113,6 +131,7 @@ const _: () = assert!(core::mem::size_of::<FileKey>() == 16);
 const _: () = assert!(core::mem::size_of::<FileSegment>() == 24);
 const _: () = assert!(core::mem::size_of::<FileTable>() == 40 + 24 * MAX_FILE_SEGMENTS);
 const _: () = assert!(core::mem::size_of::<VmaOffsets>() == 64);
+const _: () = assert!(core::mem::size_of::<ProcVmas>() == 8 + 32 * MAX_VMAS);
 
 #[cfg(feature = "user")]
 mod pod {

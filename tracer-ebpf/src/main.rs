@@ -46,7 +46,7 @@ use tracer_common::{
     snapshot::snapshot_record_len,
     trace::{MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState},
     unwind::{PageEntry, PageKey, UnwindRule},
-    vma::{FILES_ENTRIES, FileKey, FileTable, VmaOffsets},
+    vma::{FILES_ENTRIES, FileKey, FileTable, PROC_VMAS_ENTRIES, ProcVmas, VmaOffsets},
     walk::StopReason,
 };
 
@@ -100,6 +100,13 @@ static PAGES: HashMap<PageKey, PageEntry> = HashMap::with_max_entries(1, 0);
 /// Global rows in chunks (`MAP_ROWS`), sized by userspace.
 #[map]
 static ROWS: Array<RowChunk> = Array::with_max_entries(1, 0);
+/// VMA mappings found per process (`tracer_common::vma::MAP_PROC_VMAS`). Preallocated, like
+/// `PROCS`.
+#[map]
+static PROC_VMAS: HashMap<u32, ProcVmas> = HashMap::with_max_entries(PROC_VMAS_ENTRIES, 0);
+/// Where `vma.rs` builds a new `PROC_VMAS` entry (too large for the stack the calls share).
+#[map]
+static NEXT_VMAS: PerCpuArray<ProcVmas> = PerCpuArray::with_max_entries(1, 0);
 /// Tables of files by identity (`tracer_common::vma::MAP_FILES`).
 #[map]
 static FILES: HashMap<FileKey, FileTable> = HashMap::with_max_entries(FILES_ENTRIES, 0);

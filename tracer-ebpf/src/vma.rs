@@ -21,7 +21,7 @@ use tracer_common::{
     vma::{FileKey, MAX_FILE_SEGMENTS, MAX_VMAS, NSEC_MASK, VM_EXEC},
 };
 
-use crate::{FILES, SCRATCH, VMA_OFFSETS};
+use crate::{FILES, NEXT_VMAS, PROC_VMAS, SCRATCH, VMA_OFFSETS};
 
 /// What the callback reads out of a VMA and its file (zero when there is no file).
 #[repr(C)]
@@ -109,8 +109,35 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
     // SAFETY: a plain load from the walk state; volatile, so the verifier sees an unknown
     // value, which the mask below bounds.
     let n = unsafe { core::ptr::read_volatile(&state.record.header.vmas) };
+    // Found before in this walk (a walk goes back and forth between a program and libc).
+    for i in 0..MAX_VMAS {
+        if i >= n as usize {
+            break;
+        }
+        let m = state.vmas[i];
+        if m.start <= pc && pc < m.end {
+            state.mapping = m;
+            return 1;
+        }
+    }
     if n as usize >= MAX_VMAS {
         return 0;
+    }
+    let tgid = state.record.header.tgid;
+    // Found by an earlier sample of the process (one lookup per sample: `MAP_PROC_VMAS`).
+    if let Some(known) = PROC_VMAS.get_ptr(&tgid) {
+        // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
+        let known = unsafe { &*known };
+        for i in 0..MAX_VMAS {
+            if i >= known.num as usize {
+                break;
+            }
+            let m = known.mappings[i];
+            if m.start <= pc && pc < m.end {
+                keep(state, n, m);
+                return 1;
+            }
+        }
     }
     let mut vma = Vma::default();
     // SAFETY: the helper finds the VMA of `pc` in the current task's memory map and calls
@@ -165,12 +192,46 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
         object: table.object,
         _pad: 0,
     };
+    keep(state, n, mapping);
+    remember(tgid, mapping);
+    1
+}
+
+/// `mapping` becomes the walk's `n`th VMA mapping and its current one.
+#[inline(always)]
+fn keep(state: &mut WalkState, n: u32, mapping: ExecMapping) {
     if let Some(slot) = state.vmas.get_mut(n as usize & (MAX_VMAS - 1)) {
         *slot = mapping;
     }
     state.record.header.vmas = n + 1;
     state.mapping = mapping;
-    1
+}
+
+/// Keep `mapping` for the later samples of process `tgid` (while there is room). The entry is
+/// built in this CPU's `NEXT_VMAS` and replaces the old one whole (a hash map update is seen
+/// whole or not at all), so that two CPUs sampling two threads of the process at once lose at
+/// most one mapping, never mix two into one.
+#[inline(always)]
+fn remember(tgid: u32, mapping: ExecMapping) {
+    let Some(next) = NEXT_VMAS.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of a per-CPU map, used by nothing else while the program runs.
+    let next = unsafe { &mut *next };
+    match PROC_VMAS.get_ptr(&tgid) {
+        // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
+        Some(known) => *next = unsafe { *known },
+        None => next.num = 0,
+    }
+    let n = next.num;
+    if n as usize >= MAX_VMAS {
+        return;
+    }
+    if let Some(slot) = next.mappings.get_mut(n as usize & (MAX_VMAS - 1)) {
+        *slot = mapping;
+    }
+    next.num = n + 1;
+    let _ = PROC_VMAS.insert(&tgid, next, 0);
 }
 
 /// Put the walk's VMA mappings after its user frames, where `SampleRecord::len_with` ships

@@ -199,8 +199,19 @@ impl Kernel {
             .map_err(|err| runtime::explain_load_failure(err.into(), memlock))?;
         runtime::forward_logs(&mut ebpf);
         if config.events.has(EventKind::CpuClock) {
-            let walker = if vma.is_some() { PROG_WALK_VMA } else { PROG_WALK };
-            let walk = load_program(&mut ebpf, walker)?
+            // Where the kernel refuses the walker with VMA lookups, the other one walks (and
+            // what `PROCS` lacks becomes stack copies, as without it).
+            let mut walker = PROG_WALK;
+            if vma.is_some() {
+                match load_program(&mut ebpf, PROG_WALK_VMA) {
+                    Ok(_) => walker = PROG_WALK_VMA,
+                    Err(err) => log::warn!("PCs are not looked up in VMAs: {err:#}"),
+                }
+            }
+            if walker == PROG_WALK {
+                load_program(&mut ebpf, PROG_WALK)?;
+            }
+            let walk = perf_event_mut(&mut ebpf, walker)?
                 .fd()
                 .and_then(|fd| fd.try_clone().map_err(Into::into))
                 .with_context(|| format!("the file descriptor of {walker}"))?;
