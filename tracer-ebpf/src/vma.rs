@@ -125,7 +125,7 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
     }
     let tgid = state.record.header.tgid;
     // Found by an earlier sample of the process (one lookup per sample: `MAP_PROC_VMAS`).
-    if let Some(known) = PROC_VMAS.get_ptr(&tgid) {
+    if let Some(known) = PROC_VMAS.get_ptr(tgid) {
         // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
         let known = unsafe { &*known };
         for i in 0..MAX_VMAS {
@@ -160,7 +160,7 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
         inode: vma.inode,
     };
     // Read in place (a copy would take 136 bytes of the 512 the calls share).
-    let Some(table) = FILES.get_ptr(&key) else {
+    let Some(table) = FILES.get_ptr(key) else {
         return 0;
     };
     // SAFETY: a value pointer from the lookup above, valid under RCU until the program returns;
@@ -218,7 +218,7 @@ fn remember(tgid: u32, mapping: ExecMapping) {
     };
     // SAFETY: this CPU's slot of a per-CPU map, used by nothing else while the program runs.
     let next = unsafe { &mut *next };
-    match PROC_VMAS.get_ptr(&tgid) {
+    match PROC_VMAS.get_ptr(tgid) {
         // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
         Some(known) => *next = unsafe { *known },
         None => next.num = 0,
@@ -231,7 +231,7 @@ fn remember(tgid: u32, mapping: ExecMapping) {
         *slot = mapping;
     }
     next.num = n + 1;
-    let _ = PROC_VMAS.insert(&tgid, next, 0);
+    let _ = PROC_VMAS.insert(tgid, next, 0);
 }
 
 /// Put the walk's VMA mappings after its user frames, where `SampleRecord::len_with` ships
