@@ -12,6 +12,7 @@ pub mod python;
 pub mod snapshot;
 pub mod trace;
 pub mod unwind;
+pub mod vma;
 pub mod walk;
 
 /// Name of the perf_event program that runs on every cpu-clock sample.

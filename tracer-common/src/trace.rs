@@ -17,6 +17,7 @@
 
 use crate::{
     snapshot::{SNAPSHOT_SLOT, SNAPSHOT_STACK_SLOT, SNAPSHOT_WORDS, StackSnapshot, snapshot_record_len},
+    vma::MAX_VMAS,
     walk::Regs,
 };
 
@@ -70,6 +71,15 @@ pub const MAX_KERNEL_FRAMES: usize = 127;
 
 /// [`ExecMapping::object`] of a mapping without a table: only frame pointers can unwind it.
 pub const NO_OBJECT: u32 = u32::MAX;
+
+/// No mapping (`end == 0`, which no real mapping has).
+pub const NO_VMA: ExecMapping = ExecMapping {
+    start: 0,
+    end: 0,
+    bias: 0,
+    object: NO_OBJECT,
+    _pad: 0,
+};
 
 /// One executable mapping of a process: `[start, end)` holds code of `object`, whose own
 /// addresses are `pc - bias`.
@@ -129,6 +139,9 @@ pub struct SampleHeader {
     pub num_user: u32,
     /// Kernel frames in the record (0: `--no-kernel`, or a user-mode sample).
     pub num_kernel: u32,
+    /// Mappings found through the process's VMAs (`crate::vma`) that follow the user frames.
+    pub vmas: u32,
+    pub _pad: u32,
     pub comm: [u8; 16],
 }
 
@@ -147,6 +160,9 @@ pub struct Sample {
     /// The registers and stack copy when `header.snapshot != 0` (`stop` is then
     /// `StopReason::Snapshot` and `user` holds frame 0 only).
     pub copy: StackSnapshot,
+    /// Valid: `..vmas`: the mappings the kernel found through the process's VMAs
+    /// (`crate::vma`), which resolve frames userspace has no mapping for.
+    pub vma_mappings: [ExecMapping; MAX_VMAS],
 }
 
 impl core::ops::Deref for Sample {
@@ -167,8 +183,11 @@ impl core::ops::DerefMut for Sample {
 /// ([`SOURCE_FP`]); clear: [`SOURCE_TABLE`]. No user address has it (x86-64 and aarch64 user
 /// space ends below 2^57).
 pub const FP_FRAME_BIT: u64 = 1 << 63;
-/// Frame slots of a [`SampleRecord`]: the kernel stack, then the user stack.
-pub const RECORD_FRAMES: usize = MAX_KERNEL_FRAMES + MAX_USER_FRAMES;
+/// Words of one [`ExecMapping`] carried after the user frames.
+pub const VMA_WORDS: usize = core::mem::size_of::<ExecMapping>() / 8;
+/// Frame slots of a [`SampleRecord`]: the kernel stack, then the user stack, then room for the
+/// mappings found through VMAs.
+pub const RECORD_FRAMES: usize = MAX_KERNEL_FRAMES + MAX_USER_FRAMES + MAX_VMAS * VMA_WORDS;
 /// Bytes of a [`SampleRecord`] before its frames.
 pub const RECORD_HEADER_BYTES: usize = core::mem::offset_of!(SampleRecord, frames);
 
@@ -179,7 +198,8 @@ pub const RECORD_HEADER_BYTES: usize = core::mem::offset_of!(SampleRecord, frame
 /// `frames[..num_kernel]` is the kernel stack (innermost first; taken when the walk starts, so
 /// its length is known before the first user frame is written) and
 /// `frames[num_kernel..num_kernel + num_user]` the user stack (frame 0 = the sampled PC), each
-/// user frame with [`FP_FRAME_BIT`] set when the frame-pointer fallback found it.
+/// user frame with [`FP_FRAME_BIT`] set when the frame-pointer fallback found it; then
+/// `header.vmas` [`ExecMapping`]s of [`VMA_WORDS`] words each (`crate::vma`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SampleRecord {
@@ -195,6 +215,12 @@ impl SampleRecord {
         let kernel = (num_kernel as usize).min(MAX_KERNEL_FRAMES);
         let user = (num_user as usize).min(MAX_USER_FRAMES);
         RECORD_HEADER_BYTES + 8 * (kernel + user)
+    }
+
+    /// [`SampleRecord::len`] with `vmas` mappings after the user frames (at most [`MAX_VMAS`]).
+    #[inline(always)]
+    pub fn len_with(num_kernel: u32, num_user: u32, vmas: u32) -> usize {
+        Self::len(num_kernel, num_user) + 8 * VMA_WORDS * (vmas as usize).min(MAX_VMAS)
     }
 }
 
@@ -212,12 +238,15 @@ impl Sample {
             stop: 0,
             num_user: 0,
             num_kernel: 0,
+            vmas: 0,
+            _pad: 0,
             comm: [0; 16],
         },
         kernel: [0; MAX_KERNEL_FRAMES],
         user: [0; MAX_USER_FRAMES],
         user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
         copy: StackSnapshot::EMPTY,
+        vma_mappings: [NO_VMA; MAX_VMAS],
     };
 
     /// The sample of a record's bytes as shipped (the first [`SampleRecord::len`] bytes of a
@@ -255,6 +284,14 @@ impl Sample {
             return None;
         }
         let snapshot = half(core::mem::offset_of!(SampleHeader, snapshot))?;
+        let vmas = half(core::mem::offset_of!(SampleHeader, vmas))?;
+        // Mappings come with walked samples only.
+        if vmas as usize > MAX_VMAS
+            || (vmas != 0 && snapshot != 0)
+            || bytes.len() < SampleRecord::len_with(num_kernel, num_user, vmas)
+        {
+            return None;
+        }
         // A copy follows frame 0 and the kernel frames, which must not reach into it.
         if snapshot != 0
             && (snapshot as usize > SNAPSHOT_WORDS
@@ -277,6 +314,8 @@ impl Sample {
             stop: half(core::mem::offset_of!(SampleHeader, stop))?,
             num_user,
             num_kernel,
+            vmas,
+            _pad: 0,
             comm,
         };
         let frame = |i: usize| word(RECORD_HEADER_BYTES + 8 * i);
@@ -290,6 +329,17 @@ impl Sample {
                 SOURCE_FP
             } else {
                 SOURCE_TABLE
+            };
+        }
+        for (i, slot) in self.vma_mappings[..vmas as usize].iter_mut().enumerate() {
+            let at = nk + nu + VMA_WORDS * i;
+            let object = frame(at + 3)?;
+            *slot = ExecMapping {
+                start: frame(at)?,
+                end: frame(at + 1)?,
+                bias: frame(at + 2)?,
+                object: object as u32,
+                _pad: (object >> 32) as u32,
             };
         }
         self.copy.len = snapshot;
@@ -326,6 +376,9 @@ pub struct WalkState {
     /// The registers the walk started from (a stack copy is made from them when the walk
     /// meets code without a table).
     pub first: WalkRegs,
+    /// Mappings found through VMAs (`crate::vma`): `vmas[..record.header.vmas]`, shipped after
+    /// the user frames.
+    pub vmas: [ExecMapping; MAX_VMAS],
     pub record: SampleRecord,
 }
 
@@ -364,8 +417,8 @@ impl From<Regs> for WalkRegs {
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
 const _: () = assert!(core::mem::size_of::<ProcInfo>() == 8 + 32 * MAX_MAPPINGS);
 const _: () = assert!(core::mem::size_of::<RowChunk>() == 4 * ROW_CHUNK);
-const _: () = assert!(core::mem::size_of::<SampleHeader>() == 64);
-const _: () = assert!(RECORD_HEADER_BYTES == 64);
+const _: () = assert!(core::mem::size_of::<SampleHeader>() == 72);
+const _: () = assert!(RECORD_HEADER_BYTES == 72);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == RECORD_HEADER_BYTES + 8 * RECORD_FRAMES);
 const _: () = assert!(1 << (MAPPING_SEARCH_STEPS - 1) >= MAX_MAPPINGS);
 const _: () = assert!(FRAMES_PER_PROG as usize * 33 >= MAX_USER_FRAMES);

@@ -35,7 +35,7 @@ static PROGS_TRACEPOINT: ProgramArray = ProgramArray::with_max_entries(1, 0);
 /// A hit of event `event` with registers `regs` (the probe's context); then the walk.
 #[inline(always)]
 fn probe_hit<C: EbpfContext>(ctx: &C, regs: *const pt_regs, event: u32) -> u32 {
-    let Some(state) = begin(ctx, || regs::user_regs(regs, TASK_REGS.load() == 1), event, 0) else {
+    let Some(state) = begin(ctx, || regs::user_regs(regs, TASK_REGS.load() == 1), event, 0, false) else {
         return 0;
     };
     // SAFETY: the slot holds `walk_user_probe`, a kprobe-type program like every caller of
@@ -50,7 +50,7 @@ fn probe_hit<C: EbpfContext>(ctx: &C, regs: *const pt_regs, event: u32) -> u32 {
 /// A hit of tracepoint event `event`; then the walk.
 #[inline(always)]
 fn tracepoint_hit(ctx: &TracePointContext, event: u32) -> u32 {
-    let Some(state) = begin(ctx, || regs::task_user_regs(TASK_REGS.load() == 1), event, 0) else {
+    let Some(state) = begin(ctx, || regs::task_user_regs(TASK_REGS.load() == 1), event, 0, false) else {
         return 0;
     };
     // SAFETY: the slot holds `walk_user_tracepoint`, a tracepoint program; on success this
@@ -136,7 +136,7 @@ tracepoint_entries!(
 /// `walk_user` for kprobe-type programs.
 #[kprobe]
 pub fn walk_user_probe(ctx: ProbeContext) -> u32 {
-    if let Some(state) = walk_more(&ctx, &PROGS_PROBE) {
+    if let Some(state) = walk_more::<_, false>(&ctx, &PROGS_PROBE) {
         ship(&state.record);
     }
     0
@@ -145,7 +145,7 @@ pub fn walk_user_probe(ctx: ProbeContext) -> u32 {
 /// `walk_user` for tracepoint programs.
 #[tracepoint]
 pub fn walk_user_tracepoint(ctx: TracePointContext) -> u32 {
-    if let Some(state) = walk_more(&ctx, &PROGS_TRACEPOINT) {
+    if let Some(state) = walk_more::<_, false>(&ctx, &PROGS_TRACEPOINT) {
         ship(&state.record);
     }
     0

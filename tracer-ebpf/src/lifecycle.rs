@@ -26,7 +26,7 @@ use tracer_common::{
     },
 };
 
-use crate::{ALL_PROCESSES, PROCS, bump, unwind};
+use crate::{ALL_PROCESSES, PROC_VMAS, PROCS, bump, unwind};
 
 /// Notices to userspace (`MAP_NOTICES`).
 #[map]
@@ -99,6 +99,7 @@ fn drop_process(kind: NoticeKind) {
     if kind == NoticeKind::Exit && pid_tgid as u32 != tgid {
         return;
     }
+    let _ = PROC_VMAS.remove(tgid);
     let traced = PROCS.get_ptr(tgid).is_some();
     // System-wide, every exec is told: the new program is loaded at once instead of at its
     // first sample (its first samples are stack copies until then).
@@ -130,6 +131,8 @@ pub fn on_exit(_ctx: RawTracePointContext) -> i32 {
 pub fn on_munmap(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
+    // Whatever was unmapped, the VMA mappings of the process are found again.
+    let _ = PROC_VMAS.remove(tgid);
     let Some(procs) = PROCS.get_ptr(tgid) else {
         return 0;
     };

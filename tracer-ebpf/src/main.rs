@@ -25,6 +25,7 @@ mod python;
 mod regs;
 mod snapshot;
 mod unwind;
+mod vma;
 
 use aya_ebpf::{
     EbpfContext, Global,
@@ -46,6 +47,7 @@ use tracer_common::{
     snapshot::snapshot_record_len,
     trace::{MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState},
     unwind::{PageEntry, PageKey, UnwindRule},
+    vma::{FILES_ENTRIES, FileKey, FileTable, PROC_VMAS_ENTRIES, ProcVmas, VmaOffsets},
     walk::StopReason,
 };
 
@@ -61,6 +63,27 @@ static KERNEL_STACK: Global<u32> = Global::new(1);
 /// `tracer_common::trace::GLOBAL_TASK_REGS`.
 #[unsafe(no_mangle)]
 static TASK_REGS: Global<u32> = Global::new(0);
+/// `tracer_common::vma::GLOBAL_VMA_OFFSETS`; `page_shift` 0: `walk_user_vma` is not the
+/// cpu-clock walker (samples of processes not in `PROCS` are copied at once).
+#[unsafe(no_mangle)]
+static VMA_OFFSETS: Global<VmaOffsets> = Global::new(VmaOffsets {
+    vm_start: 0,
+    vm_end: 0,
+    vm_pgoff: 0,
+    vm_flags: 0,
+    vm_file: 0,
+    f_inode: 0,
+    i_ino: 0,
+    i_sb: 0,
+    i_size: 0,
+    i_mtime_sec: 0,
+    i_mtime_nsec: 0,
+    i_ctime_sec: 0,
+    i_ctime_nsec: 0,
+    s_dev: 0,
+    page_shift: 0,
+    _pad: 0,
+});
 
 /// Outcome counters (`tracer_common::MAP_COUNTERS`).
 #[map]
@@ -78,6 +101,16 @@ static PAGES: HashMap<PageKey, PageEntry> = HashMap::with_max_entries(1, 0);
 /// Global rows in chunks (`MAP_ROWS`), sized by userspace.
 #[map]
 static ROWS: Array<RowChunk> = Array::with_max_entries(1, 0);
+/// VMA mappings found per process (`tracer_common::vma::MAP_PROC_VMAS`). Preallocated, like
+/// `PROCS`.
+#[map]
+static PROC_VMAS: HashMap<u32, ProcVmas> = HashMap::with_max_entries(PROC_VMAS_ENTRIES, 0);
+/// Where `vma.rs` builds a new `PROC_VMAS` entry (too large for the stack the calls share).
+#[map]
+static NEXT_VMAS: PerCpuArray<ProcVmas> = PerCpuArray::with_max_entries(1, 0);
+/// Tables of files by identity (`tracer_common::vma::MAP_FILES`).
+#[map]
+static FILES: HashMap<FileKey, FileTable> = HashMap::with_max_entries(FILES_ENTRIES, 0);
 /// Shared rules (`MAP_RULES`), sized by userspace.
 #[map]
 static RULES: Array<UnwindRule> = Array::with_max_entries(1, 0);
@@ -146,6 +179,7 @@ pub fn on_sample(ctx: PerfEventContext) -> u32 {
         || regs::user_regs(regs, TASK_REGS.load() == 1),
         EVENT_CPU_CLOCK,
         period,
+        VMA_OFFSETS.load().page_shift != 0,
     ) else {
         return 0;
     };
@@ -162,13 +196,15 @@ pub fn on_sample(ctx: PerfEventContext) -> u32 {
 /// (`user`, called only for a traced process), and the sample's header, first frame and
 /// kernel stack (when the registers came from the kernel's entry: the event hit the kernel).
 /// Returns the walk state, ready for the tail call to a walker, or `None` (counted) when
-/// there is nothing to walk.
+/// there is nothing to walk. A process not in `PROCS` is walked only by a walker that finds
+/// mappings through VMAs (`vma`); for the others its sample is a stack copy at once.
 #[inline(always)]
 fn begin<C: EbpfContext>(
     ctx: &C,
     user: impl FnOnce() -> Option<UserRegs>,
     event: u32,
     weight: u64,
+    vma: bool,
 ) -> Option<&'static mut WalkState> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
@@ -204,6 +240,7 @@ fn begin<C: EbpfContext>(
     header.comm = bpf_get_current_comm().unwrap_or([0; 16]);
     header.num_kernel = 0;
     header.snapshot = 0;
+    header.vmas = 0;
     header.stop = WALKING;
     if KERNEL_STACK.load() == 1 && !user.in_user_mode {
         kernel_stack(ctx, record);
@@ -216,7 +253,7 @@ fn begin<C: EbpfContext>(
     record.header.num_user = 1;
     state.regs = user.regs;
     state.first = user.regs;
-    if !traced {
+    if !traced && !vma {
         // No table to walk with, and frame pointers would be guesses: ship a copy.
         snapshot::take(state);
     }
@@ -251,7 +288,18 @@ fn kernel_stack<C: EbpfContext>(ctx: &C, record: &mut SampleRecord) {
 
 #[perf_event]
 pub fn walk_user(ctx: PerfEventContext) -> u32 {
-    if let Some(state) = walk_more(&ctx, &PROGS) {
+    if let Some(state) = walk_more::<_, false>(&ctx, &PROGS) {
+        ship(&state.record);
+    }
+    0
+}
+
+/// `walk_user` that finds the mappings `PROCS` does not know through the process's VMAs
+/// (`vma.rs`; Linux 5.17+): loaded instead of it where the kernel allows.
+#[perf_event]
+pub fn walk_user_vma(ctx: PerfEventContext) -> u32 {
+    if let Some(state) = walk_more::<_, true>(&ctx, &PROGS) {
+        vma::attach(state);
         ship(&state.record);
     }
     0
@@ -261,11 +309,11 @@ pub fn walk_user(ctx: PerfEventContext) -> u32 {
 /// walker in `progs` (the calling program itself) to go on, or, when the walk is over, count
 /// why and return the state to ship (or park).
 #[inline(always)]
-fn walk_more<C: EbpfContext>(ctx: &C, progs: &ProgramArray) -> Option<&'static mut WalkState> {
+fn walk_more<C: EbpfContext, const VMA: bool>(ctx: &C, progs: &ProgramArray) -> Option<&'static mut WalkState> {
     let state = scratch(ctx)?;
     // SAFETY: a plain load from the walk state.
     let walking = unsafe { core::ptr::read_volatile(&state.record.header.stop) } == WALKING;
-    if walking && !unwind::walk_frames(MAX_DEPTH.load()) {
+    if walking && !unwind::walk_frames::<VMA>(MAX_DEPTH.load()) {
         // SAFETY: the walker of this program's type, continuing the walk; on success this
         // does not return.
         unsafe { progs.tail_call(ctx, PROG_WALK_SLOT) };
@@ -317,15 +365,16 @@ const WAKEUP_INTERVAL_NS: u64 = 200_000_000;
 fn ship(record: &SampleRecord) {
     // SAFETY: plain loads from the record; volatile so the length below is computed from
     // unknown values, which the clamps in `len` bound for the verifier.
-    let (num_kernel, num_user, copied) = unsafe {
+    let (num_kernel, num_user, copied, vmas) = unsafe {
         (
             core::ptr::read_volatile(&record.header.num_kernel),
             core::ptr::read_volatile(&record.header.num_user),
             core::ptr::read_volatile(&record.header.snapshot),
+            core::ptr::read_volatile(&record.header.vmas),
         )
     };
     let len = if copied == 0 {
-        SampleRecord::len(num_kernel, num_user)
+        SampleRecord::len_with(num_kernel, num_user, vmas)
     } else {
         snapshot_record_len(copied)
     }

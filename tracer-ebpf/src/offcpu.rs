@@ -62,7 +62,13 @@ pub fn on_switch(ctx: RawTracePointContext) -> i32 {
     if preempt != 0 || !blocking() {
         return 0;
     }
-    let Some(state) = begin(&ctx, || regs::task_user_regs(TASK_REGS.load() == 1), EVENT_OFFCPU, 0) else {
+    let Some(state) = begin(
+        &ctx,
+        || regs::task_user_regs(TASK_REGS.load() == 1),
+        EVENT_OFFCPU,
+        0,
+        false,
+    ) else {
         return 0;
     };
     // SAFETY: the slot holds `walk_user_switch`, a raw tracepoint program; on success this
@@ -77,7 +83,7 @@ pub fn on_switch(ctx: RawTracePointContext) -> i32 {
 /// `walk_user` for raw tracepoint programs: the finished walk is parked.
 #[raw_tracepoint]
 pub fn walk_user_switch(ctx: RawTracePointContext) -> i32 {
-    if let Some(state) = walk_more(&ctx, &PROGS_SWITCH) {
+    if let Some(state) = walk_more::<_, false>(&ctx, &PROGS_SWITCH) {
         park(&state.record);
     }
     0

@@ -84,6 +84,7 @@ fn shorten(record: &mut SampleRecord, pc: u64, stop: StopReason) {
     }
     record.header.num_user = 1;
     record.header.snapshot = 0;
+    record.header.vmas = 0;
     // SAFETY: a plain store into the walk state; volatile, as every stop reason (see
     // `unwind::walk_frame`).
     unsafe { core::ptr::write_volatile(&mut record.header.stop, stop as u32) };

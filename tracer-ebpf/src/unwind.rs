@@ -15,7 +15,8 @@
 //! 2. find the mapping of `lookup_pc` in the process's sorted mappings: binary search for the
 //!    last mapping starting at or below it, at most `MAPPING_SEARCH_STEPS` steps, then check
 //!    its end (`NoMapping` if none, or if the process is not in `PROCS`: the walk then ends
-//!    and the sample becomes a stack copy, `snapshot.rs`);
+//!    and the sample becomes a stack copy, `snapshot.rs`; the cpu-clock walker
+//!    `walk_user_vma` first asks the kernel for the VMA holding it, `vma.rs`);
 //! 3. with a table (`object != NO_OBJECT`), take the rule of `lookup_pc - bias` from this CPU's
 //!    [`RuleCache`], or else look up the page `(lookup_pc - bias) >> 16`, search its rows with
 //!    `walk::search_page` (rows read from `ROWS` chunks), read the rule from `RULES` (and
@@ -108,9 +109,17 @@ const DONE: u64 = 1;
 
 /// Walk up to `FRAMES_PER_PROG` frames of the walk in `SCRATCH`; true when the walk is over
 /// (the reason is then in `header.stop`), false when it should continue in another invocation.
-pub fn walk_frames(max_depth: u32) -> bool {
+/// With `VMA`, a PC in none of the process's known mappings is looked up in its VMAs
+/// (`vma.rs`) before the walk gives up on it.
+#[inline(always)]
+pub fn walk_frames<const VMA: bool>(max_depth: u32) -> bool {
     for _ in 0..FRAMES_PER_PROG {
-        if walk_frame(u64::from(max_depth)) != CONTINUE {
+        let step = if VMA {
+            walk_frame_vma(u64::from(max_depth))
+        } else {
+            walk_frame(u64::from(max_depth))
+        };
+        if step != CONTINUE {
             return true;
         }
     }
@@ -127,6 +136,19 @@ pub fn walk_frames(max_depth: u32) -> bool {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn walk_frame(max_depth: u64) -> u64 {
+    walk_frame_in::<false>(max_depth)
+}
+
+/// [`walk_frame`] that looks a PC up in the process's VMAs when no known mapping holds it.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn walk_frame_vma(max_depth: u64) -> u64 {
+    walk_frame_in::<true>(max_depth)
+}
+
+/// The body of [`walk_frame`] and [`walk_frame_vma`].
+#[inline(always)]
+fn walk_frame_in<const VMA: bool>(max_depth: u64) -> u64 {
     let (Some(state), Some(opaque)) = (SCRATCH.get_ptr_mut(0), Opaque::get()) else {
         // Cannot happen (one-slot per-CPU arrays); nothing to record the reason in.
         return DONE;
@@ -134,7 +156,7 @@ pub extern "C" fn walk_frame(max_depth: u64) -> u64 {
     // SAFETY: this CPU's walk state, valid while the program runs and used by nothing else
     // meanwhile (perf_event programs do not nest on a CPU).
     let state = unsafe { &mut *state };
-    match frame(&opaque, state, max_depth as u32) {
+    match frame::<VMA>(&opaque, state, max_depth as u32) {
         Some(reason) => {
             // SAFETY: a plain store into the walk state; volatile so the reason goes through
             // memory (see above) and `finish` reads it back.
@@ -147,13 +169,13 @@ pub extern "C" fn walk_frame(max_depth: u64) -> u64 {
 
 /// One frame (module docs, steps 1-4); `Some(reason)` when the walk stops here.
 #[inline(always)]
-fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopReason> {
+fn frame<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopReason> {
     let max_depth = max_depth.clamp(1, MAX_USER_FRAMES as u32);
     // SAFETY: a plain load from the walk state; volatile, see `walk_frame`.
     let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
     let regs = Regs::from(state.regs);
     let pc = walk::lookup_pc(&regs, n <= 1);
-    let Some(mapping) = mapping_of(opaque, state, pc) else {
+    let Some(mapping) = mapping_of::<VMA>(opaque, state, pc) else {
         return Some(StopReason::NoMapping);
     };
     let (next, source) = match unwind_one(opaque, state, &mapping, &regs, pc) {
@@ -166,7 +188,7 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
         return Some(StopReason::MaxDepth);
     }
     // The caller's PC must be in a mapping (and the next frame finds it remembered).
-    if mapping_of(opaque, state, walk::lookup_pc(&next, false)).is_none() {
+    if mapping_of::<VMA>(opaque, state, walk::lookup_pc(&next, false)).is_none() {
         return Some(StopReason::NoMapping);
     }
     // Laundered: as an offset `n` would become precise, and then so would every range the
@@ -193,23 +215,28 @@ fn frame(opaque: &Opaque, state: &mut WalkState, max_depth: u32) -> Option<StopR
 }
 
 /// Steps 2 and 4: the mapping holding `pc` for the walk in `state`, or `None` when the traced
-/// process has none there or is not in `PROCS`.
+/// process has none there or is not in `PROCS` (and, with `VMA`, the VMA holding `pc` maps no
+/// file with a loaded table either: `vma.rs`).
 /// The mapping found is remembered in the walk state and tried first the next time.
 #[inline(always)]
-fn mapping_of(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Option<ExecMapping> {
+fn mapping_of<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Option<ExecMapping> {
     let last = state.mapping;
     if pc >= last.start && pc < last.end {
         return Some(last);
     }
     // Not (or no longer: an exec or unmap since the walk began) in `PROCS`: no mapping is
     // known, and the walk ends as `NoMapping` (a stack copy) rather than guess.
-    let procs = PROCS.get_ptr(state.record.header.tgid)?;
-    let found = find_mapping(opaque, procs, pc);
-    if found.end == 0 {
-        return None;
+    if let Some(procs) = PROCS.get_ptr(state.record.header.tgid) {
+        let found = find_mapping(opaque, procs, pc);
+        if found.end != 0 {
+            state.mapping = found;
+            return Some(found);
+        }
     }
-    state.mapping = found;
-    Some(found)
+    if VMA && crate::vma::vma_mapping(pc) != 0 {
+        return Some(state.mapping);
+    }
+    None
 }
 
 /// Step 2: the mapping holding `pc`, or [`NO_TABLE`] (`end == 0`, which no real mapping has)

@@ -21,6 +21,8 @@ fn record(kernel: &[u64], pc: u64, regs: [u64; 3], base: u64, stack: &[u64]) -> 
             stop: StopReason::Snapshot as u32,
             num_user: 1,
             num_kernel: kernel.len() as u32,
+            vmas: 0,
+            _pad: 0,
             comm: [0; 16],
         },
         frames: [0xdead; crate::trace::RECORD_FRAMES],

@@ -16,6 +16,8 @@ fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {
             stop: 0,
             num_user: user.len() as u32,
             num_kernel: kernel.len() as u32,
+            vmas: 0,
+            _pad: 0,
             comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
         },
         // Stale frames past the ones in use must not leak into the sample.
@@ -31,7 +33,7 @@ fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {
 
 /// The bytes the kernel ships for `r`: its first `SampleRecord::len` bytes.
 fn shipped(r: &SampleRecord) -> &[u8] {
-    let len = SampleRecord::len(r.header.num_kernel, r.header.num_user);
+    let len = SampleRecord::len_with(r.header.num_kernel, r.header.num_user, r.header.vmas);
     // SAFETY: `len` is at most the record's size; the record is plain data.
     unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), len) }
 }
@@ -80,12 +82,13 @@ fn decode_into_a_used_sample_keeps_nothing_of_the_last() {
     assert!(!s.decode_into(&bytes[..bytes.len() - 1]));
 }
 
-/// The deepest record (every slot in use) is the whole record and decodes.
+/// The deepest record (every slot in use, every VMA mapping) is the whole record and decodes.
 #[test]
 fn decode_takes_the_deepest_record() {
     let kernel = [7u64; MAX_KERNEL_FRAMES];
     let user = [9u64; MAX_USER_FRAMES];
-    let r = record(&kernel, &user, &[MAX_USER_FRAMES - 1]);
+    let mut r = record(&kernel, &user, &[MAX_USER_FRAMES - 1]);
+    r.header.vmas = MAX_VMAS as u32;
     assert_eq!(shipped(&r).len(), size_of::<SampleRecord>());
     let s = Sample::decode(shipped(&r)).expect("decodes");
     assert_eq!((s.kernel, s.user), (kernel, user));
@@ -113,4 +116,40 @@ fn decode_refuses_malformed_records() {
     too_deep_kernel.header.num_kernel = MAX_KERNEL_FRAMES as u32 + 1;
     assert!(whole(&too_deep_kernel).is_none());
     assert!(whole(&record(&[], &[1], &[])).is_some());
+}
+
+/// Mappings after the user frames (`crate::vma`) come back with the frames; a record whose
+/// header announces more than `MAX_VMAS`, more than it holds, or mappings with a stack copy,
+/// is not a record.
+#[test]
+fn vma_mappings_follow_the_user_frames() {
+    let user = [0x40_1000, 0x40_2000, 0x7f00_0000_1234];
+    let mut r = record(&[0xffff_ffff_8100_0000], &user, &[]);
+    let m = ExecMapping {
+        start: 0x7f00_0000_0000,
+        end: 0x7f00_0001_0000,
+        bias: 0x7eff_ffff_f000,
+        object: 9,
+        _pad: 0,
+    };
+    let at = 1 + user.len();
+    r.frames[at..at + VMA_WORDS].copy_from_slice(&[m.start, m.end, m.bias, 9]);
+    r.header.vmas = 1;
+    let len = SampleRecord::len_with(1, 3, 1);
+    assert_eq!(len, RECORD_HEADER_BYTES + 8 * (4 + VMA_WORDS));
+    // SAFETY: `len` is at most the record's size; the record is plain data.
+    let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(&r).cast::<u8>(), len) };
+    let s = Sample::decode(bytes).expect("decodes");
+    assert_eq!((s.vmas, s.num_user), (1, 3));
+    assert_eq!(s.vma_mappings[0], m);
+    assert_eq!(&s.user[..3], &user);
+    assert!(Sample::decode(&bytes[..len - 8]).is_none(), "cut short");
+    let mut bad = bytes.to_vec();
+    let vmas = core::mem::offset_of!(SampleHeader, vmas);
+    bad[vmas..vmas + 4].copy_from_slice(&(MAX_VMAS as u32 + 1).to_ne_bytes());
+    assert!(Sample::decode(&bad).is_none(), "too many");
+    let mut bad = bytes.to_vec();
+    let snapshot = core::mem::offset_of!(SampleHeader, snapshot);
+    bad[snapshot..snapshot + 4].copy_from_slice(&8u32.to_ne_bytes());
+    assert!(Sample::decode(&bad).is_none(), "with a copy");
 }

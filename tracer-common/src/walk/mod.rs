@@ -188,6 +188,9 @@ pub const fn lookup_pc(regs: &Regs, topmost: bool) -> u64 {
 /// (enough for 65536 rows, the most a page can have), remembering the rule of the last row at
 /// or below it, so no extra read at the end. `None` when `num_rows == 0`, a read fails, no row
 /// is at or below `pc_lo`, or the search does not converge (more rows than a page can hold).
+// Always inlined: the eBPF walkers call it from more than one global function, and an
+// outlined copy would return its `Step` through a stack pointer, which the verifier refuses.
+#[inline(always)]
 pub fn search_page(num_rows: u32, pc_lo: u16, mut row_at: impl FnMut(u32) -> Option<UnwindRow>) -> Option<u16> {
     let (mut lo, mut hi) = (0u32, num_rows);
     let mut found = None;
@@ -224,6 +227,9 @@ pub fn search_page(num_rows: u32, pc_lo: u16, mut row_at: impl FnMut(u32) -> Opt
 ///    `ra == 0` -> `ZeroRa`.
 /// 5. `fp = *(cfa + fp_offset)` with `FLAG_FP_SAVED`, else unchanged.
 /// 6. `(pc, sp, fp, lr) = (ra, cfa, fp, 0)`.
+// Always inlined: the eBPF walkers call it from more than one global function, and an
+// outlined copy would return its `Step` through a stack pointer, which the verifier refuses.
+#[inline(always)]
 pub fn step(rule: &UnwindRule, regs: &Regs, topmost: bool, mut read: impl FnMut(u64) -> Option<u64>) -> Step {
     let flags = rule.flags;
     if flags & FLAG_SIGNAL != 0 {
@@ -298,6 +304,9 @@ pub fn step(rule: &UnwindRule, regs: &Regs, topmost: bool, mut read: impl FnMut(
 /// reads -> `RaReadFailed`/`FpReadFailed`; `ra == 0` -> `ZeroRa`; a saved FP that is neither
 /// 0 (the caller is the outermost frame) nor above `fp` -> `BadFramePointer`. In frame 0 a PC
 /// inside a prologue or epilogue makes this skip the real caller; only the rules know better.
+// Always inlined: the eBPF walkers call it from more than one global function, and an
+// outlined copy would return its `Step` through a stack pointer, which the verifier refuses.
+#[inline(always)]
 pub fn frame_pointer_step(regs: &Regs, chained: bool, mut read: impl FnMut(u64) -> Option<u64>) -> Step {
     let fp = regs.fp;
     if fp == 0 {

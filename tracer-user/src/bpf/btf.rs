@@ -181,5 +181,50 @@ pub fn task_offsets() -> anyhow::Result<TaskOffsets> {
     })
 }
 
+/// The `tracer_common::vma::VmaOffsets` of the running kernel (`page_shift` left 0: the caller
+/// sets it).
+pub fn vma_offsets() -> anyhow::Result<tracer_common::vma::VmaOffsets> {
+    use anyhow::Context as _;
+    const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+    let blob = std::fs::read(VMLINUX).with_context(|| format!("reading {VMLINUX}"))?;
+    let btf = Btf::parse(&blob)?;
+    vma_offsets_in(&btf)
+}
+
+/// [`vma_offsets`] of `btf`.
+pub fn vma_offsets_in(btf: &Btf<'_>) -> anyhow::Result<tracer_common::vma::VmaOffsets> {
+    let vma = |m: &str| btf.member_offset("vm_area_struct", m);
+    let inode = |m: &str| btf.member_offset("inode", m);
+    // 6.11+: `i_mtime_sec` and `i_mtime_nsec`; before: a `timespec64` (`__i_ctime` in 6.6 to
+    // 6.10), whose `tv_sec` and `tv_nsec` are its first two words.
+    let time = |name: &str| -> Result<(u32, u32), BtfError> {
+        if let (Ok(sec), Ok(nsec)) = (inode(&format!("i_{name}_sec")), inode(&format!("i_{name}_nsec"))) {
+            return Ok((sec, nsec));
+        }
+        let at = inode(&format!("__i_{name}")).or_else(|_| inode(&format!("i_{name}")))?;
+        Ok((at, at + 8))
+    };
+    let (i_mtime_sec, i_mtime_nsec) = time("mtime")?;
+    let (i_ctime_sec, i_ctime_nsec) = time("ctime")?;
+    Ok(tracer_common::vma::VmaOffsets {
+        vm_start: vma("vm_start")?,
+        vm_end: vma("vm_end")?,
+        vm_pgoff: vma("vm_pgoff")?,
+        vm_flags: vma("vm_flags")?,
+        vm_file: vma("vm_file")?,
+        f_inode: btf.member_offset("file", "f_inode")?,
+        i_ino: inode("i_ino")?,
+        i_sb: inode("i_sb")?,
+        i_size: inode("i_size")?,
+        i_mtime_sec,
+        i_mtime_nsec,
+        i_ctime_sec,
+        i_ctime_nsec,
+        s_dev: btf.member_offset("super_block", "s_dev")?,
+        page_shift: 0,
+        _pad: 0,
+    })
+}
+
 #[cfg(test)]
 mod tests;

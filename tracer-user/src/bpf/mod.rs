@@ -43,6 +43,7 @@ use tracer_common::{
         ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS, MAP_EVENTS,
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_STOPS, MAX_USER_FRAMES, PROG_WALK, PROG_WALK_SLOT,
     },
+    vma::{GLOBAL_VMA_OFFSETS, PROG_WALK_VMA},
     walk::StopReason,
 };
 
@@ -178,6 +179,7 @@ impl Kernel {
             btf::TaskOffsets::default()
         };
         let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
+        let vma = vma_offsets(config);
         let task_regs = u32::from(task_regs);
         let mut ebpf = EbpfLoader::new()
             .override_global(GLOBAL_MAX_DEPTH, &config.max_depth, true)
@@ -188,6 +190,7 @@ impl Kernel {
             .override_global(GLOBAL_TASK_PID_OFFSET, &task.pid, true)
             .override_global(GLOBAL_TASK_STATE_OFFSET, &task.state, true)
             .override_global(GLOBAL_TASK_FLAGS_OFFSET, &task.flags, true)
+            .override_global(GLOBAL_VMA_OFFSETS, &vma.unwrap_or_default(), true)
             .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
             .map_max_entries(MAP_PAGES, sizes.pages)
@@ -198,15 +201,27 @@ impl Kernel {
             .map_err(|err| runtime::explain_load_failure(err.into(), memlock))?;
         runtime::forward_logs(&mut ebpf);
         if config.events.has(EventKind::CpuClock) {
-            let walk = load_program(&mut ebpf, PROG_WALK)?
+            // Where the kernel refuses the walker with VMA lookups, the other one walks (and
+            // what `PROCS` lacks becomes stack copies, as without it).
+            let mut walker = PROG_WALK;
+            if vma.is_some() {
+                match load_program(&mut ebpf, PROG_WALK_VMA) {
+                    Ok(_) => walker = PROG_WALK_VMA,
+                    Err(err) => log::warn!("PCs are not looked up in VMAs: {err:#}"),
+                }
+            }
+            if walker == PROG_WALK {
+                load_program(&mut ebpf, PROG_WALK)?;
+            }
+            let walk = perf_event_mut(&mut ebpf, walker)?
                 .fd()
                 .and_then(|fd| fd.try_clone().map_err(Into::into))
-                .with_context(|| format!("the file descriptor of {PROG_WALK}"))?;
+                .with_context(|| format!("the file descriptor of {walker}"))?;
             load_program(&mut ebpf, PROG_ON_SAMPLE)?;
             let mut progs = ProgramArray::try_from(map_mut(&mut ebpf, MAP_PROGS)?)?;
             progs
                 .set(PROG_WALK_SLOT, &walk, 0)
-                .with_context(|| format!("installing {PROG_WALK} in {MAP_PROGS}"))?;
+                .with_context(|| format!("installing {walker} in {MAP_PROGS}"))?;
         }
         probes::load(&mut ebpf, &config.events)?;
         for name in [PROG_ON_EXEC, PROG_ON_EXIT] {
@@ -333,7 +348,12 @@ impl Kernel {
     /// limited to 1M; kernels before 5.16 do not report it: there, the translated size).
     pub fn program_sizes(&self) -> anyhow::Result<Vec<(&'static str, u32)>> {
         let cpu_clock = self.events.has(EventKind::CpuClock);
-        let cpu_clock = [PROG_ON_SAMPLE, PROG_WALK].into_iter().filter(|_| cpu_clock);
+        // The walker loaded (`walk_user_vma` or `walk_user`).
+        let walker = [PROG_WALK_VMA, PROG_WALK]
+            .into_iter()
+            .find(|name| self.ebpf.program(name).is_some_and(|p| p.fd().is_ok()))
+            .unwrap_or(PROG_WALK);
+        let cpu_clock = [PROG_ON_SAMPLE, walker].into_iter().filter(|_| cpu_clock);
         cpu_clock
             .chain(probes::programs(&self.events))
             .map(|name| {
@@ -375,6 +395,33 @@ fn raw_tracepoint_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a 
         .try_into()
         .with_context(|| format!("program {name} is not a raw tracepoint program"))
 }
+
+/// The kernel structure offsets `walk_user_vma` reads with, when it is the cpu-clock walker:
+/// system-wide sampling on a kernel with `bpf_find_vma` (5.17+) whose BTF has every member
+/// (`None` otherwise: the walker without it, and stack copies for what `PROCS` lacks).
+fn vma_offsets(config: &KernelConfig) -> Option<tracer_common::vma::VmaOffsets> {
+    if !config.events.has(EventKind::CpuClock) || std::env::var_os(NO_FIND_VMA).is_some() || !runtime::has_find_vma() {
+        return None;
+    }
+    let mut offsets = match btf::vma_offsets() {
+        Ok(offsets) => offsets,
+        Err(err) => {
+            log::debug!("PCs are not looked up in VMAs: {err:#}");
+            return None;
+        }
+    };
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    offsets.page_shift = u64::try_from(page)
+        .ok()
+        .filter(|p| p.is_power_of_two())?
+        .trailing_zeros();
+    Some(offsets)
+}
+
+/// Set (to anything) in the environment: the kernel does not look PCs up in VMAs even where it
+/// can (the walk of before, for comparisons: `cargo xtask bench`, `first_sample`).
+pub const NO_FIND_VMA: &str = "SFRAME_TRACE_NO_FIND_VMA";
 
 /// Whether a map operation failed because the key was not there (Linux `ENOENT`).
 fn is_missing(err: &aya::maps::MapError) -> bool {

@@ -103,6 +103,14 @@ pub(super) fn has_task_regs() -> bool {
     missing.is_none()
 }
 
+/// Whether perf_event programs may call `bpf_find_vma` (Linux 5.17+; with
+/// `bpf_get_current_task_btf`, 5.11+), which `walk_user_vma` needs (`tracer_common::vma`).
+pub(super) fn has_find_vma() -> bool {
+    [BpfHelper::BPF_FUNC_get_current_task_btf, BpfHelper::BPF_FUNC_find_vma]
+        .iter()
+        .all(|&helper| is_helper_supported(ProgramType::PerfEvent, helper).unwrap_or(false))
+}
+
 /// Forward aya-log records from the program to this process's `log` logger, on the current
 /// tokio runtime (without one, they are not forwarded).
 pub(super) fn forward_logs(ebpf: &mut Ebpf) {

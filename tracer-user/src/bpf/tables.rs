@@ -11,6 +11,7 @@ use aya::{
 use tracer_common::{
     trace::{MAP_PAGES, MAP_ROWS, MAP_RULES, RowChunk},
     unwind::{PageEntry, PageKey, UnwindRule},
+    vma::{FileKey, FileTable, MAP_FILES},
 };
 
 use super::{is_missing, map_mut};
@@ -44,8 +45,21 @@ impl MapSizes {
 /// Write what changed in `tables` since the last sync into the maps of `ebpf`.
 pub(super) fn sync(ebpf: &mut Ebpf, tables: &mut TableSet) -> anyhow::Result<()> {
     let changes = tables.take_changes();
-    // Order matters to a walk running meanwhile: pages of removed objects go first (their
-    // rows may be reused below), new pages last (their rows and rules are then in place).
+    // Order matters to a walk running meanwhile: the files and pages of removed objects go
+    // first (their rows may be reused below), new pages and files last (their rows and rules
+    // are then in place).
+    if let Some(files) = ebpf.map_mut(MAP_FILES) {
+        let mut files: HashMap<_, FileKey, FileTable> = HashMap::try_from(files)?;
+        for key in &changes.files.removed {
+            log::trace!("{MAP_FILES}: {key:?} removed");
+            match files.remove(key) {
+                Err(err) if !is_missing(&err) => {
+                    return Err(err).with_context(|| format!("removing a file from {MAP_FILES}"));
+                }
+                _ => {}
+            }
+        }
+    }
     let mut pages: HashMap<_, PageKey, PageEntry> = HashMap::try_from(map_mut(ebpf, MAP_PAGES)?)?;
     for key in &changes.pages_removed {
         match pages.remove(key) {
@@ -78,6 +92,16 @@ pub(super) fn sync(ebpf: &mut Ebpf, tables: &mut TableSet) -> anyhow::Result<()>
         pages
             .insert(key, entry, 0)
             .with_context(|| format!("writing page {:#x} of object {} into {MAP_PAGES}", key.page, key.object))?;
+    }
+    if let Some(files) = ebpf.map_mut(MAP_FILES) {
+        let mut files: HashMap<_, FileKey, FileTable> = HashMap::try_from(files)?;
+        for (key, value) in &changes.files.set {
+            log::trace!("{MAP_FILES}: {key:?} -> {value:?}");
+            // A full map (more files loaded than it holds) leaves the file to stack copies.
+            if let Err(err) = files.insert(key, value, 0) {
+                log::debug!("{MAP_FILES}: table {} not entered: {err}", value.object);
+            }
+        }
     }
     Ok(())
 }

@@ -25,6 +25,9 @@ pub trait TableStore {
     fn add(&mut self, table: &ObjectTable) -> Result<u32, AddError>;
     /// Remove object `id`; `false` when it is not loaded.
     fn remove(&mut self, id: u32) -> bool;
+    /// Table `table`, of object `owner`, is the one of the file `key` (open as `file`): the
+    /// kernel may use it for that file's code in processes not read yet.
+    fn bind_file(&mut self, _table: u32, _owner: usize, _key: &ObjectKey, _file: &File) {}
 }
 
 impl TableStore for TableSet {
@@ -34,6 +37,10 @@ impl TableStore for TableSet {
 
     fn remove(&mut self, id: u32) -> bool {
         TableSet::remove(self, id)
+    }
+
+    fn bind_file(&mut self, table: u32, owner: usize, key: &ObjectKey, file: &File) {
+        crate::table::files::bind(self, table, owner, key, file);
     }
 }
 

@@ -203,6 +203,16 @@ impl<T: TableStore> Catalog<T> {
                 object.table = table;
                 object.unloaded = false;
             }
+            self.bind_file(i);
+        }
+    }
+
+    /// The kernel may use object `i`'s table for its file's code in processes not read yet
+    /// (`table::files`): bind the table to the file's identity.
+    fn bind_file(&mut self, i: usize) {
+        let object = &self.objects[i];
+        if let (Ok(table), Some(key), Some(file)) = (&object.table, &object.key, &object.file) {
+            self.loader.tables.bind_file(table.id, i, key, file);
         }
     }
 
@@ -225,7 +235,9 @@ impl<T: TableStore> Catalog<T> {
             build_id.clone(),
         );
         object.table = self.loader.load(key, file, &m.path);
-        self.objects.push(object)
+        let index = self.objects.push(object);
+        self.bind_file(index);
+        index
     }
 
     /// The file of the object with identity `key`, if there is one (discovery then does not

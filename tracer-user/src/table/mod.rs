@@ -19,6 +19,7 @@
 //! table dumps.
 
 mod cfi;
+pub mod files;
 mod global;
 mod object;
 mod padding;

@@ -24,8 +24,11 @@ use tracer_common::trace::{NO_OBJECT, ROW_CHUNK, RowChunk};
 use tracer_common::unwind::{PAGE_SHIFT, PageEntry, PageKey, UnwindRow, UnwindRule};
 use tracer_common::walk;
 
+use super::files::{FileChanges, FileTables};
 use super::rowspace::RowSpace;
 use super::{ObjectTable, PAGE_ENTRY_BYTES, ROW_BYTES, RULE_BYTES, RuleTable, RulesFull};
+use crate::procmaps::ObjectKey;
+use tracer_common::vma::FileSegment;
 
 /// Rules a row's 16-bit index can name.
 const MAX_RULES: usize = 1 << 16;
@@ -81,6 +84,8 @@ pub struct Changes {
     pub pages_removed: Vec<PageKey>,
     /// Indices of the rules added.
     pub rules: Range<usize>,
+    /// `FILES` entries (written after the pages, deleted before them).
+    pub files: FileChanges,
 }
 
 /// Changes not yet taken.
@@ -108,6 +113,8 @@ pub struct TableSet {
     /// `None`: unbounded (maps sized to the set when it is loaded).
     capacity: Option<Capacity>,
     pending: Pending,
+    /// The files the loaded tables were built from (`FILES`).
+    files: FileTables,
 }
 
 impl TableSet {
@@ -207,6 +214,7 @@ impl TableSet {
         let Some(rows) = self.objects.remove(&object) else {
             return false;
         };
+        self.files.unbind(object);
         let from = self.pages.partition_point(|(k, _)| k.object < object);
         let to = self.pages.partition_point(|(k, _)| k.object <= object);
         for (key, _) in self.pages.drain(from..to) {
@@ -229,7 +237,22 @@ impl TableSet {
             pages_set: pending.pages_set.into_iter().collect(),
             pages_removed: pending.pages_removed.into_iter().collect(),
             rules: pending.rules_from..self.rules().len(),
+            files: self.files.take_changes(),
         }
+    }
+
+    /// Loaded table `object` (of the caller's object `owner`) is the table of the file `key`,
+    /// with these executable segments: the kernel may use it for that file's code in processes
+    /// it finds through their VMAs (`files`). Undone when the table is removed.
+    pub fn bind_file(&mut self, object: u32, owner: usize, key: &ObjectKey, segments: &[FileSegment]) {
+        if self.objects.contains_key(&object) {
+            self.files.bind(object, owner, key, segments);
+        }
+    }
+
+    /// The owner [`TableSet::bind_file`] gave loaded table `object`.
+    pub fn owner(&self, object: u32) -> Option<usize> {
+        self.files.owner(object)
     }
 
     /// The current content of `ROWS` chunk `index`: rows past the high-water mark are zero.

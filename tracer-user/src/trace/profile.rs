@@ -59,17 +59,19 @@ impl Stack {
         // The mapping of the frame before: the mappings `mapping_at` searches are disjoint and
         // the same for every frame of the sample (same process, same time), so an address in
         // its range resolves to it again, without the search (most frames are in one object).
-        let mut last: Option<&ResolvedMapping> = None;
+        let mut last: Option<ResolvedMapping> = None;
         for (i, &pc) in sample.user[..num_user].iter().enumerate() {
             // Return addresses point after the call: look up the call itself.
             let lookup = if i == 0 { pc } else { pc.wrapping_sub(1) };
             let mapping = match last {
                 Some(m) if m.start <= lookup && lookup < m.end => Some(m),
-                _ => catalog.mapping_at(sample.tgid, lookup, sample.time_ns),
+                // What the kernel walked with first (the process may not be read yet, or gone).
+                _ => kernel_found(sample, catalog, lookup)
+                    .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
             };
             last = mapping.or(last);
             let frame = match mapping {
-                Some(&ResolvedMapping {
+                Some(ResolvedMapping {
                     object: Some(object),
                     bias,
                     ..
@@ -124,6 +126,19 @@ impl Stack {
     }
 }
 
+/// The mapping holding `addr` among those the kernel found through the process's VMAs for
+/// `sample` (`tracer_common::vma`), with the object its table was built for.
+fn kernel_found(sample: &Sample, catalog: &Catalog, addr: u64) -> Option<ResolvedMapping> {
+    let found = &sample.vma_mappings[..(sample.vmas as usize).min(sample.vma_mappings.len())];
+    let m = found.iter().find(|m| m.start <= addr && addr < m.end)?;
+    Some(ResolvedMapping {
+        start: m.start,
+        end: m.end,
+        bias: m.bias,
+        object: Some(catalog.loader.tables.owner(m.object)?),
+    })
+}
+
 /// How often a stack was taken, and the nanoseconds it stands for (`Sample::weight`: cpu-clock
 /// periods, time blocked; 0 for probes and tracepoints).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -155,6 +170,9 @@ pub struct Profile {
     pub sframe_frames: u64,
     pub cfi_frames: u64,
     pub fp_frames: u64,
+    /// Samples the kernel walked with mappings it found through the process's VMAs
+    /// (`tracer_common::vma`: code of a process userspace had not read).
+    pub vma_samples: u64,
     /// The stack [`Profile::add`] resolves samples into.
     scratch: Stack,
 }
@@ -196,6 +214,7 @@ impl Profile {
     pub fn add(&mut self, sample: &Sample, catalog: &Catalog) -> &Stack {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.set_to(sample, catalog, &self.events);
+        self.vma_samples += u64::from(sample.vmas != 0);
         self.tally(&stack, sample.weight);
         self.scratch = stack;
         &self.scratch

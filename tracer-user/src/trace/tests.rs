@@ -58,6 +58,8 @@ pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
         stop: StopReason::Outermost as u32,
         num_user: user.len() as u32,
         num_kernel: kernel.len() as u32,
+        vmas: 0,
+        _pad: 0,
         comm: [0; 16],
     };
     s.comm[..3].copy_from_slice(b"app");
@@ -373,4 +375,64 @@ fn symbol_names_are_bounded() {
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].offset, 0x301, "frame 0 is its own PC");
     assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
+}
+
+/// A sample the kernel walked through VMAs (a process userspace never read) resolves its
+/// frames through the mappings it carries, to the objects whose tables they name; a frame
+/// outside them stays unknown, and the profile counts the sample.
+#[test]
+fn frames_found_through_vmas_resolve_without_the_process() {
+    let mut catalog = catalog();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bin/v2/x86_64/chain");
+    let bytes = std::fs::read(&path).expect("fixture");
+    let (table, _) = crate::table::build_object(&bytes)
+        .expect("builds")
+        .expect("has a table");
+    let id = catalog.loader.tables.add(&table).expect("room");
+    let key = crate::procmaps::ObjectKey {
+        device: crate::procmaps::Device { major: 8, minor: 1 },
+        inode: 99,
+        size: 1,
+        mtime_ns: 0,
+        ctime_ns: 0,
+    };
+    let segment = tracer_common::vma::FileSegment {
+        start: 0,
+        end: 0x10000,
+        delta: 0,
+    };
+    catalog.loader.tables.bind_file(id, 1, &key, &[segment]);
+    let mut s = sample(&[0x7000_0100, 0x7000_0201, 0x9999], &[SOURCE_TABLE; 3], &[]);
+    s.tgid = 4242;
+    s.vmas = 1;
+    s.vma_mappings[0] = tracer_common::trace::ExecMapping {
+        start: 0x7000_0000,
+        end: 0x7001_0000,
+        bias: 0x7000_0000,
+        object: id,
+        _pad: 0,
+    };
+    let mut profile = Profile::new(Default::default());
+    profile.add(&s, &catalog);
+    assert_eq!(profile.vma_samples, 1);
+    let (stack, _) = profile.stacks.iter().next().expect("one stack");
+    assert_eq!(
+        stack.user,
+        vec![
+            Frame::User {
+                object: 1,
+                offset: 0x100,
+                addr: 0x7000_0100
+            },
+            Frame::User {
+                object: 1,
+                offset: 0x200,
+                addr: 0x7000_0200
+            },
+            Frame::UserUnknown {
+                addr: 0x9998,
+                process: 0
+            },
+        ]
+    );
 }

@@ -4,10 +4,12 @@
 //! of its samples are taken before the tracer has loaded it (in the dynamic loader, in libc's
 //! start, in its own first calls). Every sample of those processes is judged against the
 //! machine code by the disassembly oracle: no stack may be wrong (an edge whose return address
-//! does not follow a call to the frame below), and at least 95 % must be exact down to
-//! `_start` (the aim is 98 %, not reached yet: samples taken while a process execs or exits, or
-//! of a process gone before the tracer read its mappings, cannot be placed; docs/decisions.md). Run by `cargo xtask test` with the release tracer (`SFRAME_TRACE_BIN`): a debug
-//! build, system-wide on a busy host, falls behind the processes it should load.
+//! does not follow a call to the frame below), and at least 97 % must be exact down to
+//! `_start` (97.9 to 98.1 % measured with the kernel's VMA lookups, 92.2 % without, beside
+//! other builds: the rest are mostly first samples of a process that needed two VMAs found at
+//! once, or samples taken while it execs or exits; docs/decisions.md). Run by `cargo xtask
+//! test` with the release tracer (`SFRAME_TRACE_BIN`): a debug build, system-wide on a busy
+//! host, falls behind the processes it should load.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -21,9 +23,9 @@ use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, p
 
 /// Runs of the program.
 const RUNS: usize = 300;
-/// Samples that must be exact, in percent: what the tracer reaches today (96.7-97.8 % measured
-/// here) with a margin; the aim is 98 (module docs).
-const MIN_EXACT_PERCENT: u64 = 95;
+/// Samples that must be exact, in percent: what the tracer reaches (97.9-98.1 % measured here
+/// beside other builds) with a margin of one point (module docs).
+const MIN_EXACT_PERCENT: u64 = 97;
 /// Its argument: thousands of outer iterations (about 20 ms here).
 const WORK: &str = "5";
 

@@ -168,8 +168,9 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cargo xtask bench --phase NAME`: one phase that needs only the examples, printed (the
-/// report files of a full run are left as they are).
+/// `cargo xtask bench --phase NAME`: one phase that needs no peer tool (`perfmap`: the examples
+/// only; `hostscale`: the release tracer too, run as root), printed (the report files of a full
+/// run are left as they are).
 pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
     let out = root.join("target/bench");
     let b = Bench {
@@ -180,9 +181,20 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
         out,
         plan: Plan::new(true),
     };
-    let run = match name {
-        "perfmap" => perfmap::run,
-        other => anyhow::bail!("no phase {other:?} runs alone (perfmap does)"),
+    let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
+        "perfmap" => (perfmap::run, "perfmap_bench"),
+        "hostscale" => {
+            sh(cargo().args([
+                "build",
+                "--release",
+                "--package",
+                "tracer-user",
+                "--bin",
+                "sframe-trace",
+            ]))?;
+            (hostscale::run, "build_bench")
+        }
+        other => anyhow::bail!("no phase {other:?} runs alone (perfmap and hostscale do)"),
     };
     let mut examples = cargo();
     examples.args([
@@ -192,7 +204,7 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
         "tracer-user",
         "--no-default-features",
     ]);
-    examples.args(["--example", "perfmap_bench"]);
+    examples.args(["--example", example]);
     sh(&mut examples)?;
     std::fs::create_dir_all(&b.scratch)?;
     let phase = run(&b)?;

@@ -96,3 +96,22 @@ fn this_kernel_has_the_fields() {
     let task = task_offsets().expect("offsets");
     assert!(task.pid > task.flags && task.pid < 8192, "{task:?}");
 }
+
+/// The running kernel's BTF has every member the VMA walker reads, at offsets that fit their
+/// structures' layout (6.18 here: `i_mtime_sec`/`i_mtime_nsec`, not a `timespec64`).
+#[test]
+fn this_kernel_has_the_vma_fields() {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return;
+    }
+    let o = vma_offsets().expect("offsets");
+    // vm_area_struct begins with vm_start and vm_end (in a union with the RCU head since 6.1).
+    assert_eq!((o.vm_start, o.vm_end), (0, 8), "{o:?}");
+    assert!(o.vm_file > o.vm_end && o.vm_pgoff > o.vm_end, "{o:?}");
+    assert!(
+        o.i_mtime_nsec > o.i_mtime_sec || o.i_mtime_nsec == o.i_mtime_sec + 8,
+        "{o:?}"
+    );
+    assert_ne!(o.i_ctime_sec, o.i_mtime_sec, "{o:?}");
+    assert_eq!(o.page_shift, 0, "set by the loader");
+}

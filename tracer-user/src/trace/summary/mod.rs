@@ -166,6 +166,9 @@ pub struct Stacks {
     /// Walks that stopped early, in total and by stop reason (only reasons seen).
     pub truncated: u64,
     pub truncated_by_reason: BTreeMap<&'static str, u64>,
+    /// Walks that found code through the process's VMAs, with a table loaded for its file,
+    /// before userspace had read the process (or the code).
+    pub through_vmas: u64,
 }
 
 /// User frames by where their unwind step came from.
@@ -234,6 +237,7 @@ impl Summary<'_> {
                 complete,
                 truncated: truncated_by_reason.values().sum(),
                 truncated_by_reason,
+                through_vmas: self.profile.vma_samples,
             },
             user_frames: UserFrames {
                 sframe: self.profile.sframe_frames,
@@ -289,6 +293,9 @@ impl fmt::Display for Summary<'_> {
                 .map(|(r, n)| format!("{r} {n}"))
                 .collect();
             write!(f, " ({})", reasons.join(", "))?;
+        }
+        if stacks.through_vmas > 0 {
+            write!(f, "; {} walked through code found in the kernel", stacks.through_vmas)?;
         }
         writeln!(f)?;
         let frames = &figures.user_frames;

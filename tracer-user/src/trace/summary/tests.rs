@@ -105,7 +105,8 @@ fn summary_reports_stops_sources_and_tables() {
 /// figures as the text (samples, losses, stop reasons, frames, tables, processes, notes).
 #[test]
 fn json_has_the_figures_of_the_text() {
-    let (catalog, profile) = session();
+    let (catalog, mut profile) = session();
+    profile.vma_samples = 2;
     let summary = summary(&catalog, &profile);
     let json = summary.json();
     assert_eq!(json.lines().count(), 1, "{json}");
@@ -115,7 +116,7 @@ fn json_has_the_figures_of_the_text() {
         "seconds": 1.5,
         "ended": "the duration ended",
         "lost": 3,
-        "stacks": {"complete": 5, "truncated": 3, "truncated_by_reason": {"no_mapping": 2, "zero_ra": 1}},
+        "stacks": {"complete": 5, "truncated": 3, "truncated_by_reason": {"no_mapping": 2, "zero_ra": 1}, "through_vmas": 2},
         "user_frames": {"sframe": 1, "eh_frame": 0, "frame_pointers": 1},
         "tables": {
             "sframe": 1, "eh_frame": 1, "rows": 15, "kernel_bytes": 2048, "capacity_bytes": 8192,
@@ -146,7 +147,7 @@ fn json_has_the_figures_of_the_text() {
     let text = summary.to_string();
     for line in [
         "1 samples in 1.5 s (the duration ended), 3 lost",
-        "stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1)",
+        "stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1); 2 walked through code found in the kernel",
         "process notices lost: 4",
         "stack copies (no table yet when sampled): 6, 4 walked once loaded, 1 never resolved, 1 over the queue",
         "note: /bad.so: truncated \"quoted\" header",

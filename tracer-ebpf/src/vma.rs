@@ -1,0 +1,261 @@
+//! A PC's object found in the kernel (Linux 5.17+, `bpf_find_vma`; layout and rules in
+//! `tracer_common::vma`): for a PC that no mapping of `PROCS` holds, the VMA holding it is
+//! looked up, and when it maps a file whose table is loaded (`FILES`, by device and inode, and
+//! only if the file's size and times are still those the table was built from), the walk goes
+//! on with that table, its bias computed from the VMA's start and file offset. The mappings
+//! found so are kept in the walk state and shipped after the user frames ([`attach`]), so that
+//! userspace resolves the frames without having read the process.
+//!
+//! Only the cpu-clock walker `walk_user_vma` calls this (userspace loads it where the kernel
+//! has the helper, else `walk_user`): its callback is referenced from the program, which
+//! kernels before 5.13 refuse to load even where it is never called.
+
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::{
+    bpf_probe_read_kernel,
+    generated::{bpf_find_vma, bpf_get_current_task_btf},
+};
+use tracer_common::{
+    trace::{ExecMapping, MAX_KERNEL_FRAMES, MAX_USER_FRAMES, VMA_WORDS, WalkState},
+    vma::{FileKey, MAX_FILE_SEGMENTS, MAX_VMAS, NSEC_MASK, VM_EXEC},
+};
+
+use crate::{FILES, NEXT_VMAS, PROC_VMAS, SCRATCH, VMA_OFFSETS};
+
+/// What the callback reads out of a VMA and its file (zero when there is no file).
+#[repr(C)]
+#[derive(Default)]
+struct Vma {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    flags: u64,
+    inode: u64,
+    size: u64,
+    mtime_sec: i64,
+    ctime_sec: i64,
+    dev: u32,
+    mtime_nsec: u32,
+    ctime_nsec: u32,
+    _pad: u32,
+}
+
+/// A kernel word at `addr` (0 when it cannot be read).
+#[inline(always)]
+fn word(addr: u64) -> u64 {
+    // SAFETY: a probe read: an address that is not mapped kernel memory fails instead of
+    // faulting.
+    unsafe { bpf_probe_read_kernel(addr as *const u64) }.unwrap_or(0)
+}
+
+/// A kernel 32-bit word at `addr` (0 when it cannot be read).
+#[inline(always)]
+fn half(addr: u64) -> u32 {
+    // SAFETY: as in `word`.
+    unsafe { bpf_probe_read_kernel(addr as *const u32) }.unwrap_or(0)
+}
+
+/// The `bpf_find_vma` callback: copy what [`Vma`] holds out of `vma` into `out` (a [`Vma`] on
+/// the caller's stack). A static function (the verifier takes no global one as a callback).
+#[inline(never)]
+extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, out: *mut c_void) -> i64 {
+    let o = VMA_OFFSETS.load();
+    let vma = vma as u64;
+    let out = out.cast::<Vma>();
+    let file = word(vma + u64::from(o.vm_file));
+    let inode = if file == 0 {
+        0
+    } else {
+        word(file + u64::from(o.f_inode))
+    };
+    // SAFETY: `out` is the caller's `Vma` (the callback context `find` passes), valid for the
+    // whole helper call; plain stores.
+    unsafe {
+        (*out).start = word(vma + u64::from(o.vm_start));
+        (*out).end = word(vma + u64::from(o.vm_end));
+        (*out).pgoff = word(vma + u64::from(o.vm_pgoff));
+        (*out).flags = word(vma + u64::from(o.vm_flags));
+        if inode != 0 {
+            let sb = word(inode + u64::from(o.i_sb));
+            (*out).dev = if sb == 0 { 0 } else { half(sb + u64::from(o.s_dev)) };
+            (*out).inode = word(inode + u64::from(o.i_ino));
+            (*out).size = word(inode + u64::from(o.i_size));
+            (*out).mtime_sec = word(inode + u64::from(o.i_mtime_sec)) as i64;
+            (*out).ctime_sec = word(inode + u64::from(o.i_ctime_sec)) as i64;
+            (*out).mtime_nsec = half(inode + u64::from(o.i_mtime_nsec)) & NSEC_MASK;
+            (*out).ctime_nsec = half(inode + u64::from(o.i_ctime_nsec)) & NSEC_MASK;
+        }
+    }
+    0
+}
+
+/// The mapping holding `pc` in the current process, from its VMA and the table loaded for the
+/// VMA's file: 1 when found (then it is `state.mapping` and the walk state's next VMA mapping),
+/// 0 when there is none (no VMA, not executable, no file, no table for the file, the file
+/// changed since, or `MAX_VMAS` found already in this walk).
+///
+/// A global function (exported, not inlined), like `unwind::walk_frame`: the verifier checks
+/// it once on its own.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn vma_mapping(pc: u64) -> u64 {
+    let Some(state) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: this CPU's walk state, valid while the program runs and used by nothing else
+    // meanwhile (see `crate::scratch`).
+    let state = unsafe { &mut *state };
+    // SAFETY: a plain load from the walk state; volatile, so the verifier sees an unknown
+    // value, which the mask below bounds.
+    let n = unsafe { core::ptr::read_volatile(&state.record.header.vmas) };
+    // Found before in this walk (a walk goes back and forth between a program and libc).
+    for i in 0..MAX_VMAS {
+        if i >= n as usize {
+            break;
+        }
+        let m = state.vmas[i];
+        if m.start <= pc && pc < m.end {
+            state.mapping = m;
+            return 1;
+        }
+    }
+    if n as usize >= MAX_VMAS {
+        return 0;
+    }
+    let tgid = state.record.header.tgid;
+    // Found by an earlier sample of the process (one lookup per sample: `MAP_PROC_VMAS`).
+    if let Some(known) = PROC_VMAS.get_ptr(tgid) {
+        // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
+        let known = unsafe { &*known };
+        for i in 0..MAX_VMAS {
+            if i >= known.num as usize {
+                break;
+            }
+            let m = known.mappings[i];
+            if m.start <= pc && pc < m.end {
+                keep(state, n, m);
+                return 1;
+            }
+        }
+    }
+    let mut vma = Vma::default();
+    // SAFETY: the helper finds the VMA of `pc` in the current task's memory map and calls
+    // `read_vma` with it and `&mut vma` (on this stack, valid for the call); flags must be 0.
+    let found = unsafe {
+        bpf_find_vma(
+            bpf_get_current_task_btf(),
+            pc,
+            read_vma as *mut c_void,
+            core::ptr::addr_of_mut!(vma).cast(),
+            0,
+        )
+    };
+    if found != 0 || vma.flags & VM_EXEC == 0 || vma.inode == 0 || !(vma.start <= pc && pc < vma.end) {
+        return 0;
+    }
+    let key = FileKey {
+        dev: vma.dev,
+        _pad: 0,
+        inode: vma.inode,
+    };
+    // Read in place (a copy would take 136 bytes of the 512 the calls share).
+    let Some(table) = FILES.get_ptr(key) else {
+        return 0;
+    };
+    // SAFETY: a value pointer from the lookup above, valid under RCU until the program returns;
+    // plain loads.
+    let table = unsafe { &*table };
+    let same = table.size == vma.size
+        && table.mtime_sec == vma.mtime_sec
+        && table.mtime_nsec == vma.mtime_nsec
+        && table.ctime_sec == vma.ctime_sec
+        && table.ctime_nsec == vma.ctime_nsec;
+    if !same {
+        return 0;
+    }
+    let off = vma.pgoff << (VMA_OFFSETS.load().page_shift & 63);
+    let mut delta = None;
+    for (i, segment) in table.segments.iter().enumerate().take(MAX_FILE_SEGMENTS) {
+        if (i as u32) < table.num_segments && segment.start <= off && off < segment.end {
+            delta = Some(segment.delta);
+            break;
+        }
+    }
+    let Some(delta) = delta else {
+        return 0;
+    };
+    let mapping = ExecMapping {
+        start: vma.start,
+        end: vma.end,
+        bias: vma.start.wrapping_sub(off).wrapping_sub(delta),
+        object: table.object,
+        _pad: 0,
+    };
+    keep(state, n, mapping);
+    remember(tgid, mapping);
+    1
+}
+
+/// `mapping` becomes the walk's `n`th VMA mapping and its current one.
+#[inline(always)]
+fn keep(state: &mut WalkState, n: u32, mapping: ExecMapping) {
+    if let Some(slot) = state.vmas.get_mut(n as usize & (MAX_VMAS - 1)) {
+        *slot = mapping;
+    }
+    state.record.header.vmas = n + 1;
+    state.mapping = mapping;
+}
+
+/// Keep `mapping` for the later samples of process `tgid` (while there is room). The entry is
+/// built in this CPU's `NEXT_VMAS` and replaces the old one whole (a hash map update is seen
+/// whole or not at all), so that two CPUs sampling two threads of the process at once lose at
+/// most one mapping, never mix two into one.
+#[inline(always)]
+fn remember(tgid: u32, mapping: ExecMapping) {
+    let Some(next) = NEXT_VMAS.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of a per-CPU map, used by nothing else while the program runs.
+    let next = unsafe { &mut *next };
+    match PROC_VMAS.get_ptr(tgid) {
+        // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
+        Some(known) => *next = unsafe { *known },
+        None => next.num = 0,
+    }
+    let n = next.num;
+    if n as usize >= MAX_VMAS {
+        return;
+    }
+    if let Some(slot) = next.mappings.get_mut(n as usize & (MAX_VMAS - 1)) {
+        *slot = mapping;
+    }
+    next.num = n + 1;
+    let _ = PROC_VMAS.insert(tgid, next, 0);
+}
+
+/// Put the walk's VMA mappings after its user frames, where `SampleRecord::len_with` ships
+/// them (a walk that ends as a stack copy has none: `snapshot::shorten` clears them).
+#[inline(always)]
+pub fn attach(state: &mut WalkState) {
+    // SAFETY: plain loads from the walk state; volatile, so the verifier sees unknown values,
+    // which the clamps bound.
+    let (nk, nu, n) = unsafe {
+        (
+            core::ptr::read_volatile(&state.record.header.num_kernel),
+            core::ptr::read_volatile(&state.record.header.num_user),
+            core::ptr::read_volatile(&state.record.header.vmas),
+        )
+    };
+    let first = (nk as usize).min(MAX_KERNEL_FRAMES) + (nu as usize).min(MAX_USER_FRAMES);
+    for i in 0..MAX_VMAS {
+        if i >= n as usize {
+            break;
+        }
+        let m = state.vmas[i];
+        let at = first + VMA_WORDS * i;
+        if let Some(words) = state.record.frames.get_mut(at..at + VMA_WORDS) {
+            words.copy_from_slice(&[m.start, m.end, m.bias, u64::from(m.object)]);
+        }
+    }
+}
