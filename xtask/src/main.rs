@@ -64,6 +64,11 @@ enum Task {
         /// Seconds each guest may run (boot and tests) before it is stopped.
         #[arg(long, default_value_t = 1800)]
         timeout: u64,
+        /// The guests' architecture: x86_64 (this machine's binaries and root), or aarch64
+        /// (Debian's arm64 kernels under qemu-system-aarch64, binaries cross-built here, an arm64
+        /// root file system unpacked from Debian packages).
+        #[arg(long, value_enum, default_value = "x86_64")]
+        arch: vmtest::arch::GuestArch,
     },
 }
 
@@ -85,10 +90,10 @@ fn main() -> anyhow::Result<()> {
             run::clippy()
         }
         Task::Fixtures => run::fixtures(&root),
-        Task::VmTest { kernels, timeout } => {
-            vmtest::check_prerequisites(&root)?;
+        Task::VmTest { kernels, timeout, arch } => {
+            vmtest::check_prerequisites(&root, arch)?;
             setup::setup()?;
-            vmtest::vm_test(&root, &kernels, std::time::Duration::from_secs(timeout))
+            vmtest::vm_test(&root, arch, &kernels, std::time::Duration::from_secs(timeout))
         }
         Task::Bench { phase: Some(phase), .. } => bench::phase(&root, &phase),
         Task::Bench { quick, phase: None } => {

@@ -38,11 +38,15 @@ const APT_PACKAGES: &[&str] = &[
     // ld.so's function symbols (its own file names none), for the disassembly judge of stacks
     // through the dynamic loader.
     "libc6-dbg",
+    // The aarch64 cross build: its linker (and C compiler, for the aarch64 test objects).
+    "gcc-aarch64-linux-gnu",
+    "libc6-dev-arm64-cross",
 ];
 
 pub fn setup() -> anyhow::Result<()> {
     apt_packages()?;
     rust_components()?;
+    rust_targets()?;
     bpf_linker()?;
     fuzz_tools()?;
     eprintln!("setup: done");
@@ -94,6 +98,24 @@ fn rust_components() -> anyhow::Result<()> {
         return Ok(());
     }
     sh(Command::new("rustup").args(["component", "add"]).args(&missing))
+}
+
+/// The standard library of the targets the tracer cross-builds for (`aarch64-unknown-linux-gnu`,
+/// linked by Debian's `aarch64-linux-gnu-gcc`, see `.cargo/config.toml`).
+fn rust_targets() -> anyhow::Result<()> {
+    const TARGETS: &[&str] = &["aarch64-unknown-linux-gnu"];
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))
+        .context("rustup is needed to add targets")?;
+    let missing: Vec<&str> = TARGETS
+        .iter()
+        .copied()
+        .filter(|t| !installed.lines().any(|l| l.trim() == *t))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("setup: rust targets present ({})", TARGETS.join(", "));
+        return Ok(());
+    }
+    sh(Command::new("rustup").args(["target", "add"]).args(&missing))
 }
 
 /// The nightly toolchain (minimal profile) and cargo-fuzz, which the test run fuzzes with: only

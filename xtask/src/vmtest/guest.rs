@@ -17,7 +17,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use super::{kernel::Kernel, report::Outcome};
+use super::{arch::GuestArch, kernel::Kernel, report::Outcome};
 
 /// Environment variables the command inside the guest keeps from the host (besides `PATH`,
 /// `HOME` and the `SFRAME_TRACE_*` settings of the tests).
@@ -25,7 +25,11 @@ const PASSED_ENV: &[&str] = &["USER", "CARGO_HOME", "RUSTUP_HOME", "RUST_BACKTRA
 
 /// What the guest is to run, and how.
 pub struct Run<'a> {
+    pub arch: GuestArch,
     pub kernel: &'a Kernel,
+    /// The guest's root file system, shared read-only: `/` for x86-64 guests, the arm64 root
+    /// (`rootfs.rs`) for aarch64 ones.
+    pub root: &'a Path,
     /// The initramfs file.
     pub initramfs: &'a Path,
     /// The repository, shared read-write.
@@ -39,11 +43,11 @@ pub struct Run<'a> {
     pub accel: &'a str,
 }
 
-/// The kernel command line: console on the first serial port, no reboot on panic (qemu exits),
-/// and the paths the guest init reads (`sframe_trace.*`, kept out of init's environment by
-/// their dot, read from /proc/cmdline).
-pub fn command_line(run: &Path, repo: &Path, kernel: &Path) -> anyhow::Result<String> {
-    let mut line = String::from("console=ttyS0 panic=-1 loglevel=5 rdinit=/init");
+/// The kernel command line: console on the first serial port (`console`), no reboot on panic
+/// (qemu exits), and the paths the guest init reads (`sframe_trace.*`, kept out of init's
+/// environment by their dot, read from /proc/cmdline).
+pub fn command_line(console: &str, run: &Path, repo: &Path, kernel: &Path) -> anyhow::Result<String> {
+    let mut line = format!("console={console} panic=-1 loglevel=5 rdinit=/init");
     for (key, path) in [("run", run), ("repo", repo), ("kernel", kernel)] {
         let text = path.to_str().context("the guest's paths must be UTF-8")?;
         if text.is_empty() || text.contains(char::is_whitespace) || text.contains('"') {
@@ -63,27 +67,22 @@ pub fn qemu_value(path: &Path) -> String {
 
 /// The qemu arguments of a run.
 pub fn qemu_args(run: &Run, command_line: &str) -> Vec<String> {
-    let cpu = if run.accel == "kvm" { "host" } else { "max" };
-    let mut args: Vec<String> = [
-        "-M",
-        "q35",
-        "-accel",
-        run.accel,
-        "-cpu",
-        cpu,
-        "-m",
-        run.memory,
-        "-smp",
-        &run.cpus.to_string(),
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-no-reboot",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut args = run.arch.machine_args(run.accel);
+    args.extend(
+        [
+            "-m",
+            run.memory,
+            "-smp",
+            &run.cpus.to_string(),
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-no-reboot",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
     args.extend(["-kernel".to_owned(), run.kernel.image().to_string_lossy().into_owned()]);
     args.extend(["-initrd".to_owned(), run.initramfs.to_string_lossy().into_owned()]);
     args.extend(["-append".to_owned(), command_line.to_owned()]);
@@ -93,7 +92,10 @@ pub fn qemu_args(run: &Run, command_line: &str) -> Vec<String> {
     ]);
     args.extend([
         "-fsdev".to_owned(),
-        "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap".to_owned(),
+        format!(
+            "local,id=hostroot,path={},security_model=none,readonly=on,multidevs=remap",
+            qemu_value(run.root)
+        ),
         "-device".to_owned(),
         "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot".to_owned(),
         "-fsdev".to_owned(),
@@ -159,8 +161,9 @@ pub fn boot(run: &Run, command_line: &str) -> anyhow::Result<Outcome> {
         }
     }
     let args = qemu_args(run, command_line);
-    eprintln!("+ qemu-system-x86_64 {}", args.join(" "));
-    let mut qemu = Command::new("qemu-system-x86_64");
+    let (program, _) = run.arch.qemu();
+    eprintln!("+ {program} {}", args.join(" "));
+    let mut qemu = Command::new(program);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent; the guest dies
     // with xtask (killed or not) instead of running on unseen.
     unsafe {
@@ -178,7 +181,7 @@ pub fn boot(run: &Run, command_line: &str) -> anyhow::Result<Outcome> {
         .stdout(Stdio::null())
         .stderr(fs::File::create(run.dir.join("qemu.log"))?)
         .spawn()
-        .context("starting qemu-system-x86_64")?;
+        .with_context(|| format!("starting {program}"))?;
     let started = Instant::now();
     let mut shown = 0u64;
     let exited = loop {

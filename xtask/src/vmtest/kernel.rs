@@ -1,5 +1,5 @@
 //! Debian kernels for the matrix: a suite name (`bookworm`) is resolved to the kernel release
-//! its `linux-image-amd64` depends on, the packages of that release are downloaded with apt-get
+//! its `linux-image-ARCH` (`amd64` or `arm64`, the guest's architecture) depends on, the packages of that release are downloaded with apt-get
 //! (a private configuration and state per suite, signatures checked against the Debian archive
 //! keyring) and unpacked once into the cache: `kernels/RELEASE/` holds `vmlinuz`, `config` and
 //! `root/lib/modules/RELEASE/` (with its `modules.dep`). The parsing and naming are pure
@@ -49,7 +49,7 @@ pub fn is_release(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_digit())
 }
 
-/// The release `linux-image-amd64` depends on, from `apt-cache depends linux-image-amd64`.
+/// The release `linux-image-ARCH` depends on, from `apt-cache depends linux-image-ARCH`.
 pub fn release_from_depends(depends: &str) -> Option<String> {
     depends.lines().find_map(|line| {
         let package = line.trim().strip_prefix("Depends:")?.trim();
@@ -69,8 +69,8 @@ pub fn package_candidates(release: &str) -> Vec<String> {
 
 /// The apt sources of a suite: the suite itself, and for stable suites their updates and
 /// security archives.
-pub fn sources_list(suite: &str, mirror: &str, security: &str) -> String {
-    let opts = format!("[arch=amd64 signed-by={KEYRING}]");
+pub fn sources_list(suite: &str, arch: &str, mirror: &str, security: &str) -> String {
+    let opts = format!("[arch={arch} signed-by={KEYRING}]");
     let rolling = matches!(suite, "sid" | "unstable" | "experimental") || suite.ends_with("-backports");
     let mut out = format!("deb {opts} {mirror} {suite} main\n");
     if !rolling {
@@ -80,21 +80,32 @@ pub fn sources_list(suite: &str, mirror: &str, security: &str) -> String {
     out
 }
 
-/// A private apt: its own sources, lists, cache and (empty) dpkg status, under `apt/SUITE/`.
-struct Apt {
-    dir: PathBuf,
+/// The name of a suite's state in the cache (`apt/`, `suites/`): the suite for amd64, the
+/// suite and the architecture for the others (`bookworm-arm64`).
+pub fn suite_key(suite: &str, arch: &str) -> String {
+    if arch == "amd64" {
+        suite.to_owned()
+    } else {
+        format!("{suite}-{arch}")
+    }
+}
+
+/// A private apt for one Debian architecture: its own sources, lists, cache and (empty) dpkg
+/// status, under `apt/SUITE/` (see [`suite_key`]).
+pub struct Apt {
+    pub dir: PathBuf,
 }
 
 impl Apt {
-    fn new(cache: &Path, suite: &str) -> anyhow::Result<Apt> {
-        let dir = cache.join("apt").join(suite);
+    pub fn new(cache: &Path, suite: &str, arch: &str) -> anyhow::Result<Apt> {
+        let dir = cache.join("apt").join(suite_key(suite, arch));
         for sub in ["lists/partial", "archives/partial", "parts", "download"] {
             fs::create_dir_all(dir.join(sub)).with_context(|| format!("creating {}", dir.join(sub).display()))?;
         }
         let mirror = std::env::var("VMTEST_MIRROR").unwrap_or_else(|_| "http://deb.debian.org/debian".to_owned());
         let security = std::env::var("VMTEST_SECURITY_MIRROR")
             .unwrap_or_else(|_| "http://deb.debian.org/debian-security".to_owned());
-        fs::write(dir.join("sources.list"), sources_list(suite, &mirror, &security))?;
+        fs::write(dir.join("sources.list"), sources_list(suite, arch, &mirror, &security))?;
         fs::write(dir.join("status"), "")?;
         let user = output(Command::new("id").arg("-un")).unwrap_or_else(|| "root".to_owned());
         // Frozen mirror snapshots need the host's own date checks (off) carried over.
@@ -111,7 +122,7 @@ impl Apt {
              Dir::Etc::Preferences \"{d}/parts/none\";\nDir::Etc::PreferencesParts \"{d}/parts\";\n\
              Dir::State \"{d}\";\nDir::State::Lists \"{d}/lists\";\nDir::State::status \"{d}/status\";\n\
              Dir::Cache \"{d}\";\nDir::Cache::archives \"{d}/archives\";\nDir::Cache::srcpkgcache \"\";\n\
-             Dir::Cache::pkgcache \"\";\nAPT::Architecture \"amd64\";\nAPT::Architectures {{ \"amd64\"; }};\n\
+             Dir::Cache::pkgcache \"\";\nAPT::Architecture \"{arch}\";\nAPT::Architectures {{ \"{arch}\"; }};\n\
              Acquire::Languages \"none\";\nAcquire::Retries \"3\";\nAPT::Sandbox::User \"{}\";\n{dates}",
             user.trim()
         );
@@ -119,14 +130,14 @@ impl Apt {
         Ok(Apt { dir })
     }
 
-    fn command(&self, program: &str) -> Command {
+    pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
         cmd.env("APT_CONFIG", self.dir.join("apt.conf"));
         cmd
     }
 
     /// `apt-get update`, unless the lists are younger than a day.
-    fn update(&self) -> anyhow::Result<()> {
+    pub fn update(&self) -> anyhow::Result<()> {
         let stamp = self.dir.join("updated");
         if fresh(&stamp) {
             return Ok(());
@@ -152,28 +163,29 @@ fn fresh(path: &Path) -> bool {
         .is_some_and(|age| age < MAX_AGE)
 }
 
-/// The kernel named `name` (a suite or a release), downloaded and unpacked if not yet cached.
-pub fn fetch(cache: &Path, name: &str) -> anyhow::Result<Kernel> {
+/// The kernel named `name` (a suite or a release) of Debian architecture `arch`, downloaded
+/// and unpacked if not yet cached.
+pub fn fetch(cache: &Path, name: &str, arch: &str) -> anyhow::Result<Kernel> {
     let (release, suite) = if is_release(name) {
         (name.to_owned(), None)
     } else {
-        (resolve(cache, name)?, Some(name))
+        (resolve(cache, name, arch)?, Some(name))
     };
     let dir = cache.join("kernels").join(&release);
     if !dir.join("complete").exists() {
         let suite = match suite {
             Some(suite) => suite.to_owned(),
-            None => find_suite(cache, &release)?,
+            None => find_suite(cache, &release, arch)?,
         };
-        unpack(cache, &suite, &release, &dir)?;
+        unpack(cache, &suite, arch, &release, &dir)?;
     }
     Ok(Kernel { release, dir })
 }
 
-/// The release of a suite's `linux-image-amd64`, remembered for a day under `suites/SUITE`
-/// (and used longer when the archive cannot be reached).
-fn resolve(cache: &Path, suite: &str) -> anyhow::Result<String> {
-    let remembered = cache.join("suites").join(suite);
+/// The release of a suite's `linux-image-ARCH`, remembered for a day under `suites/SUITE`
+/// ([`suite_key`]; used longer when the archive cannot be reached).
+fn resolve(cache: &Path, suite: &str, arch: &str) -> anyhow::Result<String> {
+    let remembered = cache.join("suites").join(suite_key(suite, arch));
     // The kernel resolved before, if it is still in the cache.
     let cached = fs::read_to_string(&remembered)
         .ok()
@@ -184,26 +196,27 @@ fn resolve(cache: &Path, suite: &str) -> anyhow::Result<String> {
     {
         return Ok(release.clone());
     }
-    let apt = Apt::new(cache, suite)?;
+    let apt = Apt::new(cache, suite, arch)?;
     if let Err(e) = apt.update() {
         // Offline: a kernel fetched before still serves, older than a day or not.
         let Some(release) = cached else { return Err(e) };
         eprintln!("vm-test: cannot refresh {suite} ({e:#}); using its cached kernel {release}");
         return Ok(release);
     }
-    let depends = output(apt.command("apt-cache").args(["depends", "linux-image-amd64"]))
-        .with_context(|| format!("suite {suite} has no linux-image-amd64 (is it a Debian suite?)"))?;
+    let meta = format!("linux-image-{arch}");
+    let depends = output(apt.command("apt-cache").args(["depends", &meta]))
+        .with_context(|| format!("suite {suite} has no {meta} (is it a Debian suite?)"))?;
     let release = release_from_depends(&depends)
-        .with_context(|| format!("cannot tell which kernel linux-image-amd64 of {suite} depends on"))?;
+        .with_context(|| format!("cannot tell which kernel {meta} of {suite} depends on"))?;
     fs::create_dir_all(cache.join("suites"))?;
     fs::write(&remembered, &release)?;
     Ok(release)
 }
 
 /// The first searched suite that still carries `release`.
-fn find_suite(cache: &Path, release: &str) -> anyhow::Result<String> {
+fn find_suite(cache: &Path, release: &str, arch: &str) -> anyhow::Result<String> {
     for suite in SEARCHED_SUITES {
-        let apt = Apt::new(cache, suite)?;
+        let apt = Apt::new(cache, suite, arch)?;
         if apt.update().is_ok() && apt.has(&format!("linux-image-{release}")) {
             return Ok((*suite).to_owned());
         }
@@ -216,8 +229,8 @@ fn find_suite(cache: &Path, release: &str) -> anyhow::Result<String> {
 
 /// Download the packages of `release` from `suite` and unpack the image, config and modules
 /// into `dir` (through `dir.tmp`, renamed when complete).
-fn unpack(cache: &Path, suite: &str, release: &str, dir: &Path) -> anyhow::Result<()> {
-    let apt = Apt::new(cache, suite)?;
+fn unpack(cache: &Path, suite: &str, arch: &str, release: &str, dir: &Path) -> anyhow::Result<()> {
+    let apt = Apt::new(cache, suite, arch)?;
     apt.update()?;
     let packages: Vec<String> = package_candidates(release).into_iter().filter(|p| apt.has(p)).collect();
     if packages.is_empty() {
@@ -271,7 +284,7 @@ fn unpack(cache: &Path, suite: &str, release: &str, dir: &Path) -> anyhow::Resul
     fs::rename(&tmp, dir).with_context(|| format!("moving {} into place", dir.display()))
 }
 
-fn clear_debs(dir: &Path) -> anyhow::Result<()> {
+pub fn clear_debs(dir: &Path) -> anyhow::Result<()> {
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "deb") {

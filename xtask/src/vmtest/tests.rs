@@ -4,9 +4,11 @@
 use std::path::Path;
 
 use super::{
+    arch::GuestArch,
     guest, initramfs,
     kernel::{self, KEYRING},
     report::{self, BEGIN, END, Outcome, Row},
+    rootfs,
 };
 
 /// The release comes from the `Depends:` line that names a versioned image, not a recommends.
@@ -43,12 +45,12 @@ fn package_names_of_a_release() {
 /// Stable suites get their updates and security archives; sid and backports only themselves.
 #[test]
 fn sources_of_stable_and_rolling_suites() {
-    let stable = kernel::sources_list("bookworm", "http://m/debian", "http://m/debian-security");
+    let stable = kernel::sources_list("bookworm", "amd64", "http://m/debian", "http://m/debian-security");
     assert_eq!(stable.lines().count(), 3);
     assert!(stable.contains("http://m/debian-security bookworm-security main"));
     assert!(stable.contains(&format!("signed-by={KEYRING}")));
     for rolling in ["sid", "bookworm-backports"] {
-        let list = kernel::sources_list(rolling, "http://m/debian", "http://m/debian-security");
+        let list = kernel::sources_list(rolling, "amd64", "http://m/debian", "http://m/debian-security");
         assert_eq!(
             list,
             format!("deb [arch=amd64 signed-by={KEYRING}] http://m/debian {rolling} main\n")
@@ -61,6 +63,7 @@ fn sources_of_stable_and_rolling_suites() {
 #[test]
 fn guest_command_line() {
     let line = guest::command_line(
+        "ttyS0",
         Path::new("/r/target/vm-test/sid"),
         Path::new("/r"),
         Path::new("/c/kernels/7.2"),
@@ -72,7 +75,31 @@ fn guest_command_line() {
             " sframe_trace.run=/r/target/vm-test/sid sframe_trace.repo=/r sframe_trace.kernel=/c/kernels/7.2"
         )
     );
-    assert!(guest::command_line(Path::new("/a b"), Path::new("/r"), Path::new("/k")).is_err());
+    assert!(guest::command_line("ttyS0", Path::new("/a b"), Path::new("/r"), Path::new("/k")).is_err());
+    let arm = guest::command_line("ttyAMA0", Path::new("/r/x"), Path::new("/r"), Path::new("/k")).unwrap();
+    assert!(arm.starts_with("console=ttyAMA0 panic=-1 "));
+}
+
+/// An aarch64 guest gets the `virt` board and a CPU with pointer authentication under
+/// emulation, the host's CPU under kvm; x86-64 keeps q35.
+#[test]
+fn machine_arguments_per_architecture() {
+    let arm = GuestArch::Aarch64.machine_args("tcg");
+    assert_eq!(arm, ["-M", "virt", "-accel", "tcg", "-cpu", "max,pauth-impdef=on"]);
+    assert_eq!(GuestArch::Aarch64.machine_args("kvm")[5], "host");
+    assert_eq!(GuestArch::X86_64.machine_args("tcg")[1], "q35");
+    assert_eq!(GuestArch::Aarch64.qemu().0, "qemu-system-aarch64");
+    assert_eq!(kernel::suite_key("bookworm", "arm64"), "bookworm-arm64");
+    assert_eq!(kernel::suite_key("bookworm", "amd64"), "bookworm");
+}
+
+/// `apt-cache depends --recurse` output: the unindented names, without virtual packages,
+/// each once.
+#[test]
+fn package_closure_of_apt_depends() {
+    let depends = "libc6\n  Depends: libgcc-s1\n  Breaks: <foo>\nlibgcc-s1\n  Depends: gcc-12-base\n  \
+                   Depends: libc6\ngcc-12-base\n<awk>\nlibc6\n";
+    assert_eq!(rootfs::package_closure(depends), ["libc6", "libgcc-s1", "gcc-12-base"]);
 }
 
 /// qemu option values double their commas; shell words are quoted only when they must be.
