@@ -17,8 +17,8 @@ use sframe_trace::python::{
     code::{CodeInfo, read_code},
     detect_file, merge,
 };
-use sframe_trace::table::TableSet;
 use sframe_trace::registry::Catalog;
+use sframe_trace::table::TableSet;
 use tracer_common::trace::Sample;
 
 use crate::support::{Running, privileged};
