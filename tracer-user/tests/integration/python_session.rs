@@ -1,9 +1,9 @@
 //! CPython frames in real sessions of the `sframe-trace` command: a process running Debian's
-//! `/usr/bin/python3.11` (started with `--`) is registered with the kernel's Python walk when
+//! `/usr/bin/python3.11` (started with `--`, or traced with `--pid`) is registered with the kernel's Python walk when
 //! it is loaded, so the summary counts Python walks and frames; `--no-python` turns the walk
 //! off. Needs root; under `CI=true` it fails instead of skipping.
 
-use crate::support::{SUMMARY_JSON, Summary, Tracer, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
 
 /// A recursive fib, run for a few seconds of CPU (the tracer ends when it exits).
 const FIB: &str = "\
@@ -17,8 +17,9 @@ def outer():
 outer()
 ";
 
-/// The JSON summary of tracing `python3.11 FIB` to the end, with `extra` flags.
-fn session(extra: &[&str]) -> Summary {
+/// The JSON summary of tracing `python3.11 FIB` to the end, with `extra` flags; `attach`:
+/// started first and traced with `--pid`, else launched with `--`.
+fn session(extra: &[&str], attach: bool) -> Summary {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let script = dir.path().join("fib_session.py");
     std::fs::write(&script, FIB).expect("write the script");
@@ -26,18 +27,36 @@ fn session(extra: &[&str]) -> Summary {
     let mut args: Vec<&str> = vec!["-f", "folded", "-o", "/dev/null"];
     args.extend(SUMMARY_JSON);
     args.extend(extra);
-    args.extend(["--", "/usr/bin/python3.11", script]);
+    let _running;
+    let pid;
+    if attach {
+        let child = std::process::Command::new("/usr/bin/python3.11")
+            .arg(script)
+            .spawn()
+            .expect("start python3.11");
+        _running = Running(child);
+        pid = _running.pid().to_string();
+        args.extend(["--pid", pid.as_str()]);
+    } else {
+        args.extend(["--", "/usr/bin/python3.11", script]);
+    }
     Summary::of(&Tracer::start(&args).finish())
 }
 
-/// The launched interpreter is registered: the kernel walks its Python frames in (nearly)
+/// The launched interpreter is registered, launched with `--` or traced with `--pid`: the kernel walks its Python frames in (nearly)
 /// every sample, each walk several frames deep (`outer`, `fib`...), hardly any cut short.
 #[test]
 fn python_session_registers_the_interpreter() {
     let Some(_serial) = privileged("python_session_registers_the_interpreter") else {
         return;
     };
-    let summary = session(&[]);
+    for attach in [false, true] {
+        judge_walks(&session(&[], attach));
+    }
+}
+
+/// Nearly every sample walked, each walk several frames deep, hardly any cut short.
+fn judge_walks(summary: &Summary) {
     let (samples, walks, frames) = (
         summary.count("samples"),
         summary.count("python.walks"),
@@ -61,7 +80,7 @@ fn python_session_no_python() {
     let Some(_serial) = privileged("python_session_no_python") else {
         return;
     };
-    let summary = session(&["--no-python"]);
+    let summary = session(&["--no-python"], false);
     assert!(summary.count("samples") >= 50, "too few samples: {}", summary.0);
     assert_eq!(summary.count("python.walks"), 0, "{}", summary.0);
     assert_eq!(summary.count("python.frames"), 0, "{}", summary.0);
