@@ -1,7 +1,7 @@
 //! CPython frames in real sessions of the `sframe-trace` command: a process running Debian's
-//! `/usr/bin/python3.11` (started with `--`, or traced with `--pid`) is registered with the kernel's Python walk when
-//! it is loaded, so the summary counts Python walks and frames; `--no-python` turns the walk
-//! off. Needs root; under `CI=true` it fails instead of skipping.
+//! `/usr/bin/python3.11` (started with `--`, or traced with `--pid`) is registered with the
+//! kernel's Python walk when it is loaded, so the summary counts Python walks and frames;
+//! `--no-python` turns the walk off. Needs root; under `CI=true` it fails instead of skipping.
 
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
 
