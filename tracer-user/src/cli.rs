@@ -139,6 +139,10 @@ pub struct TraceArgs {
     /// Do not record kernel stacks.
     #[arg(long)]
     pub no_kernel: bool,
+    /// Do not walk the frames of CPython interpreters (3.11 to 3.13): by default a process
+    /// running one shows its Python functions in place of the interpreter's evaluation loop.
+    #[arg(long)]
+    pub no_python: bool,
     /// Do not show functions inlined by the compiler as frames of their own (by default they
     /// are, where debug information records them).
     #[arg(long)]

@@ -115,6 +115,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         duration: args.duration,
         max_depth: args.max_depth,
         kernel_stacks: !args.no_kernel,
+        python: !args.no_python,
         outputs,
         inline: !args.no_inline,
         otlp,

@@ -50,6 +50,8 @@ pub struct Catalog<T = TableSet> {
     pub jit_dumps: DumpStats,
     /// What code each jitdump image covers, and the reloads samples outside it asked for.
     dump_code: jitcode::DumpCode,
+    /// Which objects are CPython interpreters (`python`).
+    python: python::PythonObjects,
 }
 
 impl<T: TableStore + Default> Catalog<T> {
@@ -365,6 +367,7 @@ mod counts;
 mod jitcode;
 mod loader;
 mod maps;
+mod python;
 mod store;
 mod vdso;
 pub use counts::{NoTableKind, TableCounts};

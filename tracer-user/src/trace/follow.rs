@@ -95,6 +95,9 @@ pub struct Follower<P = Live> {
     /// Memory was freed since [`Follower::take_freed`] last said so (a background build's
     /// scratch, an unloaded table).
     freed: bool,
+    /// Whether the CPython frames of processes running an interpreter are walked
+    /// (`--no-python` turns it off).
+    pub python: bool,
     pub stats: FollowStats,
 }
 
@@ -120,6 +123,7 @@ impl<P: Processes> Follower<P> {
             last_sweep: Instant::now(),
             sweeps: 0,
             freed: false,
+            python: true,
             stats: FollowStats::default(),
         };
         (follower, receiver)
@@ -156,8 +160,8 @@ impl<P: Processes> Follower<P> {
         self.ended(notice, catalog);
         log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
         match NoticeKind::try_from(notice.kind) {
-            // Done by `ended`.
-            Ok(NoticeKind::Exit) => Ok(()),
+            // Done by `ended`, but for the interpreter record, which the kernel keeps.
+            Ok(NoticeKind::Exit) => kernel.set_python(pid, None),
             Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
                 self.stats.loaded += 1;
                 self.load(pid, catalog, kernel)
@@ -191,10 +195,12 @@ impl<P: Processes> Follower<P> {
                 log::debug!("process {pid}: {err:#}");
                 self.stats.no_room += 1;
             }
+            self.set_python(pid, catalog, kernel);
             // It may have exited before it was in the process map: then no exit notice comes.
             if !self.processes.alive(pid) {
                 self.exited.push_back((Instant::now(), pid));
                 kernel.remove_process(pid)?;
+                kernel.set_python(pid, None)?;
             }
             return Ok(());
         }
@@ -223,6 +229,27 @@ impl<P: Processes> Follower<P> {
             });
         });
         Ok(())
+    }
+
+    /// Tell the kernel whether `pid` (just loaded: started, exec'ed, remapped) runs a CPython
+    /// interpreter whose frames it walks. A full map is logged: the process keeps its native
+    /// stacks.
+    fn set_python(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut impl KernelTables) {
+        let info = if self.python { catalog.python_info(pid) } else { None };
+        if info.is_none() && !self.python {
+            return;
+        }
+        if let Err(err) = kernel.set_python(pid, info.as_ref()) {
+            log::debug!("process {pid}: {err:#}");
+        }
+    }
+
+    /// [`Follower::set_python`] for every process loaded at the start.
+    pub fn set_python_all(&mut self, catalog: &mut Catalog, kernel: &mut impl KernelTables) {
+        let pids: Vec<u32> = catalog.processes.current.keys().copied().collect();
+        for pid in pids {
+            self.set_python(pid, catalog, kernel);
+        }
     }
 
     /// Tables built in the background arrived: keep them and load their process (reading its
@@ -258,6 +285,7 @@ impl<P: Processes> Follower<P> {
                 if !self.exited.iter().any(|&(_, p)| p == pid) {
                     self.exited.push_back((Instant::now(), pid));
                     kernel.remove_process(pid)?;
+                    kernel.set_python(pid, None)?;
                 }
             }
         }

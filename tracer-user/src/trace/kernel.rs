@@ -5,7 +5,7 @@
 //! (discovery: a process's mappings, whether it still runs), implemented by [`Live`] over
 //! `/proc`.
 
-use tracer_common::trace::ExecMapping;
+use tracer_common::{python::PyProcInfo, trace::ExecMapping};
 
 use crate::{
     procmaps::{self, Known, Mapping, ProcError},
@@ -20,6 +20,10 @@ pub trait KernelTables {
     fn set_process(&mut self, pid: u32, mappings: &[ExecMapping]) -> anyhow::Result<usize>;
     /// Stop tracing `pid`.
     fn remove_process(&mut self, pid: u32) -> anyhow::Result<()>;
+    /// Walk the CPython frames of `pid` with `info`, or no more with `None`.
+    fn set_python(&mut self, _pid: u32, _info: Option<&PyProcInfo>) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 impl KernelTables for crate::bpf::Kernel {
@@ -33,6 +37,13 @@ impl KernelTables for crate::bpf::Kernel {
 
     fn remove_process(&mut self, pid: u32) -> anyhow::Result<()> {
         crate::bpf::Kernel::remove_process(self, pid)
+    }
+
+    fn set_python(&mut self, pid: u32, info: Option<&PyProcInfo>) -> anyhow::Result<()> {
+        match info {
+            Some(info) => crate::bpf::Kernel::set_python(self, pid, info),
+            None => crate::bpf::Kernel::remove_python(self, pid),
+        }
     }
 }
 

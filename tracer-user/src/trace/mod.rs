@@ -59,6 +59,8 @@ pub struct TraceConfig {
     pub duration: Option<Duration>,
     pub max_depth: u32,
     pub kernel_stacks: bool,
+    /// Walk and name the CPython frames of processes running an interpreter.
+    pub python: bool,
     /// The files (or stdout) the stacks are written to, each in its format (not otlp).
     pub outputs: Vec<OutputSpec>,
     /// Inlined functions as frames of their own (`--no-inline` turns it off).
@@ -118,7 +120,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     kernel.attach()?;
     targets.release();
     let (mut follower, mut built) = Follower::new();
+    follower.python = config.python;
     follower.stats.vanished += skipped;
+    follower.set_python_all(&mut catalog, &mut kernel);
     for pid in deferred {
         follower.load(pid, &mut catalog, &mut kernel)?;
     }
@@ -261,6 +265,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         follow: follower.stats,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
+        python: summary::python::PythonFigures::from(&kernel.python_counts()?),
     };
     let mut ended = if failed_outputs.is_empty() {
         Ended::Complete

@@ -54,6 +54,9 @@ impl Stack {
     /// sample into one stack and copies it only when it is new.
     pub fn set_to(&mut self, sample: &Sample, catalog: &Catalog, events: &EventNames) {
         let num_user = (sample.num_user as usize).min(sample.user.len());
+        // The CPython frames the kernel appended after the native ones are not resolved yet:
+        // only the native frames are kept (the evaluation loop's frames stay as they are).
+        let num_user = crate::python::merge::split(&sample.user[..num_user]);
         self.user.clear();
         self.sources.clear();
         // The mapping of the frame before: the mappings `mapping_at` searches are disjoint and

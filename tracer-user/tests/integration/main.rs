@@ -42,6 +42,8 @@ mod privileged;
 mod procmaps;
 #[cfg(feature = "ebpf")]
 mod python;
+#[cfg(feature = "ebpf")]
+mod python_session;
 mod reader;
 #[cfg(feature = "ebpf")]
 mod security;

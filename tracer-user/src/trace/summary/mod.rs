@@ -5,6 +5,7 @@
 //! to `--summary-output`): both forms carry the same numbers. Writing the file lives in `file`.
 
 mod file;
+pub mod python;
 
 use std::{collections::BTreeMap, fmt, path::PathBuf, time::Duration};
 
@@ -86,6 +87,8 @@ pub struct Summary<'a> {
     pub failed_outputs: &'a [String],
     /// What became of the OTLP exports (`-f otlp` only).
     pub otlp: Option<&'a ExportReport>,
+    /// The kernel's CPython walks.
+    pub python: python::PythonFigures,
 }
 
 /// Every figure of the summary, as the JSON form names them (field by field in the README).
@@ -120,6 +123,8 @@ pub struct Figures {
     pub jit: crate::jit::JitStats,
     /// jitdumps of processes running JIT code: read, refused by reason, regions given tables.
     pub jitdump: crate::registry::DumpStats,
+    /// CPython frame chains the kernel walked: walks, frames, walks cut short by reason.
+    pub python: python::PythonFigures,
 }
 
 /// What became of the OTLP exports: snapshots sent and their samples, and those that never
@@ -263,6 +268,7 @@ impl Summary<'_> {
             otlp: self.otlp.map(Exports::from),
             jit: self.catalog.jit.stats(),
             jitdump: self.catalog.jit_dumps.clone(),
+            python: self.python.clone(),
         }
     }
 
@@ -361,6 +367,7 @@ impl fmt::Display for Summary<'_> {
             )?;
         }
         write_jit(f, &figures.jit, &figures.jitdump)?;
+        python::write(f, &figures.python)?;
         let symbols = &figures.symbols;
         if !symbols.is_empty() {
             let mut parts = vec![format!(

@@ -68,6 +68,7 @@ fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
         },
         failed_outputs: &[],
         otlp: None,
+        python: Default::default(),
     }
 }
 
@@ -141,6 +142,7 @@ fn json_has_the_figures_of_the_text() {
             "read": 0, "refused_by_reason": {}, "malformed_records": 0, "unusable_unwind": 0, "regions": 0,
             "image_bytes": 0, "over_limit": 0, "rereads": 0,
         },
+        "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {}},
     });
     assert_eq!(v, expected);
     // The text says the same.
@@ -335,5 +337,34 @@ fn forgotten_objects_stay_counted_and_notes_are_bounded() {
             .to_string()
             .contains("note: and 1193 more objects without a table"),
         "{summary}"
+    );
+}
+
+/// The kernel's Python walks are a line of the text only when there were some, and the JSON
+/// names the walks cut short by reason (those that happened only).
+#[test]
+fn python_walks_in_both_forms() {
+    use tracer_common::python::PyStop;
+
+    let (catalog, profile) = session();
+    assert!(!summary(&catalog, &profile).to_string().contains("python:"));
+    let counts = crate::bpf::PythonCounts {
+        walks: 40,
+        frames: 700,
+        stops: vec![(PyStop::NoThreadState, 0), (PyStop::ReadFailed, 3)],
+    };
+    let summary = Summary {
+        python: (&counts).into(),
+        ..summary(&catalog, &profile)
+    };
+    let text = summary.to_string();
+    assert!(
+        text.contains("\n  python: 40 walks, 700 frames, 3 walks cut short (read_failed 3)\n"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    assert_eq!(
+        v["python"],
+        serde_json::json!({"walks": 40, "frames": 700, "cut_short": 3, "cut_short_by_reason": {"read_failed": 3}})
     );
 }

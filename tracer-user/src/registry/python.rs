@@ -1,0 +1,68 @@
+//! Which traced processes run a CPython interpreter: among the objects a process maps, the
+//! one named like `python3.X` or `libpython3.X.so` whose symbols make it an interpreter
+//! (`python::detect_file` over the object's already-open file, never a path opened again).
+//! Detection is done once per object identity and cached, the failures too (an unsupported
+//! version is logged once, not at every load).
+
+use std::collections::HashMap;
+
+use tracer_common::python::PyProcInfo;
+
+use super::{Catalog, TableStore};
+use crate::{
+    procmaps::ObjectKey,
+    python::{PythonImage, detect_file},
+};
+
+/// Objects at most in the detection cache; past it the cache is emptied (named eviction:
+/// objects are detected again when a process maps them next).
+const MAX_DETECTED: usize = 4096;
+
+/// The detection result of each interpreter-named object seen.
+#[derive(Default)]
+pub struct PythonObjects {
+    detected: HashMap<ObjectKey, Option<PythonImage>>,
+}
+
+/// Whether a mapped file's name is one an interpreter is shipped under.
+fn interpreter_name(name: &str) -> bool {
+    name.starts_with("python3") || name.starts_with("libpython3")
+}
+
+impl<T: TableStore> Catalog<T> {
+    /// The kernel's record for `pid` if one of its current mappings is a CPython interpreter
+    /// the walk supports (with that mapping's bias), else `None`.
+    pub fn python_info(&mut self, pid: u32) -> Option<PyProcInfo> {
+        let mappings = self.processes.current.get(&pid)?;
+        for m in mappings {
+            let Some(object) = m.object.and_then(|i| self.objects.get(i)) else {
+                continue;
+            };
+            let (Some(key), Some(file)) = (&object.key, &object.file) else {
+                continue;
+            };
+            if !interpreter_name(&object.name) {
+                continue;
+            }
+            let cache = &mut self.python.detected;
+            if !cache.contains_key(key) && cache.len() >= MAX_DETECTED {
+                log::debug!("python: detection cache full ({MAX_DETECTED}), emptied");
+                cache.clear();
+            }
+            let image = *cache.entry(key.clone()).or_insert_with(|| match detect_file(file) {
+                Ok(image) => image,
+                Err(err) => {
+                    log::warn!("{}: {err}; its Python frames are not shown", object.path.display());
+                    None
+                }
+            });
+            if let Some(image) = image {
+                return Some(image.proc_info(m.bias));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
