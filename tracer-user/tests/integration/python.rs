@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sframe_trace::bpf::{Kernel, KernelConfig};
+use sframe_trace::bpf::Kernel;
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
 use sframe_trace::python::{
     PythonImage,
@@ -53,16 +53,7 @@ fn trace(python: &str, script: &str) -> (Vec<Sample>, PythonImage, u64, Running,
     let mappings = catalog.add_process(pid, &found);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let (samples, counts) = runtime.block_on(async {
-        let config = KernelConfig {
-            frequency: 499,
-            max_depth: 256,
-            kernel_stacks: false,
-            all_processes: false,
-            max_processes: 4,
-            table_capacity: None,
-            events: sframe_trace::event::EventSet::default(),
-            ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
-        };
+        let config = crate::support::kernel_config(256, false);
         let mut kernel = Kernel::load(&config, &mut catalog.loader.tables).expect("load the eBPF program");
         kernel.set_process(pid, &mappings).expect("set the process");
         kernel
@@ -312,17 +303,33 @@ fn judge(py: &[&str], shape: &[&str]) -> Verdict {
     if at == py.len() { Verdict::Exact } else { Verdict::Wrong }
 }
 
-/// The interpreters the programs run on: Debian's 3.11 (a static interpreter), the image's
-/// default `python3` (pyenv's 3.11.7, `libpython3.11.so`), and pyenv's 3.12 and 3.13 where the
-/// image has them (skipped, loudly, where it has not).
+/// The interpreters the programs run on: Debian's 3.11 (a static interpreter), the default
+/// `python3` on the path (on the image this suite is made on, pyenv's 3.11, `libpython3.11.so`),
+/// and pyenv's 3.12 and 3.13 where pyenv (`pyenv root`) has them (skipped, loudly, where not).
 fn interpreters(test: &str) -> Vec<String> {
     let mut out = vec!["/usr/bin/python3.11".to_string(), "python3".to_string()];
-    for v in ["3.12.1/bin/python3.12", "3.13.0/bin/python3.13"] {
-        let path = format!("/root/.pyenv/versions/{v}");
-        if std::path::Path::new(&path).exists() {
-            out.push(path);
-        } else {
-            crate::support::skipped(test, &format!("{path} is not installed"));
+    let root = std::process::Command::new("pyenv")
+        .arg("root")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let versions: Vec<std::path::PathBuf> = root
+        .and_then(|r| std::fs::read_dir(r.join("versions")).ok())
+        .map(|dir| dir.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    for minor in ["3.12", "3.13"] {
+        let found = versions
+            .iter()
+            .filter(|v| {
+                v.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{minor}.")))
+            })
+            .map(|v| v.join(format!("bin/python{minor}")))
+            .find(|p| p.exists());
+        match found {
+            Some(path) => out.push(path.display().to_string()),
+            None => crate::support::skipped(test, &format!("no pyenv python{minor} installed")),
         }
     }
     out

@@ -525,3 +525,19 @@ pub fn json_samples(text: &str, pid: u32) -> Vec<serde_json::Value> {
 pub fn json_frames(sample: &serde_json::Value) -> &[serde_json::Value] {
     sample["frames"].as_array().expect("a sample has frames")
 }
+
+/// The kernel program's settings for the tests that load it directly: 499 Hz, stacks up to
+/// `max_depth` frames (with kernel stacks or not), a few processes, the default ring buffer.
+#[cfg(feature = "ebpf")]
+pub fn kernel_config(max_depth: u32, kernel_stacks: bool) -> sframe_trace::bpf::KernelConfig {
+    sframe_trace::bpf::KernelConfig {
+        frequency: 499,
+        max_depth,
+        kernel_stacks,
+        all_processes: false,
+        max_processes: 4,
+        table_capacity: None,
+        events: sframe_trace::event::EventSet::default(),
+        ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
+    }
+}

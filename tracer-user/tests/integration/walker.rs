@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sframe_trace::bpf::{Kernel, KernelConfig};
+use sframe_trace::bpf::Kernel;
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
 use sframe_trace::registry::Catalog;
 use sframe_trace::table::TableSet;
@@ -150,16 +150,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
     let (mut catalog, traced) = tables_for(pid, exe);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let (mut samples, stops, counters) = runtime.block_on(async {
-        let config = KernelConfig {
-            frequency: 499,
-            max_depth: 64,
-            kernel_stacks,
-            all_processes: false,
-            max_processes: 4,
-            table_capacity: None,
-            events: sframe_trace::event::EventSet::default(),
-            ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
-        };
+        let config = crate::support::kernel_config(64, kernel_stacks);
         let mut kernel = Kernel::load(&config, &mut catalog.loader.tables).expect("load the eBPF program");
         for (program, instructions) in kernel.program_sizes().expect("program info") {
             eprintln!("{program}: {instructions} instructions verified");

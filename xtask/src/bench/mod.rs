@@ -184,14 +184,7 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
         "perfmap" => (perfmap::run, "perfmap_bench"),
         "hostscale" => {
-            sh(cargo().args([
-                "build",
-                "--release",
-                "--package",
-                "tracer-user",
-                "--bin",
-                "sframe-trace",
-            ]))?;
+            crate::run::build_release_tracer(root)?;
             (hostscale::run, "build_bench")
         }
         other => anyhow::bail!("no phase {other:?} runs alone (perfmap and hostscale do)"),

@@ -137,6 +137,19 @@ impl Apt {
     }
 
     /// `apt-get update`, unless the lists are younger than a day.
+    /// Download `packages` (only them) into this cache's download directory, emptied of earlier
+    /// packages first; that directory.
+    pub fn download(&self, packages: &[String]) -> anyhow::Result<PathBuf> {
+        let download = self.dir.join("download");
+        clear_debs(&download)?;
+        sh(self
+            .command("apt-get")
+            .current_dir(&download)
+            .args(["-q", "download"])
+            .args(packages))?;
+        Ok(download)
+    }
+
     pub fn update(&self) -> anyhow::Result<()> {
         let stamp = self.dir.join("updated");
         if fresh(&stamp) {
@@ -236,13 +249,7 @@ fn unpack(cache: &Path, suite: &str, arch: &str, release: &str, dir: &Path) -> a
     if packages.is_empty() {
         bail!("suite {suite} has no package of kernel {release}");
     }
-    let download = apt.dir.join("download");
-    clear_debs(&download)?;
-    sh(apt
-        .command("apt-get")
-        .current_dir(&download)
-        .args(["-q", "download"])
-        .args(&packages))?;
+    let download = apt.download(&packages)?;
     let tmp = dir.with_file_name(format!("{release}.tmp"));
     if tmp.exists() {
         fs::remove_dir_all(&tmp)?;

@@ -82,13 +82,7 @@ pub fn fetch(cache: &Path, arch: &str) -> anyhow::Result<PathBuf> {
     )
     .with_context(|| format!("{SUITE} ({arch}) lacks one of {}", PACKAGES.join(", ")))?;
     let packages = package_closure(&depends);
-    let download = apt.dir.join("download");
-    clear_debs(&download)?;
-    sh(apt
-        .command("apt-get")
-        .current_dir(&download)
-        .args(["-q", "download"])
-        .args(&packages))?;
+    let download = apt.download(&packages)?;
     let tmp = dir.with_file_name(format!("{key}.tmp"));
     if tmp.exists() {
         fs::remove_dir_all(&tmp)?;
