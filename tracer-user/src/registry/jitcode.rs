@@ -10,7 +10,9 @@
 //! outside the known mappings makes the kernel ask for that, and a sample in a known region at
 //! code its image does not hold asks for it here ([`Catalog::note_dump_frame`], at most every
 //! [`REREAD`] per process), so that code compiled into a region already known gets its names
-//! and rows from the dump without waiting for anything else to reload the mappings.
+//! and rows from the dump without waiting for anything else to reload the mappings; so does a
+//! sample in executable memory no image covers yet ([`Catalog::note_unknown_code`]: the dump
+//! may have been read before the runtime wrote its records).
 
 use std::{
     cell::RefCell,
@@ -145,6 +147,15 @@ impl<T: TableStore> Catalog<T> {
         if let Some(ranges) = self.dump_code.covered.get(&object)
             && !ranges.iter().any(|&(start, end)| start <= offset && offset < end)
         {
+            self.dump_code.wanted.borrow_mut().insert(pid);
+        }
+    }
+
+    /// A sample of `pid` has a frame in executable memory without an object: if the process
+    /// maps a jitdump, its records may have been written after it was read (the first read
+    /// can come before the runtime wrote any), so it is to be read again too.
+    pub fn note_unknown_code(&self, pid: u32) {
+        if self.dump_code.dumps.contains_key(&pid) {
             self.dump_code.wanted.borrow_mut().insert(pid);
         }
     }

@@ -89,10 +89,13 @@ impl Stack {
                 }
                 // Executable memory without an object (JIT code): its perf map may name it.
                 // (Not an address in no mapping at all: a frame-pointer walk's guess.)
-                Some(_) => Frame::UserUnknown {
-                    addr: lookup,
-                    process: catalog.jit.want(sample.tgid, lookup, sample.time_ns),
-                },
+                Some(_) => {
+                    catalog.note_unknown_code(sample.tgid);
+                    Frame::UserUnknown {
+                        addr: lookup,
+                        process: catalog.jit.want(sample.tgid, lookup, sample.time_ns),
+                    }
+                }
                 None => Frame::UserUnknown {
                     addr: lookup,
                     process: 0,
