@@ -21,10 +21,14 @@ pub enum FrameSource {
     Jit,
     /// JIT-compiled code named by its process's jitdump (however it was found).
     JitDump,
+    /// A CPython function, from the interpreter's frame chain (in place of the
+    /// evaluation-loop frame that ran it).
+    Python,
 }
 
 impl FrameSource {
-    /// The name formats print: `sframe`, `eh_frame`, `fp`, `kernel`, `jit`, `jitdump`.
+    /// The name formats print: `sframe`, `eh_frame`, `fp`, `kernel`, `jit`, `jitdump`,
+    /// `python`.
     pub fn name(self) -> &'static str {
         match self {
             FrameSource::Sframe => "sframe",
@@ -33,11 +37,12 @@ impl FrameSource {
             FrameSource::Kernel => "kernel",
             FrameSource::Jit => "jit",
             FrameSource::JitDump => "jitdump",
+            FrameSource::Python => "python",
         }
     }
 
     /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `k`,
-    /// `j`, `d`), so that a profile symbolized elsewhere says how each frame was found.
+    /// `j`, `d`, `p`), so that a profile symbolized elsewhere says how each frame was found.
     pub fn letter(self) -> char {
         match self {
             FrameSource::Sframe => 's',
@@ -46,6 +51,7 @@ impl FrameSource {
             FrameSource::Kernel => 'k',
             FrameSource::Jit => 'j',
             FrameSource::JitDump => 'd',
+            FrameSource::Python => 'p',
         }
     }
 
@@ -58,6 +64,7 @@ impl FrameSource {
             'k' => FrameSource::Kernel,
             'j' => FrameSource::Jit,
             'd' => FrameSource::JitDump,
+            'p' => FrameSource::Python,
             _ => return None,
         })
     }
@@ -98,13 +105,15 @@ pub struct ResolvedFrame {
 impl ResolvedFrame {
     /// The name text formats print: the symbol, else `[OBJECT+0xOFFSET]` for code of a known
     /// object without a symbol, `[kernel 0xADDR]` for an unknown kernel address and
-    /// `[unknown 0xADDR]` for code in no known object.
+    /// `[unknown 0xADDR]` for code in no known object, `[python 0xCODE]` for a Python frame
+    /// whose code object could not be read.
     pub fn name<'a>(&'a self, objects: &[ObjectInfo]) -> Cow<'a, str> {
         if let Some(symbol) = &self.symbol {
             return Cow::Borrowed(symbol);
         }
         Cow::Owned(match (self.source, self.object.and_then(|i| objects.get(i))) {
             (FrameSource::Kernel, _) => format!("[kernel {:#x}]", self.addr),
+            (FrameSource::Python, _) => format!("[python {:#x}]", self.addr),
             (_, Some(object)) => format!("[{}+{:#x}]", object.name, self.offset),
             (_, None) => format!("[unknown {:#x}]", self.addr),
         })

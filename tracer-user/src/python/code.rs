@@ -22,7 +22,14 @@ pub struct CodeInfo {
     pub filename: String,
     pub first_line: i32,
     pub linetable: Vec<u8>,
+    /// The words of the code object it was read from ([`read_header`]): a cached code object
+    /// whose header reads the same later is still this one.
+    pub header: CodeHeader,
 }
+
+/// The words of a code object that point at its names and line table, and the word holding
+/// its first line: a code object freed and another made at its address differs in them.
+pub type CodeHeader = [u64; 4];
 
 /// Why a code object could not be read.
 #[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
@@ -40,9 +47,37 @@ impl CodeInfo {
     /// The line of a frame of this code whose instruction pointer is `instr`, the code object
     /// being at `code`.
     pub fn line(&self, layout: &CodeLayout, code: u64, instr: u64) -> Option<i32> {
-        let offset = instr.wrapping_sub(code.wrapping_add(u64::from(layout.code_adaptive))) as i64;
-        line_of(&self.linetable, self.first_line, offset)
+        line_of(&self.linetable, self.first_line, instr_offset(layout, code, instr))
     }
+}
+
+/// How far into its code a frame of the code object at `code` is, its instruction pointer
+/// being `instr` (negative before the first instruction: see `linetable::line_of`).
+pub fn instr_offset(layout: &CodeLayout, code: u64, instr: u64) -> i64 {
+    instr.wrapping_sub(code.wrapping_add(u64::from(layout.code_adaptive))) as i64
+}
+
+/// The [`CodeHeader`] of the code object at `code`: one read of its first bytes.
+pub fn read_header(
+    layout: &CodeLayout,
+    code: u64,
+    read: &mut impl FnMut(u64, &mut [u8]) -> bool,
+) -> Result<CodeHeader, CodeError> {
+    let fields = [
+        layout.qualname,
+        layout.filename,
+        layout.linetable,
+        layout.firstlineno & !7,
+    ];
+    let end = fields.iter().map(|&f| usize::from(f) + 8).max().unwrap_or(8);
+    let mut bytes = vec![0u8; end];
+    if !read(code, &mut bytes) {
+        return Err(CodeError::Unreadable);
+    }
+    Ok(fields.map(|f| {
+        let at = usize::from(f);
+        u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+    }))
 }
 
 /// Read the code object at `code`. `read(addr, buf)` fills `buf` from the process (false:
@@ -52,6 +87,9 @@ pub fn read_code(
     code: u64,
     read: &mut impl FnMut(u64, &mut [u8]) -> bool,
 ) -> Result<CodeInfo, CodeError> {
+    let header = read_header(layout, code, read)?;
+    let [qualname, filename, linetable, first_line] = header;
+    let first_line = (first_line >> (8 * u64::from(layout.firstlineno & 7))) as u32 as i32;
     let mut word = |addr: u64| -> Result<u64, CodeError> {
         let mut b = [0u8; 8];
         if read(addr, &mut b) {
@@ -60,12 +98,6 @@ pub fn read_code(
             Err(CodeError::Unreadable)
         }
     };
-    let at = |field: u16| code.wrapping_add(u64::from(field));
-    let qualname = word(at(layout.qualname))?;
-    let filename = word(at(layout.filename))?;
-    let linetable = word(at(layout.linetable))?;
-    let first_line = word(at(layout.firstlineno & !7))?;
-    let first_line = (first_line >> (8 * u64::from(layout.firstlineno & 7))) as u32 as i32;
     let table_len = word(linetable.wrapping_add(u64::from(layout.bytes_size)))?;
     if table_len > MAX_LINETABLE {
         return Err(CodeError::BadLineTable);
@@ -79,6 +111,7 @@ pub fn read_code(
         filename: read_str(layout, filename, read)?,
         first_line,
         linetable: table,
+        header,
     })
 }
 

@@ -39,4 +39,6 @@ pub enum PythonError {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;

@@ -52,6 +52,8 @@ pub struct Catalog<T = TableSet> {
     dump_code: jitcode::DumpCode,
     /// Which objects are CPython interpreters (`python`).
     python: python::PythonObjects,
+    /// The interpreters of the processes, and their Python frames named (`pycode`).
+    pub pycode: pycode::PyCodes,
 }
 
 impl<T: TableStore + Default> Catalog<T> {
@@ -130,6 +132,7 @@ impl<T: TableStore> Catalog<T> {
         if let Some(old) = self.processes.remove(pid) {
             self.release(&old);
         }
+        self.pycode.forget(pid);
     }
 
     /// `pid` exited, exec'ed or unmapped code at kernel time `at_ns`: the mappings it had then
@@ -322,6 +325,7 @@ impl Catalog<TableSet> {
         self.processes.sizes(add);
         self.jit.sizes(add);
         self.dump_code.sizes(add);
+        self.pycode.sizes(add);
         self.loader.tables.sizes(add);
     }
 }
@@ -367,6 +371,8 @@ mod counts;
 mod jitcode;
 mod loader;
 mod maps;
+mod pycode;
+mod pymem;
 mod python;
 mod store;
 mod vdso;
@@ -374,5 +380,7 @@ pub use counts::{NoTableKind, TableCounts};
 pub use jitcode::{DumpStats, JITDUMP_OBJECT};
 pub use loader::{NoTable, Prebuilt, Table, TableLoader, TableSource, TableStore, prebuild};
 pub use maps::ProcessMaps;
+pub use pycode::{PYTHON_OBJECT, PyCodes, PyFrame, PyFrameStats, PyFunction};
+pub use pymem::MemReader;
 pub use store::{Object, ObjectStore};
 use vdso::{memory_file, read_memory};

@@ -11,7 +11,7 @@ use tracer_common::python::PyProcInfo;
 use super::{Catalog, TableStore};
 use crate::{
     procmaps::ObjectKey,
-    python::{PythonImage, detect_file},
+    python::{CodeLayout, PythonImage, detect_file},
 };
 
 /// Objects at most in the detection cache; past it the cache is emptied (named eviction:
@@ -32,7 +32,15 @@ fn interpreter_name(name: &str) -> bool {
 impl<T: TableStore> Catalog<T> {
     /// The kernel's record for `pid` if one of its current mappings is a CPython interpreter
     /// the walk supports (with that mapping's bias), else `None`.
+    /// The interpreter found is also where the process's Python frames are named from
+    /// ([`Catalog::pycode`]).
     pub fn python_info(&mut self, pid: u32) -> Option<PyProcInfo> {
+        let found = self.find_python(pid);
+        self.pycode.set(pid, found);
+        found.map(|(info, _)| info)
+    }
+
+    fn find_python(&mut self, pid: u32) -> Option<(PyProcInfo, CodeLayout)> {
         let mappings = self.processes.current.get(&pid)?;
         for m in mappings {
             let Some(object) = m.object.and_then(|i| self.objects.get(i)) else {
@@ -57,7 +65,7 @@ impl<T: TableStore> Catalog<T> {
                 }
             });
             if let Some(image) = image {
-                return Some(image.proc_info(m.bias));
+                return Some((image.proc_info(m.bias), image.layout.code));
             }
         }
         None

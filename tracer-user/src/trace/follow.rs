@@ -164,6 +164,8 @@ impl<P: Processes> Follower<P> {
             Ok(NoticeKind::Exit) => kernel.set_python(pid, None),
             Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
                 self.stats.loaded += 1;
+                // A new image: the code objects read from the old one are not its own.
+                catalog.pycode.forget(pid);
                 self.load(pid, catalog, kernel)
             }
             Ok(NoticeKind::UnknownPc | NoticeKind::Unmapped) => {

@@ -265,7 +265,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         follow: follower.stats,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
-        python: summary::python::PythonFigures::from(&kernel.python_counts()?),
+        python: summary::python::PythonFigures::new(&kernel.python_counts()?, catalog.pycode.stats()),
     };
     let mut ended = if failed_outputs.is_empty() {
         Ended::Complete

@@ -7,7 +7,8 @@ use std::{collections::HashMap, sync::Arc};
 
 use tracer_common::trace::{SOURCE_FP, Sample};
 
-use crate::registry::{Catalog, ResolvedMapping, TableSource};
+use crate::python::merge::{Merged, split};
+use crate::registry::{Catalog, PyFrame, ResolvedMapping, TableSource};
 use crate::{event::EventNames, export::model::FrameSource};
 
 /// One frame of a stack.
@@ -31,6 +32,8 @@ pub enum Frame {
     Kernel {
         addr: u64,
     },
+    /// A Python function at a line, in place of the evaluation-loop frame that ran it.
+    Python(PyFrame),
 }
 
 /// A distinct stack: who and what took it, user frames innermost first with how each was found,
@@ -54,67 +57,27 @@ impl Stack {
     /// sample into one stack and copies it only when it is new.
     pub fn set_to(&mut self, sample: &Sample, catalog: &Catalog, events: &EventNames) {
         let num_user = (sample.num_user as usize).min(sample.user.len());
-        // The CPython frames the kernel appended after the native ones are not resolved yet:
-        // only the native frames are kept (the evaluation loop's frames stay as they are).
-        let num_user = crate::python::merge::split(&sample.user[..num_user]);
+        let user = &sample.user[..num_user];
+        // The native frames, then the runs of CPython frames the kernel appended, which take
+        // the place of the evaluation-loop frames that ran them.
+        let native = split(user);
         self.user.clear();
         self.sources.clear();
-        // The mapping of the frame before: the mappings `mapping_at` searches are disjoint and
-        // the same for every frame of the sample (same process, same time), so an address in
-        // its range resolves to it again, without the search (most frames are in one object).
-        let mut last: Option<ResolvedMapping> = None;
-        for (i, &pc) in sample.user[..num_user].iter().enumerate() {
-            // Return addresses point after the call: look up the call itself.
-            let lookup = if i == 0 { pc } else { pc.wrapping_sub(1) };
-            let mapping = match last {
-                Some(m) if m.start <= lookup && lookup < m.end => Some(m),
-                // What the kernel walked with first (the process may not be read yet, or gone).
-                _ => kernel_found(sample, catalog, lookup)
-                    .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
-            };
-            last = mapping.or(last);
-            let frame = match mapping {
-                Some(ResolvedMapping {
-                    object: Some(object),
-                    bias,
-                    ..
-                }) => {
-                    // JIT code compiled after its jitdump was read asks for it again.
-                    catalog.note_dump_frame(sample.tgid, object, lookup.wrapping_sub(bias));
-                    Frame::User {
-                        object,
-                        offset: lookup.wrapping_sub(bias),
-                        addr: lookup,
+        let mut walk = NativeWalk::default();
+        let lookup = |i: usize| if i == 0 { user[0] } else { user[i].wrapping_sub(1) };
+        match catalog.pycode.merge(sample.tgid, user, native, lookup) {
+            Some(merged) => {
+                for frame in merged {
+                    match frame {
+                        Merged::Native(i) => walk.push(self, sample, catalog, i, lookup(i)),
+                        Merged::Python(frame) => {
+                            self.user.push(Frame::Python(catalog.pycode.frame(sample.tgid, frame)));
+                            self.sources.push(FrameSource::Python);
+                        }
                     }
                 }
-                // Executable memory without an object (JIT code): its perf map may name it.
-                // (Not an address in no mapping at all: a frame-pointer walk's guess.)
-                Some(_) => {
-                    catalog.note_unknown_code(sample.tgid);
-                    Frame::UserUnknown {
-                        addr: lookup,
-                        process: catalog.jit.want(sample.tgid, lookup, sample.time_ns),
-                    }
-                }
-                None => Frame::UserUnknown {
-                    addr: lookup,
-                    process: 0,
-                },
-            };
-            // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
-            // frame 0 is attributed to the table of its own object.
-            let source = if i > 0 && sample.user_source[i] == SOURCE_FP {
-                FrameSource::Fp
-            } else {
-                match table_source(self.user.last().unwrap_or(&frame), catalog) {
-                    Some(TableSource::Cfi) => FrameSource::EhFrame,
-                    Some(TableSource::Sframe) => FrameSource::Sframe,
-                    None if i == 0 => FrameSource::Fp,
-                    None => FrameSource::Sframe,
-                }
-            };
-            self.user.push(frame);
-            self.sources.push(source);
+            }
+            None => (0..native).for_each(|i| walk.push(self, sample, catalog, i, lookup(i))),
         }
         let num_kernel = (sample.num_kernel as usize).min(sample.kernel.len());
         self.kernel.clear();
@@ -129,6 +92,74 @@ impl Stack {
     /// Every frame, user then kernel.
     pub fn frames(&self) -> impl Iterator<Item = &Frame> {
         self.user.iter().chain(&self.kernel)
+    }
+}
+
+/// The native frames of a sample resolved one after the other.
+#[derive(Default)]
+struct NativeWalk {
+    /// The mapping of the frame before: the mappings `mapping_at` searches are disjoint and
+    /// the same for every frame of the sample (same process, same time), so an address in
+    /// its range resolves to it again, without the search (most frames are in one object).
+    last: Option<ResolvedMapping>,
+    /// The native frame before.
+    before: Option<Frame>,
+}
+
+impl NativeWalk {
+    /// Push native frame `i` of `sample`, looked up at `lookup` (a return address points
+    /// after its call: the call itself), onto `stack`.
+    fn push(&mut self, stack: &mut Stack, sample: &Sample, catalog: &Catalog, i: usize, lookup: u64) {
+        let mapping = match self.last {
+            Some(m) if m.start <= lookup && lookup < m.end => Some(m),
+            // What the kernel walked with first (the process may not be read yet, or gone).
+            _ => kernel_found(sample, catalog, lookup)
+                .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
+        };
+        self.last = mapping.or(self.last);
+        let frame = match mapping {
+            Some(ResolvedMapping {
+                object: Some(object),
+                bias,
+                ..
+            }) => {
+                // JIT code compiled after its jitdump was read asks for it again.
+                catalog.note_dump_frame(sample.tgid, object, lookup.wrapping_sub(bias));
+                Frame::User {
+                    object,
+                    offset: lookup.wrapping_sub(bias),
+                    addr: lookup,
+                }
+            }
+            // Executable memory without an object (JIT code): its perf map may name it.
+            // (Not an address in no mapping at all: a frame-pointer walk's guess.)
+            Some(_) => {
+                catalog.note_unknown_code(sample.tgid);
+                Frame::UserUnknown {
+                    addr: lookup,
+                    process: catalog.jit.want(sample.tgid, lookup, sample.time_ns),
+                }
+            }
+            None => Frame::UserUnknown {
+                addr: lookup,
+                process: 0,
+            },
+        };
+        // Frame i was found by unwinding frame i - 1 with the table of that frame's object;
+        // frame 0 is attributed to the table of its own object.
+        let source = if i > 0 && sample.user_source[i] == SOURCE_FP {
+            FrameSource::Fp
+        } else {
+            match table_source(self.before.as_ref().unwrap_or(&frame), catalog) {
+                Some(TableSource::Cfi) => FrameSource::EhFrame,
+                Some(TableSource::Sframe) => FrameSource::Sframe,
+                None if i == 0 => FrameSource::Fp,
+                None => FrameSource::Sframe,
+            }
+        };
+        self.before = Some(frame);
+        stack.user.push(frame);
+        stack.sources.push(source);
     }
 }
 
@@ -249,6 +280,8 @@ impl Profile {
                 FrameSource::Sframe | FrameSource::Kernel | FrameSource::Jit | FrameSource::JitDump => {
                     self.sframe_frames += 1
                 }
+                // Counted by the registry (`PyFrameStats`).
+                FrameSource::Python => {}
             }
         }
         self.samples += 1;

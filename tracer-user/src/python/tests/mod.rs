@@ -240,43 +240,7 @@ fn symbols(path: &str) -> std::collections::HashMap<String, (u64, u64)> {
     map
 }
 
-/// A fake process memory: bytes at addresses; reads outside what was written fail.
-#[derive(Default)]
-struct Fake(std::collections::BTreeMap<u64, Vec<u8>>);
-
-impl Fake {
-    fn put(&mut self, addr: u64, bytes: &[u8]) {
-        self.0.insert(addr, bytes.to_vec());
-    }
-
-    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
-        let Some((&start, bytes)) = self.0.range(..=addr).next_back() else {
-            return false;
-        };
-        let from = (addr - start) as usize;
-        match bytes.get(from..from + buf.len()) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// A compact string at `at`: ASCII, or of `kind` bytes per character.
-    fn string(&mut self, c: &CodeLayout, at: u64, s: &str, kind: u32) {
-        let ascii = s.is_ascii() && kind == 1;
-        let data = if ascii { c.str_ascii_size } else { c.str_compact_size };
-        let mut obj = vec![0u8; usize::from(data)];
-        obj[usize::from(c.str_length)..][..8].copy_from_slice(&(s.chars().count() as u64).to_ne_bytes());
-        let state = kind << 2 | 1 << 5 | u32::from(ascii) << 6;
-        obj[usize::from(c.str_state)..][..4].copy_from_slice(&state.to_ne_bytes());
-        for ch in s.chars() {
-            obj.extend(&(ch as u32).to_ne_bytes()[..kind as usize]);
-        }
-        self.put(at, &obj);
-    }
-}
+use super::testing::FakeMemory as Fake;
 
 /// A code object (3.11 and 3.13 layouts) with an ASCII file name, a two-byte qualified name
 /// and the 3.11 table: read back, and its lines from instruction pointers.
@@ -286,19 +250,14 @@ fn code_object_from_memory() {
         let c = layout.code;
         let (code, qual, file, table) = (0x10_000u64, 0x20_000u64, 0x30_000u64, 0x40_000u64);
         let mut m = Fake::default();
-        let mut obj = vec![0u8; usize::from(c.code_adaptive) + 64];
-        for (field, value) in [(c.qualname, qual), (c.filename, file), (c.linetable, table)] {
-            obj[usize::from(field)..][..8].copy_from_slice(&value.to_ne_bytes());
-        }
-        obj[usize::from(c.firstlineno)..][..4].copy_from_slice(&2i32.to_ne_bytes());
-        m.put(code, &obj);
+        m.code(&c, code, [qual, file, table], 2);
         m.string(&c, qual, "Klasse.métode→", 2);
         m.string(&c, file, "/srv/app.py", 1);
         let lines = hex(TABLE_3_11);
+        m.bytes(&c, table, &lines);
         let mut bytes = vec![0u8; usize::from(c.bytes_data)];
         bytes[usize::from(c.bytes_size)..][..8].copy_from_slice(&(lines.len() as u64).to_ne_bytes());
         bytes.extend(&lines);
-        m.put(table, &bytes);
         let info = code::read_code(&c, code, &mut |a, b| m.read(a, b)).unwrap();
         assert_eq!(
             (info.qualname.as_str(), info.filename.as_str(), info.first_line),

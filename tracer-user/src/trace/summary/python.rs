@@ -1,11 +1,13 @@
 //! The Python part of the summary: samples whose CPython frame chain the kernel walked, the
-//! Python frames it recorded, and the walks it cut short, by named reason (`PY_STOPS`).
+//! Python frames it recorded, and the walks it cut short, by named reason (`PY_STOPS`); then
+//! what became of those frames in the stacks (`registry::PyFrameStats`: named, unnamed,
+//! left unmatched).
 
 use std::{collections::BTreeMap, fmt};
 
 use serde::Serialize;
 
-use crate::bpf::PythonCounts;
+use crate::{bpf::PythonCounts, registry::PyFrameStats};
 
 /// The kernel's Python walk counters, as the summary names them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -17,6 +19,18 @@ pub struct PythonFigures {
     /// Walks cut short, in all and by reason (reasons that happened only).
     pub cut_short: u64,
     pub cut_short_by_reason: BTreeMap<&'static str, u64>,
+    /// The Python frames put into stacks, and those not named.
+    pub stacks: PyFrameStats,
+}
+
+impl PythonFigures {
+    /// The kernel's `counts` and what became of the frames in the stacks.
+    pub fn new(counts: &PythonCounts, stacks: PyFrameStats) -> PythonFigures {
+        PythonFigures {
+            stacks,
+            ..PythonFigures::from(counts)
+        }
+    }
 }
 
 impl From<&PythonCounts> for PythonFigures {
@@ -32,6 +46,7 @@ impl From<&PythonCounts> for PythonFigures {
             frames: counts.frames,
             cut_short: cut_short_by_reason.values().sum(),
             cut_short_by_reason,
+            stacks: PyFrameStats::default(),
         }
     }
 }
@@ -53,6 +68,26 @@ pub fn write(f: &mut fmt::Formatter<'_>, python: &PythonFigures) -> fmt::Result 
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
         write!(f, " ({})", reasons.join(", "))?;
+    }
+    let stacks = &python.stacks;
+    if stacks.frames > 0 {
+        write!(
+            f,
+            "; {} Python frames in stacks, {} unnamed",
+            stacks.frames,
+            stacks.unnamed + stacks.too_many_functions
+        )?;
+    }
+    let unmatched = stacks.eval_frames_without_run + stacks.runs_dropped;
+    if unmatched > 0 {
+        write!(
+            f,
+            ", {} evaluation-loop frames without Python frames, {} runs dropped",
+            stacks.eval_frames_without_run, stacks.runs_dropped
+        )?;
+    }
+    if stacks.reads_stuck > 0 {
+        write!(f, ", {} memory reads stuck", stacks.reads_stuck)?;
     }
     writeln!(f)
 }

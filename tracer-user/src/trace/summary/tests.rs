@@ -142,7 +142,9 @@ fn json_has_the_figures_of_the_text() {
             "read": 0, "refused_by_reason": {}, "malformed_records": 0, "unusable_unwind": 0, "regions": 0,
             "image_bytes": 0, "over_limit": 0, "rereads": 0,
         },
-        "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {}},
+        "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
+            "stacks": {"frames": 0, "unnamed": 0, "too_many_functions": 0, "eval_frames_without_run": 0,
+                "runs_dropped": 0, "reads_stuck": 0}},
     });
     assert_eq!(v, expected);
     // The text says the same.
@@ -353,18 +355,31 @@ fn python_walks_in_both_forms() {
         frames: 700,
         stops: vec![(PyStop::NoThreadState, 0), (PyStop::ReadFailed, 3)],
     };
+    let stacks = crate::registry::PyFrameStats {
+        frames: 690,
+        unnamed: 4,
+        too_many_functions: 1,
+        eval_frames_without_run: 2,
+        runs_dropped: 0,
+        reads_stuck: 0,
+    };
     let summary = Summary {
-        python: (&counts).into(),
+        python: super::python::PythonFigures::new(&counts, stacks),
         ..summary(&catalog, &profile)
     };
     let text = summary.to_string();
     assert!(
-        text.contains("\n  python: 40 walks, 700 frames, 3 walks cut short (read_failed 3)\n"),
+        text.contains(
+            "\n  python: 40 walks, 700 frames, 3 walks cut short (read_failed 3); 690 Python frames in stacks, \
+             5 unnamed, 2 evaluation-loop frames without Python frames, 0 runs dropped\n"
+        ),
         "{text}"
     );
     let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
     assert_eq!(
         v["python"],
-        serde_json::json!({"walks": 40, "frames": 700, "cut_short": 3, "cut_short_by_reason": {"read_failed": 3}})
+        serde_json::json!({"walks": 40, "frames": 700, "cut_short": 3, "cut_short_by_reason": {"read_failed": 3},
+            "stacks": {"frames": 690, "unnamed": 4, "too_many_functions": 1, "eval_frames_without_run": 2,
+                "runs_dropped": 0, "reads_stuck": 0}})
     );
 }

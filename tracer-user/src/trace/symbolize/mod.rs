@@ -19,7 +19,7 @@ use blazesym::symbolize::{
 
 use super::profile::{Frame, Stack};
 use crate::export::model::{FrameSource, ObjectInfo, ResolvedFrame};
-use crate::registry::Catalog;
+use crate::registry::{Catalog, PYTHON_OBJECT, PyFrame};
 
 /// Addresses whose names the cache keeps at most. Past it, the names and everything blazesym
 /// parsed (DWARF units, line programs, abbreviations: hundreds of megabytes for a large debug
@@ -51,7 +51,8 @@ pub struct SymbolCache {
     /// Slots of `objects` whose object was forgotten.
     free_slots: Vec<usize>,
     kernel_object: Option<usize>,
-    jit_object: Option<usize>,
+    /// The pseudo-objects' indices, by name (see [`Self::pseudo_index`]).
+    pseudo: HashMap<&'static str, usize>,
     /// `symfiles::generation` when last looked at.
     generation: u64,
 }
@@ -70,7 +71,7 @@ impl SymbolCache {
             by_catalog: HashMap::new(),
             free_slots: Vec::new(),
             kernel_object: None,
-            jit_object: None,
+            pseudo: HashMap::new(),
             generation: 0,
         }
     }
@@ -230,7 +231,7 @@ impl SymbolCache {
         {
             frames.push(ResolvedFrame {
                 addr,
-                object: Some(self.jit_index()),
+                object: Some(self.pseudo_index(JIT_OBJECT)),
                 offset: addr,
                 symbol: Some(name.to_owned()),
                 file: None,
@@ -238,6 +239,10 @@ impl SymbolCache {
                 inlined: false,
                 source: FrameSource::Jit,
             });
+            return;
+        }
+        if let Frame::Python(py) = *frame {
+            frames.push(self.python_frame(py, catalog));
             return;
         }
         // JIT code a jitdump describes says so, however it was found.
@@ -255,12 +260,12 @@ impl SymbolCache {
         let (object, offset, addr) = match *frame {
             Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
             Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),
-            Frame::UserUnknown { addr, .. } => (None, addr, addr),
+            Frame::UserUnknown { addr, .. } | Frame::Python(PyFrame { code: addr, .. }) => (None, addr, addr),
         };
         let names = match *frame {
             Frame::User { object, offset, .. } => self.user.get(&(object, offset)),
             Frame::Kernel { addr } => self.kernel.get(&addr),
-            Frame::UserUnknown { .. } => None,
+            Frame::UserUnknown { .. } | Frame::Python(_) => None,
         };
         let unknown = [Named::default()];
         for named in names.map_or(&unknown[..], Vec::as_slice) {
@@ -313,18 +318,50 @@ impl SymbolCache {
         slot
     }
 
-    /// The index in [`Self::objects`] of JIT code named by perf maps: one object,
-    /// [`JIT_OBJECT`], whose offsets are the code's addresses in its process.
-    fn jit_index(&mut self) -> usize {
-        if let Some(i) = self.jit_object {
+    /// A Python frame: in the [`PYTHON_OBJECT`] pseudo-object, at an offset standing for its
+    /// function and line (`function << 32 | line`: what tells its pprof location apart), or
+    /// at its code object's address when that could not be read.
+    fn python_frame(&mut self, py: PyFrame, catalog: &Catalog) -> ResolvedFrame {
+        let object = Some(self.pseudo_index(PYTHON_OBJECT));
+        match catalog.pycode.function(py.function) {
+            Some(function) => {
+                let offset = u64::from(py.function) << 32 | u64::from(py.line);
+                ResolvedFrame {
+                    addr: offset,
+                    object,
+                    offset,
+                    symbol: Some(function.qualname.into()),
+                    file: Some(function.filename.into()),
+                    line: (py.line != 0).then_some(py.line),
+                    inlined: false,
+                    source: FrameSource::Python,
+                }
+            }
+            None => ResolvedFrame {
+                addr: py.code,
+                object,
+                offset: py.code,
+                symbol: None,
+                file: None,
+                line: None,
+                inlined: false,
+                source: FrameSource::Python,
+            },
+        }
+    }
+
+    /// The index in [`Self::objects`] of a pseudo-object: [`JIT_OBJECT`] (JIT code named by
+    /// perf maps, whose offsets are the code's addresses in its process) or [`PYTHON_OBJECT`].
+    fn pseudo_index(&mut self, name: &'static str) -> usize {
+        if let Some(&i) = self.pseudo.get(name) {
             return i;
         }
         self.objects.push(ObjectInfo {
-            path: JIT_OBJECT.to_owned(),
-            name: JIT_OBJECT.to_owned(),
+            path: name.to_owned(),
+            name: name.to_owned(),
             build_id: None,
         });
-        self.jit_object = Some(self.objects.len() - 1);
+        self.pseudo.insert(name, self.objects.len() - 1);
         self.objects.len() - 1
     }
 

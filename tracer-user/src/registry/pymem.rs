@@ -1,0 +1,216 @@
+//! Code objects read out of traced processes' memory, on a thread of their own, each read
+//! waited for at most [`TIMEOUT`].
+//!
+//! The addresses come from the process (its frame chain, as the kernel walked it), so the
+//! process chooses what is read. Reads go through `/proc/PID/mem`, whose page faults do not
+//! wait for a `userfaultfd` handler (the kernel fails them), but a page of a file on a
+//! user's FUSE mount can still be made to take forever. A read that does not answer in time
+//! leaves its thread behind, blocked; that process is not read again, the next read gets a
+//! new thread, and after [`MAX_STUCK`] such threads no process is read any more (Python frames
+//! then stay unnamed, counted). The session's own thread never waits longer than the timeout.
+
+use std::{
+    collections::{HashMap, HashSet},
+    fs::File,
+    os::unix::fs::FileExt as _,
+    sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender},
+    time::Duration,
+};
+
+use crate::python::{
+    CodeLayout,
+    code::{CodeError, CodeHeader, CodeInfo, read_code, read_header},
+};
+
+/// The longest a read is waited for.
+pub const TIMEOUT: Duration = Duration::from_millis(250);
+/// Reader threads left blocked at most; then reading stops.
+pub const MAX_STUCK: usize = 4;
+/// Processes whose memory file is kept open at most (past it, all are closed).
+const MAX_OPEN: usize = 512;
+
+/// Why nothing was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// The process's memory said no, or held no code object there.
+    Code(CodeError),
+    /// The read did not answer in time (now, or for this process before), or reading has
+    /// stopped.
+    Stuck,
+}
+
+/// What is asked of the reader thread.
+enum Job {
+    Code {
+        pid: u32,
+        layout: CodeLayout,
+        code: u64,
+    },
+    Header {
+        pid: u32,
+        layout: CodeLayout,
+        code: u64,
+    },
+    /// Close the process's memory file (it exited or exec'ed).
+    Forget(u32),
+}
+
+enum Reply {
+    Code(Result<CodeInfo, CodeError>),
+    Header(Result<CodeHeader, CodeError>),
+}
+
+/// Reads a process's memory: `read(pid, addr, buf)`, false when it cannot.
+pub type ReadFn = dyn FnMut(u32, u64, &mut [u8]) -> bool + Send;
+
+/// Makes the reading function of each new thread.
+type MakeRead = Box<dyn Fn() -> Box<ReadFn>>;
+
+struct Worker {
+    jobs: SyncSender<Job>,
+    replies: Receiver<Reply>,
+}
+
+/// The reader thread and what it has given up on.
+pub struct MemReader {
+    worker: Option<Worker>,
+    make_read: MakeRead,
+    /// Processes a read of which timed out: never read again.
+    stuck_pids: HashSet<u32>,
+    /// Threads left blocked.
+    pub stuck: usize,
+}
+
+impl Default for MemReader {
+    fn default() -> MemReader {
+        MemReader::with(Box::new(|| Box::new(proc_mem_reader())))
+    }
+}
+
+impl MemReader {
+    /// A reader whose threads read with what `make_read` gives (tests: a fake memory).
+    pub fn with(make_read: MakeRead) -> MemReader {
+        MemReader {
+            worker: None,
+            make_read,
+            stuck_pids: HashSet::new(),
+            stuck: 0,
+        }
+    }
+
+    /// The code object at `code` in `pid`.
+    pub fn code(&mut self, pid: u32, layout: CodeLayout, code: u64) -> Result<CodeInfo, ReadError> {
+        match self.ask(pid, Job::Code { pid, layout, code })? {
+            Reply::Code(r) => r.map_err(ReadError::Code),
+            Reply::Header(_) => Err(ReadError::Stuck),
+        }
+    }
+
+    /// The header of the code object at `code` in `pid`.
+    pub fn header(&mut self, pid: u32, layout: CodeLayout, code: u64) -> Result<CodeHeader, ReadError> {
+        match self.ask(pid, Job::Header { pid, layout, code })? {
+            Reply::Header(r) => r.map_err(ReadError::Code),
+            Reply::Code(_) => Err(ReadError::Stuck),
+        }
+    }
+
+    /// `pid` exited or exec'ed: its memory file is closed (a new image or a new process with
+    /// its pid is opened afresh), and a process that got its pid may be read.
+    pub fn forget(&mut self, pid: u32) {
+        self.stuck_pids.remove(&pid);
+        if let Some(worker) = &self.worker {
+            // Only forgets wait in the queue (a read is answered before the next is sent); a
+            // full queue drops this one, and the process reads its old file: unreadable.
+            let _ = worker.jobs.try_send(Job::Forget(pid));
+        }
+    }
+
+    fn ask(&mut self, pid: u32, job: Job) -> Result<Reply, ReadError> {
+        if self.stuck_pids.contains(&pid) || self.stuck >= MAX_STUCK {
+            return Err(ReadError::Stuck);
+        }
+        let worker = match &mut self.worker {
+            Some(worker) => worker,
+            None => self.worker.insert(spawn((self.make_read)()).ok_or(ReadError::Stuck)?),
+        };
+        if worker.jobs.send(job).is_err() {
+            self.worker = None;
+            return Err(ReadError::Stuck);
+        }
+        match worker.replies.recv_timeout(TIMEOUT) {
+            Ok(reply) => Ok(reply),
+            Err(RecvTimeoutError::Timeout) => {
+                self.stuck += 1;
+                self.stuck_pids.insert(pid);
+                self.worker = None;
+                log::warn!(
+                    "reading the memory of process {pid} took longer than {TIMEOUT:?}: its Python \
+                     frames are not named from now on ({} of {MAX_STUCK} reader threads stuck)",
+                    self.stuck
+                );
+                Err(ReadError::Stuck)
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.worker = None;
+                Err(ReadError::Stuck)
+            }
+        }
+    }
+}
+
+/// A reader thread answering jobs with `read` until its job queue closes (a thread stuck in a
+/// read finds it closed once the read returns, and ends).
+fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
+    let (jobs, job_rx) = mpsc::sync_channel::<Job>(64);
+    let (reply_tx, replies) = mpsc::sync_channel::<Reply>(1);
+    let spawned = std::thread::Builder::new()
+        .name("sframe-trace-pymem".into())
+        .spawn(move || {
+            for job in job_rx {
+                let reply = match job {
+                    Job::Forget(pid) => {
+                        read(pid, 0, &mut []);
+                        continue;
+                    }
+                    Job::Code { pid, layout, code } => {
+                        Reply::Code(read_code(&layout, code, &mut |a, b| read(pid, a, b)))
+                    }
+                    Job::Header { pid, layout, code } => {
+                        Reply::Header(read_header(&layout, code, &mut |a, b| read(pid, a, b)))
+                    }
+                };
+                if reply_tx.send(reply).is_err() {
+                    return;
+                }
+            }
+        });
+    match spawned {
+        Ok(_) => Some(Worker { jobs, replies }),
+        Err(err) => {
+            log::warn!("cannot start a thread to read Python code objects: {err}");
+            None
+        }
+    }
+}
+
+/// Reads through `/proc/PID/mem`, each process's file opened at its first read and kept; a
+/// read of no bytes closes it (see [`MemReader::forget`]).
+fn proc_mem_reader() -> impl FnMut(u32, u64, &mut [u8]) -> bool + Send {
+    let mut files: HashMap<u32, Option<File>> = HashMap::new();
+    move |pid, addr, buf| {
+        if buf.is_empty() {
+            files.remove(&pid);
+            return true;
+        }
+        if files.len() >= MAX_OPEN && !files.contains_key(&pid) {
+            files.clear();
+        }
+        let file = files
+            .entry(pid)
+            .or_insert_with(|| File::open(format!("/proc/{pid}/mem")).ok());
+        file.as_ref().is_some_and(|f| f.read_exact_at(buf, addr).is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests;

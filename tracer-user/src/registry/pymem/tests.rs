@@ -1,0 +1,96 @@
+//! The reader thread against a fake memory whose reads of one process never return.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use super::{MAX_STUCK, MemReader, ReadError, TIMEOUT};
+use crate::python::{layout::V3_11, testing::FakeMemory};
+
+/// A reader whose processes all have `memory`, but for `stuck` pids, whose reads block.
+fn reader(memory: FakeMemory, stuck: Vec<u32>) -> MemReader {
+    let memory = Arc::new(memory);
+    MemReader::with(Box::new(move || {
+        let (memory, stuck) = (Arc::clone(&memory), stuck.clone());
+        Box::new(move |pid, addr, buf: &mut [u8]| {
+            if buf.is_empty() {
+                return true;
+            }
+            if stuck.contains(&pid) {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            memory.read(addr, buf)
+        })
+    }))
+}
+
+/// A code object is read through the thread; one that is not there is an error of the code,
+/// not a stuck reader.
+#[test]
+fn reads_code_objects() {
+    let c = V3_11.code;
+    let mut memory = FakeMemory::default();
+    memory.function(&c, 0x10_000, "Kls.run", "/srv/app.py", 7, &[0xef, 0x00]);
+    let mut reader = reader(memory, Vec::new());
+    let info = reader.code(40, c, 0x10_000).expect("read");
+    assert_eq!(
+        (info.qualname.as_str(), info.filename.as_str(), info.first_line),
+        ("Kls.run", "/srv/app.py", 7)
+    );
+    assert_eq!(reader.header(40, c, 0x10_000), Ok(info.header));
+    assert!(matches!(reader.code(40, c, 0x90_000), Err(ReadError::Code(_))));
+    assert_eq!(reader.stuck, 0);
+}
+
+/// A read that never returns costs the session [`TIMEOUT`] once: the process is not read
+/// again, other processes are (through a new thread), a process given its pid later is; and
+/// after [`MAX_STUCK`] blocked threads nothing is read any more.
+#[test]
+fn a_blocked_read_gives_up_on_its_process_only() {
+    let c = V3_11.code;
+    let mut memory = FakeMemory::default();
+    memory.function(&c, 0x10_000, "f", "a.py", 1, &[]);
+    let mut reader = reader(memory, vec![1, 2, 3, 4]);
+    let started = Instant::now();
+    assert_eq!(reader.code(1, c, 0x10_000), Err(ReadError::Stuck));
+    assert!(started.elapsed() >= TIMEOUT);
+    let again = Instant::now();
+    assert_eq!(reader.code(1, c, 0x10_000), Err(ReadError::Stuck));
+    assert!(again.elapsed() < TIMEOUT, "a stuck process is refused at once");
+    assert!(reader.code(9, c, 0x10_000).is_ok(), "another process is read");
+    assert_eq!(reader.stuck, 1);
+    for pid in 2..=4 {
+        assert_eq!(reader.code(pid, c, 0x10_000), Err(ReadError::Stuck));
+    }
+    assert_eq!(reader.stuck, MAX_STUCK);
+    assert_eq!(reader.code(9, c, 0x10_000), Err(ReadError::Stuck), "reading stopped");
+    reader.forget(1);
+    assert_eq!(reader.code(9, c, 0x10_000), Err(ReadError::Stuck), "still stopped");
+}
+
+/// Forgetting a stuck process lets a new process with its pid be read.
+#[test]
+fn a_forgotten_pid_is_read_again() {
+    let c = V3_11.code;
+    let mut memory = FakeMemory::default();
+    memory.function(&c, 0x10_000, "f", "a.py", 1, &[]);
+    let stuck_once = Arc::new(Mutex::new(true));
+    let memory = Arc::new(memory);
+    let mut reader = MemReader::with(Box::new(move || {
+        let (memory, stuck_once) = (Arc::clone(&memory), Arc::clone(&stuck_once));
+        Box::new(move |_pid, addr, buf: &mut [u8]| {
+            if buf.is_empty() {
+                return true;
+            }
+            if std::mem::replace(&mut *stuck_once.lock().unwrap(), false) {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            memory.read(addr, buf)
+        })
+    }));
+    assert_eq!(reader.code(5, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.code(5, c, 0x10_000), Err(ReadError::Stuck));
+    reader.forget(5);
+    assert!(reader.code(5, c, 0x10_000).is_ok());
+}
