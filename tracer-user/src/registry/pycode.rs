@@ -7,7 +7,7 @@
 //! lives (the outputs are written later, possibly after it exited). Code objects are cached
 //! per process by address, with what they said: a cached one is checked again (one read of
 //! its header) once it is [`RECHECK`] old, so that a code object freed and another made at
-//! its address is read afresh. A process's cache goes when it exec's or is forgotten; it holds
+//! its address is read afresh (one that cannot be read any more, its process gone, is kept). A process's cache goes when it exec's or is forgotten; it holds
 //! [`MAX_CODES`] at most. The functions of the session are bounded too ([`MAX_FUNCTIONS`],
 //! [`MAX_FUNCTION_BYTES`]): past that, new functions are not named, and counted.
 //!
@@ -215,12 +215,14 @@ impl PyCodes {
         // A cached code object, still the same one.
         let fresh = match proc.codes.get_mut(&frame.code) {
             Some(code) if now.duration_since(code.checked) < self.recheck => true,
+            // Checked again; one that cannot be read any more (the process exited, and its
+            // samples still come in) is kept: nothing can have replaced it.
             Some(code) => match inner.reader.header(pid, layout, frame.code) {
-                Ok(header) if header == code.header => {
+                Ok(header) if header != code.header => false,
+                _ => {
                     code.checked = now;
                     true
                 }
-                _ => false,
             },
             None => false,
         };

@@ -1,87 +1,308 @@
-//! CPython frames in real sessions of the `sframe-trace` command: a process running Debian's
-//! `/usr/bin/python3.11` (started with `--`, or traced with `--pid`) is registered with the
-//! kernel's Python walk when it is loaded, so the summary counts Python walks and frames;
-//! `--no-python` turns the walk off. Needs root; under `CI=true` it fails instead of skipping.
+//! CPython frames in real sessions of the `sframe-trace` command. The five programs of
+//! `python::programs` run on one interpreter: at once when traced with `--pid` or started
+//! while the tracer samples the whole host (`-a`), one after the other when launched with
+//! `--`. Every sample of theirs taken after they went to work is judged from the json output: its frames of source `python`
+//! (qualified names, and callers on the line of their call) against the program's call
+//! structure, with native frames of the interpreter still below them. The folded and pprof
+//! outputs of the same session name the same functions. `--no-python` turns the walk off.
+//! Needs root; under `CI=true` it fails instead of skipping.
 
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
-/// A recursive fib, run for a few seconds of CPU (the tracer ends when it exits).
-const FIB: &str = "\
-import time
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-def outer():
-    end = time.monotonic() + 3
-    while time.monotonic() < end:
-        fib(16)
-outer()
-";
+use crate::python::programs::{ALL, Program, PyFrame, Tally, goings, interpreters, pyenv};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, read_pprof};
 
-/// The JSON summary of tracing `python3.11 FIB` to the end, with `extra` flags; `attach`:
-/// started first and traced with `--pid`, else launched with `--`.
-fn session(extra: &[&str], attach: bool) -> Summary {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let script = dir.path().join("fib_session.py");
-    std::fs::write(&script, FIB).expect("write the script");
-    let script = script.to_str().expect("a UTF-8 path");
-    let mut args: Vec<&str> = vec!["-f", "folded", "-o", "/dev/null"];
-    args.extend(SUMMARY_JSON);
-    args.extend(extra);
-    let _running;
-    let pid;
-    if attach {
-        let child = std::process::Command::new("/usr/bin/python3.11")
-            .arg(script)
-            .spawn()
-            .expect("start python3.11");
-        _running = Running(child);
-        pid = _running.pid().to_string();
-        args.extend(["--pid", pid.as_str()]);
-    } else {
-        args.extend(["--", "/usr/bin/python3.11", script]);
-    }
-    Summary::of(&Tracer::start(&args).finish())
+/// Seconds of CPU each program works for.
+const CPU_SECONDS: &str = "2";
+/// Samples judged per program at least (2 s of CPU at 199 Hz is about 400).
+const LEAST: usize = 150;
+/// Samples taken this soon after a program said it went to work are not judged (the
+/// tracer's clock and the program's differ by less).
+const MARGIN_NS: u64 = 20_000_000;
+
+/// How the programs are traced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Started first, each waiting for a line on stdin, and traced with `--pid`.
+    Pid,
+    /// Started by the tracer (`-- sh -c 'exec python ...'`), one session each.
+    Launch,
+    /// Started while the tracer samples every process (`-a`).
+    SystemWide,
 }
 
-/// The launched interpreter is registered, launched with `--` or traced with `--pid`: the kernel walks its Python frames in (nearly)
-/// every sample, each walk several frames deep (`outer`, `fib`...), hardly any cut short.
+/// What a session of the programs on `python` gave.
+struct Session {
+    /// The json output, the folded output, the pprof output (of the launched `sorted` only).
+    json: String,
+    folded: String,
+    pprof: Option<sframe_trace::export::pprof::Profile>,
+    summary: Summary,
+    /// Each program's pid, with the program and the Unix time it went to work.
+    programs: HashMap<u32, (&'static Program, u64)>,
+}
+
+/// Start every program on `python` (`PY_WALK_WAIT`: wait for a line on stdin first).
+fn start_programs(python: &str, wait: bool) -> Vec<Running> {
+    ALL.iter()
+        .map(|program| {
+            let mut command = Command::new(python);
+            command
+                .args(["-c", program.script, program.name])
+                .env("PY_WALK_CPU", CPU_SECONDS)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+            if wait {
+                command.env("PY_WALK_WAIT", "1");
+            }
+            Running(command.spawn().unwrap_or_else(|err| panic!("starting {python}: {err}")))
+        })
+        .collect()
+}
+
+/// Read a started program's output to its end (it prints `ready`, then `going ...`).
+fn output_of(running: &mut Running) -> String {
+    let mut text = String::new();
+    for line in BufReader::new(running.0.stdout.take().expect("stdout")).lines() {
+        text.push_str(&line.expect("the program's output"));
+        text.push('\n');
+    }
+    text
+}
+
+/// Trace the programs on `python` in `mode`, the tracer given `extra` flags too.
+fn session(python: &str, mode: Mode, extra: &[&str]) -> Session {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = |name: &str| dir.path().join(name).to_str().expect("a UTF-8 path").to_owned();
+    let (json, folded, pprof, said) = (file("out.json"), file("out.folded"), file("out.pb.gz"), file("said"));
+    let mut args: Vec<String> = ["-F", "199", "-f", "json", "-o", &json, "-f", "folded", "-o", &folded]
+        .map(String::from)
+        .to_vec();
+    args.extend(SUMMARY_JSON.iter().chain(extra).map(|s| s.to_string()));
+    let mut said_text = String::new();
+    let stderr = match mode {
+        Mode::Pid => {
+            let mut programs = start_programs(python, true);
+            for program in &mut programs {
+                let stdout = program.0.stdout.as_mut().expect("stdout");
+                let mut line = String::new();
+                BufReader::new(stdout).read_line(&mut line).expect("read");
+                assert_eq!(line.trim(), "ready");
+            }
+            let pids: Vec<String> = programs.iter().map(|p| p.pid().to_string()).collect();
+            args.extend(["--pid".to_owned(), pids.join(",")]);
+            let tracer = Tracer::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            for program in &mut programs {
+                program
+                    .0
+                    .stdin
+                    .as_mut()
+                    .expect("stdin")
+                    .write_all(b"go\n")
+                    .expect("tell it to go");
+            }
+            for program in &mut programs {
+                said_text.push_str(&output_of(program));
+            }
+            tracer.finish()
+        }
+        Mode::Launch => {
+            // One session per program (the tracer follows the command it launched, not its
+            // children); the shell says where the output goes and becomes the interpreter.
+            let mut stderr = String::new();
+            let mut json_text = String::new();
+            let mut folded_text = String::new();
+            for program in ALL {
+                let mut args = args.clone();
+                if program.name == "sorted" {
+                    args.extend(["-f", "pprof", "-o", &pprof].map(String::from));
+                }
+                let script = format!(
+                    "exec >> '{said}'; PY_WALK_CPU={CPU_SECONDS} exec \"$0\" -c \"$1\" {}",
+                    program.name
+                );
+                args.extend(["--", "/bin/sh", "-c", &script, python, program.script].map(String::from));
+                stderr = Tracer::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).finish();
+                json_text.push_str(&std::fs::read_to_string(&json).expect("the json output"));
+                folded_text.push_str(&std::fs::read_to_string(&folded).expect("the folded output"));
+            }
+            std::fs::write(&json, json_text).expect("keep the json outputs");
+            std::fs::write(&folded, folded_text).expect("keep the folded outputs");
+            said_text = std::fs::read_to_string(&said).expect("the programs' output");
+            stderr
+        }
+        Mode::SystemWide => {
+            args.push("-a".to_owned());
+            let tracer = Tracer::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let mut programs = start_programs(python, false);
+            for program in &mut programs {
+                said_text.push_str(&output_of(program));
+                program.0.wait().expect("the program ends");
+            }
+            tracer.interrupt()
+        }
+    };
+    let programs = goings(&said_text);
+    assert_eq!(programs.len(), ALL.len(), "every program went to work: {said_text}");
+    Session {
+        json: std::fs::read_to_string(&json).expect("the json output"),
+        folded: std::fs::read_to_string(&folded).expect("the folded output"),
+        pprof: (mode == Mode::Launch).then(|| read_pprof(Path::new(&pprof))),
+        summary: Summary::of(&stderr),
+        programs,
+    }
+}
+
+/// The Unix time of a json sample, in nanoseconds.
+fn time_ns(sample: &serde_json::Value) -> u64 {
+    let text = sample["time"].to_string();
+    let (secs, frac) = text.split_once('.').unwrap_or((&text, "0"));
+    let frac = format!("{frac:0<9}");
+    secs.parse::<u64>().expect("seconds") * 1_000_000_000 + frac[..9].parse::<u64>().expect("nanoseconds")
+}
+
+/// Judge every program's samples in `session` (see the module's description).
+fn judge(session: &Session, what: &str) {
+    for (&pid, &(program, went)) in &session.programs {
+        let mut tally = Tally::default();
+        let mut unbacked = 0;
+        for sample in json_samples(&session.json, pid) {
+            if time_ns(&sample) < went + MARGIN_NS {
+                continue;
+            }
+            let frames = json_frames(&sample);
+            let python: Vec<PyFrame> = frames
+                .iter()
+                .filter(|f| f["source"] == "python")
+                .map(|f| {
+                    let name = f["symbol"]
+                        .as_str()
+                        .map_or_else(|| format!("unnamed {}", f["addr"]), str::to_owned);
+                    (name, f["line"].as_i64().map(|l| l as i32))
+                })
+                .collect();
+            // The interpreter's own frames go on below the outermost Python frame.
+            unbacked += usize::from(frames.last().is_some_and(|f| f["source"] == "python"));
+            tally.judge(program, &python, true);
+        }
+        tally.check(&format!("{what}: {} (pid {pid})", program.name), LEAST);
+        assert_eq!(unbacked, 0, "{what}: {}: stacks ending in a Python frame", program.name);
+    }
+}
+
+/// The folded output names the Python functions in their places (outermost first), and
+/// pprof has them as functions with their file and line.
+fn judge_outputs(session: &Session, what: &str) {
+    assert!(
+        session
+            .folded
+            .lines()
+            .any(|l| l.contains(";<module>;spin_py_walk;fib_py_walk;fib_py_walk")),
+        "{what}: no fib stack in the folded output"
+    );
+    let Some(pprof) = &session.pprof else { return };
+    let string = |i: i64| pprof.string_table[i as usize].as_str();
+    let function = pprof
+        .function
+        .iter()
+        .find(|f| string(f.name) == "sort_py_walk.<locals>.<lambda>")
+        .unwrap_or_else(|| panic!("{what}: no lambda function in the pprof"));
+    assert_eq!(string(function.filename), "<string>", "{what}: the lambda's file");
+    let lines: Vec<i64> = pprof
+        .location
+        .iter()
+        .flat_map(|l| &l.line)
+        .filter(|l| l.function_id == function.id)
+        .map(|l| l.line)
+        .collect();
+    assert!(
+        !lines.is_empty() && lines.iter().all(|&l| l > 0),
+        "{what}: the lambda's lines {lines:?}"
+    );
+}
+
+/// Every program, every interpreter: traced with `--pid`.
 #[test]
-fn python_session_registers_the_interpreter() {
-    let Some(_serial) = privileged("python_session_registers_the_interpreter") else {
+fn python_session_pid() {
+    let Some(_serial) = privileged("python_session_pid") else {
         return;
     };
-    for attach in [false, true] {
-        judge_walks(&session(&[], attach));
+    for python in interpreters("python_session_pid") {
+        let session = session(&python, Mode::Pid, &[]);
+        judge(&session, &format!("--pid, {python}"));
+        judge_outputs(&session, &format!("--pid, {python}"));
     }
 }
 
-/// Nearly every sample walked, each walk several frames deep, hardly any cut short.
-fn judge_walks(summary: &Summary) {
-    let (samples, walks, frames) = (
-        summary.count("samples"),
-        summary.count("python.walks"),
-        summary.count("python.frames"),
-    );
-    assert!(samples >= 50, "too few samples to judge: {}", summary.0);
-    assert!(
-        walks * 100 >= samples * 90,
-        "walks {walks} of {samples} samples: {}",
-        summary.0
-    );
-    assert!(frames >= walks * 3, "frames {frames} for {walks} walks: {}", summary.0);
-    // A sample before the interpreter made its first thread state has no chain to walk.
-    let cut = summary.count("python.cut_short");
-    assert!(cut * 20 <= walks, "{cut} of {walks} walks cut short: {}", summary.0);
+/// Debian's 3.11 and pyenv's 3.13, launched with `--` (with a pprof output).
+#[test]
+fn python_session_launched() {
+    let Some(_serial) = privileged("python_session_launched") else {
+        return;
+    };
+    for python in two_versions("python_session_launched") {
+        let session = session(&python, Mode::Launch, &[]);
+        judge(&session, &format!("--, {python}"));
+        judge_outputs(&session, &format!("--, {python}"));
+    }
 }
 
-/// `--no-python`: no walk at all.
+/// Debian's 3.11 and pyenv's 3.13, started while the whole host is traced: new processes,
+/// registered as their exec is noticed.
+#[test]
+fn python_session_system_wide() {
+    let Some(_serial) = privileged("python_session_system_wide") else {
+        return;
+    };
+    for python in two_versions("python_session_system_wide") {
+        let session = session(&python, Mode::SystemWide, &[]);
+        judge(&session, &format!("-a, {python}"));
+    }
+}
+
+/// Debian's 3.11 and, where pyenv has it, 3.13.
+fn two_versions(test: &str) -> Vec<String> {
+    let mut out = vec!["/usr/bin/python3.11".to_owned()];
+    match pyenv("3.13") {
+        Some(path) => out.push(path),
+        None => {
+            assert!(std::env::var_os("CI").is_none(), "{test}: no pyenv python3.13 under CI");
+            crate::support::skipped(test, "no pyenv python3.13 installed");
+        }
+    }
+    out
+}
+
+/// `--no-python`: no walk and no Python frame; the evaluation loop stays a native frame.
 #[test]
 fn python_session_no_python() {
     let Some(_serial) = privileged("python_session_no_python") else {
         return;
     };
-    let summary = session(&["--no-python"], false);
-    assert!(summary.count("samples") >= 50, "too few samples: {}", summary.0);
-    assert_eq!(summary.count("python.walks"), 0, "{}", summary.0);
-    assert_eq!(summary.count("python.frames"), 0, "{}", summary.0);
+    let session = session("/usr/bin/python3.11", Mode::Pid, &["--no-python"]);
+    assert_eq!(session.summary.count("python.walks"), 0, "{}", session.summary.0);
+    assert_eq!(
+        session.summary.count("python.stacks.frames"),
+        0,
+        "{}",
+        session.summary.0
+    );
+    let samples: Vec<_> = session
+        .programs
+        .keys()
+        .flat_map(|&pid| json_samples(&session.json, pid))
+        .collect();
+    assert!(samples.len() >= LEAST, "too few samples: {}", samples.len());
+    let frames = || samples.iter().flat_map(json_frames);
+    assert!(
+        frames().all(|f| f["source"] != "python"),
+        "a Python frame with --no-python"
+    );
+    assert!(
+        frames().any(|f| f["symbol"] == "_PyEval_EvalFrameDefault"),
+        "the evaluation loop is a native frame"
+    );
 }

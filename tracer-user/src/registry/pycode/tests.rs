@@ -192,6 +192,12 @@ fn cached_code_objects_are_checked_again() {
     // Unchanged past the check: still named (the header read again matched).
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "second");
+    // Its process gone (the memory reads nothing), a cached code object still names the
+    // samples that come in late.
+    let saved = std::mem::take(&mut *memory.lock().unwrap());
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "second");
+    *memory.lock().unwrap() = saved;
     // A process not (or no longer) known: unnamed.
     codes.forget(7);
     assert_eq!(codes.frame(7, at(0x10_000)).function, PyFrame::UNNAMED);
