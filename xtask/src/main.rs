@@ -46,7 +46,7 @@ enum Task {
         /// A short smoke run: fewer repetitions, shorter runs, one SFrame version.
         #[arg(long)]
         quick: bool,
-        /// Run only this phase (`perfmap`, or `hostscale` as root) and print it; no report is written.
+        /// Run only this phase (`perfmap`, or `hostscale` or `python` as root) and print it; no report is written.
         #[arg(long, value_name = "PHASE")]
         phase: Option<String>,
     },

@@ -114,15 +114,28 @@ pub fn run(b: &Bench, runs: &Runs) -> anyhow::Result<Phase> {
 /// samples the tracer's JSON summary counts.
 fn walk_ns(b: &Bench, name: &str, secs: u64, reject: f64) -> anyhow::Result<f64> {
     let program = b.workload(b.plan.peer_set(), name);
-    let workload = Spawned::start(
-        Command::new(&program).arg("600"),
-        &b.scratch.join("depth-workload.stdout"),
-    )?;
+    let (ns, _) = traced_walk_ns(b, Command::new(&program).arg("600"), name, &[], secs, reject)?;
+    Ok(ns)
+}
+
+/// BPF nanoseconds per walk of the process `workload` starts, traced with `--pid` and
+/// `extra` flags at 999 Hz for `secs` seconds (see [`walk_ns`]), and the tracer's JSON
+/// summary. `name` names its files.
+pub fn traced_walk_ns(
+    b: &Bench,
+    workload: &mut Command,
+    name: &str,
+    extra: &[&str],
+    secs: u64,
+    reject: f64,
+) -> anyhow::Result<(f64, serde_json::Value)> {
+    let workload = Spawned::start(workload, &b.scratch.join(format!("{name}-workload.stdout")))?;
     let mut cmd = Command::new(&b.tracer);
     cmd.args(["-F", "999", "--no-kernel", "--summary-format", "json", "-o"])
-        .arg(b.scratch.join(format!("depth-{name}.folded")))
+        .arg(b.scratch.join(format!("{name}.folded")))
+        .args(extra)
         .args(["--pid", &workload.pid().to_string()]);
-    let tracer = Spawned::start(&mut cmd, &b.scratch.join("depth-tracer.stdout"))?;
+    let tracer = Spawned::start(&mut cmd, &b.scratch.join(format!("{name}-tracer.stdout")))?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let first = loop {
         let s = prog_stats(tracer.pid())?;
@@ -144,5 +157,5 @@ fn walk_ns(b: &Bench, name: &str, secs: u64, reject: f64) -> anyhow::Result<f64>
         .with_context(|| format!("no JSON summary from sframe-trace on {name}:\n{stderr}"))?;
     let samples = summary["samples"].as_u64().filter(|n| *n > 0).context("no samples")?;
     let rejected = stats.run_cnt.saturating_sub(samples) as f64;
-    Ok((stats.run_time_ns as f64 - reject * rejected) / samples as f64)
+    Ok(((stats.run_time_ns as f64 - reject * rejected) / samples as f64, summary))
 }

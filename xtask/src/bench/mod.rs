@@ -30,6 +30,7 @@ mod memory;
 mod overhead;
 mod perfmap;
 mod progstats;
+mod python;
 mod report;
 mod runs;
 mod soak;
@@ -151,6 +152,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(cost::phase(&runs));
     let depth = report.timed("depth", || depth::run(&b, &runs))?;
     report.add(depth);
+    let python = report.timed("python", || python::run(&b))?;
+    report.add(python);
     report.add(memory.phase(&b.root));
     let attach = report.timed("attach", || attach::run(&b, &memory))?;
     report.add(attach);
@@ -182,23 +185,29 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
         plan: Plan::new(true),
     };
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
-        "perfmap" => (perfmap::run, "perfmap_bench"),
+        "perfmap" => (perfmap::run, Some("perfmap_bench")),
         "hostscale" => {
             crate::run::build_release_tracer(root)?;
-            (hostscale::run, "build_bench")
+            (hostscale::run, Some("build_bench"))
         }
-        other => anyhow::bail!("no phase {other:?} runs alone (perfmap and hostscale do)"),
+        "python" => {
+            crate::run::build_release_tracer(root)?;
+            (python::run, None)
+        }
+        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale and python do)"),
     };
-    let mut examples = cargo();
-    examples.args([
-        "build",
-        "--release",
-        "--package",
-        "tracer-user",
-        "--no-default-features",
-    ]);
-    examples.args(["--example", example]);
-    sh(&mut examples)?;
+    if let Some(example) = example {
+        let mut examples = cargo();
+        examples.args([
+            "build",
+            "--release",
+            "--package",
+            "tracer-user",
+            "--no-default-features",
+        ]);
+        examples.args(["--example", example]);
+        sh(&mut examples)?;
+    }
     std::fs::create_dir_all(&b.scratch)?;
     let phase = run(&b)?;
     println!("## {}\n\n{}", phase.title, phase.text);
