@@ -4,6 +4,7 @@
 
 mod bench;
 mod cmd;
+mod debian;
 mod fuzz;
 mod run;
 mod setup;
