@@ -109,8 +109,9 @@ impl Apt {
     }
 
     /// Download `packages` (only them) into this cache's download directory, emptied of earlier
-    /// packages first; that directory.
-    pub fn download(&self, packages: &[String]) -> anyhow::Result<PathBuf> {
+    /// packages first, and unpack them into `into` (created if missing) with `dpkg-deb -x`: their
+    /// files only, no maintainer script run. The downloaded packages are removed after.
+    pub fn unpack(&self, packages: &[String], into: &Path) -> anyhow::Result<()> {
         let download = self.dir.join("download");
         clear_debs(&download)?;
         sh(self
@@ -118,7 +119,14 @@ impl Apt {
             .current_dir(&download)
             .args(["-q", "download"])
             .args(packages))?;
-        Ok(download)
+        fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
+        for deb in fs::read_dir(&download)? {
+            let deb = deb?.path();
+            if deb.extension().is_some_and(|e| e == "deb") {
+                sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(into))?;
+            }
+        }
+        clear_debs(&download)
     }
 
     /// `apt-get update`, unless the lists are younger than a day.
@@ -150,7 +158,7 @@ pub fn fresh(path: &Path) -> bool {
 }
 
 /// Remove the `.deb` files of `dir`.
-pub fn clear_debs(dir: &Path) -> anyhow::Result<()> {
+fn clear_debs(dir: &Path) -> anyhow::Result<()> {
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "deb") {

@@ -7,19 +7,18 @@
 //! chrooted into one.
 //!
 //! [`package_closure`] (parsing `apt-cache depends --recurse`) and [`merged_usr_links`] are
-//! pure; the rest runs apt-get and dpkg-deb.
+//! pure; the rest runs apt-get and dpkg-deb (through [`Apt`]).
 
 use std::{
     fs,
     os::{fd::AsRawFd as _, unix::fs::symlink},
     path::{Path, PathBuf},
-    process::Command,
 };
 
 use anyhow::{Context as _, bail};
 
-use super::{Apt, clear_debs};
-use crate::cmd::{output, sh};
+use super::Apt;
+use crate::cmd::output;
 
 /// What a root holds.
 pub struct Spec<'a> {
@@ -103,19 +102,11 @@ pub fn fetch(cache: &Path, spec: &Spec, finish: impl FnOnce(&Path) -> anyhow::Re
     )
     .with_context(|| format!("{suite} ({arch}) lacks one of {wanted}"))?;
     let packages = package_closure(&depends);
-    let download = apt.download(&packages)?;
     let tmp = dir.with_file_name(format!("{}.tmp", spec.name));
     if tmp.exists() {
         fs::remove_dir_all(&tmp)?;
     }
-    fs::create_dir_all(&tmp)?;
-    for deb in fs::read_dir(&download)? {
-        let deb = deb?.path();
-        if deb.extension().is_some_and(|e| e == "deb") {
-            sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tmp))?;
-        }
-    }
-    clear_debs(&download)?;
+    apt.unpack(&packages, &tmp)?;
     for (link, target) in merged_usr_links(|p| tmp.join(p).exists()) {
         symlink(target, tmp.join(link))?;
     }

@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 
 use crate::{
     cmd::{output, sh},
-    debian::{Apt, clear_debs, fresh, suite_key},
+    debian::{Apt, fresh, suite_key},
 };
 
 /// Suites searched when a kernel is named by its release (`6.1.0-41-amd64`) instead of a suite.
@@ -136,20 +136,12 @@ fn unpack(cache: &Path, suite: &str, arch: &str, release: &str, dir: &Path) -> a
     if packages.is_empty() {
         bail!("suite {suite} has no package of kernel {release}");
     }
-    let download = apt.download(&packages)?;
     let tmp = dir.with_file_name(format!("{release}.tmp"));
     if tmp.exists() {
         fs::remove_dir_all(&tmp)?;
     }
     let unpacked = tmp.join("packages");
-    fs::create_dir_all(&unpacked)?;
-    for deb in fs::read_dir(&download)? {
-        let deb = deb?.path();
-        if deb.extension().is_some_and(|e| e == "deb") {
-            sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
-        }
-    }
-    clear_debs(&download)?;
+    apt.unpack(&packages, &unpacked)?;
     let found = |candidates: &[String]| candidates.iter().map(|c| unpacked.join(c)).find(|p| p.exists());
     let image = found(&[
         format!("boot/vmlinuz-{release}"),
