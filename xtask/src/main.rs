@@ -4,6 +4,7 @@
 
 mod bench;
 mod cmd;
+mod debian;
 mod fuzz;
 mod run;
 mod setup;
@@ -24,7 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install what building and testing need (apt packages, rust-src, bpf-linker). Idempotent.
+    /// Install what building and testing need (apt packages, rust-src, bpf-linker, the private
+    /// root of Debian trixie's python3.13). Idempotent.
     Setup,
     /// Set up, build, compile the bundled demo with SFrame and run sframe-trace on it.
     Demo,

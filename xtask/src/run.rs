@@ -11,11 +11,13 @@ use crate::cmd::{cargo, sh};
 const SKIPPED_FILE: &str = "target/skipped-tests";
 const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
-/// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`].
-fn cargo_test(root: &Path) -> Command {
+/// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`], the private root of
+/// `python3.13` named.
+fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
-    command
+    command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);
+    Ok(command)
 }
 
 /// Say how many tests were skipped (not root, a tool or kernel feature missing), and which.
@@ -84,7 +86,7 @@ pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
     let _ = std::fs::remove_file(root.join(SKIPPED_FILE));
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
-    let mut tests = cargo_test(root);
+    let mut tests = cargo_test(root)?;
     if long {
         // Read by tracer-user/tests/integration/hardening.rs.
         tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
@@ -146,7 +148,7 @@ pub fn build_release_tracer(root: &Path) -> anyhow::Result<std::path::PathBuf> {
 }
 
 fn ignored_test(root: &Path, env: &[(&str, &Path)], test: &str) -> anyhow::Result<()> {
-    let mut command = cargo_test(root);
+    let mut command = cargo_test(root)?;
     for (var, path) in env {
         command.env(var, path);
     }

@@ -1,8 +1,9 @@
 //! `cargo xtask setup`: install what building and testing need, idempotently, saying what it
 //! does. Apt packages (gcc, binutils), the rust-src, clippy and rustfmt components of the
 //! toolchain in use, bpf-linker built against this rustc's own libLLVM (the linker must use
-//! the LLVM major of the rustc that compiles the eBPF crate), and, for fuzzing, the nightly
-//! toolchain and cargo-fuzz.
+//! the LLVM major of the rustc that compiles the eBPF crate), for fuzzing, the nightly
+//! toolchain and cargo-fuzz, and the private trixie root of `python3.13` the Python tests run
+//! (`python_root`).
 
 use std::{
     path::{Path, PathBuf},
@@ -12,6 +13,8 @@ use std::{
 use anyhow::{Context as _, bail};
 
 use crate::cmd::{output, sh};
+
+pub mod python_root;
 
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -41,6 +44,8 @@ const APT_PACKAGES: &[&str] = &[
     // The aarch64 cross build: its linker (and C compiler, for the aarch64 test objects).
     "gcc-aarch64-linux-gnu",
     "libc6-dev-arm64-cross",
+    // The keyring the private apt (`crate::debian`) checks trixie's packages with.
+    "debian-archive-keyring",
 ];
 
 pub fn setup() -> anyhow::Result<()> {
@@ -49,6 +54,7 @@ pub fn setup() -> anyhow::Result<()> {
     rust_targets()?;
     bpf_linker()?;
     fuzz_tools()?;
+    python_root::python_root()?;
     eprintln!("setup: done");
     Ok(())
 }

@@ -43,6 +43,8 @@ mod procmaps;
 #[cfg(feature = "ebpf")]
 mod python;
 #[cfg(feature = "ebpf")]
+mod python_root;
+#[cfg(feature = "ebpf")]
 mod python_session;
 mod reader;
 #[cfg(feature = "ebpf")]

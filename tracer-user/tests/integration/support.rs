@@ -1,5 +1,12 @@
 //! Helpers shared by the test modules: the gate of tests that need root (privileged), a child process that cannot
-//! outlive its test, and the build of the tracing workloads.
+//! outlive its test, the build of the tracing workloads, and the interpreters of private roots
+//! (`roots`: trixie's `python3.13` run chrooted).
+
+#[cfg(feature = "ebpf")]
+mod roots;
+
+#[cfg(feature = "ebpf")]
+pub use roots::{TRIXIE_PYTHON, in_root, required, trixie_python, trixie_python_root};
 
 #[cfg(feature = "ebpf")]
 use std::process::Child;

@@ -1,7 +1,7 @@
 //! The guest architectures of the kernel matrix: x86-64 guests run this machine's own binaries
 //! on this machine's root file system; aarch64 guests boot Debian's arm64 kernels under
 //! `qemu-system-aarch64` (software emulation) and run binaries cross-built here on an arm64
-//! root file system unpacked from Debian packages (`rootfs.rs`). Pure: names and arguments.
+//! root file system unpacked from Debian packages (`rootfs.rs`, `crate::debian::root`). Pure: names and arguments.
 
 /// The architecture of the guests (`--arch`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

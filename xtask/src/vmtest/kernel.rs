@@ -1,7 +1,7 @@
 //! Debian kernels for the matrix: a suite name (`bookworm`) is resolved to the kernel release
-//! its `linux-image-ARCH` (`amd64` or `arm64`, the guest's architecture) depends on, the packages of that release are downloaded with apt-get
-//! (a private configuration and state per suite, signatures checked against the Debian archive
-//! keyring) and unpacked once into the cache: `kernels/RELEASE/` holds `vmlinuz`, `config` and
+//! its `linux-image-ARCH` (`amd64` or `arm64`, the guest's architecture) depends on, the
+//! packages of that release are downloaded with the private apt of `crate::debian` and
+//! unpacked once into the cache: `kernels/RELEASE/` holds `vmlinuz`, `config` and
 //! `root/lib/modules/RELEASE/` (with its `modules.dep`). The parsing and naming are pure
 //! functions; the rest runs apt-get, dpkg-deb and depmod.
 
@@ -9,18 +9,14 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, SystemTime},
 };
 
 use anyhow::{Context as _, bail};
 
-use crate::cmd::{output, sh};
-
-/// The archive keyring apt checks the suites' signatures with.
-pub const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
-
-/// A suite's package lists and its resolved release are refreshed after this long.
-const MAX_AGE: Duration = Duration::from_secs(86_400);
+use crate::{
+    cmd::{output, sh},
+    debian::{Apt, fresh, suite_key},
+};
 
 /// Suites searched when a kernel is named by its release (`6.1.0-41-amd64`) instead of a suite.
 const SEARCHED_SUITES: &[&str] = &["bookworm", "trixie", "sid", "bullseye"];
@@ -65,115 +61,6 @@ pub fn package_candidates(release: &str) -> Vec<String> {
         .iter()
         .map(|prefix| format!("{prefix}-{release}"))
         .collect()
-}
-
-/// The apt sources of a suite: the suite itself, and for stable suites their updates and
-/// security archives.
-pub fn sources_list(suite: &str, arch: &str, mirror: &str, security: &str) -> String {
-    let opts = format!("[arch={arch} signed-by={KEYRING}]");
-    let rolling = matches!(suite, "sid" | "unstable" | "experimental") || suite.ends_with("-backports");
-    let mut out = format!("deb {opts} {mirror} {suite} main\n");
-    if !rolling {
-        out.push_str(&format!("deb {opts} {mirror} {suite}-updates main\n"));
-        out.push_str(&format!("deb {opts} {security} {suite}-security main\n"));
-    }
-    out
-}
-
-/// The name of a suite's state in the cache (`apt/`, `suites/`): the suite for amd64, the
-/// suite and the architecture for the others (`bookworm-arm64`).
-pub fn suite_key(suite: &str, arch: &str) -> String {
-    if arch == "amd64" {
-        suite.to_owned()
-    } else {
-        format!("{suite}-{arch}")
-    }
-}
-
-/// A private apt for one Debian architecture: its own sources, lists, cache and (empty) dpkg
-/// status, under `apt/SUITE/` (see [`suite_key`]).
-pub struct Apt {
-    pub dir: PathBuf,
-}
-
-impl Apt {
-    pub fn new(cache: &Path, suite: &str, arch: &str) -> anyhow::Result<Apt> {
-        let dir = cache.join("apt").join(suite_key(suite, arch));
-        for sub in ["lists/partial", "archives/partial", "parts", "download"] {
-            fs::create_dir_all(dir.join(sub)).with_context(|| format!("creating {}", dir.join(sub).display()))?;
-        }
-        let mirror = std::env::var("VMTEST_MIRROR").unwrap_or_else(|_| "http://deb.debian.org/debian".to_owned());
-        let security = std::env::var("VMTEST_SECURITY_MIRROR")
-            .unwrap_or_else(|_| "http://deb.debian.org/debian-security".to_owned());
-        fs::write(dir.join("sources.list"), sources_list(suite, arch, &mirror, &security))?;
-        fs::write(dir.join("status"), "")?;
-        let user = output(Command::new("id").arg("-un")).unwrap_or_else(|| "root".to_owned());
-        // Frozen mirror snapshots need the host's own date checks (off) carried over.
-        let dates: String = output(Command::new("apt-config").arg("dump"))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.starts_with("Acquire::Check-Valid-Until ") || l.starts_with("Acquire::Check-Date "))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let d = dir.display();
-        let conf = format!(
-            "Dir::Etc::Main \"{d}/parts/none\";\nDir::Etc::Parts \"{d}/parts\";\n\
-             Dir::Etc::SourceList \"{d}/sources.list\";\nDir::Etc::SourceParts \"{d}/parts\";\n\
-             Dir::Etc::Preferences \"{d}/parts/none\";\nDir::Etc::PreferencesParts \"{d}/parts\";\n\
-             Dir::State \"{d}\";\nDir::State::Lists \"{d}/lists\";\nDir::State::status \"{d}/status\";\n\
-             Dir::Cache \"{d}\";\nDir::Cache::archives \"{d}/archives\";\nDir::Cache::srcpkgcache \"\";\n\
-             Dir::Cache::pkgcache \"\";\nAPT::Architecture \"{arch}\";\nAPT::Architectures {{ \"{arch}\"; }};\n\
-             Acquire::Languages \"none\";\nAcquire::Retries \"3\";\nAPT::Sandbox::User \"{}\";\n{dates}",
-            user.trim()
-        );
-        fs::write(dir.join("apt.conf"), conf)?;
-        Ok(Apt { dir })
-    }
-
-    pub fn command(&self, program: &str) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.env("APT_CONFIG", self.dir.join("apt.conf"));
-        cmd
-    }
-
-    /// `apt-get update`, unless the lists are younger than a day.
-    /// Download `packages` (only them) into this cache's download directory, emptied of earlier
-    /// packages first; that directory.
-    pub fn download(&self, packages: &[String]) -> anyhow::Result<PathBuf> {
-        let download = self.dir.join("download");
-        clear_debs(&download)?;
-        sh(self
-            .command("apt-get")
-            .current_dir(&download)
-            .args(["-q", "download"])
-            .args(packages))?;
-        Ok(download)
-    }
-
-    pub fn update(&self) -> anyhow::Result<()> {
-        let stamp = self.dir.join("updated");
-        if fresh(&stamp) {
-            return Ok(());
-        }
-        sh(self
-            .command("apt-get")
-            .args(["-q", "-o", "APT::Update::Error-Mode=any", "update"]))?;
-        fs::write(&stamp, "")?;
-        Ok(())
-    }
-
-    fn has(&self, package: &str) -> bool {
-        output(self.command("apt-cache").args(["show", "--no-all-versions", package])).is_some()
-    }
-}
-
-/// Whether a file exists and was written less than a day ago.
-fn fresh(path: &Path) -> bool {
-    fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .is_some_and(|age| age < MAX_AGE)
 }
 
 /// The kernel named `name` (a suite or a release) of Debian architecture `arch`, downloaded
@@ -249,20 +136,12 @@ fn unpack(cache: &Path, suite: &str, arch: &str, release: &str, dir: &Path) -> a
     if packages.is_empty() {
         bail!("suite {suite} has no package of kernel {release}");
     }
-    let download = apt.download(&packages)?;
     let tmp = dir.with_file_name(format!("{release}.tmp"));
     if tmp.exists() {
         fs::remove_dir_all(&tmp)?;
     }
     let unpacked = tmp.join("packages");
-    fs::create_dir_all(&unpacked)?;
-    for deb in fs::read_dir(&download)? {
-        let deb = deb?.path();
-        if deb.extension().is_some_and(|e| e == "deb") {
-            sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
-        }
-    }
-    clear_debs(&download)?;
+    apt.unpack(&packages, &unpacked)?;
     let found = |candidates: &[String]| candidates.iter().map(|c| unpacked.join(c)).find(|p| p.exists());
     let image = found(&[
         format!("boot/vmlinuz-{release}"),
@@ -289,14 +168,4 @@ fn unpack(cache: &Path, suite: &str, arch: &str, release: &str, dir: &Path) -> a
         fs::remove_dir_all(dir)?;
     }
     fs::rename(&tmp, dir).with_context(|| format!("moving {} into place", dir.display()))
-}
-
-pub fn clear_debs(dir: &Path) -> anyhow::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "deb") {
-            fs::remove_file(&path)?;
-        }
-    }
-    Ok(())
 }

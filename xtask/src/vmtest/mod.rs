@@ -24,8 +24,8 @@ use std::{
 use anyhow::{Context as _, bail};
 
 use crate::{
-    cmd::{output, sh},
-    setup,
+    cmd::{is_root, output, sh},
+    debian, setup,
 };
 use arch::GuestArch;
 
@@ -140,20 +140,9 @@ fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/vmtest`.
 fn cache_dir() -> anyhow::Result<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").context("neither XDG_CACHE_HOME nor HOME is set")?).join(".cache")
-        }
-    };
-    Ok(base.join("sframe-trace/vmtest"))
+    Ok(debian::cache_dir()?.join("vmtest"))
 }
 
 /// After set-up: the tools are there and busybox (the guest's, at `busybox`) is static (a

@@ -5,10 +5,8 @@ use std::path::Path;
 
 use super::{
     arch::GuestArch,
-    guest, initramfs,
-    kernel::{self, KEYRING},
+    guest, initramfs, kernel,
     report::{self, BEGIN, END, Outcome, Row},
-    rootfs,
 };
 
 /// The release comes from the `Depends:` line that names a versioned image, not a recommends.
@@ -42,22 +40,6 @@ fn package_names_of_a_release() {
     assert!(!kernel::is_release("bullseye"));
 }
 
-/// Stable suites get their updates and security archives; sid and backports only themselves.
-#[test]
-fn sources_of_stable_and_rolling_suites() {
-    let stable = kernel::sources_list("bookworm", "amd64", "http://m/debian", "http://m/debian-security");
-    assert_eq!(stable.lines().count(), 3);
-    assert!(stable.contains("http://m/debian-security bookworm-security main"));
-    assert!(stable.contains(&format!("signed-by={KEYRING}")));
-    for rolling in ["sid", "bookworm-backports"] {
-        let list = kernel::sources_list(rolling, "amd64", "http://m/debian", "http://m/debian-security");
-        assert_eq!(
-            list,
-            format!("deb [arch=amd64 signed-by={KEYRING}] http://m/debian {rolling} main\n")
-        );
-    }
-}
-
 /// The kernel command line carries the three paths for the guest init, and refuses a path
 /// with a space (the kernel would split it).
 #[test]
@@ -89,17 +71,6 @@ fn machine_arguments_per_architecture() {
     assert_eq!(GuestArch::Aarch64.machine_args("kvm")[5], "host");
     assert_eq!(GuestArch::X86_64.machine_args("tcg")[1], "q35");
     assert_eq!(GuestArch::Aarch64.qemu().0, "qemu-system-aarch64");
-    assert_eq!(kernel::suite_key("bookworm", "arm64"), "bookworm-arm64");
-    assert_eq!(kernel::suite_key("bookworm", "amd64"), "bookworm");
-}
-
-/// `apt-cache depends --recurse` output: the unindented names, without virtual packages,
-/// each once.
-#[test]
-fn package_closure_of_apt_depends() {
-    let depends = "libc6\n  Depends: libgcc-s1\n  Breaks: <foo>\nlibgcc-s1\n  Depends: gcc-12-base\n  \
-                   Depends: libc6\ngcc-12-base\n<awk>\nlibc6\n";
-    assert_eq!(rootfs::package_closure(depends), ["libc6", "libgcc-s1", "gcc-12-base"]);
 }
 
 /// qemu option values double their commas; shell words are quoted only when they must be.

@@ -1,0 +1,61 @@
+//! The private root of Debian trixie's `python3.13` that `cargo xtask setup` unpacks
+//! (xtask/src/setup/python_root.rs): where it is, and the interpreter run chrooted into it, so
+//! that its `/proc/PID/root` is that root and the tracer reaches its mapped files through it,
+//! as for a container's processes.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// The variable `cargo xtask test` names the root with.
+pub const PYTHON_ROOT_VAR: &str = "SFRAME_TRACE_PYTHON_ROOT";
+
+/// The interpreter, inside the root.
+pub const TRIXIE_PYTHON: &str = "/usr/bin/python3.13";
+
+/// Where the root is: [`PYTHON_ROOT_VAR`] when set, else where `cargo xtask setup` puts it,
+/// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/rootfs/trixie-python3.13`; `None` when it is not
+/// there or not complete (set-up not run, or cut short).
+pub fn trixie_python_root() -> Option<PathBuf> {
+    let root = match std::env::var_os(PYTHON_ROOT_VAR).filter(|v| !v.is_empty()) {
+        Some(root) => PathBuf::from(root),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache")))?;
+            cache.join("sframe-trace/rootfs/trixie-python3.13")
+        }
+    };
+    let complete = root.join("complete").is_file() && in_root(&root, TRIXIE_PYTHON).is_file();
+    complete.then_some(root)
+}
+
+/// `path` (absolute inside the root) as this machine sees it.
+pub fn in_root(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+/// `chroot ROOT /usr/bin/python3.13`: a command ready for `.args(["-c", script])` (it needs
+/// root), or `None` when the root is absent. Under `CI=true` a caller must fail, not skip, when
+/// it is `None`: [`required`] does that.
+pub fn trixie_python() -> Option<Command> {
+    let root = trixie_python_root()?;
+    let mut command = Command::new("chroot");
+    command.arg(root).arg(TRIXIE_PYTHON);
+    Some(command)
+}
+
+/// `found` (the root, or the command of [`trixie_python`]) for `test`: without it, it fails
+/// under `CI=true`, else reports the test skipped and returns `None`.
+pub fn required<T>(test: &str, found: Option<T>) -> Option<T> {
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: no private root of trixie's python3.13 under CI (run `cargo xtask setup`)"
+        );
+        super::skipped(test, "no private root of trixie's python3.13 (run `cargo xtask setup`)");
+    }
+    found
+}
