@@ -13,9 +13,12 @@ const MAX_RULES: usize = 1 << 16;
 /// Kernel memory a page entry costs in a preallocated hash map, bookkeeping included
 /// (roughly: key, value, element header, bucket).
 const PAGE_COST: u64 = 64;
-/// Room to grow beyond twice what is loaded at start: rows, pages, rules.
+/// Room to grow beyond twice what is loaded at start: rows, pages, rules. Pages are cheap
+/// (64 bytes each) and a host that builds software loads new large objects all the time
+/// (each build of a program is a new file): 32768 pages are 2 GiB of code in 64 KiB pages,
+/// 2 MiB of kernel memory, where 4096 filled up on a busy build host while the rows had room.
 const HEADROOM_ROW_CHUNKS: usize = 2048;
-const HEADROOM_PAGES: usize = 4096;
+const HEADROOM_PAGES: usize = 32768;
 const HEADROOM_RULES: usize = 4096;
 
 /// Bytes of one row chunk.

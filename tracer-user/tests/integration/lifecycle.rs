@@ -9,22 +9,43 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, privileged};
+use crate::support::{
+    Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, cpu_ticks, privileged,
+};
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
 }
 
 /// Start a tracer with the folded stacks going to a file, wait until it samples (following its
-/// progress, see `support::Tracer`), let it sample for 2.5 s, send it `signal`, and return what
-/// it wrote (the stacks as stdout) and printed.
-fn interrupted(args: &[&str], signal: libc::c_int) -> Output {
+/// progress, see `support::Tracer`), let it sample until the target (`target`, else the
+/// command the tracer launched) has used half a second of CPU more (about 100 samples at
+/// 199 Hz, however busy the machine), send it `signal`, and return what it wrote (the stacks
+/// as stdout) and printed.
+fn interrupted(args: &[&str], target: Option<u32>, signal: libc::c_int) -> Output {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("stacks.folded");
     // Before `args`, which may end with `-- COMMAND`.
     let full = [&["-o", out.to_str().expect("path")][..], args].concat();
     let tracer = Tracer::start(&full);
-    sleep(Duration::from_millis(2500));
+    let target = target.unwrap_or_else(|| {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", tracer.pid())).unwrap_or_default();
+        children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the launched command")
+    });
+    let (from, started) = (cpu_ticks(target), Instant::now());
+    while cpu_ticks(target) < from + 50 {
+        assert!(
+            started.elapsed() < SILENCE,
+            "the target got no CPU for {} s",
+            SILENCE.as_secs()
+        );
+        sleep(Duration::from_millis(20));
+    }
     let (status, stderr) = tracer.stop(signal);
     Output {
         status,
@@ -68,7 +89,11 @@ fn sigint_flushes_the_stacks() {
     };
     let dir = build_workloads(&["v1"]);
     let deep = dir.path().join("v1/deep");
-    let out = interrupted(&["-F", "199", "--", deep.to_str().expect("path"), "20"], libc::SIGINT);
+    let out = interrupted(
+        &["-F", "199", "--", deep.to_str().expect("path"), "600"],
+        None,
+        libc::SIGINT,
+    );
     assert_flushed(&out, "interrupted");
 }
 
@@ -81,12 +106,12 @@ fn sigterm_flushes_the_stacks_and_spares_the_target() {
     let dir = build_workloads(&["v1"]);
     let target = Running(
         Command::new(dir.path().join("v1/deep"))
-            .arg("20")
+            .arg("600")
             .spawn()
             .expect("spawn"),
     );
     let pid = target.pid().to_string();
-    let out = interrupted(&["-F", "199", "--pid", &pid], libc::SIGTERM);
+    let out = interrupted(&["-F", "199", "--pid", &pid], Some(target.pid()), libc::SIGTERM);
     assert_flushed(&out, "terminated");
     assert!(
         std::path::Path::new(&format!("/proc/{pid}")).exists(),
@@ -108,7 +133,8 @@ fn the_session_ends_when_the_target_exits() {
             "199",
             "--",
             dir.path().join("v1/deep").to_str().expect("path"),
-            "1",
+            // A second of its own CPU (about 200 samples), however busy the machine.
+            "cpu:1",
         ])
         .output()
         .expect("run");

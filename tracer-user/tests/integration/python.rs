@@ -6,7 +6,7 @@
 //! `CI=true` it fails instead of skipping.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use sframe_trace::bpf::Kernel;
@@ -37,12 +37,12 @@ struct Traced {
 }
 
 /// Start the script, trace it with the Python walk on until it has [`SAMPLES`] samples.
-fn trace(python: &str, script: &str) -> Traced {
-    let child = Command::new(python)
+fn trace(python: &[String], script: &str) -> Traced {
+    let child = programs::command(python)
         .args(["-c", script, "-"])
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|err| panic!("starting {python}: {err}"));
+        .unwrap_or_else(|err| panic!("starting {python:?}: {err}"));
     let mut running = Running(child);
     let pid = running.pid();
     // Its mappings are complete once the script works (it says so).
@@ -145,6 +145,7 @@ fn check(test: &str, program: &Program) {
     };
     for python in interpreters(test) {
         let traced = trace(&python, program.script);
+        let python = python.join(" ");
         let mut tally = Tally::default();
         for sample in &traced.samples {
             let (frames, complete) = python_stack(sample, &traced.catalog);

@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use crate::python::programs::{ALL, Program, PyFrame, Tally, goings, interpreters, pyenv};
+use crate::python::programs::{self, ALL, Program, PyFrame, Tally, goings, interpreters, three_versions};
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, read_pprof};
 
 /// Seconds of CPU each program works for.
@@ -46,10 +46,10 @@ struct Session {
 }
 
 /// Start every program on `python` (`PY_WALK_WAIT`: wait for a line on stdin first).
-fn start_programs(python: &str, wait: bool) -> Vec<Running> {
+fn start_programs(python: &[String], wait: bool) -> Vec<Running> {
     ALL.iter()
         .map(|program| {
-            let mut command = Command::new(python);
+            let mut command = programs::command(python);
             command
                 .args(["-c", program.script, program.name])
                 .env("PY_WALK_CPU", CPU_SECONDS)
@@ -58,7 +58,11 @@ fn start_programs(python: &str, wait: bool) -> Vec<Running> {
             if wait {
                 command.env("PY_WALK_WAIT", "1");
             }
-            Running(command.spawn().unwrap_or_else(|err| panic!("starting {python}: {err}")))
+            Running(
+                command
+                    .spawn()
+                    .unwrap_or_else(|err| panic!("starting {python:?}: {err}")),
+            )
         })
         .collect()
 }
@@ -74,7 +78,7 @@ fn output_of(running: &mut Running) -> String {
 }
 
 /// Trace the programs on `python` in `mode`, the tracer given `extra` flags too.
-fn session(python: &str, mode: Mode, extra: &[&str]) -> Session {
+fn session(python: &[String], mode: Mode, extra: &[&str]) -> Session {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = |name: &str| dir.path().join(name).to_str().expect("a UTF-8 path").to_owned();
     let (json, folded, pprof, said) = (file("out.json"), file("out.folded"), file("out.pb.gz"), file("said"));
@@ -120,11 +124,10 @@ fn session(python: &str, mode: Mode, extra: &[&str]) -> Session {
                 if program.name == "sorted" {
                     args.extend(["-f", "pprof", "-o", &pprof].map(String::from));
                 }
-                let script = format!(
-                    "exec >> '{said}'; PY_WALK_CPU={CPU_SECONDS} exec \"$0\" -c \"$1\" {}",
-                    program.name
-                );
-                args.extend(["--", "/bin/sh", "-c", &script, python, program.script].map(String::from));
+                let script = format!("exec >> '{said}'; PY_WALK_CPU={CPU_SECONDS} exec \"$@\"");
+                args.extend(["--", "/bin/sh", "-c", &script, "sh"].map(String::from));
+                args.extend(python.iter().cloned());
+                args.extend(["-c", program.script, program.name].map(String::from));
                 stderr = Tracer::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).finish();
                 json_text.push_str(&std::fs::read_to_string(&json).expect("the json output"));
                 folded_text.push_str(&std::fs::read_to_string(&folded).expect("the folded output"));
@@ -232,48 +235,39 @@ fn python_session_pid() {
     };
     for python in interpreters("python_session_pid") {
         let session = session(&python, Mode::Pid, &[]);
-        judge(&session, &format!("--pid, {python}"));
-        judge_outputs(&session, &format!("--pid, {python}"));
+        let what = format!("--pid, {}", python.join(" "));
+        judge(&session, &what);
+        judge_outputs(&session, &what);
     }
 }
 
-/// Debian's 3.11 and pyenv's 3.13, launched with `--` (with a pprof output).
+/// Debian's 3.11, pyenv's 3.13 and trixie's 3.13 (chrooted), launched with `--` (with a
+/// pprof output).
 #[test]
 fn python_session_launched() {
     let Some(_serial) = privileged("python_session_launched") else {
         return;
     };
-    for python in two_versions("python_session_launched") {
+    for python in three_versions("python_session_launched") {
         let session = session(&python, Mode::Launch, &[]);
-        judge(&session, &format!("--, {python}"));
-        judge_outputs(&session, &format!("--, {python}"));
+        let what = format!("--, {}", python.join(" "));
+        judge(&session, &what);
+        judge_outputs(&session, &what);
     }
 }
 
-/// Debian's 3.11 and pyenv's 3.13, started while the whole host is traced: new processes,
+/// Debian's 3.11, pyenv's 3.13 and trixie's 3.13, started while the whole host is traced: new
+/// processes,
 /// registered as their exec is noticed.
 #[test]
 fn python_session_system_wide() {
     let Some(_serial) = privileged("python_session_system_wide") else {
         return;
     };
-    for python in two_versions("python_session_system_wide") {
+    for python in three_versions("python_session_system_wide") {
         let session = session(&python, Mode::SystemWide, &[]);
-        judge(&session, &format!("-a, {python}"));
+        judge(&session, &format!("-a, {}", python.join(" ")));
     }
-}
-
-/// Debian's 3.11 and, where pyenv has it, 3.13.
-fn two_versions(test: &str) -> Vec<String> {
-    let mut out = vec!["/usr/bin/python3.11".to_owned()];
-    match pyenv("3.13") {
-        Some(path) => out.push(path),
-        None => {
-            assert!(std::env::var_os("CI").is_none(), "{test}: no pyenv python3.13 under CI");
-            crate::support::skipped(test, "no pyenv python3.13 installed");
-        }
-    }
-    out
 }
 
 /// `--no-python`: no walk and no Python frame; the evaluation loop stays a native frame.
@@ -282,7 +276,7 @@ fn python_session_no_python() {
     let Some(_serial) = privileged("python_session_no_python") else {
         return;
     };
-    let session = session("/usr/bin/python3.11", Mode::Pid, &["--no-python"]);
+    let session = session(&["/usr/bin/python3.11".to_owned()], Mode::Pid, &["--no-python"]);
     assert_eq!(session.summary.count("python.walks"), 0, "{}", session.summary.0);
     assert_eq!(
         session.summary.count("python.stacks.frames"),

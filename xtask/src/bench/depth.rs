@@ -66,15 +66,9 @@ pub fn run(b: &Bench, runs: &Runs) -> anyhow::Result<Phase> {
         })
         .collect();
     let figures = vec![
-        Figure::new(
+        Figure::context_ns(
             format!("BPF time per extra frame ({first} to {last} frames, 999 Hz, `--pid`)"),
-            per_frame.map_or("not measured".to_owned(), |ns| format!("{ns:.1} ns")),
-            "— (context)",
-            if per_frame.is_some() {
-                Verdict::Peer
-            } else {
-                Verdict::NotMeasured
-            },
+            per_frame,
         ),
         Figure::new(
             "Ring-buffer bytes per extra frame",

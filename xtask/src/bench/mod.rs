@@ -197,16 +197,7 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
         other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale and python do)"),
     };
     if let Some(example) = example {
-        let mut examples = cargo();
-        examples.args([
-            "build",
-            "--release",
-            "--package",
-            "tracer-user",
-            "--no-default-features",
-        ]);
-        examples.args(["--example", example]);
-        sh(&mut examples)?;
+        build_examples(&[example])?;
     }
     std::fs::create_dir_all(&b.scratch)?;
     let phase = run(&b)?;
@@ -224,10 +215,8 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Build the release tracer, the benchmark examples and the workloads (binutils 2.44 and the
-/// sid snapshot first, for SFrame v2 and v3).
-fn prepare(b: &Bench) -> anyhow::Result<()> {
-    sh(cargo().args(["build", "--release", "--package", "tracer-user"]))?;
+/// Build the benchmark examples `names` (release, without the eBPF program).
+fn build_examples(names: &[&str]) -> anyhow::Result<()> {
     let mut examples = cargo();
     examples.args([
         "build",
@@ -236,10 +225,17 @@ fn prepare(b: &Bench) -> anyhow::Result<()> {
         "tracer-user",
         "--no-default-features",
     ]);
-    for name in EXAMPLES {
+    for name in names {
         examples.args(["--example", name]);
     }
-    sh(&mut examples)?;
+    sh(&mut examples)
+}
+
+/// Build the release tracer, the benchmark examples and the workloads (binutils 2.44 and the
+/// sid snapshot first, for SFrame v2 and v3).
+fn prepare(b: &Bench) -> anyhow::Result<()> {
+    sh(cargo().args(["build", "--release", "--package", "tracer-user"]))?;
+    build_examples(&EXAMPLES)?;
     let sets = b.plan.sets;
     if sets.iter().any(|s| *s != "v1") {
         sh(Command::new("bash").arg(b.root.join("fixtures/toolchains.sh")))?;

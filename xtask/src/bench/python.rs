@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{
     Bench,
     depth::traced_walk_ns,
-    report::{Figure, Phase, Spread, Verdict, spread_json, table},
+    report::{Figure, Phase, Spread, spread_json, table},
     sys::Sysctl,
 };
 
@@ -90,15 +90,9 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
             "python_frames_per_walk": spread_json(frames),
             "ns_per_python_frame": per_frame,
         }),
-        figures: vec![Figure::new(
+        figures: vec![Figure::context_ns(
             "BPF time per Python frame (CPython 3.11, `--pid`, 999 Hz)",
-            per_frame.map_or("not measured".to_owned(), |ns| format!("{ns:.1} ns")),
-            "— (context)",
-            if per_frame.is_some() {
-                Verdict::Peer
-            } else {
-                Verdict::NotMeasured
-            },
+            per_frame,
         )],
     })
 }

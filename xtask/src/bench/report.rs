@@ -70,6 +70,20 @@ impl Figure {
         }
     }
 
+    /// A figure given for context (no target), in nanoseconds: "not measured" without one.
+    pub fn context_ns(what: impl Into<String>, ns: Option<f64>) -> Figure {
+        Figure::new(
+            what,
+            ns.map_or("not measured".to_owned(), |ns| format!("{ns:.1} ns")),
+            "— (context)",
+            if ns.is_some() {
+                Verdict::Peer
+            } else {
+                Verdict::NotMeasured
+            },
+        )
+    }
+
     pub fn json(&self) -> Value {
         json!({"what": self.what, "measured": self.measured, "target": self.target,
                "verdict": self.verdict.text()})

@@ -320,25 +320,59 @@ pub fn goings(text: &str) -> HashMap<u32, (&'static Program, u64)> {
     text.lines().filter_map(going).collect()
 }
 
+/// The words of the command that starts an interpreter.
+pub type Interpreter = Vec<String>;
+
+/// A command starting `python`.
+pub fn command(python: &[String]) -> std::process::Command {
+    let mut command = std::process::Command::new(&python[0]);
+    command.args(&python[1..]);
+    command
+}
+
 /// The interpreters the programs run on: Debian's 3.11 (a static interpreter), the default
 /// `python3` on the path (on the image this suite is made on, pyenv's 3.11,
-/// `libpython3.11.so`), and pyenv's 3.12 and 3.13 (`pyenv root`), where pyenv has them
-/// (skipped, loudly, where not; under CI a missing one fails).
-pub fn interpreters(test: &str) -> Vec<String> {
-    let mut out = vec!["/usr/bin/python3.11".to_string(), "python3".to_string()];
+/// `libpython3.11.so`), pyenv's 3.12 and 3.13 (`pyenv root`), and Debian trixie's 3.13 run
+/// chrooted into its private root (see `support::roots`). One missing is skipped, loudly,
+/// and fails under CI.
+pub fn interpreters(test: &str) -> Vec<Interpreter> {
+    let mut out = vec![vec!["/usr/bin/python3.11".to_string()], vec!["python3".to_string()]];
     for minor in ["3.12", "3.13"] {
-        match pyenv(minor) {
-            Some(path) => out.push(path),
-            None => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "{test}: no pyenv python{minor} under CI"
-                );
-                crate::support::skipped(test, &format!("no pyenv python{minor} installed"));
-            }
-        }
+        out.extend(pyenv_required(test, minor));
     }
+    out.extend(trixie(test));
     out
+}
+
+/// Debian's 3.11, pyenv's 3.13 and trixie's 3.13 (the same skipping).
+pub fn three_versions(test: &str) -> Vec<Interpreter> {
+    let mut out = vec![vec!["/usr/bin/python3.11".to_string()]];
+    out.extend(pyenv_required(test, "3.13"));
+    out.extend(trixie(test));
+    out
+}
+
+/// pyenv's `python3.MINOR`; without it, skipped (failing under CI).
+fn pyenv_required(test: &str, minor: &str) -> Option<Interpreter> {
+    let found = pyenv(minor);
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: no pyenv python{minor} under CI"
+        );
+        crate::support::skipped(test, &format!("no pyenv python{minor} installed"));
+    }
+    found.map(|path| vec![path])
+}
+
+/// trixie's `python3.13` in its private root; without it, skipped (failing under CI).
+fn trixie(test: &str) -> Option<Interpreter> {
+    let root = crate::support::required(test, crate::support::trixie_python_root())?;
+    Some(vec![
+        "chroot".to_string(),
+        root.display().to_string(),
+        crate::support::TRIXIE_PYTHON.to_string(),
+    ])
 }
 
 /// pyenv's `python3.MINOR`, if pyenv has one.
