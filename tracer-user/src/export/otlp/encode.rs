@@ -305,10 +305,11 @@ impl<'a> Dictionary<'a> {
     fn location(&mut self, frame: &ResolvedFrame, lines: Vec<(i32, i64)>) -> i32 {
         let mapping_index = frame.object.map_or(0, |o| self.mapping(o));
         let address = if mapping_index == 0 { frame.addr } else { frame.offset };
-        let kind = if frame.source == FrameSource::Kernel {
-            "kernel"
-        } else {
-            "native"
+        // The semantic conventions' frame types.
+        let kind = match frame.source {
+            FrameSource::Kernel => "kernel",
+            FrameSource::Python => "cpython",
+            _ => "native",
         };
         let kind = self.attribute("profile.frame.type", Attr::Str(kind.to_owned()));
         let key = (mapping_index, address, lines, kind);

@@ -221,6 +221,74 @@ fn stacks_resolve_through_the_dictionary() {
     );
 }
 
+/// Python frames are `cpython` frames whose lines name the function, its file and line, in
+/// the `[python]` mapping; two lines of one function are two locations of one function.
+#[test]
+fn python_frames_are_cpython_frames() {
+    let python = |line: u32| ResolvedFrame {
+        addr: 3 << 32 | u64::from(line),
+        object: Some(1),
+        offset: 3 << 32 | u64::from(line),
+        symbol: Some("Calc.step".to_owned()),
+        file: Some("/srv/calc.py".to_owned()),
+        line: Some(line),
+        inlined: false,
+        source: FrameSource::Python,
+    };
+    let profile = Resolved {
+        objects: vec![object("/usr/bin/python3.11", None), object("[python]", None)],
+        stacks: vec![
+            stack(
+                100,
+                100,
+                "python3",
+                "cpu-clock",
+                vec![python(12), frame(Some("main"), Some(0), 0x1050)],
+                2,
+            ),
+            stack(
+                100,
+                100,
+                "python3",
+                "cpu-clock",
+                vec![python(14), frame(Some("main"), Some(0), 0x1050)],
+                1,
+            ),
+        ],
+        ..sample_profile()
+    };
+    let request = round_trip(&profile, &resource());
+    let dict = request.dictionary.as_ref().expect("a dictionary");
+    let samples = &request.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    let mut seen = Vec::new();
+    for sample in samples {
+        let top = dict.stack_table[sample.stack_index as usize].location_indices[0];
+        let location = &dict.location_table[top as usize];
+        assert_eq!(
+            attributes(dict, &location.attribute_indices)["profile.frame.type"],
+            text("cpython")
+        );
+        let mapping = &dict.mapping_table[location.mapping_index as usize];
+        assert_eq!(dict.string_table[mapping.filename_strindex as usize], "[python]");
+        let line = &location.lines[0];
+        let function = &dict.function_table[line.function_index as usize];
+        seen.push((
+            dict.string_table[function.name_strindex as usize].clone(),
+            dict.string_table[function.filename_strindex as usize].clone(),
+            line.line,
+            line.function_index,
+        ));
+    }
+    seen.sort();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        (seen[0].0.as_str(), seen[0].1.as_str(), seen[0].2),
+        ("Calc.step", "/srv/calc.py", 12)
+    );
+    assert_eq!(seen[1].2, 14);
+    assert_eq!(seen[0].3, seen[1].3, "one function");
+}
+
 /// Mappings carry the object's path and GNU build-id (hex) as `process.executable.build_id.gnu`;
 /// objects without one carry no attribute.
 #[test]
