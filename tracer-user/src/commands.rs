@@ -98,7 +98,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         "--ring-buffer-size must be at least the page size ({page} bytes)"
     );
     let otlp = otlp_config(&args)?;
-    sframe_trace::trace::symfiles::configure(
+    sframe_trace::symfiles::configure(
         symbol_config(args.symbolize == crate::cli::Symbolize::None, &args.symbols)?,
         true,
     );
@@ -264,8 +264,8 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
 fn symbol_config(
     no_user_symbols: bool,
     args: &crate::cli::SymbolArgs,
-) -> anyhow::Result<sframe_trace::trace::symfiles::SymbolConfig> {
-    sframe_trace::trace::symfiles::SymbolConfig::from_flags(
+) -> anyhow::Result<sframe_trace::symfiles::SymbolConfig> {
+    sframe_trace::symfiles::SymbolConfig::from_flags(
         no_user_symbols,
         args.debug_dir.clone(),
         &args.debuginfod,
@@ -283,7 +283,7 @@ fn run_symbolize(
     inline: bool,
     symbols: crate::cli::SymbolArgs,
 ) -> anyhow::Result<Status> {
-    use sframe_trace::trace::offline::{FileFormat, symbolize_file};
+    use sframe_trace::offline::{FileFormat, symbolize_file};
     let format = match format {
         crate::cli::Format::Folded => FileFormat::Folded,
         crate::cli::Format::Svg => FileFormat::Svg,
@@ -292,9 +292,9 @@ fn run_symbolize(
         crate::cli::Format::PerfScript => FileFormat::PerfScript,
         crate::cli::Format::Otlp => anyhow::bail!("symbolize writes files: folded, svg, pprof, json or perf-script"),
     };
-    sframe_trace::trace::symfiles::configure(symbol_config(false, &symbols)?, false);
+    sframe_trace::symfiles::configure(symbol_config(false, &symbols)?, false);
     symbolize_file(profile, output, format, inline)?;
-    let figures = sframe_trace::trace::symfiles::figures();
+    let figures = sframe_trace::symfiles::figures();
     if !figures.is_empty() {
         eprintln!("sframe-trace: symbol files: {}", serde_json::to_string(&figures)?);
     }

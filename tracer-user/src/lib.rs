@@ -25,4 +25,16 @@ pub mod event;
 #[cfg(feature = "ebpf")]
 pub mod export;
 #[cfg(feature = "ebpf")]
+pub mod offline;
+#[cfg(feature = "ebpf")]
+pub mod outfile;
+#[cfg(feature = "ebpf")]
+pub mod profile;
+#[cfg(feature = "ebpf")]
+pub mod snapshots;
+#[cfg(feature = "ebpf")]
+pub mod symbolize;
+#[cfg(feature = "ebpf")]
+pub mod symfiles;
+#[cfg(feature = "ebpf")]
 pub mod trace;

@@ -1,5 +1,5 @@
 //! Output formats. Each writes a [`model::Resolved`] profile (or, for streaming formats, one
-//! event at a time); symbolization happens before, in `trace::symbolize`.
+//! event at a time); symbolization happens before, in `symbolize`.
 
 pub mod folded;
 pub mod json;

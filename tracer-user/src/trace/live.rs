@@ -12,11 +12,7 @@ use tokio::{
 };
 use tracer_common::Counter;
 
-use super::{
-    TraceConfig,
-    profile::Profile,
-    symbolize::{self, Collection, SymbolCache},
-};
+use super::TraceConfig;
 use crate::registry::Catalog;
 use crate::{
     bpf::Kernel,
@@ -24,6 +20,10 @@ use crate::{
         screen::Status,
         terminal::{Snapshot, Terminal},
     },
+};
+use crate::{
+    profile::Profile,
+    symbolize::{self, Collection, SymbolCache},
 };
 
 /// How often the view gets a snapshot.

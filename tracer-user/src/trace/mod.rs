@@ -7,17 +7,11 @@ mod follow;
 mod kernel;
 mod launch;
 mod live;
-pub mod offline;
 mod otlp;
-mod outfile;
 mod output;
-pub(crate) mod profile;
 mod setup;
 mod sizes;
-mod snapshots;
 mod summary;
-pub(crate) mod symbolize;
-pub mod symfiles;
 mod targets;
 
 use std::{
@@ -25,15 +19,15 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub use crate::outfile::OutputFileError;
+use crate::profile::{Keep, Profile};
 use crate::registry;
+use crate::snapshots::Snapshots;
+use crate::symbolize::SymbolCache;
 use follow::Follower;
 pub use follow::SWEEP_LOG;
-pub use outfile::OutputFileError;
 pub use output::OutputSpec;
-use profile::{Keep, Profile};
-use snapshots::Snapshots;
 pub use summary::{SummaryFormat, SummarySpec};
-use symbolize::SymbolCache;
 use targets::Targets;
 use tracer_common::notice::Notice;
 
@@ -243,7 +237,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     // Missing debug files may be fetched from now on (never while samples are taken).
-    symfiles::end_sampling();
+    crate::symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
     catalog.jit.refresh(true, registry::monotonic_ns());
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
@@ -416,4 +410,4 @@ fn notices_first(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

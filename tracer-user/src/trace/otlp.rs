@@ -7,13 +7,13 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{
-    TraceConfig,
+use super::TraceConfig;
+use crate::export::otlp::{ExportReport, Exporter, Ticker};
+use crate::registry::Catalog;
+use crate::{
     profile::Profile,
     symbolize::{self, Collection, SymbolCache},
 };
-use crate::export::otlp::{ExportReport, Exporter, Ticker};
-use crate::registry::Catalog;
 
 /// How long the exporter may take at the end to send what is still queued.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);

@@ -16,14 +16,14 @@ use std::{
 
 use tracer_common::trace::Sample;
 
-use super::{
-    TraceConfig,
+use super::TraceConfig;
+use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};
+use crate::registry::Catalog;
+use crate::{
     outfile::{self, Placement},
     profile::{Profile, Stack},
     symbolize::{self, Collection, SymbolCache},
 };
-use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};
-use crate::registry::Catalog;
 
 /// One output asked for: its format (never otlp) and its file (`None`: stdout).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,7 +161,7 @@ impl Outputs {
             let written = match (sink.format, &resolved) {
                 (Format::Folded, Some(resolved)) => folded::write(&mut sink.out, resolved),
                 (Format::Svg, Some(resolved)) => svg::write(&mut sink.out, resolved),
-                (Format::Pprof, Some(resolved)) if !super::symfiles::user_symbols() => {
+                (Format::Pprof, Some(resolved)) if !crate::symfiles::user_symbols() => {
                     pprof::write_unsymbolized(&mut sink.out, resolved)
                 }
                 (Format::Pprof, Some(resolved)) => pprof::write(&mut sink.out, resolved),

@@ -8,8 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Sink, follow::Follower, symfiles};
+use super::{Sink, follow::Follower};
 use crate::registry::Catalog;
+use crate::symfiles;
 
 /// How often the sizes are logged.
 const EVERY: Duration = Duration::from_secs(10);

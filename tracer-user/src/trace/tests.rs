@@ -6,11 +6,11 @@ use tracer_common::{
     walk::StopReason,
 };
 
-use super::profile::{Frame, Profile, Tally};
 use crate::export::model::FrameSource;
+use crate::profile::{Frame, Profile, Tally};
 use crate::registry::{Catalog, NoTable, Object, ResolvedMapping, Table, TableSource};
 
-pub(super) fn catalog() -> Catalog {
+pub(crate) fn catalog() -> Catalog {
     let mut catalog: Catalog = Catalog::default();
     let sframe = Table {
         id: 0,
@@ -45,7 +45,7 @@ pub(super) fn catalog() -> Catalog {
     catalog
 }
 
-pub(super) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
+pub(crate) fn sample(user: &[u64], sources: &[u8], kernel: &[u64]) -> Sample {
     let mut s = Sample::EMPTY;
     s.header = SampleHeader {
         time_ns: 1,
@@ -195,7 +195,7 @@ fn events_are_named_and_weighted() {
 /// demangled.
 #[test]
 fn only_mangled_names_are_demangled() {
-    use super::symbolize::demangle;
+    use crate::symbolize::demangle;
     assert_eq!(demangle("c"), "c");
     assert_eq!(demangle("main"), "main");
     assert_eq!(demangle("_ZN3foo3barE"), "foo::bar");
@@ -206,7 +206,7 @@ fn only_mangled_names_are_demangled() {
 /// bytes; truncated notes give nothing.
 #[test]
 fn build_id_from_notes() {
-    use super::symbolize::gnu_build_id;
+    use crate::symbolize::gnu_build_id;
     let note = |name: &[u8], kind: u32, desc: &[u8]| {
         let mut n = Vec::new();
         n.extend_from_slice(&(name.len() as u32).to_ne_bytes());
@@ -227,7 +227,7 @@ fn build_id_from_notes() {
 }
 /// An object of the test catalog at `path` (named by its file name), with `table`, mapped by
 /// one process; its file is /dev/null (nothing reads it in these tests).
-pub(super) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
+pub(crate) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
     Object {
         path: path.into(),
         key: None,
@@ -258,7 +258,7 @@ fn jit_frames_are_named_from_the_perf_map() {
     catalog.jit.set_map(7, 0, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
     let events = crate::event::EventSet::default().names();
     let of_sample = |sample: &tracer_common::trace::Sample, catalog: &Catalog, events| {
-        let mut stack = super::profile::Stack::default();
+        let mut stack = crate::profile::Stack::default();
         stack.set_to(sample, catalog, events);
         stack
     };
@@ -269,7 +269,7 @@ fn jit_frames_are_named_from_the_perf_map() {
     catalog.jit.refresh_wanted();
     of_sample(&sample(&[0xd000], &[], &[]), &catalog, &events);
     assert!(!catalog.jit.is_wanted(), "an address in no mapping is no JIT code");
-    let mut cache = super::symbolize::SymbolCache::new(false);
+    let mut cache = crate::symbolize::SymbolCache::new(false);
     let frames = cache.frames(&named, &catalog);
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].symbol.as_deref(), Some("JS:*fib /srv/fib.js:1:13"));
@@ -287,7 +287,7 @@ fn jit_frames_are_named_from_the_perf_map() {
 /// tallies are kept in every case, and `add` hands back the stack it resolved.
 #[test]
 fn profiles_keep_what_their_consumers_read() {
-    use super::profile::Keep;
+    use crate::profile::Keep;
     let catalog = catalog();
     let s = sample(&[0x1100, 0x8201], &[], &[]);
     for (whole, window) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -299,7 +299,7 @@ fn profiles_keep_what_their_consumers_read() {
         profile.add(&s, &catalog);
         let second = profile.take_window();
         assert_eq!(profile.samples, 3);
-        let count = |stacks: &super::profile::Stacks| stacks.get(&stack).map_or(0, |t| t.count);
+        let count = |stacks: &crate::profile::Stacks| stacks.get(&stack).map_or(0, |t| t.count);
         assert_eq!(count(&profile.stacks), if whole { 3 } else { 0 });
         assert_eq!((count(&first), count(&second)), if window { (2, 1) } else { (0, 0) });
         assert!(profile.take_window().is_empty());
@@ -311,7 +311,7 @@ fn profiles_keep_what_their_consumers_read() {
 /// slot for the next one without renaming the frames of the others.
 #[test]
 fn resolved_stacks_list_only_their_objects() {
-    use super::symbolize::{Collection, SymbolCache, resolve};
+    use crate::symbolize::{Collection, SymbolCache, resolve};
     let catalog = catalog();
     let mut cache = SymbolCache::new(false);
     let collection = Collection {
@@ -360,7 +360,7 @@ fn resolved_stacks_list_only_their_objects() {
 /// frames resolved after a drop are still named.
 #[test]
 fn symbol_names_are_bounded() {
-    use super::symbolize::SymbolCache;
+    use crate::symbolize::SymbolCache;
     let catalog = catalog();
     let mut cache = SymbolCache::with_max_names(false, 2);
     let mut profile = Profile::new(Default::default());

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::trace::outfile::{self, OutputFileError, Placement};
+use crate::outfile::{self, OutputFileError, Placement};
 
 /// The summary file, open from before tracing starts (a bad path fails early) until the
 /// summary is written.

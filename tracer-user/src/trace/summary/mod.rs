@@ -14,8 +14,9 @@ use tracer_common::{Counter, walk::StopReason};
 
 use crate::export::otlp::ExportReport;
 
-use super::{follow::FollowStats, profile::Profile, snapshots::SnapshotStats};
+use super::follow::FollowStats;
 use crate::registry::{Catalog, NoTableKind};
+use crate::{profile::Profile, snapshots::SnapshotStats};
 
 /// Objects without a table whose reason the text prints in full (the JSON has them all).
 const MAX_NOTES: usize = 8;
@@ -113,8 +114,8 @@ pub struct Figures {
     /// thousand of the session; `notes_left_out` counts the others.
     pub notes: Vec<String>,
     pub notes_left_out: u64,
-    /// Debug files fetched, and files not symbolized from (`trace::symfiles`).
-    pub symbols: super::symfiles::SymbolFigures,
+    /// Debug files fetched, and files not symbolized from (`symfiles`).
+    pub symbols: crate::symfiles::SymbolFigures,
     /// The outputs that could not be written, each `PATH: why` (the others were written).
     pub failed_outputs: Vec<String>,
     /// The OTLP exports (`null` without `-f otlp`).
@@ -263,7 +264,7 @@ impl Summary<'_> {
             stack_copies: self.copies,
             notes: counts.notes,
             notes_left_out: counts.notes_left_out,
-            symbols: super::symfiles::figures(),
+            symbols: crate::symfiles::figures(),
             failed_outputs: self.failed_outputs.to_vec(),
             otlp: self.otlp.map(Exports::from),
             jit: self.catalog.jit.stats(),

@@ -14,10 +14,9 @@ use crate::export::otlp::{Destination, ExportReport};
 use crate::registry::{Catalog, NoTable};
 use crate::trace::{
     follow::FollowStats,
-    profile::Profile,
-    snapshots::SnapshotStats,
     tests::{catalog, object, sample},
 };
+use crate::{profile::Profile, snapshots::SnapshotStats};
 
 /// The session of these tests: the shared catalog with one more object (unreadable), and one
 /// sample of three frames (two from tables, one from frame pointers).

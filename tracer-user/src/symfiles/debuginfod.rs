@@ -7,7 +7,7 @@
 //! ([`Limits::timeout`]), a session makes at most [`Limits::requests`] requests (none after
 //! [`Limits::session_time`]) and takes at most [`Limits::file_bytes`] per file and
 //! [`Limits::session_bytes`] in all; the response head is bounded; the body is written to an unpredictably named temporary file beside its place in
-//! the cache (`trace::outfile`) and renamed there only when complete and an ELF file with the
+//! the cache (`outfile`) and renamed there only when complete and an ELF file with the
 //! build-id asked for. Every failure is a [`FetchError`] with a short reason the summary counts.
 
 use std::{

@@ -12,7 +12,7 @@ use crate::{registry::ResolvedMapping, trace::tests::catalog};
 /// A copy from process `pid` sampled at 0x3010 of `/x.so` (no table: frame pointers) whose
 /// frame pointer leads to a caller at 0x1100 of `/app` and ends there (a saved FP of 0).
 fn copy(pid: u32) -> Sample {
-    let mut s = super::super::tests::sample(&[0x3010], &[], &[0xffff_fff1]);
+    let mut s = crate::trace::tests::sample(&[0x3010], &[], &[0xffff_fff1]);
     s.tgid = pid;
     s.stop = StopReason::Snapshot as u32;
     s.snapshot = 4;
@@ -48,7 +48,7 @@ fn a_copy_waits_for_its_process_and_is_walked_through_its_mappings() {
     let mut catalog = catalog();
     let mut copies = Snapshots::new(2048);
     assert!(
-        !copies.hold(&super::super::tests::sample(&[0x1100], &[], &[])),
+        !copies.hold(&crate::trace::tests::sample(&[0x1100], &[], &[])),
         "a walked sample"
     );
     assert!(copies.hold(&copy(9)));

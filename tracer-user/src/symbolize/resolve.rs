@@ -10,8 +10,8 @@ use std::{
 use super::SymbolCache;
 use crate::{
     export::model::{Resolved, ResolvedStack},
+    profile::{Stack, Stacks},
     registry::Catalog,
-    trace::profile::{Stack, Stacks},
 };
 
 /// When and how the samples of a profile were taken.
