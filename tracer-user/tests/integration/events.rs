@@ -231,6 +231,12 @@ fn check_syscall_stacks(text: &str, stderr: &str, caller: &str, calls: u64, hit:
     assert_eq!(count(&lines, |_| true), calls, "other stacks:\n{text}");
 }
 
+/// The kernel's entry of the `getppid` system call on this architecture.
+#[cfg(target_arch = "x86_64")]
+const GETPPID_KPROBE: &str = "kprobe:__x64_sys_getppid";
+#[cfg(target_arch = "aarch64")]
+const GETPPID_KPROBE: &str = "kprobe:__arm64_sys_getppid";
+
 /// A kprobe on the `getppid` system call has both stacks, once per call.
 #[test]
 fn kprobe_has_user_and_kernel_stacks() {
@@ -241,7 +247,7 @@ fn kprobe_has_user_and_kernel_stacks() {
         return;
     }
     let workload = Workload::build();
-    let (text, stderr) = workload.trace(&["-e", "kprobe:__x64_sys_getppid"]);
+    let (text, stderr) = workload.trace(&["-e", GETPPID_KPROBE]);
     // The probed function, or the one it is an alias of (`__do_sys_getppid` on 6.1).
     check_syscall_stacks(&text, &stderr, "pp", PPID_CALLS, |innermost| {
         innermost.ends_with("sys_getppid")
