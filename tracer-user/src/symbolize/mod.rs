@@ -26,6 +26,9 @@ use crate::registry::{Catalog, PYTHON_OBJECT, PyFrame};
 /// build that runs for good) are dropped and rebuilt as frames ask for them, so that a session
 /// of any length on a host of any churn stays within a bounded size.
 const MAX_NAMES: usize = 1 << 17;
+/// Bytes the heap may grow by while naming (blazesym's parsed DWARF above all: a few large
+/// debug builds reach it with far fewer names than [`MAX_NAMES`]) before the same drop.
+const MAX_NAMING_BYTES: usize = 128 << 20;
 
 /// The object name and path of kernel frames, as perf prints them.
 const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
@@ -40,6 +43,12 @@ pub struct SymbolCache {
     inline: bool,
     /// Names kept at most ([`MAX_NAMES`]; tests lower it).
     max_names: usize,
+    /// What the heap grew by while naming since the symbolizer was made, and the most it may
+    /// ([`MAX_NAMING_BYTES`]; tests lower it).
+    naming_bytes: usize,
+    max_naming_bytes: usize,
+    /// The heap in use ([`heap_in_use`]; tests count instead).
+    heap: fn() -> usize,
     /// Functions at (catalog object, object-relative address), innermost (inlined) first.
     user: HashMap<(usize, u64), Vec<Named>>,
     /// Functions at kernel addresses.
@@ -65,6 +74,9 @@ impl SymbolCache {
             symbolizer: symbolizer(inline),
             inline,
             max_names: MAX_NAMES,
+            naming_bytes: 0,
+            max_naming_bytes: MAX_NAMING_BYTES,
+            heap: heap_in_use,
             user: HashMap::new(),
             kernel: HashMap::new(),
             objects: Vec::new(),
@@ -85,6 +97,17 @@ impl SymbolCache {
         }
     }
 
+    /// A cache whose naming may grow the heap by `max_naming_bytes` (see [`MAX_NAMING_BYTES`]),
+    /// the heap measured by `heap`.
+    #[cfg(test)]
+    pub fn with_naming_bound(inline: bool, max_naming_bytes: usize, heap: fn() -> usize) -> SymbolCache {
+        SymbolCache {
+            max_naming_bytes,
+            heap,
+            ..SymbolCache::new(inline)
+        }
+    }
+
     /// Addresses whose names are cached.
     pub fn cached_names(&self) -> usize {
         self.user.len() + self.kernel.len()
@@ -99,15 +122,26 @@ impl SymbolCache {
         add("symbols.free_slots", self.free_slots.len());
     }
 
-    /// Drop every name and blazesym's parsed data when the names passed the bound (objects
-    /// keep their slots).
+    /// Drop every name and blazesym's parsed data when the names or what naming grew the heap
+    /// by passed their bounds (objects keep their slots).
     fn bound(&mut self) {
-        if self.cached_names() > self.max_names {
-            log::debug!("symbol cache: {} names, dropped", self.cached_names());
+        if self.cached_names() > self.max_names || self.naming_bytes > self.max_naming_bytes {
+            log::debug!(
+                "symbol cache: {} names, the heap grown by {} KiB while naming: dropped",
+                self.cached_names(),
+                self.naming_bytes >> 10
+            );
             self.user = HashMap::new();
             self.kernel = HashMap::new();
             self.symbolizer = symbolizer(self.inline);
+            self.naming_bytes = 0;
         }
+    }
+
+    /// What the heap grew by while naming since the symbolizer was made.
+    #[cfg(test)]
+    pub fn naming_bytes(&self) -> usize {
+        self.naming_bytes
     }
 }
 
@@ -163,6 +197,12 @@ impl SymbolCache {
                 _ => {}
             }
         }
+        if by_object.is_empty() && kernel.is_empty() {
+            return;
+        }
+        // What naming costs the heap is measured only when something is named (reading the
+        // allocator's statistics walks its bins).
+        let before = (self.heap)();
         for (object, mut offsets) in by_object {
             offsets.sort_unstable();
             offsets.dedup();
@@ -190,6 +230,7 @@ impl SymbolCache {
                 self.kernel.insert(addr, names_of(symbolized.get(i)));
             }
         }
+        self.naming_bytes = self.naming_bytes.saturating_add((self.heap)().saturating_sub(before));
     }
 
     /// The frames of `stack`, innermost first (kernel, then user), each address expanded into
@@ -402,6 +443,13 @@ impl SymbolCache {
         self.kernel_object = Some(self.objects.len() - 1);
         self.objects.len() - 1
     }
+}
+
+/// Bytes of the heap in use (glibc's `mallinfo2`: small blocks and mapped large ones).
+fn heap_in_use() -> usize {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    let info = unsafe { libc::mallinfo2() };
+    info.uordblks.saturating_add(info.hblkhd)
 }
 
 mod names;

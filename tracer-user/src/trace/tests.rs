@@ -377,6 +377,39 @@ fn symbol_names_are_bounded() {
     assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
 }
 
+/// What naming grows the heap by is bounded too: past the bound (here each measure of the
+/// heap finds it a mebibyte larger, and a batch may grow it by one and a half) the names and
+/// blazesym's parsed data are dropped at the next batch, and every frame is still named.
+#[test]
+fn symbolizer_memory_is_bounded() {
+    use crate::symbolize::SymbolCache;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static HEAP: AtomicUsize = AtomicUsize::new(0);
+    fn growing() -> usize {
+        HEAP.fetch_add(1 << 20, Ordering::Relaxed)
+    }
+    let catalog = catalog();
+    let mut cache = SymbolCache::with_naming_bound(false, 3 << 19, growing);
+    let mut profile = Profile::new(Default::default());
+    let stack = profile
+        .add(&sample(&[0x1100, 0x1201, 0x8201], &[], &[]), &catalog)
+        .clone();
+    assert_eq!(cache.frames(&stack, &catalog).len(), 3);
+    assert_eq!(cache.naming_bytes(), 1 << 20, "one batch, measured");
+    let other = profile.add(&sample(&[0x1301], &[], &[]), &catalog).clone();
+    assert_eq!(cache.frames(&other, &catalog).len(), 1);
+    assert_eq!(cache.cached_names(), 4, "within the bound: kept");
+    let third = profile.add(&sample(&[0x1401], &[], &[]), &catalog).clone();
+    let frames = cache.frames(&third, &catalog);
+    assert_eq!(
+        cache.cached_names(),
+        1,
+        "past it, the names of before were dropped with the parsed data"
+    );
+    assert_eq!(frames.len(), 1);
+    assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
+}
+
 /// A sample the kernel walked through VMAs (a process userspace never read) resolves its
 /// frames through the mappings it carries, to the objects whose tables they name; a frame
 /// outside them stays unknown, and the profile counts the sample.
