@@ -15,29 +15,37 @@ use super::{
 };
 use crate::support::{SUMMARY_JSON, Summary, Tracer, privileged, tracer_binary};
 
-/// How many of `stacks` go through the JIT function `name`, each checked to be exact: named
-/// from the dump, `spin` (or nothing) above it, `run`, `main`, two libc frames and `_start`
-/// below.
-fn exact_through(stacks: &[super::Frames], name: &str) -> usize {
-    let mut through = 0;
+/// How many of `stacks` go through the JIT function `name` and are exact (named from the
+/// dump, `spin` or nothing above it, `run`, `main`, two libc frames and `_start` below), and
+/// how many end early. Each is checked: a stack may be short (code compiled since the dump
+/// was read, until it is read again), never wrong.
+fn exact_through(stacks: &[super::Frames], name: &str) -> (usize, usize) {
+    let (mut exact, mut short) = (0, 0);
     for stack in stacks {
         let names: Vec<&str> = stack.iter().map(|f| f.0.as_deref().unwrap_or("?")).collect();
         let Some(at) = names.iter().position(|&n| n == name) else {
             continue;
         };
-        through += 1;
         assert_eq!(stack[at].1.as_deref(), Some("[jitdump]"), "{names:?}");
         assert_eq!(stack[at].2, "jitdump", "{names:?}");
         assert!(at == 0 || (at == 1 && names[0] == "spin"), "above {name}: {names:?}");
-        assert_eq!(&names[at + 1..at + 3], ["run", "main"], "below {name}: {names:?}");
-        assert_eq!(names.last(), Some(&"_start"), "{names:?}");
-        assert_eq!(
-            names.len() - at,
-            6,
+        // Below it: `run`, `main`, two libc frames (any names), `_start`; or the first of them.
+        let below = &names[at + 1..];
+        assert!(
+            below.len() <= 5,
             "{name}, run, main, two libc frames, _start: {names:?}"
         );
+        for (i, want) in ["run", "main"].iter().enumerate() {
+            assert!(below.get(i).is_none_or(|n| n == want), "below {name}: {names:?}");
+        }
+        if below.len() == 5 {
+            assert_eq!(below[4], "_start", "{names:?}");
+            exact += 1;
+        } else {
+            short += 1;
+        }
     }
-    through
+    (exact, short)
 }
 
 /// Trace `pid` for 2 seconds: the json output and the summary.
@@ -77,12 +85,16 @@ fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
     assert_eq!(summary.count("jitdump.read"), 1, "{stderr}");
     assert_eq!(summary.count("jitdump.regions"), 1, "{stderr}");
     let stacks = user_stacks(&json, pid);
-    let through = exact_through(&stacks, "jit_outer");
+    let (through, short) = exact_through(&stacks, "jit_outer");
     eprintln!(
-        "jitdump: {through} of {} samples through jit_outer, all exact",
+        "jitdump: {through} of {} samples through jit_outer exact, none wrong",
         stacks.len()
     );
     assert!(through >= 50, "only {through} samples through the JIT code");
+    assert_eq!(
+        short, 0,
+        "the dump was read before sampling: every stack through it is whole"
+    );
 
     // The control: no jitdump, no way through the JIT code.
     let (process, _) = start_jit(&program, dir.path(), "30", false);
@@ -126,9 +138,11 @@ fn code_compiled_later_into_a_known_region_is_named_and_unwound() {
     assert!(summary.count("jitdump.rereads") >= 1, "{stderr}");
     let json = std::fs::read_to_string(&out).expect("read the json output");
     let stacks = user_stacks(&json, pid);
-    let first = exact_through(&stacks, "jit_outer");
-    let later = exact_through(&stacks, "jit_later");
-    eprintln!("jitdump: {first} samples through jit_outer, {later} through jit_later, all exact");
+    let (first, _) = exact_through(&stacks, "jit_outer");
+    let (later, short) = exact_through(&stacks, "jit_later");
+    eprintln!(
+        "jitdump: {first} samples through jit_outer, {later} through jit_later exact ({short} short), none wrong"
+    );
     assert!(first >= 30, "only {first} samples through jit_outer\n{stderr}");
     assert!(later >= 30, "only {later} samples through jit_later\n{stderr}");
 }
