@@ -1,9 +1,9 @@
 //! CPython frames in real sessions of the `sframe-trace` command. The five programs of
 //! `python::programs` run on one interpreter: at once when traced with `--pid` or started
 //! while the tracer samples the whole host (`-a`), one after the other when launched with
-//! `--`. Every sample of theirs taken after they went to work is judged from the json output: its frames of source `python`
-//! (qualified names, and callers on the line of their call) against the program's call
-//! structure, with native frames of the interpreter still below them. The folded and pprof
+//! `--`. Every sample of theirs taken while they work is judged from the json output: its
+//! frames of source `python` (qualified names, and callers on the line of their call) against
+//! the program's call structure, with native frames of the interpreter still below them. The folded and pprof
 //! outputs of the same session name the same functions. `--no-python` turns the walk off.
 //! Needs root; under `CI=true` it fails instead of skipping.
 
@@ -12,15 +12,15 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::python::programs::{self, ALL, Program, PyFrame, Tally, goings, interpreters, three_versions};
+use crate::python::programs::{self, ALL, Program, PyFrame, Tally, dones, goings, interpreters, three_versions};
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, read_pprof};
 
 /// Seconds of CPU each program works for.
 const CPU_SECONDS: &str = "2";
 /// Samples judged per program at least (2 s of CPU at 199 Hz is about 400).
 const LEAST: usize = 150;
-/// Samples taken this soon after a program said it went to work are not judged (the
-/// tracer's clock and the program's differ by less).
+/// Samples taken this soon after a program said it went to work, or before it said it was
+/// done, are not judged (the tracer's clock and the program's differ by less).
 const MARGIN_NS: u64 = 20_000_000;
 
 /// How the programs are traced.
@@ -43,6 +43,8 @@ struct Session {
     summary: Summary,
     /// Each program's pid, with the program and the Unix time it went to work.
     programs: HashMap<u32, (&'static Program, u64)>,
+    /// When each program's work ended (Unix time), by pid.
+    done: HashMap<u32, u64>,
 }
 
 /// Start every program on `python` (`PY_WALK_WAIT`: wait for a line on stdin first).
@@ -156,6 +158,7 @@ fn session(python: &[String], mode: Mode, extra: &[&str]) -> Session {
         pprof: (mode == Mode::Launch).then(|| read_pprof(Path::new(&pprof))),
         summary: Summary::of(&stderr),
         programs,
+        done: dones(&said_text),
     }
 }
 
@@ -173,7 +176,9 @@ fn judge(session: &Session, what: &str) {
         let mut tally = Tally::default();
         let mut unbacked = 0;
         for sample in json_samples(&session.json, pid) {
-            if time_ns(&sample) < went + MARGIN_NS {
+            let done = session.done.get(&pid).copied().unwrap_or(u64::MAX);
+            let at = time_ns(&sample);
+            if at < went + MARGIN_NS || at.saturating_add(MARGIN_NS) > done {
                 continue;
             }
             let frames = json_frames(&sample);

@@ -5,8 +5,10 @@
 //! Every program starts with the same prologue: `ready()` prints `ready`, waits for a line
 //! on stdin if `PY_WALK_WAIT` is set (the tracer is started meanwhile), then prints
 //! `going NAME PID UNIX_NS` (NAME the script's first argument), after which the program
-//! works until it has used `PY_WALK_CPU` seconds of CPU (for ever without it). Samples taken
-//! before `going` (interpreter start-up, definitions, `ready` itself) are not judged.
+//! works until it has used `PY_WALK_CPU` seconds of CPU (for ever without it), and prints
+//! `done PID UNIX_NS` at the end of the script. Samples taken before `going` (interpreter
+//! start-up, definitions, `ready` itself) or after `done` (the interpreter ending) are not
+//! judged.
 
 use std::collections::HashMap;
 
@@ -20,6 +22,14 @@ def ready():
     global END; END = time.process_time() + float(os.environ.get("PY_WALK_CPU", "inf"))
     print("going", sys.argv[1] if len(sys.argv) > 1 else "-", os.getpid(), time.time_ns(), flush=True)
 "#
+    };
+}
+
+/// The line every script ends with: when its work is done (samples after it are the
+/// interpreter ending, not the program).
+macro_rules! epilogue {
+    () => {
+        "print(\"done\", os.getpid(), time.time_ns(), flush=True)\n"
     };
 }
 
@@ -48,7 +58,8 @@ def spin_py_walk():
     while time.process_time() < END:
         fib_py_walk(18)
 spin_py_walk()
-"#
+"#,
+        epilogue!()
     ),
     shapes: &[
         &["fib_py_walk+", "spin_py_walk", "<module>"],
@@ -76,7 +87,8 @@ def sort_py_walk():
     while time.process_time() < END:
         sorted(range(2000), key=lambda x: key_py_walk(x))
 sort_py_walk()
-"#
+"#,
+        epilogue!()
     ),
     shapes: &[
         &[
@@ -114,7 +126,8 @@ def consume_py_walk():
         for v in gen_py_walk(1000):
             pass
 consume_py_walk()
-"#
+"#,
+        epilogue!()
     ),
     shapes: &[
         &["work_py_walk", "gen_py_walk", "consume_py_walk", "<module>"],
@@ -144,7 +157,8 @@ pub const METHOD: Program = Program {
         while time.process_time() < END:
             self.step(3)
 Calc_py_walk().run()
-"#
+"#,
+        epilogue!()
     ),
     shapes: &[
         &["Calc_py_walk.step", "Calc_py_walk.run", "<module>"],
@@ -172,7 +186,8 @@ def worker_py_walk():
 t = threading.Thread(target=worker_py_walk)
 t.start()
 t.join()
-"#
+"#,
+        epilogue!()
     ),
     shapes: &[
         &[
@@ -329,6 +344,16 @@ pub fn going(line: &str) -> Option<(u32, (&'static Program, u64))> {
 /// The `going` lines of `text`.
 pub fn goings(text: &str) -> HashMap<u32, (&'static Program, u64)> {
     text.lines().filter_map(going).collect()
+}
+
+/// The `done PID UNIX_NS` lines of `text`: when each program's work ended.
+pub fn dones(text: &str) -> HashMap<u32, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("done ")?.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+        })
+        .collect()
 }
 
 /// The words of the command that starts an interpreter.
