@@ -10,8 +10,8 @@ use std::process::Stdio;
 use sframe_trace::python::detect_file;
 
 use crate::support::{
-    Running, SUMMARY_JSON, Summary, TRIXIE_PYTHON, Tracer, in_root, json_frames, json_samples, privileged, required,
-    trixie_python, trixie_python_root,
+    NO_ROOT, Running, SUMMARY_JSON, Summary, TRIXIE_PYTHON, Tracer, in_root, json_frames, json_samples, privileged,
+    required, trixie_python, trixie_python_root,
 };
 
 /// A recursive fib, forever (the test kills it).
@@ -27,7 +27,7 @@ outer()
 /// The root's interpreter is a 3.13 the tracer can walk: its runtime and evaluation loop found.
 #[test]
 fn trixie_python_is_detected() {
-    let Some(root) = required("trixie_python_is_detected", trixie_python_root()) else {
+    let Some(root) = required("trixie_python_is_detected", trixie_python_root(), NO_ROOT) else {
         return;
     };
     let path = in_root(&root, TRIXIE_PYTHON);
@@ -51,7 +51,7 @@ fn trixie_python_is_walked_through_its_root() {
     let Some(_serial) = privileged(test) else {
         return;
     };
-    let Some(mut python) = required(test, trixie_python()) else {
+    let Some(mut python) = required(test, trixie_python(), NO_ROOT) else {
         return;
     };
     let root = trixie_python_root().expect("the root of the command");

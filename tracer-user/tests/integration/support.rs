@@ -6,7 +6,7 @@
 mod roots;
 
 #[cfg(feature = "ebpf")]
-pub use roots::{TRIXIE_PYTHON, in_root, required, trixie_python, trixie_python_root};
+pub use roots::{NO_ROOT, TRIXIE_PYTHON, in_root, required, trixie_python, trixie_python_argv, trixie_python_root};
 
 #[cfg(feature = "ebpf")]
 use std::process::Child;

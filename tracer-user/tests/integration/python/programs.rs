@@ -390,25 +390,13 @@ pub fn three_versions(test: &str) -> Vec<Interpreter> {
 
 /// pyenv's `python3.MINOR`; without it, skipped (failing under CI).
 fn pyenv_required(test: &str, minor: &str) -> Option<Interpreter> {
-    let found = pyenv(minor);
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: no pyenv python{minor} under CI"
-        );
-        crate::support::skipped(test, &format!("no pyenv python{minor} installed"));
-    }
-    found.map(|path| vec![path])
+    let missing = format!("no pyenv python{minor} installed");
+    crate::support::required(test, pyenv(minor), &missing).map(|path| vec![path])
 }
 
 /// trixie's `python3.13` in its private root; without it, skipped (failing under CI).
 fn trixie(test: &str) -> Option<Interpreter> {
-    let root = crate::support::required(test, crate::support::trixie_python_root())?;
-    Some(vec![
-        "chroot".to_string(),
-        root.display().to_string(),
-        crate::support::TRIXIE_PYTHON.to_string(),
-    ])
+    crate::support::required(test, crate::support::trixie_python_argv(), crate::support::NO_ROOT)
 }
 
 /// pyenv's `python3.MINOR`, if pyenv has one.

@@ -37,25 +37,36 @@ pub fn in_root(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-/// `chroot ROOT /usr/bin/python3.13`: a command ready for `.args(["-c", script])` (it needs
-/// root), or `None` when the root is absent. Under `CI=true` a caller must fail, not skip, when
-/// it is `None`: [`required`] does that.
-pub fn trixie_python() -> Option<Command> {
+/// What a root is missing is said in: tests needing it fail under CI, skip elsewhere.
+pub const NO_ROOT: &str = "no private root of trixie's python3.13 (run `cargo xtask setup`)";
+
+/// The words of `chroot ROOT /usr/bin/python3.13` (it needs root), or `None` when the root is
+/// absent.
+pub fn trixie_python_argv() -> Option<Vec<String>> {
     let root = trixie_python_root()?;
-    let mut command = Command::new("chroot");
-    command.arg(root).arg(TRIXIE_PYTHON);
+    Some(vec![
+        "chroot".to_owned(),
+        root.display().to_string(),
+        TRIXIE_PYTHON.to_owned(),
+    ])
+}
+
+/// `chroot ROOT /usr/bin/python3.13`: a command ready for `.args(["-c", script])`, or `None`
+/// when the root is absent. Under `CI=true` a caller must fail, not skip, when it is `None`:
+/// [`required`] does that.
+pub fn trixie_python() -> Option<Command> {
+    let argv = trixie_python_argv()?;
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]);
     Some(command)
 }
 
-/// `found` (the root, or the command of [`trixie_python`]) for `test`: without it, it fails
-/// under `CI=true`, else reports the test skipped and returns `None`.
-pub fn required<T>(test: &str, found: Option<T>) -> Option<T> {
+/// `found` for `test`: without it (`missing` says what is missing), it fails where `CI` is
+/// set, else reports the test skipped and returns `None`.
+pub fn required<T>(test: &str, found: Option<T>, missing: &str) -> Option<T> {
     if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{test}: no private root of trixie's python3.13 under CI (run `cargo xtask setup`)"
-        );
-        super::skipped(test, "no private root of trixie's python3.13 (run `cargo xtask setup`)");
+        assert!(std::env::var_os("CI").is_none(), "{test}: {missing}, under CI");
+        super::skipped(test, missing);
     }
     found
 }
