@@ -20,9 +20,10 @@
 //! 3. with a table (`object != NO_OBJECT`), take the rule of `lookup_pc - bias` from this CPU's
 //!    [`RuleCache`], or else look up the page `(lookup_pc - bias) >> 16`, search its rows with
 //!    `walk::search_page` (rows read from `ROWS` chunks), read the rule from `RULES` (and
-//!    remember it in the cache); apply it with `walk::step`; where there is no table, no page, or a
-//!    `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step` instead, which
-//!    refuses frame pointers that do not look valid rather than inventing a frame;
+//!    remember it in the cache); apply it with `walk::table_step`; where there is no table, no
+//!    page, or a `NO_INFO` rule (not a signal trampoline), use `walk::frame_pointer_step`
+//!    instead, which refuses frame pointers that do not look valid (and, on aarch64, a frame
+//!    record in frame 0 that is not provably the function's own) rather than inventing a frame;
 //! 4. stop with `MaxDepth` when `n` frames are recorded already; the caller's PC must be in a
 //!    mapping of the process (step 2 for it), else stop with `NoMapping` without recording it;
 //!    then record it after the kernel frames of the record, with `FP_FRAME_BIT` set when
@@ -47,10 +48,10 @@ use tracer_common::{
         MAX_USER_FRAMES, NO_OBJECT, ProcInfo, ROW_CHUNK, SOURCE_FP, SOURCE_TABLE, WalkState,
     },
     unwind::{FLAG_SIGNAL, KIND_NO_INFO, PAGE_SHIFT, PageKey, UnwindRow, UnwindRule},
-    walk::{self, Regs, Step, StopReason},
+    walk::{self, Arch, Regs, Step, StopReason},
 };
 
-use crate::{OPAQUE, PAGES, PROCS, ROWS, RULE_CACHE, RULES, SCRATCH, STACK};
+use crate::{OPAQUE, PAGES, PROCS, ROWS, RULE_CACHE, RULES, SCRATCH, STACK, regs::ARCH};
 
 /// Two per-CPU words that binary-search bounds pass through, so the verifier forgets them.
 ///
@@ -323,20 +324,36 @@ fn unwind_one(opaque: &Opaque, state: &mut WalkState, m: &ExecMapping, regs: &Re
             // verifier carries (and explores twice) through the searches above.
             // SAFETY: a plain load from the walk state.
             let topmost = unsafe { core::ptr::read_volatile(&state.record.header.num_user) } <= 1;
-            return (walk::step(&rule, regs, topmost, |a| words.read(a)), SOURCE_TABLE);
+            // On x86-64 a constant false: no code, no paths.
+            let chained = ARCH == Arch::Aarch64 && chained(opaque, state);
+            return (
+                walk::table_step(ARCH, chained, &rule, regs, topmost, |a| words.read(a)),
+                SOURCE_TABLE,
+            );
         }
     }
-    // The current FP came from the chain when this frame was itself found by the fallback.
+    let chained = chained(opaque, state);
+    // SAFETY: a plain load from the walk state.
+    let topmost = unsafe { core::ptr::read_volatile(&state.record.header.num_user) } <= 1;
+    (
+        walk::frame_pointer_step(regs, ARCH, chained, topmost, |a| words.read(a)),
+        SOURCE_FP,
+    )
+}
+
+/// Whether the frame being unwound was found by the frame-pointer fallback (its FP came from
+/// a frame record): the last recorded frame carries `FP_FRAME_BIT`.
+#[inline(always)]
+fn chained(opaque: &Opaque, state: &WalkState) -> bool {
     // SAFETY: plain loads from the walk state.
     let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
-    let chained = n >= 2 && {
+    n >= 2 && {
         let below = opaque.launder(n - 1);
         // SAFETY: as above.
         let kernel = unsafe { core::ptr::read_volatile(&state.record.header.num_kernel) };
         let at = (kernel.min(MAX_KERNEL_FRAMES as u32) + below) as usize;
         state.record.frames.get(at).is_some_and(|word| word & FP_FRAME_BIT != 0)
-    };
-    (walk::frame_pointer_step(regs, chained, |a| words.read(a)), SOURCE_FP)
+    }
 }
 
 /// [`table_rule`]'s kind for a row or rule the page promises that cannot be read (an

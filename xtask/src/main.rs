@@ -71,6 +71,11 @@ enum Task {
         /// root file system unpacked from Debian packages).
         #[arg(long, value_enum, default_value = "x86_64")]
         arch: vmtest::arch::GuestArch,
+        /// Run only these tests (filters of the integration-test binary, comma-separated, e.g.
+        /// `walker::,events::kprobe`) instead of the architecture's list: for iterating on a
+        /// few. The report is written, the README's kernel table is left alone.
+        #[arg(long, value_delimiter = ',', value_name = "FILTERS")]
+        tests: Vec<String>,
     },
 }
 
@@ -92,10 +97,16 @@ fn main() -> anyhow::Result<()> {
             run::clippy()
         }
         Task::Fixtures => run::fixtures(&root),
-        Task::VmTest { kernels, timeout, arch } => {
+        Task::VmTest {
+            kernels,
+            timeout,
+            arch,
+            tests,
+        } => {
             vmtest::check_prerequisites(&root, arch)?;
             setup::setup()?;
-            vmtest::vm_test(&root, arch, &kernels, std::time::Duration::from_secs(timeout))
+            let timeout = std::time::Duration::from_secs(timeout);
+            vmtest::vm_test(&root, arch, &kernels, timeout, &tests)
         }
         Task::Bench { phase: Some(phase), .. } => bench::phase(&root, &phase),
         Task::Bench { quick, phase: None } => {

@@ -1,7 +1,7 @@
 //! The walker's semantics, shared by the eBPF program and host tests: the search for a PC's
 //! row inside one page, one unwind step (apply an [`UnwindRule`] to the registers of a frame)
-//! and the x86-64 frame-pointer fallback, each reading memory and rows through closures so
-//! the kernel plugs in map lookups and `bpf_probe_read_user` and tests a fake stack. It owns
+//! and the frame-pointer fallback (`frame_pointer.rs`), each reading memory and rows through
+//! closures so the kernel plugs in map lookups and `bpf_probe_read_user` and tests a fake stack. It owns
 //! no loop over frames, no mapping lookup and no counters (the walker in `tracer-ebpf` does).
 //!
 //! Per frame, the walker:
@@ -9,8 +9,10 @@
 //!    address points after its call), else stops with [`StopReason::NoMapping`];
 //! 2. finds the page `addr >> PAGE_SHIFT` and, with [`search_page`], the last row with
 //!    `addr_lo <= addr & 0xffff` (binary search, at most [`PAGE_SEARCH_STEPS`] row reads);
-//! 3. applies the row's rule with [`step`] (or [`frame_pointer_step`] where there is no
-//!    information), which gives the caller's registers or a [`StopReason`];
+//! 3. applies the row's rule with [`table_step`] ([`step`], and what a frame the fallback
+//!    found cannot use) or, where there is no information, follows the frame record with
+//!    [`frame_pointer_step`] (`frame_pointer.rs`: what a record proves on x86-64 and on
+//!    aarch64), which gives the caller's registers or a [`StopReason`];
 //! 4. stops at [`StopReason::MaxDepth`] frames.
 //!
 //! Verifier-friendliness: no recursion, no allocation, no indexing that can panic, every loop
@@ -66,7 +68,9 @@ pub enum StopReason {
     Signal = 2,
     /// A `FLAG_TOPMOST_ONLY` rule in a frame other than frame 0.
     TopmostOnlyRule = 3,
-    /// The CFA is based on a register other than SP/FP, which [`Regs`] does not carry.
+    /// The CFA is based on a register other than SP/FP, which [`Regs`] does not carry, or on
+    /// an SP the walk does not know (an aarch64 frame found by the frame-pointer fallback:
+    /// its frame record gives FP and the return address, not SP; [`table_step`]).
     CfaRegister = 4,
     /// A rule the walker cannot execute: unknown kind, or RA neither saved nor in the link
     /// register (the table builder never writes one: a corrupt or foreign table).
@@ -293,54 +297,8 @@ pub fn step(rule: &UnwindRule, regs: &Regs, topmost: bool, mut read: impl FnMut(
     })
 }
 
-/// The x86-64 frame-pointer fallback (`push rbp; mov rbp, rsp` prologues):
-/// `(pc, sp, fp) = (*(fp + 8), fp + 16, *fp)`.
-///
-/// `chained` says that `fp` itself was read from a frame-pointer chain (the frame was found by
-/// this fallback): only then does `fp == 0` mean the end of the chain (`_start` zeroes RBP)
-/// -> `Outermost`; an FP of 0 in a register nothing saved says nothing -> `NoInfo`.
-///
-/// Checks instead of inventing a frame: `fp` not 8-aligned or below `sp`, or `fp + 16` overflowing -> `BadFramePointer`; failed
-/// reads -> `RaReadFailed`/`FpReadFailed`; `ra == 0` -> `ZeroRa`; a saved FP that is neither
-/// 0 (the caller is the outermost frame) nor above `fp` -> `BadFramePointer`. In frame 0 a PC
-/// inside a prologue or epilogue makes this skip the real caller; only the rules know better.
-// Always inlined: the eBPF walkers call it from more than one global function, and an
-// outlined copy would return its `Step` through a stack pointer, which the verifier refuses.
-#[inline(always)]
-pub fn frame_pointer_step(regs: &Regs, chained: bool, mut read: impl FnMut(u64) -> Option<u64>) -> Step {
-    let fp = regs.fp;
-    if fp == 0 {
-        return Step::Stop(if chained {
-            StopReason::Outermost
-        } else {
-            StopReason::NoInfo
-        });
-    }
-    if !fp.is_multiple_of(8) || fp < regs.sp {
-        return Step::Stop(StopReason::BadFramePointer);
-    }
-    let Some(sp) = fp.checked_add(16) else {
-        return Step::Stop(StopReason::BadFramePointer);
-    };
-    let Some(ra) = read(fp.wrapping_add(8)) else {
-        return Step::Stop(StopReason::RaReadFailed);
-    };
-    let Some(saved_fp) = read(fp) else {
-        return Step::Stop(StopReason::FpReadFailed);
-    };
-    if ra == 0 {
-        return Step::Stop(StopReason::ZeroRa);
-    }
-    if saved_fp != 0 && saved_fp <= fp {
-        return Step::Stop(StopReason::BadFramePointer);
-    }
-    Step::Next(Regs {
-        pc: ra,
-        sp,
-        fp: saved_fp,
-        lr: 0,
-    })
-}
-
+mod frame_pointer;
 #[cfg(test)]
 mod tests;
+
+pub use frame_pointer::{Arch, frame_pointer_step, table_step};

@@ -8,33 +8,33 @@ use super::*;
 use crate::unwind::REG_DWARF_BASE;
 
 /// Where the fake stacks start (frame 0's SP).
-const BASE: u64 = 0x7fff_0000;
+pub(super) const BASE: u64 = 0x7fff_0000;
 /// Frames the test walker takes at most.
 const MAX_DEPTH: usize = 64;
 
 /// A stack of words from [`BASE`] up; reads outside it, unaligned reads and reads of
 /// `fail` fail (as `bpf_probe_read_user` would on an unmapped address).
-struct FakeStack {
+pub(super) struct FakeStack {
     words: Vec<u64>,
     fail: Option<u64>,
 }
 
 impl FakeStack {
-    fn new(words: &[u64]) -> Self {
+    pub(super) fn new(words: &[u64]) -> Self {
         FakeStack {
             words: words.to_vec(),
             fail: None,
         }
     }
 
-    fn failing_at(words: &[u64], addr: u64) -> Self {
+    pub(super) fn failing_at(words: &[u64], addr: u64) -> Self {
         FakeStack {
             fail: Some(addr),
             ..FakeStack::new(words)
         }
     }
 
-    fn read(&self, addr: u64) -> Option<u64> {
+    pub(super) fn read(&self, addr: u64) -> Option<u64> {
         if Some(addr) == self.fail || addr < BASE || !(addr - BASE).is_multiple_of(8) {
             return None;
         }
@@ -42,7 +42,7 @@ impl FakeStack {
     }
 }
 
-fn rule(kind: u8, cfa_reg: u8, cfa_offset: i32, flags: u8, ra_offset: i16, fp_offset: i16) -> UnwindRule {
+pub(super) fn rule(kind: u8, cfa_reg: u8, cfa_offset: i32, flags: u8, ra_offset: i16, fp_offset: i16) -> UnwindRule {
     UnwindRule {
         kind,
         cfa_reg,
@@ -55,11 +55,11 @@ fn rule(kind: u8, cfa_reg: u8, cfa_offset: i32, flags: u8, ra_offset: i16, fp_of
 }
 
 /// x86-64 `CFA = SP + off`, RA at `CFA - 8`.
-fn sp_rule(cfa_offset: i32) -> UnwindRule {
+pub(super) fn sp_rule(cfa_offset: i32) -> UnwindRule {
     rule(KIND_CFA, REG_SP, cfa_offset, FLAG_RA_SAVED, -8, 0)
 }
 
-fn regs(pc: u64, sp: u64, fp: u64) -> Regs {
+pub(super) fn regs(pc: u64, sp: u64, fp: u64) -> Regs {
     Regs { pc, sp, fp, lr: 0 }
 }
 
@@ -289,65 +289,6 @@ fn walk_is_bounded_by_depth() {
     let (frames, reason) = walk(|_| sp_rule(8), regs(0x1010, BASE, 0), &stack);
     assert_eq!(reason, StopReason::MaxDepth);
     assert_eq!(frames.len(), MAX_DEPTH);
-}
-
-/// Frame pointers: `(pc, sp, fp) = (*(fp + 8), fp + 16, *fp)` up to FP 0, which is outermost.
-#[test]
-fn frame_pointer_chain() {
-    let fp1 = BASE + 0x10;
-    let fp2 = BASE + 0x30;
-    let mut words = [0u64; 8];
-    words[2] = fp2;
-    words[3] = 0x2222;
-    words[6] = 0;
-    words[7] = 0x3333;
-    let stack = FakeStack::new(&words);
-    let read = |a| stack.read(a);
-    let Step::Next(caller) = frame_pointer_step(&regs(0x1111, BASE, fp1), false, read) else {
-        panic!("first step");
-    };
-    assert_eq!(caller, regs(0x2222, fp1 + 16, fp2));
-    let Step::Next(outer) = frame_pointer_step(&caller, true, read) else {
-        panic!("second step");
-    };
-    assert_eq!(outer, regs(0x3333, fp2 + 16, 0));
-    assert_eq!(
-        frame_pointer_step(&outer, true, read),
-        Step::Stop(StopReason::Outermost)
-    );
-}
-
-/// An FP of 0 that no frame-pointer step loaded (frame 0, or after table-unwound frames that
-/// left RBP alone) is no chain at all: the walk stops without information, not as complete.
-#[test]
-fn unchained_zero_frame_pointer_is_no_information() {
-    let stack = FakeStack::new(&[0u64; 2]);
-    assert_eq!(
-        frame_pointer_step(&regs(0x1111, BASE, 0), false, |a| stack.read(a)),
-        Step::Stop(StopReason::NoInfo)
-    );
-}
-
-/// The frame-pointer fallback refuses misaligned or below-SP FPs, saved FPs that do not
-/// go up, zero RAs, failed reads and overflow instead of inventing a frame.
-#[test]
-fn frame_pointer_sanity_checks() {
-    let words = [BASE + 0x10, 0x2222, BASE, 0x3333, BASE + 0x20, 0];
-    let stack = FakeStack::new(&words);
-    let fp_step = |sp, fp| frame_pointer_step(&regs(0x1000, sp, fp), true, |a| stack.read(a));
-    let bad = Step::Stop(StopReason::BadFramePointer);
-    assert_eq!(fp_step(BASE, BASE), Step::Next(regs(0x2222, BASE + 16, BASE + 0x10)));
-    assert_eq!(fp_step(BASE, BASE + 4), bad);
-    assert_eq!(fp_step(BASE + 8, BASE), bad);
-    assert_eq!(fp_step(BASE, BASE + 0x10), bad, "saved FP below FP");
-    assert_eq!(fp_step(BASE, BASE + 0x20), Step::Stop(StopReason::ZeroRa));
-    assert_eq!(fp_step(BASE, BASE + 0x30), Step::Stop(StopReason::RaReadFailed));
-    assert_eq!(fp_step(0, u64::MAX - 7), bad, "fp + 16 overflows");
-    let failing = FakeStack::failing_at(&words, BASE);
-    assert_eq!(
-        frame_pointer_step(&regs(0x1000, BASE, BASE), true, |a| failing.read(a)),
-        Step::Stop(StopReason::FpReadFailed)
-    );
 }
 
 fn row(addr_lo: u16, rule: u16) -> UnwindRow {

@@ -11,7 +11,10 @@ use aya_ebpf::{
     bindings::{pt_regs, user_pt_regs},
     helpers::bpf_probe_read_kernel,
 };
-use tracer_common::trace::WalkRegs;
+use tracer_common::{trace::WalkRegs, walk::Arch};
+
+/// What the walker's frame-pointer fallback may assume of this architecture's frame records.
+pub const ARCH: Arch = Arch::Aarch64;
 
 /// `pstate` bits of the exception level and stack pointer selection, and of AArch32.
 const MODE_MASK: u64 = 0x1f;

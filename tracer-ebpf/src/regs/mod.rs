@@ -19,6 +19,8 @@
 #[cfg_attr(not(bpf_target_arch = "aarch64"), path = "x86_64.rs")]
 mod arch;
 
+pub use arch::ARCH;
+
 use aya_ebpf::{
     bindings::pt_regs,
     helpers::generated::{bpf_get_current_task_btf, bpf_task_pt_regs},

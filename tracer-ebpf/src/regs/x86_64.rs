@@ -2,7 +2,10 @@
 //! of `cs` is 3. There is no link register (`lr` is 0).
 
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_probe_read_kernel};
-use tracer_common::trace::WalkRegs;
+use tracer_common::{trace::WalkRegs, walk::Arch};
+
+/// What the walker's frame-pointer fallback may assume of this architecture's frame records.
+pub const ARCH: Arch = Arch::X86_64;
 
 /// The privilege level bits of `cs`: 3 is user mode.
 const CPL_MASK: u64 = 3;

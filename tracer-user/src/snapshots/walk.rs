@@ -1,15 +1,15 @@
 //! The walk of a stack copy (`tracer_common::snapshot`), frame by frame as the kernel walks a
-//! live stack (`tracer-ebpf/src/unwind.rs`): the same [`walk::step`] with the same rules, the
-//! same frame-pointer fallback where an object has no table or a row says `NO_INFO`, the same
-//! checks (every caller's PC in a mapping, the depth limit after the outermost rule), only
-//! reading the copy instead of the process. Pure: the rules come from a closure, so the tests
-//! feed fake tables and stacks.
+//! live stack (`tracer-ebpf/src/unwind.rs`): the same [`walk::table_step`] with the same rules,
+//! the same frame-pointer fallback (with the rules of the architecture this is built for) where
+//! an object has no table or a row says `NO_INFO`, the same checks (every caller's PC in a
+//! mapping, the depth limit after the outermost rule), only reading the copy instead of the
+//! process. Pure: the rules come from a closure, so the tests feed fake tables and stacks.
 
 use tracer_common::{
     snapshot::StackSnapshot,
     trace::{MAX_USER_FRAMES, SOURCE_FP, SOURCE_TABLE},
     unwind::{FLAG_SIGNAL, KIND_NO_INFO, UnwindRule},
-    walk::{self, Regs, Step, StopReason},
+    walk::{self, Arch, Regs, Step, StopReason},
 };
 
 /// What covers a PC for the walk: `None`, no mapping of the process; `Some(None)`, a mapping
@@ -44,14 +44,17 @@ pub fn walk_copy(copy: &StackSnapshot, max_depth: u32, mut rule_at: impl FnMut(u
         let Some(covering) = rule_at(walk::lookup_pc(&regs, topmost)) else {
             break StopReason::NoMapping;
         };
+        // Found by the frame-pointer fallback: its FP came from a frame record.
+        let chained = n >= 2 && frames[n - 1].1 == SOURCE_FP;
         let (step, source) = match covering {
-            Some(rule) if rule.kind != KIND_NO_INFO || rule.flags & FLAG_SIGNAL != 0 => {
-                (walk::step(&rule, &regs, topmost, &mut read), SOURCE_TABLE)
-            }
-            _ => {
-                let chained = n >= 2 && frames[n - 1].1 == SOURCE_FP;
-                (walk::frame_pointer_step(&regs, chained, &mut read), SOURCE_FP)
-            }
+            Some(rule) if rule.kind != KIND_NO_INFO || rule.flags & FLAG_SIGNAL != 0 => (
+                walk::table_step(Arch::HOST, chained, &rule, &regs, topmost, &mut read),
+                SOURCE_TABLE,
+            ),
+            _ => (
+                walk::frame_pointer_step(&regs, Arch::HOST, chained, topmost, &mut read),
+                SOURCE_FP,
+            ),
         };
         let next = match step {
             Step::Next(next) => next,

@@ -218,18 +218,28 @@ fn uretprobe_records_the_returns() {
 /// innermost kernel function, which `hit` accepts.
 fn check_syscall_stacks(text: &str, stderr: &str, caller: &str, calls: u64, hit: impl Fn(&str) -> bool) {
     let lines = folded(text);
+    let (entry, dispatch) = SYSCALL_ENTRY;
     let exact = count(&lines, |s| {
-        let Some((user, kernel)) = s.split_once(";entry_SYSCALL_64") else {
+        let Some((user, kernel)) = s.split_once(&format!(";{entry}")) else {
             return false;
         };
         user.starts_with("events;_start;")
             && user.contains(&format!(";main;{caller};"))
-            && kernel.contains(";do_syscall_64;")
+            && kernel.contains(&format!(";{dispatch};"))
             && kernel.rsplit(';').next().is_some_and(&hit)
     });
     assert_eq!(exact, calls, "stacks:\n{text}\n{stderr}");
     assert_eq!(count(&lines, |_| true), calls, "other stacks:\n{text}");
 }
+
+/// The outermost kernel frame of a system call on this architecture (the first after the user
+/// frames), and the system-call dispatch frame the kernel stack must pass through: x86-64's
+/// `syscall` entry and `do_syscall_64`; aarch64's synchronous exception vector from 64-bit user
+/// mode and its supervisor-call handler (`el0t_64_sync;el0t_64_sync_handler;el0_svc;...`).
+#[cfg(target_arch = "x86_64")]
+const SYSCALL_ENTRY: (&str, &str) = ("entry_SYSCALL_64", "do_syscall_64");
+#[cfg(target_arch = "aarch64")]
+const SYSCALL_ENTRY: (&str, &str) = ("el0t_64_sync", "el0_svc");
 
 /// The kernel's entry of the `getppid` system call on this architecture.
 #[cfg(target_arch = "x86_64")]

@@ -282,6 +282,15 @@ fn sframe_stacks_are_exact() {
     assert!(run.stops.values().sum::<u64>() >= run.samples.len() as u64);
 }
 
+/// Frame pointers in every function. aarch64 gcc leaves leaf functions without a frame
+/// record even then (`-momit-leaf-frame-pointer` is its default), and a frame-pointer walk
+/// cannot prove whose record x29 points at in such a leaf (`tracer_common::walk`'s
+/// `frame_pointer.rs`): `c` gets one explicitly.
+#[cfg(target_arch = "x86_64")]
+const FRAME_POINTERS: &[&str] = &["-fno-omit-frame-pointer"];
+#[cfg(target_arch = "aarch64")]
+const FRAME_POINTERS: &[&str] = &["-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer"];
+
 /// Without unwind information but with frame pointers, the fallback finds the same chain and
 /// marks every caller it found from the executable's frames as a frame-pointer frame.
 #[test]
@@ -290,11 +299,7 @@ fn frame_pointer_fallback_finds_the_chain() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = compile(
-        dir.path(),
-        "fp",
-        &[&["-fno-omit-frame-pointer"], NO_UNWIND_TABLES].concat(),
-    );
+    let exe = compile(dir.path(), "fp", &[FRAME_POINTERS, NO_UNWIND_TABLES].concat());
     let run = trace(&exe, false);
     report("frame pointers", &run);
     // ~499 on an idle machine; the rest of the suite may take part of the CPU meanwhile.
@@ -325,7 +330,9 @@ fn frame_pointer_fallback_finds_the_chain() {
 }
 
 /// Without SFrame and without frame pointers there is nothing to unwind with: stacks are
-/// truncated, but no walk records a frame that is not the real caller.
+/// truncated, but no walk records a frame that is not the real caller. (On aarch64 x29 then
+/// still points at a frame record of libc's, `__libc_start_call_main`'s: following it from `c`
+/// would skip `b`, `a` and `main`.)
 #[test]
 fn no_unwind_info_truncates_but_never_invents() {
     let Some(_serial) = privileged("no_unwind_info_truncates_but_never_invents") else {
@@ -380,10 +387,32 @@ fn kernel_samples_have_both_stacks() {
         );
         return;
     }
+    // Every sample that interrupted the kernel has its kernel stack.
+    assert_eq!(run.counters["kernel_stack_failed"], 0, "{:?}", run.counters);
+    // The program spends most of its time in system calls. On aarch64 the timer interrupt
+    // that falls into the system call's entry or exit, where the kernel runs with interrupts
+    // masked, is taken only after the return to user mode, at libc's wrapper: a user-mode
+    // sample; there a quarter of the samples at least interrupt the kernel.
+    let user_in_libc = run
+        .samples
+        .iter()
+        .filter(|s| s.num_kernel == 0 && run.traced.names(s).first() == Some(&None))
+        .count();
+    eprintln!(
+        "  {} with a kernel stack, {user_in_libc} user-mode in libc, counters {:?}",
+        in_kernel.len(),
+        run.counters
+    );
+    let enough = if cfg!(target_arch = "aarch64") {
+        in_kernel.len() * 4 >= run.samples.len() && in_kernel.len() >= 25
+    } else {
+        in_kernel.len() >= 100
+    };
     assert!(
-        in_kernel.len() >= 100,
-        "only {} samples with a kernel stack",
-        in_kernel.len()
+        enough,
+        "only {} of {} samples with a kernel stack ({user_in_libc} user-mode ones in libc)",
+        in_kernel.len(),
+        run.samples.len()
     );
     // Most kernel-mode samples interrupt a system call, whose user pc is in libc; a few
     // interrupt an interrupt taken in the program's own loop (more under emulation, where
@@ -394,5 +423,4 @@ fn kernel_samples_have_both_stacks() {
         "only {in_libc} of {} kernel-mode samples have their user pc in libc",
         in_kernel.len()
     );
-    assert_eq!(run.counters["kernel_stack_failed"], 0);
 }

@@ -15,12 +15,15 @@ pub const SUITE: &str = "bookworm";
 /// What the guest runs besides the cross-built binaries: a shell and its tools (the init's
 /// static busybox, which also serves as `/bin/sh`), the libraries of a Rust program, and what
 /// the end-to-end tests run: gcc (they build their workloads), binutils' `nm`, util-linux's
-/// `prlimit` and `unshare`, bash and coreutils (the tests' scripts).
+/// `prlimit` and `unshare`, bash and coreutils (the tests' scripts), and libc's separate debug
+/// information (found by build-id under /usr/lib/debug, as a user installs it: libc's own
+/// functions, `__libc_start_call_main` among them, are not in its dynamic symbol table).
 const PACKAGES: &[&str] = &[
     "busybox-static",
     "bash",
     "coreutils",
     "libc6",
+    "libc6-dbg",
     "libgcc-s1",
     "gcc",
     "libc6-dev",
