@@ -78,8 +78,8 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
-/// CI=true; `long`: the long variants of the hardening tests), each fuzz target for a bounded
-/// time, then both clippy passes.
+/// CI=true; `long`: the long variants of the hardening tests), under CI=true also one arm64
+/// guest ([`arm64_guest`]), each fuzz target for a bounded time, then both clippy passes.
 pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
     // tracing tests build their workloads with every SFrame version.
@@ -100,10 +100,36 @@ pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
     conformance(root)?;
     external(root)?;
+    if std::env::var("CI").as_deref() == Ok("true") {
+        arm64_guest(root)?;
+    }
     crate::fuzz::fuzz(root, crate::fuzz::SECONDS)?;
     clippy()?;
     report_skipped(root);
     Ok(())
+}
+
+/// Under CI=true: the privileged end-to-end tests in one arm64 guest, bookworm's 6.1 kernel
+/// under qemu-system-aarch64 (`vm-test --arch aarch64 --kernels bookworm`; its README row is
+/// rewritten), timed. About 3.5 minutes with the kernel, the root and the cross-built tests
+/// cached, 25 with none of them (most of it the release cross-build).
+fn arm64_guest(root: &Path) -> anyhow::Result<()> {
+    use crate::vmtest::{self, arch::GuestArch};
+    let started = std::time::Instant::now();
+    vmtest::check_prerequisites(root, GuestArch::Aarch64)?;
+    let kernels = ["bookworm".to_owned()];
+    let result = vmtest::vm_test(
+        root,
+        GuestArch::Aarch64,
+        &kernels,
+        std::time::Duration::from_secs(1800),
+        &[],
+    );
+    eprintln!(
+        "xtask: the arm64 guest (bookworm) took {} s",
+        started.elapsed().as_secs()
+    );
+    result
 }
 
 /// The walker on a real program that is not in the repository: bash from Debian's source,
