@@ -153,6 +153,7 @@ impl NativeWalk {
             match table_source(self.before.as_ref().unwrap_or(&frame), catalog) {
                 Some(TableSource::Cfi) => FrameSource::EhFrame,
                 Some(TableSource::Sframe) => FrameSource::Sframe,
+                Some(TableSource::Leaves) => FrameSource::Leaf,
                 None if i == 0 => FrameSource::Fp,
                 None => FrameSource::Sframe,
             }
@@ -203,10 +204,12 @@ pub struct Profile {
     /// The names of the session's events (default: cpu-clock only).
     pub events: EventNames,
     pub samples: u64,
-    /// Caller frames found with an SFrame table, a CFI table, or the frame-pointer fallback.
+    /// Caller frames found with an SFrame table, a CFI table, the frame-pointer fallback, or
+    /// a leaf function's rule (`FrameSource::Leaf`).
     pub sframe_frames: u64,
     pub cfi_frames: u64,
     pub fp_frames: u64,
+    pub leaf_frames: u64,
     /// Samples the kernel walked with mappings it found through the process's VMAs
     /// (`tracer_common::vma`: code of a process userspace had not read).
     pub vma_samples: u64,
@@ -276,6 +279,7 @@ impl Profile {
             match source {
                 FrameSource::Fp => self.fp_frames += 1,
                 FrameSource::EhFrame => self.cfi_frames += 1,
+                FrameSource::Leaf => self.leaf_frames += 1,
                 // Kernel and JIT sources are given when symbolizing, never while walking.
                 FrameSource::Sframe | FrameSource::Kernel | FrameSource::Jit | FrameSource::JitDump => {
                     self.sframe_frames += 1

@@ -15,6 +15,9 @@ pub enum FrameSource {
     EhFrame,
     /// The frame-pointer fallback.
     Fp,
+    /// Its callee was unwound as a leaf function its code proves one (aarch64 code without
+    /// unwind information: the return address in the link register).
+    Leaf,
     /// A kernel frame.
     Kernel,
     /// JIT-compiled code named by its process's perf map (however it was found).
@@ -27,13 +30,14 @@ pub enum FrameSource {
 }
 
 impl FrameSource {
-    /// The name formats print: `sframe`, `eh_frame`, `fp`, `kernel`, `jit`, `jitdump`,
+    /// The name formats print: `sframe`, `eh_frame`, `fp`, `leaf`, `kernel`, `jit`, `jitdump`,
     /// `python`.
     pub fn name(self) -> &'static str {
         match self {
             FrameSource::Sframe => "sframe",
             FrameSource::EhFrame => "eh_frame",
             FrameSource::Fp => "fp",
+            FrameSource::Leaf => "leaf",
             FrameSource::Kernel => "kernel",
             FrameSource::Jit => "jit",
             FrameSource::JitDump => "jitdump",
@@ -41,13 +45,14 @@ impl FrameSource {
         }
     }
 
-    /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `k`,
-    /// `j`, `d`, `p`), so that a profile symbolized elsewhere says how each frame was found.
+    /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `l`,
+    /// `k`, `j`, `d`, `p`), so that a profile symbolized elsewhere says how each frame was found.
     pub fn letter(self) -> char {
         match self {
             FrameSource::Sframe => 's',
             FrameSource::EhFrame => 'e',
             FrameSource::Fp => 'f',
+            FrameSource::Leaf => 'l',
             FrameSource::Kernel => 'k',
             FrameSource::Jit => 'j',
             FrameSource::JitDump => 'd',
@@ -61,6 +66,7 @@ impl FrameSource {
             's' => FrameSource::Sframe,
             'e' => FrameSource::EhFrame,
             'f' => FrameSource::Fp,
+            'l' => FrameSource::Leaf,
             'k' => FrameSource::Kernel,
             'j' => FrameSource::Jit,
             'd' => FrameSource::JitDump,

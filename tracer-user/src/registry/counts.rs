@@ -13,6 +13,8 @@ const MAX_NOTES: usize = 1000;
 pub struct TableCounts {
     pub sframe: u64,
     pub cfi: u64,
+    /// Tables of leaf functions proven from aarch64 code without unwind information.
+    pub leaves: u64,
     /// Rows the tables were built from.
     pub rows: u64,
     /// Objects without a table, by why.
@@ -51,6 +53,7 @@ impl TableCounts {
                 match table.source {
                     TableSource::Sframe => self.sframe += 1,
                     TableSource::Cfi => self.cfi += 1,
+                    TableSource::Leaves => self.leaves += 1,
                 }
                 self.rows += table.rows;
             }

@@ -143,6 +143,8 @@ pub enum TableSource {
     Sframe,
     /// `.eh_frame`, or `.debug_frame` when there is no `.eh_frame`.
     Cfi,
+    /// Neither: the leaf functions of aarch64 code, proven from the code (`table::leaf`).
+    Leaves,
 }
 
 /// An object's table in the kernel maps.
@@ -180,8 +182,10 @@ fn prebuild_bytes(path: &Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
         .ok_or(NoTable::NoUnwindInfo)?;
     let source = if built.sframe {
         TableSource::Sframe
-    } else {
+    } else if built.cfi {
         TableSource::Cfi
+    } else {
+        TableSource::Leaves
     };
     let rows = table.stats().sframe_rows;
     Ok(Prebuilt { table, source, rows })

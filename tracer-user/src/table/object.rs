@@ -6,6 +6,8 @@
 //! 1. Flatten each source into `(address, rule)` transitions (`transitions`, `cfi`), both with
 //!    the entry point's function outermost.
 //! 2. Merge: at every address the SFrame rule applies unless it is `NO_INFO`, then the CFI rule.
+//!    An aarch64 object with neither gets the rules of the leaf functions its code proves
+//!    (`leaf`), if any.
 //! 3. Fill alignment padding: the rule before a gap between functions that holds nothing but
 //!    padding instructions runs on through it (`padding`, which says why that is safe).
 //! 4. Page the merged list like any other (`finish`).
@@ -29,6 +31,8 @@ use tracer_common::unwind::UnwindRule;
 pub struct BuiltFrom {
     pub sframe: bool,
     pub cfi: bool,
+    /// Neither: the leaf functions of aarch64 code without unwind information (`leaf`).
+    pub leaves: bool,
 }
 
 /// Why an object's table could not be built.
@@ -76,14 +80,21 @@ pub(crate) fn flatten_sources(file: &[u8], evaluator: Evaluator) -> Result<Optio
         None => None,
     };
     let cfi = cfi::flatten_file_with(file, entry, evaluator)?;
-    let built = BuiltFrom {
+    let mut built = BuiltFrom {
         sframe: sframe.is_some(),
         cfi: cfi.is_some(),
+        leaves: false,
     };
     let flat = match (sframe, cfi) {
         (Some(primary), Some(fallback)) => merge(primary, fallback),
         (Some(only), None) | (None, Some(only)) => only,
-        (None, None) => return Ok(None),
+        (None, None) => match super::leaf::flatten(file) {
+            Some(leaves) => {
+                built.leaves = true;
+                leaves
+            }
+            None => return Ok(None),
+        },
     };
     Ok(Some((flat, built)))
 }

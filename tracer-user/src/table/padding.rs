@@ -66,7 +66,7 @@ impl<'a> Code<'a> {
     }
 
     /// The bytes of `[start, end)`, when one executable segment's file part holds all of them.
-    fn bytes(&self, start: u64, end: u64) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&self, start: u64, end: u64) -> Option<&'a [u8]> {
         self.segments.iter().find_map(|&(base, data)| {
             let from = usize::try_from(start.checked_sub(base)?).ok()?;
             let to = usize::try_from(end.checked_sub(base)?).ok()?;

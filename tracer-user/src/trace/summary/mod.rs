@@ -183,6 +183,13 @@ pub struct UserFrames {
     pub sframe: u64,
     pub eh_frame: u64,
     pub frame_pointers: u64,
+    /// Through leaf functions proven from aarch64 code (only when there were some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub leaf: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The unwind tables of the objects the session met.
@@ -191,6 +198,10 @@ pub struct Tables {
     /// Objects with a table built from `.sframe`, and from `.eh_frame`/`.debug_frame`.
     pub sframe: u64,
     pub eh_frame: u64,
+    /// Objects with a table of the leaf functions their aarch64 code proves, having no unwind
+    /// information (only when there were some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub leaves: u64,
     /// Unwind rows the tables were built from.
     pub rows: u64,
     /// Bytes of kernel map memory the tables use, and the table maps' size.
@@ -249,10 +260,12 @@ impl Summary<'_> {
                 sframe: self.profile.sframe_frames,
                 eh_frame: self.profile.cfi_frames,
                 frame_pointers: self.profile.fp_frames,
+                leaf: self.profile.leaf_frames,
             },
             tables: Tables {
                 sframe: counts.sframe,
                 eh_frame: counts.cfi,
+                leaves: counts.leaves,
                 rows: counts.rows,
                 kernel_bytes: self.table_bytes,
                 capacity_bytes: self.table_capacity_bytes,
@@ -306,11 +319,15 @@ impl fmt::Display for Summary<'_> {
         }
         writeln!(f)?;
         let frames = &figures.user_frames;
-        writeln!(
+        write!(
             f,
             "  user frames: {} from SFrame, {} from .eh_frame, {} from frame pointers",
             frames.sframe, frames.eh_frame, frames.frame_pointers
         )?;
+        if frames.leaf > 0 {
+            write!(f, ", {} through leaf functions", frames.leaf)?;
+        }
+        writeln!(f)?;
         let tables = &figures.tables;
         let without: Vec<String> = self
             .catalog
@@ -321,9 +338,14 @@ impl fmt::Display for Summary<'_> {
             .collect();
         writeln!(
             f,
-            "  tables: {} with SFrame, {} with .eh_frame ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
+            "  tables: {} with SFrame, {} with .eh_frame{} ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
             tables.sframe,
             tables.eh_frame,
+            if tables.leaves > 0 {
+                format!(", {} of leaf functions", tables.leaves)
+            } else {
+                String::new()
+            },
             tables.rows,
             tables.kernel_bytes.div_ceil(1024),
             tables.capacity_bytes.div_ceil(1024),
