@@ -102,12 +102,6 @@ const TESTS_AARCH64: &[&str] = &[
     "lifecycle::a_launched_command_is_traced_from_its_entry_point",
 ];
 
-/// Tests left out in aarch64 guests, and why: the vDSO of Debian's arm64 kernels (6.1, 6.12)
-/// has no unwind information at all, and its `__kernel_clock_gettime` is a leaf without a frame
-/// record, so the samples there end after the vDSO frame (`no_info`: truncated, not wrong),
-/// where that test asks for complete stacks.
-const SKIP_AARCH64: &[&str] = &["glibc_start::samples_in_the_vdso_unwind_completely"];
-
 /// Everything vm-test needs that it cannot install itself, checked before any long set-up:
 /// one sentence naming what is missing.
 pub fn check_prerequisites(root: &Path, arch: GuestArch) -> anyhow::Result<()> {
@@ -324,11 +318,7 @@ impl Matrix<'_> {
         let initramfs = dir.join("initramfs.cpio");
         fs::write(&initramfs, initramfs::build(&kernel, self.busybox)?)?;
         let old = report::major_minor(&kernel.release).is_some_and(|v| v < (5, 15));
-        let mut skips = if old { SKIP_BEFORE_5_15.to_vec() } else { Vec::new() };
-        // (Asked for by name with `--tests`, it runs.)
-        if self.arch == GuestArch::Aarch64 && self.only.is_empty() {
-            skips.extend(SKIP_AARCH64);
-        }
+        let skips = if old { SKIP_BEFORE_5_15 } else { &[] };
         let mut command = vec![self.binary.to_string_lossy().into_owned()];
         let tests = match self.arch {
             GuestArch::X86_64 => TESTS,
