@@ -99,35 +99,23 @@ fn aarch64_leaf_without_a_record_stops_in_frame_zero() {
     );
 }
 
-/// A function with its own record that has made no call since saving LR: the record's
-/// return address is LR, so it is the function's own and is followed.
+/// A function with its own record: before it made a call, the record's return address is LR,
+/// so the record is the function's own and is followed; after a call, LR (0x1180) is a return
+/// address into the function itself, not its caller: taking it would invent a frame, the
+/// record cannot be proven the function's own, and frame 0 stops without information.
 #[test]
-fn aarch64_own_record_matching_lr_is_followed() {
+fn aarch64_own_record_is_followed_only_while_it_holds_lr() {
     let mut words = [0u64; 4];
     words[0] = BASE + 0x10;
     words[1] = 0x2222;
     let stack = FakeStack::new(&words);
-    let own = with_lr(0x1111, BASE, BASE, 0x2222);
-    assert_eq!(
-        frame_pointer_step(&own, Arch::Aarch64, false, true, |a| stack.read(a)),
-        Step::Next(regs(0x2222, BASE + 16, BASE + 0x10))
-    );
-}
-
-/// A function with its own record after it made a call: LR (0x1180) is a return address into
-/// the function itself, not its caller. Taking LR would invent a frame, the record cannot be
-/// proven the function's own: frame 0 stops without information.
-#[test]
-fn aarch64_lr_left_by_a_call_is_not_a_caller() {
-    let mut words = [0u64; 4];
-    words[0] = BASE + 0x10;
-    words[1] = 0x2222;
-    let stack = FakeStack::new(&words);
-    let after_call = with_lr(0x1111, BASE, BASE, 0x1180);
-    assert_eq!(
-        frame_pointer_step(&after_call, Arch::Aarch64, false, true, |a| stack.read(a)),
-        Step::Stop(StopReason::NoInfo)
-    );
+    let step = |lr| {
+        frame_pointer_step(&with_lr(0x1111, BASE, BASE, lr), Arch::Aarch64, false, true, |a| {
+            stack.read(a)
+        })
+    };
+    assert_eq!(step(0x2222), Step::Next(regs(0x2222, BASE + 16, BASE + 0x10)));
+    assert_eq!(step(0x1180), Step::Stop(StopReason::NoInfo));
 }
 
 /// `pac-ret` code signs LR before saving it: the signed record matches the signed LR, and
