@@ -173,7 +173,7 @@ pub(crate) fn harmless(w: u32) -> bool {
                 // Load literal; memory copy/set, tags, and the rest of the group: no.
                 0b01 => !bit(24),
                 // Pairs: bit 23 set is post- or pre-index.
-                0b10 => !frame_register(rt2) && !(bit(23) && base_written),
+                0b10 => !(frame_register(rt2) || bit(23) && base_written),
                 // Single registers: unsigned offset; imm9 (post/pre-index: bit 10); register
                 // offset, atomics; authenticated loads (write-back: bit 11).
                 _ => {
@@ -191,7 +191,8 @@ pub(crate) fn harmless(w: u32) -> bool {
         }
         // Data processing, register: add/sub (extended register) without flags writes SP.
         op if op & 0b0111 == 0b0101 => {
-            !frame_register(rd) && !(rd == R31 && w & 0x1f20_0000 == 0x0b20_0000 && !bit(29))
+            let sp_destination = rd == R31 && w & 0x1f20_0000 == 0x0b20_0000 && !bit(29);
+            !(frame_register(rd) || sp_destination)
         }
         // SIMD and floating point.
         op if op & 0b0111 == 0b0111 => !frame_register(rd),
