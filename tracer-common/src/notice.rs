@@ -35,6 +35,10 @@ pub const NOTICE_INTERVAL_NS: u64 = 200_000_000;
 
 /// Raw tracepoint program on `sched_process_exec`.
 pub const PROG_ON_EXEC: &str = "on_exec";
+/// The same, where the kernel looks PCs up in VMAs (`crate::vma`): it also looks up the new
+/// image's executable and dynamic loader, so that a process's first samples need no lookup of
+/// their own (one per sample is all an interrupt can do).
+pub const PROG_ON_EXEC_VMA: &str = "on_exec_vma";
 /// Raw tracepoint program on `sched_process_exit`.
 pub const PROG_ON_EXIT: &str = "on_exit";
 /// The tracepoints they attach to.
@@ -53,10 +57,16 @@ pub const TRACEPOINT_MUNMAP_EXIT: &str = "sys_exit_munmap";
 /// the call returns, so the new code is known before a walk meets it.
 pub const PROG_ON_MMAP: &str = "on_mmap";
 pub const PROG_ON_MMAP_EXIT: &str = "on_mmap_exit";
+/// The same, where the kernel looks PCs up in VMAs: any process's new code (system-wide: the
+/// libraries the loader maps before userspace has read the process) is looked up when the call
+/// returns, outside an interrupt, and kept in `crate::vma::MAP_PROC_VMAS`.
+pub const PROG_ON_MMAP_EXIT_VMA: &str = "on_mmap_exit_vma";
 pub const TRACEPOINT_MMAP: &str = "sys_enter_mmap";
 pub const TRACEPOINT_MMAP_EXIT: &str = "sys_exit_mmap";
 /// Offset of `prot` in the record of `sys_enter_mmap` (after `addr` and `len`).
 pub const MMAP_PROT_OFFSET: usize = 32;
+/// Offset of `ret` in the record of `sys_exit_mmap` (after `__syscall_nr`, padded).
+pub const MMAP_RET_OFFSET: usize = 16;
 /// `PROT_EXEC`.
 pub const PROT_EXEC: u64 = 4;
 /// Offsets of `addr` and `len` in the record of `sys_enter_munmap` (after the 8-byte common

@@ -30,7 +30,9 @@ pub const MAX_VMAS: usize = 4;
 /// userspace yet. `bpf_find_vma` can be called once per sample only (in the cpu-clock
 /// interrupt the VMA lock's release waits for an irq_work, and a second call in the same
 /// interrupt finds it busy), so each sample looks up at most one new VMA and the process's
-/// later samples reuse it. Entries go at the process's exec, exit and any unmap.
+/// later samples reuse it; the exec and mmap programs also fill it, outside any interrupt,
+/// with the code a process starts with and maps. Entries go at the process's exec and exit, and
+/// at an unmap that overlaps one of them.
 pub const MAP_PROC_VMAS: &str = "PROC_VMAS";
 /// Entries of [`MAP_PROC_VMAS`].
 pub const PROC_VMAS_ENTRIES: u32 = 4096;
@@ -120,6 +122,9 @@ pub struct VmaOffsets {
     pub s_dev: u32,
     /// `log2` of the page size (`vm_pgoff` is in pages).
     pub page_shift: u32,
+    /// `task_struct::mm` and `mm_struct::start_code` (the executable's code, looked up at exec).
+    pub task_mm: u32,
+    pub mm_start_code: u32,
     pub _pad: u32,
 }
 
@@ -130,7 +135,7 @@ pub const NSEC_MASK: u32 = (1 << 30) - 1;
 const _: () = assert!(core::mem::size_of::<FileKey>() == 16);
 const _: () = assert!(core::mem::size_of::<FileSegment>() == 24);
 const _: () = assert!(core::mem::size_of::<FileTable>() == 40 + 24 * MAX_FILE_SEGMENTS);
-const _: () = assert!(core::mem::size_of::<VmaOffsets>() == 64);
+const _: () = assert!(core::mem::size_of::<VmaOffsets>() == 72);
 const _: () = assert!(core::mem::size_of::<ProcVmas>() == 8 + 32 * MAX_VMAS);
 
 #[cfg(feature = "user")]

@@ -1,6 +1,8 @@
 //! Following processes: the raw tracepoint programs on exec and exit, and the rate-limited
 //! notices the sampling programs send (`tracer_common::notice` says what each one means). It
-//! only removes stale entries from `PROCS`; adding processes is userspace's job.
+//! only removes stale entries from `PROCS`; adding processes is userspace's job. Where the
+//! kernel looks PCs up in VMAs, the `_vma` variants also look up new code as it appears (the
+//! program and loader at exec, a library as it is mapped) for `PROC_VMAS` (`vma.rs`).
 //!
 //! Raw tracepoints (4.17+) attach by name, without tracefs, and take their facts from the
 //! current task: at `sched_process_exec` the task has its new image, at `sched_process_exit`
@@ -13,7 +15,10 @@
 //! remembered; at exit, the notice goes out, so userspace reads the mappings after the call.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_probe_read_kernel,
+        generated::{bpf_get_current_task_btf, bpf_ktime_get_ns},
+    },
     macros::{map, raw_tracepoint, tracepoint},
     maps::{HashMap, LruHashMap, RingBuf},
     programs::{RawTracePointContext, TracePointContext},
@@ -21,12 +26,12 @@ use aya_ebpf::{
 use tracer_common::{
     Counter,
     notice::{
-        MMAP_PROT_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES,
-        Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
+        MMAP_PROT_OFFSET, MMAP_RET_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS, NOTICED_ENTRIES,
+        NOTICES_BYTES, Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
     },
 };
 
-use crate::{ALL_PROCESSES, PROC_VMAS, PROCS, bump, unwind};
+use crate::{ALL_PROCESSES, PROC_VMAS, PROCS, TASK_REGS, VMA_OFFSETS, bump, regs, unwind, vma};
 
 /// Notices to userspace (`MAP_NOTICES`).
 #[map]
@@ -121,6 +126,40 @@ pub fn on_exec(_ctx: RawTracePointContext) -> i32 {
     0
 }
 
+/// `on_exec` where the kernel looks PCs up in VMAs (`vma.rs`): the new image's executable code
+/// (`mm->start_code`) and the code it starts in (the dynamic loader's entry, or the program's
+/// when static) are looked up here, outside an interrupt, and kept for the process's first
+/// samples, which then walk through both with the tables of those files (loaded for an earlier
+/// run) without a lookup of their own.
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn on_exec_vma(_ctx: RawTracePointContext) -> i32 {
+    drop_process(NoticeKind::Exec);
+    if ALL_PROCESSES.load() != 1 {
+        return 0;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let offsets = VMA_OFFSETS.load();
+    // SAFETY: a helper without preconditions; the task pointer it returns is read with probe
+    // reads only.
+    let task = unsafe { bpf_get_current_task_btf() } as u64;
+    // SAFETY: probe reads of kernel memory, which fail rather than fault.
+    let mm = unsafe { bpf_probe_read_kernel((task + u64::from(offsets.task_mm)) as *const u64) }.unwrap_or(0);
+    let start_code = if mm == 0 {
+        0
+    } else {
+        // SAFETY: as above.
+        unsafe { bpf_probe_read_kernel((mm + u64::from(offsets.mm_start_code)) as *const u64) }.unwrap_or(0)
+    };
+    let entry = regs::task_user_regs(TASK_REGS.load() == 1).map_or(0, |regs| regs.regs.pc);
+    if start_code != 0 {
+        vma::remember_code_at(tgid, start_code);
+    }
+    if entry != 0 {
+        vma::remember_code_at(tgid, entry);
+    }
+    0
+}
+
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn on_exit(_ctx: RawTracePointContext) -> i32 {
     drop_process(NoticeKind::Exit);
@@ -131,15 +170,16 @@ pub fn on_exit(_ctx: RawTracePointContext) -> i32 {
 pub fn on_munmap(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    // Whatever was unmapped, the VMA mappings of the process are found again.
-    let _ = PROC_VMAS.remove(tgid);
-    let Some(procs) = PROCS.get_ptr(tgid) else {
-        return 0;
-    };
     // SAFETY: reads of the tracepoint's record, whose fields are at these fixed offsets.
     let (Ok(addr), Ok(len)) = (unsafe { ctx.read_at::<u64>(MUNMAP_ADDR_OFFSET) }, unsafe {
         ctx.read_at::<u64>(MUNMAP_LEN_OFFSET)
     }) else {
+        // Not knowing what was unmapped, the VMA mappings of the process are found again.
+        let _ = PROC_VMAS.remove(tgid);
+        return 0;
+    };
+    vma::forget_overlapping(tgid, addr, addr.saturating_add(len));
+    let Some(procs) = PROCS.get_ptr(tgid) else {
         return 0;
     };
     if !unwind::overlaps_mappings(procs, addr, addr.saturating_add(len)) {
@@ -174,10 +214,11 @@ pub fn on_munmap_exit(_ctx: TracePointContext) -> u32 {
 /// and tell userspace when the call returns (`on_mmap_exit`), so the process's mappings are read
 /// again before a walk meets the new code (without this, a process loaded at exec, before the
 /// loader mapped libc, had its first libc samples copied and walked only once read again).
+/// System-wide, every process's code is remembered, for `on_mmap_exit_vma` to look up.
 #[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
 pub fn on_mmap(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if PROCS.get_ptr((pid_tgid >> 32) as u32).is_none() {
+    if ALL_PROCESSES.load() != 1 && PROCS.get_ptr((pid_tgid >> 32) as u32).is_none() {
         return 0;
     }
     // SAFETY: a read of the tracepoint's record, whose field is at this fixed offset.
@@ -191,15 +232,44 @@ pub fn on_mmap(ctx: TracePointContext) -> u32 {
     0
 }
 
-#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
-pub fn on_mmap_exit(_ctx: TracePointContext) -> u32 {
+/// The end of an `mmap` `on_mmap` remembered: the thread is forgotten, and a traced process's
+/// userspace hears of the new code. The process and the call's result (the mapping's start, or
+/// an error), or `None` when the call was not remembered.
+#[inline(always)]
+fn mmap_returned(ctx: &TracePointContext) -> Option<(u32, u64)> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: a copy out of the map value, valid during this run.
-    let Some(began) = (unsafe { UNMAPPING.get(tid) }).copied() else {
+    let began = (unsafe { UNMAPPING.get(tid) }).copied()?;
+    let _ = UNMAPPING.remove(tid);
+    if PROCS.get_ptr(tgid).is_some() {
+        send(NoticeKind::UnknownPc, tgid, began);
+    }
+    // SAFETY: a read of the tracepoint's record, whose field is at this fixed offset.
+    let ret = unsafe { ctx.read_at::<u64>(MMAP_RET_OFFSET) }.unwrap_or(u64::MAX);
+    Some((tgid, ret))
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
+pub fn on_mmap_exit(ctx: TracePointContext) -> u32 {
+    let _ = mmap_returned(&ctx);
+    0
+}
+
+/// `on_mmap_exit` where the kernel looks PCs up in VMAs (`vma.rs`): the new code is looked up
+/// here, outside an interrupt, and kept for the process's samples, so that a process
+/// userspace has not read yet walks through the libraries its loader mapped (their tables
+/// loaded for other processes) without a lookup of its own.
+#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
+pub fn on_mmap_exit_vma(ctx: TracePointContext) -> u32 {
+    let Some((tgid, start)) = mmap_returned(&ctx) else {
         return 0;
     };
-    let _ = UNMAPPING.remove(tid);
-    send(NoticeKind::UnknownPc, (pid_tgid >> 32) as u32, began);
+    // An error is a small negative number; user addresses are below the top half.
+    if start == 0 || start >= 1 << 63 {
+        return 0;
+    }
+    vma::remember_code_at(tgid, start);
     0
 }

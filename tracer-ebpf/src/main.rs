@@ -82,6 +82,8 @@ static VMA_OFFSETS: Global<VmaOffsets> = Global::new(VmaOffsets {
     i_ctime_nsec: 0,
     s_dev: 0,
     page_shift: 0,
+    task_mm: 0,
+    mm_start_code: 0,
     _pad: 0,
 });
 

@@ -16,7 +16,9 @@
 //!    last mapping starting at or below it, at most `MAPPING_SEARCH_STEPS` steps, then check
 //!    its end (`NoMapping` if none, or if the process is not in `PROCS`: the walk then ends
 //!    and the sample becomes a stack copy, `snapshot.rs`; the cpu-clock walker
-//!    `walk_user_vma` first asks the kernel for the VMA holding it, `vma.rs`);
+//!    `walk_user_vma` first asks the kernel for the VMA holding it, `vma.rs`, and a sampled
+//!    PC that no VMA holds at all ends the walk as `ExecOrExit`: the registers are of no code
+//!    of the process, taken in an exec or an exit, and a copy would be walked by nothing);
 //! 3. with a table (`object != NO_OBJECT`), take the rule of `lookup_pc - bias` from this CPU's
 //!    [`RuleCache`], or else look up the page `(lookup_pc - bias) >> 16`, search its rows with
 //!    `walk::search_page` (rows read from `ROWS` chunks), read the rule from `RULES` (and
@@ -176,8 +178,11 @@ fn frame<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, max_depth: u32
     let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
     let regs = Regs::from(state.regs);
     let pc = walk::lookup_pc(&regs, n <= 1);
-    let Some(mapping) = mapping_of::<VMA>(opaque, state, pc) else {
-        return Some(StopReason::NoMapping);
+    let mapping = match mapping_of::<VMA>(opaque, state, pc) {
+        Ok(mapping) => mapping,
+        // The sampled PC in no VMA at all: not code of this address space (module docs).
+        Err(NoVma) if n <= 1 && pc >> 56 == 0 => return Some(StopReason::ExecOrExit),
+        Err(_) => return Some(StopReason::NoMapping),
     };
     let (next, source) = match unwind_one(opaque, state, &mapping, &regs, pc) {
         (Step::Next(next), source) => (next, source),
@@ -189,7 +194,7 @@ fn frame<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, max_depth: u32
         return Some(StopReason::MaxDepth);
     }
     // The caller's PC must be in a mapping (and the next frame finds it remembered).
-    if mapping_of::<VMA>(opaque, state, walk::lookup_pc(&next, false)).is_none() {
+    if mapping_of::<VMA>(opaque, state, walk::lookup_pc(&next, false)).is_err() {
         return Some(StopReason::NoMapping);
     }
     // Laundered: as an offset `n` would become precise, and then so would every range the
@@ -215,15 +220,23 @@ fn frame<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, max_depth: u32
     None
 }
 
-/// Steps 2 and 4: the mapping holding `pc` for the walk in `state`, or `None` when the traced
-/// process has none there or is not in `PROCS` (and, with `VMA`, the VMA holding `pc` maps no
-/// file with a loaded table either: `vma.rs`).
+/// Why [`mapping_of`] found no mapping: `NoVma` when, with `VMA`, no VMA of the process holds
+/// the PC at all; `NoTable` otherwise.
+enum Missing {
+    NoTable,
+    NoVma,
+}
+use Missing::NoVma;
+
+/// Steps 2 and 4: the mapping holding `pc` for the walk in `state`, or why there is none: the
+/// traced process has none there or is not in `PROCS` (and, with `VMA`, the VMA holding `pc`
+/// maps no file with a loaded table either, or there is no such VMA: `vma.rs`).
 /// The mapping found is remembered in the walk state and tried first the next time.
 #[inline(always)]
-fn mapping_of<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Option<ExecMapping> {
+fn mapping_of<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, pc: u64) -> Result<ExecMapping, Missing> {
     let last = state.mapping;
     if pc >= last.start && pc < last.end {
-        return Some(last);
+        return Ok(last);
     }
     // Not (or no longer: an exec or unmap since the walk began) in `PROCS`: no mapping is
     // known, and the walk ends as `NoMapping` (a stack copy) rather than guess.
@@ -231,13 +244,17 @@ fn mapping_of<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, pc: u64) 
         let found = find_mapping(opaque, procs, pc);
         if found.end != 0 {
             state.mapping = found;
-            return Some(found);
+            return Ok(found);
         }
     }
-    if VMA && crate::vma::vma_mapping(pc) != 0 {
-        return Some(state.mapping);
+    if VMA {
+        match crate::vma::vma_mapping(pc) {
+            0 => {}
+            crate::vma::NO_VMA_AT_PC => return Err(NoVma),
+            _ => return Ok(state.mapping),
+        }
     }
-    None
+    Err(Missing::NoTable)
 }
 
 /// Step 2: the mapping holding `pc`, or [`NO_TABLE`] (`end == 0`, which no real mapping has)

@@ -17,8 +17,8 @@ use aya_ebpf::helpers::{
     generated::{bpf_find_vma, bpf_get_current_task_btf},
 };
 use tracer_common::{
-    trace::{ExecMapping, MAX_KERNEL_FRAMES, MAX_USER_FRAMES, VMA_WORDS, WalkState},
-    vma::{FileKey, MAX_FILE_SEGMENTS, MAX_VMAS, NSEC_MASK, VM_EXEC},
+    trace::{ExecMapping, MAX_KERNEL_FRAMES, MAX_USER_FRAMES, NO_VMA, VMA_WORDS, WalkState},
+    vma::{FileKey, MAX_FILE_SEGMENTS, MAX_VMAS, NSEC_MASK, ProcVmas, VM_EXEC},
 };
 
 use crate::{FILES, NEXT_VMAS, PROC_VMAS, SCRATCH, VMA_OFFSETS};
@@ -92,8 +92,8 @@ extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, out: *mut c_void) -
 
 /// The mapping holding `pc` in the current process, from its VMA and the table loaded for the
 /// VMA's file: 1 when found (then it is `state.mapping` and the walk state's next VMA mapping),
-/// 0 when there is none (no VMA, not executable, no file, no table for the file, the file
-/// changed since, or `MAX_VMAS` found already in this walk).
+/// [`NO_VMA_AT_PC`] when no VMA holds it at all, 0 when there is none otherwise (see
+/// [`Found::Unusable`], or `MAX_VMAS` found already in this walk).
 ///
 /// A global function (exported, not inlined), like `unwind::walk_frame`: the verifier checks
 /// it once on its own.
@@ -139,6 +139,42 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
             }
         }
     }
+    let mapping = match find(pc) {
+        Found::Mapping(mapping) => mapping,
+        Found::NoVma => return NO_VMA_AT_PC,
+        Found::Unusable => return 0,
+    };
+    keep(state, n, mapping);
+    let Some(next) = NEXT_VMAS.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's slot of a per-CPU map, used by nothing else while the program runs.
+    remember(unsafe { &mut *next }, tgid, mapping);
+    1
+}
+
+/// What [`find`] found.
+pub enum Found {
+    Mapping(ExecMapping),
+    /// No VMA of the process holds the address (or it has no address space any more).
+    NoVma,
+    /// A VMA that maps no file with a loaded table (not executable, no file, no table for the
+    /// file, the file changed since), or the VMA lock could not be had (`bpf_find_vma` tries
+    /// it, and in an interrupt it is released by an irq_work that must run first).
+    Unusable,
+}
+
+/// `vma_mapping`'s answer when no VMA holds the PC at all.
+pub const NO_VMA_AT_PC: u64 = 2;
+
+/// `bpf_find_vma`'s answer when the task has no address space or none of its VMAs holds the
+/// address (`-ENOENT`).
+const ENOENT: i64 = -2;
+
+/// The mapping holding `pc` in the current process, from its VMA and the table loaded for the
+/// VMA's file.
+#[inline(always)]
+pub fn find(pc: u64) -> Found {
     let mut vma = Vma::default();
     // SAFETY: the helper finds the VMA of `pc` in the current task's memory map and calls
     // `read_vma` with it and `&mut vma` (on this stack, valid for the call); flags must be 0.
@@ -151,8 +187,11 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
             0,
         )
     };
+    if found == ENOENT {
+        return Found::NoVma;
+    }
     if found != 0 || vma.flags & VM_EXEC == 0 || vma.inode == 0 || !(vma.start <= pc && pc < vma.end) {
-        return 0;
+        return Found::Unusable;
     }
     let key = FileKey {
         dev: vma.dev,
@@ -161,7 +200,7 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
     };
     // Read in place (a copy would take 136 bytes of the 512 the calls share).
     let Some(table) = FILES.get_ptr(key) else {
-        return 0;
+        return Found::Unusable;
     };
     // SAFETY: a value pointer from the lookup above, valid under RCU until the program returns;
     // plain loads.
@@ -172,7 +211,7 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
         && table.ctime_sec == vma.ctime_sec
         && table.ctime_nsec == vma.ctime_nsec;
     if !same {
-        return 0;
+        return Found::Unusable;
     }
     let off = vma.pgoff << (VMA_OFFSETS.load().page_shift & 63);
     let mut delta = None;
@@ -183,18 +222,15 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
         }
     }
     let Some(delta) = delta else {
-        return 0;
+        return Found::Unusable;
     };
-    let mapping = ExecMapping {
+    Found::Mapping(ExecMapping {
         start: vma.start,
         end: vma.end,
         bias: vma.start.wrapping_sub(off).wrapping_sub(delta),
         object: table.object,
         _pad: 0,
-    };
-    keep(state, n, mapping);
-    remember(tgid, mapping);
-    1
+    })
 }
 
 /// `mapping` becomes the walk's `n`th VMA mapping and its current one.
@@ -207,21 +243,31 @@ fn keep(state: &mut WalkState, n: u32, mapping: ExecMapping) {
     state.mapping = mapping;
 }
 
-/// Keep `mapping` for the later samples of process `tgid` (while there is room). The entry is
-/// built in this CPU's `NEXT_VMAS` and replaces the old one whole (a hash map update is seen
+/// Keep `mapping` for the later samples of process `tgid` (while there is room), in place of
+/// any it overlaps (code mapped over code). The entry is built in `next` (a per-CPU slot, or the
+/// stack of a program that has room) and replaces the old one whole (a hash map update is seen
 /// whole or not at all), so that two CPUs sampling two threads of the process at once lose at
 /// most one mapping, never mix two into one.
 #[inline(always)]
-fn remember(tgid: u32, mapping: ExecMapping) {
-    let Some(next) = NEXT_VMAS.get_ptr_mut(0) else {
-        return;
-    };
-    // SAFETY: this CPU's slot of a per-CPU map, used by nothing else while the program runs.
-    let next = unsafe { &mut *next };
-    match PROC_VMAS.get_ptr(tgid) {
+pub fn remember(next: &mut ProcVmas, tgid: u32, mapping: ExecMapping) {
+    next.num = 0;
+    if let Some(known) = PROC_VMAS.get_ptr(tgid) {
         // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
-        Some(known) => *next = unsafe { *known },
-        None => next.num = 0,
+        let known = unsafe { &*known };
+        for i in 0..MAX_VMAS {
+            if i >= known.num as usize {
+                break;
+            }
+            let m = known.mappings[i];
+            if m.start < mapping.end && mapping.start < m.end {
+                continue;
+            }
+            let n = next.num as usize;
+            if let Some(slot) = next.mappings.get_mut(n & (MAX_VMAS - 1)) {
+                *slot = m;
+            }
+            next.num += 1;
+        }
     }
     let n = next.num;
     if n as usize >= MAX_VMAS {
@@ -232,6 +278,48 @@ fn remember(tgid: u32, mapping: ExecMapping) {
     }
     next.num = n + 1;
     let _ = PROC_VMAS.insert(tgid, next, 0);
+}
+
+/// Look up the code at `pc` of the current process, `tgid`, and keep its mapping for the
+/// process's samples (outside the walk: exec and mmap, where no interrupt holds the VMA lock's
+/// release back). 1 when kept.
+///
+/// A global function (exported, not inlined): the verifier checks it once on its own, not in
+/// every caller's state.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn remember_code_at(tgid: u32, pc: u64) -> u64 {
+    let Found::Mapping(mapping) = find(pc) else {
+        return 0;
+    };
+    let mut next = ProcVmas {
+        num: 0,
+        _pad: 0,
+        mappings: [NO_VMA; MAX_VMAS],
+    };
+    remember(&mut next, tgid, mapping);
+    1
+}
+
+/// Forget the mappings found for process `tgid` if one of them overlaps `start..end` (code
+/// unmapped: a pid's later code there must not meet them).
+#[inline(always)]
+pub fn forget_overlapping(tgid: u32, start: u64, end: u64) {
+    let Some(known) = PROC_VMAS.get_ptr(tgid) else {
+        return;
+    };
+    // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
+    let known = unsafe { &*known };
+    for i in 0..MAX_VMAS {
+        if i >= known.num as usize {
+            break;
+        }
+        let m = known.mappings[i];
+        if m.start < end && start < m.end {
+            let _ = PROC_VMAS.remove(tgid);
+            return;
+        }
+    }
 }
 
 /// Put the walk's VMA mappings after its user frames, where `SampleRecord::len_with` ships

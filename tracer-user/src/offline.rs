@@ -17,6 +17,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use prost::Message as _;
+use tracer_common::walk::StopReason;
 
 use super::{symbolize, symfiles};
 use crate::export::{
@@ -179,6 +180,7 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
             frames: Vec::new(),
             count: s.value.first().map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
             weight_ns: s.value.get(1).map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
+            truncated: None,
         };
         let mut sources = "";
         for label in &s.label {
@@ -188,6 +190,10 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
                 "comm" => stack.comm = string(label.str)?.to_owned(),
                 "event" => stack.event = string(label.str)?.to_owned(),
                 "sources" => sources = string(label.str)?,
+                "truncated" => {
+                    let why = string(label.str)?;
+                    stack.truncated = StopReason::ALL.iter().map(|r| r.name()).find(|name| *name == why);
+                }
                 _ => {}
             }
         }

@@ -5,7 +5,10 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use tracer_common::trace::{SOURCE_FP, Sample};
+use tracer_common::{
+    trace::{SOURCE_FP, Sample},
+    walk::StopReason,
+};
 
 use crate::python::merge::{Merged, split};
 use crate::registry::{Catalog, PyFrame, ResolvedMapping, TableSource};
@@ -49,6 +52,8 @@ pub struct Stack {
     /// How each user frame was found, one per entry of `user`.
     pub sources: Vec<FrameSource>,
     pub kernel: Vec<Frame>,
+    /// Why the user stack ends before its outermost frame, when it does.
+    pub truncated: Option<StopReason>,
 }
 
 impl Stack {
@@ -85,6 +90,9 @@ impl Stack {
             .extend(sample.kernel[..num_kernel].iter().map(|&addr| Frame::Kernel { addr }));
         self.pid = sample.tgid;
         self.tid = sample.tid;
+        self.truncated = StopReason::try_from(sample.stop)
+            .ok()
+            .filter(|reason| *reason != StopReason::Outermost);
         set_comm(&mut self.comm, &sample.comm);
         self.event = events.name(sample.event);
     }

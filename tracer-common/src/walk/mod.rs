@@ -103,11 +103,17 @@ pub enum StopReason {
     Snapshot = 15,
     /// Set by userspace only: the walk of a stack copy needed a word past the end of the copy.
     SnapshotEnd = 16,
+    /// Set by the kernel only (where it looks PCs up in VMAs): the sampled PC is in no VMA of
+    /// the process at all. Its registers belong to no code it has mapped: taken inside an
+    /// exec (the address space is the new program's, the registers still the old one's) or an
+    /// exit (its memory already freed). There is no stack of the process to walk; the sample
+    /// keeps the PC alone.
+    ExecOrExit = 17,
 }
 
 impl StopReason {
     /// Number of reasons (the size of the kernel's per-CPU counter array).
-    pub const COUNT: u32 = 17;
+    pub const COUNT: u32 = 18;
     /// Every reason, in code order.
     pub const ALL: [StopReason; Self::COUNT as usize] = [
         StopReason::Outermost,
@@ -127,6 +133,7 @@ impl StopReason {
         StopReason::NoMapping,
         StopReason::Snapshot,
         StopReason::SnapshotEnd,
+        StopReason::ExecOrExit,
     ];
 
     /// Stable name for summaries and logs.
@@ -149,6 +156,7 @@ impl StopReason {
             StopReason::NoMapping => "no_mapping",
             StopReason::Snapshot => "snapshot",
             StopReason::SnapshotEnd => "snapshot_end",
+            StopReason::ExecOrExit => "exec_or_exit",
         }
     }
 }
@@ -174,6 +182,7 @@ impl TryFrom<u32> for StopReason {
             14 => Ok(StopReason::NoMapping),
             15 => Ok(StopReason::Snapshot),
             16 => Ok(StopReason::SnapshotEnd),
+            17 => Ok(StopReason::ExecOrExit),
             other => Err(other),
         }
     }

@@ -222,6 +222,8 @@ pub fn vma_offsets_in(btf: &Btf<'_>) -> anyhow::Result<tracer_common::vma::VmaOf
         i_ctime_nsec,
         s_dev: btf.member_offset("super_block", "s_dev")?,
         page_shift: 0,
+        task_mm: btf.member_offset("task_struct", "mm")?,
+        mm_start_code: btf.member_offset("mm_struct", "start_code")?,
         _pad: 0,
     })
 }

@@ -38,7 +38,7 @@ use tracer_common::{
         EventKind, GLOBAL_MIN_BLOCK_NS, GLOBAL_TASK_FLAGS_OFFSET, GLOBAL_TASK_PID_OFFSET, GLOBAL_TASK_STATE_OFFSET,
         MAP_PARKED, PARKED_ENTRIES,
     },
-    notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
+    notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
     trace::{
         ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS, MAP_EVENTS,
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_STOPS, MAX_USER_FRAMES, PROG_WALK, PROG_WALK_SLOT,
@@ -140,6 +140,9 @@ pub struct Kernel {
     event_links: Vec<probes::Link>,
     /// The exec and exit programs are attached (they stay until the kernel side is dropped).
     lifecycle_attached: bool,
+    /// The exec program loaded (with VMA lookups or without), and the mmap-return one.
+    on_exec: &'static str,
+    on_mmap_exit: &'static str,
     /// Where every tracepoint attaches, found or mounted once before the first attach.
     tracefs: tracefs::Tracefs,
 }
@@ -200,6 +203,8 @@ impl Kernel {
             .load(PROGRAM)
             .map_err(|err| runtime::explain_load_failure(err.into(), memlock))?;
         runtime::forward_logs(&mut ebpf);
+        // Whether the cpu-clock walker looks PCs up in VMAs.
+        let mut lookups = false;
         if config.events.has(EventKind::CpuClock) {
             // Where the kernel refuses the walker with VMA lookups, the other one walks (and
             // what `PROCS` lacks becomes stack copies, as without it).
@@ -213,6 +218,7 @@ impl Kernel {
             if walker == PROG_WALK {
                 load_program(&mut ebpf, PROG_WALK)?;
             }
+            lookups = walker == PROG_WALK_VMA;
             let walk = perf_event_mut(&mut ebpf, walker)?
                 .fd()
                 .and_then(|fd| fd.try_clone().map_err(Into::into))
@@ -224,12 +230,22 @@ impl Kernel {
                 .with_context(|| format!("installing {walker} in {MAP_PROGS}"))?;
         }
         probes::load(&mut ebpf, &config.events)?;
-        for name in [PROG_ON_EXEC, PROG_ON_EXIT] {
-            raw_tracepoint_mut(&mut ebpf, name)?
-                .load()
-                .with_context(|| format!("the kernel verifier rejected {name}"))?;
+        // With the VMA walker, exec and mmap also look the new code up (outside an interrupt,
+        // where a lookup cannot be refused for a pending one), so that the first samples of a
+        // new process walk without lookups of their own; elsewhere the programs without.
+        let mut on_exec = PROG_ON_EXEC;
+        if lookups {
+            match load_raw_tracepoint(&mut ebpf, PROG_ON_EXEC_VMA) {
+                Ok(()) => on_exec = PROG_ON_EXEC_VMA,
+                Err(err) => log::warn!("code is not looked up at exec: {err:#}"),
+            }
         }
-        unmap::load(&mut ebpf)?;
+        for name in [on_exec, PROG_ON_EXIT] {
+            if name != PROG_ON_EXEC_VMA {
+                load_raw_tracepoint(&mut ebpf, name)?;
+            }
+        }
+        let on_mmap_exit = unmap::load(&mut ebpf, lookups)?;
         tables::sync(&mut ebpf, tables)?;
         Ok(Kernel {
             ebpf,
@@ -238,6 +254,8 @@ impl Kernel {
             event_links: Vec::new(),
             links: Vec::new(),
             lifecycle_attached: false,
+            on_exec,
+            on_mmap_exit,
             tracefs,
         })
     }
@@ -263,12 +281,12 @@ impl Kernel {
     /// every online CPU, and the other events.
     pub fn attach(&mut self) -> anyhow::Result<()> {
         if !self.lifecycle_attached {
-            for (name, tracepoint) in [(PROG_ON_EXEC, TRACEPOINT_EXEC), (PROG_ON_EXIT, TRACEPOINT_EXIT)] {
+            for (name, tracepoint) in [(self.on_exec, TRACEPOINT_EXEC), (PROG_ON_EXIT, TRACEPOINT_EXIT)] {
                 raw_tracepoint_mut(&mut self.ebpf, name)?
                     .attach(tracepoint)
                     .with_context(|| format!("attaching {name} to the {tracepoint} raw tracepoint"))?;
             }
-            unmap::attach(&mut self.ebpf, &self.tracefs)?;
+            unmap::attach(&mut self.ebpf, &self.tracefs, self.on_mmap_exit)?;
             self.lifecycle_attached = true;
         }
         if self.event_links.is_empty() {
@@ -385,6 +403,12 @@ fn load_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut Pe
         .load()
         .with_context(|| format!("the kernel verifier rejected {name}"))?;
     Ok(program)
+}
+
+fn load_raw_tracepoint(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<()> {
+    raw_tracepoint_mut(ebpf, name)?
+        .load()
+        .with_context(|| format!("the kernel verifier rejected {name}"))
 }
 
 fn raw_tracepoint_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut RawTracePoint> {

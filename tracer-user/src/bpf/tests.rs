@@ -7,8 +7,9 @@ use std::mem::size_of;
 use tracer_common::{
     Counter, MAP_COUNTERS, PROG_ON_SAMPLE,
     notice::{
-        MAP_NOTICED, MAP_NOTICES, MAP_UNMAPPING, NOTICED_ENTRIES, NOTICES_BYTES, PROG_ON_EXEC, PROG_ON_EXIT,
-        PROG_ON_MMAP, PROG_ON_MMAP_EXIT, PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT, UNMAPPING_ENTRIES,
+        MAP_NOTICED, MAP_NOTICES, MAP_UNMAPPING, NOTICED_ENTRIES, NOTICES_BYTES, PROG_ON_EXEC, PROG_ON_EXEC_VMA,
+        PROG_ON_EXIT, PROG_ON_MMAP, PROG_ON_MMAP_EXIT, PROG_ON_MMAP_EXIT_VMA, PROG_ON_MUNMAP, PROG_ON_MUNMAP_EXIT,
+        UNMAPPING_ENTRIES,
     },
     python::{MAP_PY_STOPS, MAP_PYTHON, PY_COUNTERS, PYTHON_ENTRIES, PyProcInfo},
     trace::{
@@ -29,11 +30,13 @@ fn object_matches_the_shared_types() {
         PROG_ON_SAMPLE,
         PROG_WALK,
         PROG_ON_EXEC,
+        PROG_ON_EXEC_VMA,
         PROG_ON_EXIT,
         PROG_ON_MUNMAP,
         PROG_ON_MUNMAP_EXIT,
         PROG_ON_MMAP,
         PROG_ON_MMAP_EXIT,
+        PROG_ON_MMAP_EXIT_VMA,
     ] {
         assert!(object.programs.contains_key(program), "program {program} missing");
     }

@@ -141,6 +141,9 @@ pub struct ResolvedStack {
     pub count: u64,
     /// The summed weight: nanoseconds for cpu-clock (count × period) and off-CPU time.
     pub weight_ns: u64,
+    /// Why the user frames end before the outermost one (a stop reason's name, as the summary
+    /// counts it), when they do.
+    pub truncated: Option<&'static str>,
 }
 
 /// A profile ready to be written.

@@ -1,7 +1,9 @@
 //! pprof: a gzipped `profile.proto` (github.com/google/pprof, proto/profile.proto), which
 //! `go tool pprof` and the services built on it read. Each distinct stack is a sample with two
-//! values, `samples/count` and `cpu/nanoseconds`, and labels `pid`, `tid`, `comm`, `event` and
-//! `sources` (how each location was found, one letter each: see `FrameSource::letter`);
+//! values, `samples/count` and `cpu/nanoseconds`, and labels `pid`, `tid`, `comm`, `event`,
+//! `sources` (how each location was found, one letter each: see `FrameSource::letter`) and,
+//! for a stack whose user frames end before the outermost one, `truncated` (why, the stop
+//! reason's name as the summary counts it);
 //! each symbolized address is a location with one line per function (inlined ones first, as the
 //! format orders them); every object a mapping with its build-id. Locations carry
 //! object-relative addresses, so every process mapping an object shares its locations (JIT
@@ -172,7 +174,7 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
         Weights::OffCpu => b.value_type("off_cpu", "nanoseconds"),
         Weights::Mixed => b.value_type("time", "nanoseconds"),
     };
-    let labels = ["pid", "tid", "comm", "event", "sources"].map(|k| b.string(k));
+    let labels = ["pid", "tid", "comm", "event", "sources", "truncated"].map(|k| b.string(k));
     for stack in &resolved.stacks {
         let mut location_id = Vec::new();
         let mut sources = String::new();
@@ -189,7 +191,7 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
                 start = i + 1;
             }
         }
-        let label = vec![
+        let mut label = vec![
             Label {
                 key: labels[0],
                 num: i64::from(stack.pid),
@@ -216,6 +218,13 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
                 ..Label::default()
             },
         ];
+        if let Some(why) = stack.truncated {
+            label.push(Label {
+                key: labels[5],
+                str: b.string(why),
+                ..Label::default()
+            });
+        }
         b.profile.sample.push(Sample {
             location_id,
             value: vec![saturating_i64(stack.count), saturating_i64(stack.weight_ns)],

@@ -115,6 +115,7 @@ fn hostile(rng: &mut Rng) -> (Resolved, Vec<ResolvedSample>) {
             frames,
             count: 1 + rng.below(9) as u64,
             weight_ns: 0,
+            truncated: None,
         });
     }
     for stack in &mut stacks {

@@ -184,6 +184,7 @@ fn resolved() -> Resolved {
             ],
             count: 3,
             weight_ns: 10,
+            truncated: None,
         }],
         start_unix_ns: 1_700_000_000_000_000_000,
         duration_ns: 1,
@@ -227,6 +228,19 @@ fn frames_come_back_with_how_they_were_found() {
             FrameSource::Sframe
         ]
     );
+}
+
+/// Why a stack is truncated comes back; an unknown reason is dropped, not invented.
+#[test]
+fn truncation_comes_back() {
+    let mut original = resolved();
+    original.stacks[0].truncated = Some("no_mapping");
+    let again = resolve(&pprof::build(&original), true).expect("valid");
+    assert_eq!(again.stacks[0].truncated, Some("no_mapping"));
+    let mut p = pprof::build(&original);
+    let why = p.sample[0].label.last().expect("the truncated label").str;
+    p.string_table[why as usize] = "not_a_reason".to_owned();
+    assert_eq!(resolve(&p, true).expect("valid").stacks[0].truncated, None);
 }
 
 #[test]

@@ -20,7 +20,7 @@ pub struct TableCounts {
     /// Objects without a table, by why.
     pub without: std::collections::BTreeMap<NoTableKind, u64>,
     /// Why objects have no table, one message each (those with one: unreadable, too large, no
-    /// room), the first [`MAX_NOTES`]; `notes_left_out` counts the others.
+    /// room), the first [`MAX_NOTES`] distinct ones; `notes_left_out` counts the others.
     pub notes: Vec<String>,
     pub notes_left_out: u64,
 }
@@ -60,6 +60,11 @@ impl TableCounts {
             Err(why) => {
                 *self.without.entry(why.kind()).or_default() += 1;
                 if let NoTable::Unreadable(note) | NoTable::TooLarge(note) | NoTable::NoRoom(note) = why {
+                    // An object met again (a file loaded, unloaded and loaded later) says it
+                    // once.
+                    if self.notes.contains(note) {
+                        return;
+                    }
                     if self.notes.len() < MAX_NOTES {
                         self.notes.push(note.clone());
                     } else {

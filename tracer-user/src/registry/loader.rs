@@ -90,7 +90,7 @@ impl<T: TableStore> TableLoader<T> {
         let id = self
             .tables
             .add(&prebuilt.table)
-            .map_err(|e| NoTable::NoRoom(e.to_string()))?;
+            .map_err(|e| NoTable::NoRoom(format!("{}: {e}", prebuilt.shown)))?;
         Ok(Table {
             id,
             source: prebuilt.source,
@@ -163,6 +163,8 @@ pub struct Prebuilt {
     table: ObjectTable,
     source: TableSource,
     rows: u64,
+    /// The object as messages show it.
+    shown: String,
 }
 
 /// Read (within bounds, see [`crate::objfile`]) and build the table of the object `file`, shown
@@ -188,5 +190,10 @@ fn prebuild_bytes(path: &Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
         TableSource::Leaves
     };
     let rows = table.stats().sframe_rows;
-    Ok(Prebuilt { table, source, rows })
+    Ok(Prebuilt {
+        table,
+        source,
+        rows,
+        shown: path.display().to_string(),
+    })
 }

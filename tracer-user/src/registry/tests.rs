@@ -167,3 +167,25 @@ fn tables_built_ahead_for_nobody_expire() {
 }
 
 mod life;
+
+/// Why objects have no table is told once per message: an object loaded, unloaded and refused
+/// again (or many refused for one reason) does not fill the summary's notes with copies.
+#[test]
+fn table_notes_are_told_once() {
+    let mut counts = TableCounts::default();
+    for _ in 0..3 {
+        counts.add(&Err(NoTable::NoRoom("/lib/a.so: the page index is full".to_owned())));
+    }
+    counts.add(&Err(NoTable::NoRoom("/lib/b.so: the page index is full".to_owned())));
+    counts.add(&Err(NoTable::NoUnwindInfo));
+    assert_eq!(
+        counts.notes,
+        ["/lib/a.so: the page index is full", "/lib/b.so: the page index is full"]
+    );
+    assert_eq!(
+        counts.without.get(&NoTableKind::NoRoom),
+        Some(&4),
+        "each object still counts"
+    );
+    assert_eq!(counts.notes_left_out, 0);
+}

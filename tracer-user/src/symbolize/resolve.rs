@@ -7,6 +7,8 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use tracer_common::walk::StopReason;
+
 use super::SymbolCache;
 use crate::{
     export::model::{Resolved, ResolvedStack},
@@ -50,6 +52,7 @@ pub fn resolve(stacks: &Stacks, catalog: &Catalog, cache: &mut SymbolCache, coll
                 frames,
                 count: tally.count,
                 weight_ns: tally.weight_ns,
+                truncated: stack.truncated.map(StopReason::name),
             }
         })
         .collect();

@@ -4,12 +4,14 @@
 //! of its samples are taken before the tracer has loaded it (in the dynamic loader, in libc's
 //! start, in its own first calls). Every sample of those processes is judged against the
 //! machine code by the disassembly oracle: no stack may be wrong (an edge whose return address
-//! does not follow a call to the frame below), and at least 97 % must be exact down to
-//! `_start` (97.9 to 98.1 % measured with the kernel's VMA lookups, 92.2 % without, beside
-//! other builds: the rest are mostly first samples of a process that needed two VMAs found at
-//! once, or samples taken while it execs or exits; docs/decisions.md). Run by `cargo xtask
-//! test` with the release tracer (`SFRAME_TRACE_BIN`): a debug build, system-wide on a busy
-//! host, falls behind the processes it should load.
+//! does not follow a call to the frame below), and at least 98 % of the samples of its code
+//! must be exact down to `_start`. Samples taken inside its exec (the registers still the old
+//! image's) or exit (its memory freed) have no user stack to be exact about: the tracer marks
+//! them (`exec_or_exit`), they may hold the sampled PC alone, and their kernel stacks must show
+//! the exec or exit; they are counted apart (about 1.3 % of the samples here). Measured on this
+//! busy VM: 99.3 to 99.5 % of the rest exact (docs/decisions.md). Run by `cargo xtask test`
+//! with the release tracer (`SFRAME_TRACE_BIN`): a debug build, system-wide on a busy host,
+//! falls behind the processes it should load.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -19,23 +21,28 @@ use std::{
 };
 
 use crate::oracle::{Frame, Oracle};
-use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged};
+use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, cpu_ticks, own_name, privileged};
 
 /// Runs of the program.
 const RUNS: usize = 300;
-/// Samples that must be exact, in percent: what the tracer reaches (97.9-98.1 % measured here
-/// beside other builds) with a margin of one point (module docs).
-const MIN_EXACT_PERCENT: u64 = 97;
+/// Samples of the program's code that must be exact, in percent (module docs).
+const MIN_EXACT_PERCENT: u64 = 98;
 /// Its argument: thousands of outer iterations (about 20 ms here).
 const WORK: &str = "5";
 
-/// One distinct stack of a pprof profile: its command name, count, and user frames (innermost
-/// first; a location with inlined lines is one frame, its address).
+/// One distinct stack of a pprof profile: its command name, count, user frames (innermost
+/// first; a location with inlined lines is one frame, its address), the names of its kernel
+/// frames, and why the tracer says its user frames end early (its `truncated` label).
 struct Traced {
     comm: String,
     count: u64,
     frames: Vec<Frame>,
+    kernel: Vec<String>,
+    truncated: Option<String>,
 }
+
+/// The kernel's mapping in the tracer's profiles.
+const KERNEL: &str = "[kernel.kallsyms]";
 
 /// The stacks of a pprof file as `go tool pprof -raw` prints them: samples (`COUNT WEIGHT:
 /// LOCATION...` and a `comm:[NAME]` label line), locations (`ID: 0xADDR M=MAPPING ...`, the
@@ -55,6 +62,7 @@ fn pprof_stacks(file: &Path) -> Vec<Traced> {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     let (mut samples, mut locations, mut mappings) = (Vec::new(), HashMap::new(), HashMap::new());
+    let mut truncated: Vec<Option<String>> = Vec::new();
     let mut section = "";
     for line in text.lines() {
         match line.trim_end() {
@@ -72,10 +80,16 @@ fn pprof_stacks(file: &Path) -> Vec<Traced> {
                 {
                     let ids: Vec<u64> = ids.split_whitespace().filter_map(|i| i.parse().ok()).collect();
                     samples.push((String::new(), count, ids));
+                    truncated.push(None);
                 } else if let Some(comm) = trimmed.strip_prefix("comm:[")
                     && let Some(last) = samples.last_mut()
                 {
                     last.0 = comm.split("] ").next().unwrap_or("").trim_end_matches(']').to_owned();
+                    if let Some((_, why)) = trimmed.split_once("truncated:[")
+                        && let Some(last) = truncated.last_mut()
+                    {
+                        *last = why.split(']').next().map(str::to_owned);
+                    }
                 }
             }
             "Locations" => {
@@ -88,7 +102,8 @@ fn pprof_stacks(file: &Path) -> Vec<Traced> {
                     )
                 {
                     let m = f.next().and_then(|m| m.strip_prefix("M=")?.parse::<u64>().ok());
-                    locations.insert(id, (addr, m));
+                    let function = f.next().unwrap_or("").to_owned();
+                    locations.insert(id, (addr, m, function));
                 }
             }
             "Mappings" => {
@@ -104,38 +119,38 @@ fn pprof_stacks(file: &Path) -> Vec<Traced> {
     }
     samples
         .into_iter()
-        .map(|(comm, count, ids)| {
-            let frames = ids
-                .iter()
-                .map(|id| {
-                    let (offset, m) = locations.get(id).copied().unwrap_or((0, None));
-                    Frame {
-                        object: m.and_then(|m| mappings.get(&m).cloned()).unwrap_or_default(),
-                        offset,
-                    }
-                })
-                .collect();
-            Traced { comm, count, frames }
+        .zip(truncated)
+        .map(|((comm, count, ids), truncated)| {
+            let (mut frames, mut kernel) = (Vec::new(), Vec::new());
+            for id in &ids {
+                let (offset, m, function) = locations.get(id).cloned().unwrap_or((0, None, String::new()));
+                let object = m.and_then(|m| mappings.get(&m).cloned()).unwrap_or_default();
+                if object.as_os_str() == KERNEL {
+                    kernel.push(function);
+                } else {
+                    frames.push(Frame { object, offset });
+                }
+            }
+            Traced {
+                comm,
+                count,
+                frames,
+                kernel,
+                truncated,
+            }
         })
         .collect()
 }
 
-/// Clock ticks of CPU time process `pid` has used (utime + stime, fields 14 and 15 of its
-/// stat, after the parenthesised command name).
-fn cpu_ticks(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = stat.rsplit_once(") ")?.1.to_owned();
-            Some(
-                rest.split(' ')
-                    .skip(11)
-                    .take(2)
-                    .filter_map(|f| f.parse::<u64>().ok())
-                    .sum(),
-            )
-        })
-        .unwrap_or(0)
+/// Whether `stack` was taken where the program has no user stack of its own, so that no
+/// frame of it can be exact: the tracer says so (`exec_or_exit`: the sampled PC in no VMA of
+/// the process), the sample holds at most that PC (no caller invented), and its kernel stack,
+/// judged here by name, is inside an exec (the registers still the old image's) or an exit
+/// (the memory already freed). A sample whose kernel stack is missing is judged as any other.
+fn outside(stack: &Traced) -> bool {
+    stack.truncated.as_deref() == Some("exec_or_exit")
+        && stack.frames.len() <= 1
+        && stack.kernel.iter().any(|f| f.contains("exec") || f.contains("exit"))
 }
 
 /// Wait until the tracer has caught up: its CPU time still for two seconds in a row (it has
@@ -170,7 +185,6 @@ fn new_processes_are_exact_from_their_first_sample() {
         "-a",
         "-F",
         "999",
-        "--no-kernel",
         "--ring-buffer-size",
         "128M",
         "-f",
@@ -188,12 +202,18 @@ fn new_processes_are_exact_from_their_first_sample() {
     let summary = Summary::of(&stderr);
     let mut oracle = Oracle::default();
     let (mut exact, mut short, mut wrong_samples, mut wrong) = (0u64, 0u64, 0u64, Vec::new());
+    // Taken inside the program's exec or exit, where it has no user stack (see `outside`).
+    let mut outside_samples = 0u64;
     let mut shorts: BTreeMap<String, u64> = BTreeMap::new();
     for stack in pprof_stacks(&out) {
         if stack.comm != name {
             continue;
         }
         let frames = &stack.frames;
+        if outside(&stack) {
+            outside_samples += stack.count;
+            continue;
+        }
         // A frame in no known object: the sampled PC of a process never loaded (short); a
         // caller there would have been invented (wrong).
         if let Some(at) = frames.iter().position(|f| f.object.as_os_str().is_empty()) {
@@ -226,9 +246,11 @@ fn new_processes_are_exact_from_their_first_sample() {
     }
     let total = exact + short + wrong_samples;
     eprintln!(
-        "{stderr}\n{name} run {RUNS} times: {total} samples, {exact} exact ({:.2} %), {short} short, {wrong_samples} wrong; \
+        "{stderr}\n{name} run {RUNS} times: {total} samples of its code, {exact} exact ({:.2} %), {short} short, \
+         {wrong_samples} wrong ({:.2} % exact with the {outside_samples} samples inside its execs and exits); \
          {} stack copies, {} walked once loaded, {} never resolved",
         100.0 * exact as f64 / total.max(1) as f64,
+        100.0 * exact as f64 / (total + outside_samples).max(1) as f64,
         summary.count("stack_copies.copies"),
         summary.count("stack_copies.walked"),
         summary.count("stack_copies.unresolved"),

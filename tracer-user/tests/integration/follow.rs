@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::hardening::{Verdict, Verdicts, read_folded};
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged, tracer_binary};
+use crate::support::{
+    Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged, ticks_per_second, tracer_binary,
+};
 
 /// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
 fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
@@ -65,7 +67,7 @@ fn dlopen_after_attach_is_unwound() {
             .spawn()
             .expect("start the host"),
     );
-    let (_out_dir, out, stderr) = trace_pid(running.pid(), "4", &[]);
+    let (_out_dir, out, stderr) = trace_pid(running.pid(), 4, &[]);
     let (good, total) = exact(&stacks_with(&out, "plugin_leaf"), PLUGIN_CHAIN);
     eprintln!("{stderr}\nplugin samples: {good}/{total} exact");
     assert!(total >= 200, "too few samples in the plugin: {total}");
@@ -206,33 +208,32 @@ fn fork_storm_is_survived_and_cleaned_up() {
 
 const CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
 
-/// Trace `pid` for `secs` seconds at 499 Hz with `extra` flags: the folded output (in a
-/// directory removed with the returned guard) and the tracer's stderr.
-fn trace_pid(pid: u32, secs: &str, extra: &[&str]) -> (tempfile::TempDir, PathBuf, String) {
+/// Trace `pid` at 499 Hz with `extra` flags until it has used `cpu_secs` seconds of CPU time:
+/// the folded output (in a directory removed with the returned guard) and the tracer's stderr.
+fn trace_pid(pid: u32, cpu_secs: u64, extra: &[&str]) -> (tempfile::TempDir, PathBuf, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("stacks.folded");
-    let pid = pid.to_string();
+    let target = pid.to_string();
     let mut args = vec![
         SUMMARY_JSON[0],
         SUMMARY_JSON[1],
         "-F",
         "499",
-        "-d",
-        secs,
         "--no-kernel",
         "--pid",
-        &pid,
+        &target,
         "-o",
         out.to_str().expect("path"),
     ];
     args.extend(extra);
-    let stderr = Tracer::start(&args).finish();
+    let stderr = Tracer::start(&args).interrupt_after_cpu(pid, cpu_secs * ticks_per_second());
     (dir, out, stderr)
 }
 
-/// Trace `pid` for 3 s with `extra` flags; the exact and total samples in `c`, and stderr.
+/// Trace `pid` for 3 s of its CPU time with `extra` flags; the exact and total samples in `c`,
+/// and stderr.
 fn trace_chain(pid: u32, extra: &[&str]) -> (u64, u64, String) {
-    let (_dir, out, stderr) = trace_pid(pid, "3", extra);
+    let (_dir, out, stderr) = trace_pid(pid, 3, extra);
     let (good, total) = exact(&stacks_with(&out, "c"), CHAIN);
     eprintln!("{stderr}\n{good}/{total} exact");
     (good, total, stderr)

@@ -10,7 +10,7 @@ use std::{
 };
 
 use crate::support::{
-    Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, cpu_ticks, privileged,
+    Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, privileged, wait_for_cpu,
 };
 
 fn sframe_trace() -> Command {
@@ -37,15 +37,7 @@ fn interrupted(args: &[&str], target: Option<u32>, signal: libc::c_int) -> Outpu
             .and_then(|p| p.parse().ok())
             .expect("the launched command")
     });
-    let (from, started) = (cpu_ticks(target), Instant::now());
-    while cpu_ticks(target) < from + 50 {
-        assert!(
-            started.elapsed() < SILENCE,
-            "the target got no CPU for {} s",
-            SILENCE.as_secs()
-        );
-        sleep(Duration::from_millis(20));
-    }
+    wait_for_cpu(target, 50);
     let (status, stderr) = tracer.stop(signal);
     Output {
         status,

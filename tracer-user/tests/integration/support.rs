@@ -113,6 +113,33 @@ pub fn cpu_ticks(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Clock ticks per second, the unit of [`cpu_ticks`].
+#[cfg(feature = "ebpf")]
+pub fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100)
+}
+
+/// Wait until process `pid` has used `ticks` more clock ticks of CPU time; fails the test if it
+/// gets none for [`SILENCE`].
+#[cfg(feature = "ebpf")]
+pub fn wait_for_cpu(pid: u32, ticks: u64) {
+    let (mut last, mut since) = (cpu_ticks(pid), std::time::Instant::now());
+    let until = last + ticks;
+    while last < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = cpu_ticks(pid);
+        if now > last {
+            (last, since) = (now, std::time::Instant::now());
+        }
+        assert!(
+            since.elapsed() < SILENCE,
+            "process {pid} got no CPU for {} s",
+            SILENCE.as_secs()
+        );
+    }
+}
+
 #[cfg(feature = "ebpf")]
 impl Drop for Running {
     fn drop(&mut self) {
@@ -273,6 +300,14 @@ impl Tracer {
         let (status, text) = self.stop(libc::SIGINT);
         assert!(status.success(), "sframe-trace failed: {text}");
         text
+    }
+
+    /// Let it sample until process `target` has used `ticks` more clock ticks of CPU time
+    /// (however busy the host: the samples of the target, not the wall time, are what a test
+    /// needs), then interrupt it; its whole stderr.
+    pub fn interrupt_after_cpu(self, target: u32, ticks: u64) -> String {
+        wait_for_cpu(target, ticks);
+        self.interrupt()
     }
 
     /// Send it `signal` and wait for it to end: its exit status and whole stderr.

@@ -17,22 +17,20 @@ use std::{
 
 use folded::Verdict;
 
-use crate::support::{Running, SUMMARY_JSON, Summary, build_workloads as build, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, build_workloads as build, privileged, ticks_per_second};
 
 /// The bar for SFrame and frame-pointer workloads: exactly the known chain.
 const MIN_EXACT: f64 = 0.99;
 /// Sampling frequency of every run.
 const HZ: u32 = 499;
-/// Tracing time of a launched workload (which itself runs for [`LAUNCHED_RUNS_FOR`]).
+/// CPU time a launched workload runs for (`cpu:SECONDS`; the session ends with it).
 const LAUNCH_SECS: u32 = 2;
-const LAUNCHED_RUNS_FOR: u32 = 4;
-/// Tracing time of an attached workload.
+/// CPU time of an attached workload the tracer samples before it is interrupted.
 const ATTACH_SECS: u32 = 1;
 /// A run must give at least this fraction of the nominal HZ x seconds samples, so that a tracer
-/// that samples nothing cannot pass. Low on purpose: a busy single thread gives nearly all of
-/// them on an idle machine, but on a small one the builds of the other sets and other tests
-/// running in parallel took up to 70% of the CPU time of a run.
-const MIN_SAMPLE_FRACTION: f64 = 0.1;
+/// that samples nothing cannot pass. The seconds are the workload's CPU time, not the wall
+/// time, so a host busy with other work gives as many.
+const MIN_SAMPLE_FRACTION: f64 = 0.5;
 
 /// A workload program and the chain it spends its time at (outermost first, after `comm;`).
 struct Workload {
@@ -89,9 +87,9 @@ struct Traced {
 }
 
 /// Run `sframe-trace ARGS` (its summary as JSON) with stdout and stderr in files under
-/// `scratch`; kill it if it is
-/// still running `secs + 30` seconds after it started sampling (see `support::wait_tracer`).
-fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path>) -> Traced {
+/// `scratch`, until the command it launched ends; kill it if it is still running
+/// [`PATIENCE`] after it started sampling (see `support::wait_tracer`).
+fn sframe_trace(args: &[String], scratch: &Path, output: &Path) -> Traced {
     let stdout_path = scratch.join("stdout");
     let stderr_path = scratch.join("stderr");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
@@ -102,24 +100,28 @@ fn sframe_trace(args: &[String], secs: u32, scratch: &Path, output: Option<&Path
         .stderr(File::create(&stderr_path).expect("create stderr file"))
         .spawn()
         .expect("spawn sframe-trace");
-    let status = crate::support::wait_tracer(&mut child, &stderr_path, Duration::from_secs(u64::from(secs) + 30));
+    let status = crate::support::wait_tracer(&mut child, &stderr_path, PATIENCE);
     let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_else(|e| format!("<cannot read {path:?}: {e}>"));
     Traced {
         command: format!("sframe-trace {}", args.join(" ")),
         status,
-        folded: read(output.unwrap_or(&stdout_path)),
+        folded: read(output),
         stderr: read(&stderr_path),
     }
 }
 
-/// The flags every run shares.
-fn common_args(w: &Workload, secs: u32) -> Vec<String> {
+/// How long a run may take once sampling, however busy the host (the workloads give it the
+/// CPU time it waits for).
+const PATIENCE: Duration = Duration::from_secs(180);
+
+/// The flags every run shares, its folded output going to `output`.
+fn common_args(w: &Workload, output: &Path) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "-F".into(),
         HZ.to_string(),
-        "-d".into(),
-        secs.to_string(),
         "--no-kernel".into(),
+        "-o".into(),
+        output.display().to_string(),
     ];
     if let Some(depth) = w.max_depth {
         args.extend(["--max-depth".into(), depth.to_string()]);
@@ -127,27 +129,24 @@ fn common_args(w: &Workload, secs: u32) -> Vec<String> {
     args
 }
 
-/// `sframe-trace ... -o FILE -- WORKLOAD 4`: the tracer launches the workload.
+/// `sframe-trace ... -o FILE -- WORKLOAD cpu:2`: the tracer launches the workload, and ends
+/// with it.
 fn trace_launched(bin: &Path, w: &Workload) -> Traced {
     let scratch = tempfile::tempdir().expect("tempdir");
     let output = scratch.path().join("folded");
-    let mut args = common_args(w, LAUNCH_SECS);
-    args.extend([
-        "-o".into(),
-        output.display().to_string(),
-        "--".into(),
-        bin.display().to_string(),
-    ]);
-    args.push(LAUNCHED_RUNS_FOR.to_string());
-    sframe_trace(&args, LAUNCH_SECS, scratch.path(), Some(&output))
+    let mut args = common_args(w, &output);
+    args.extend(["--".into(), bin.display().to_string(), format!("cpu:{LAUNCH_SECS}")]);
+    sframe_trace(&args, scratch.path(), &output)
 }
 
-/// `sframe-trace ... --pid PID` on a workload the test started (folded output on stdout).
+/// `sframe-trace ... --pid PID` on a workload the test started, interrupted once the workload
+/// has used [`ATTACH_SECS`] of CPU time.
 fn trace_attached(bin: &Path, w: &Workload) -> Traced {
     let scratch = tempfile::tempdir().expect("tempdir");
+    let output = scratch.path().join("folded");
     let mut running = Running(
         Command::new(bin)
-            .arg("60")
+            .arg("cpu:600")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -155,9 +154,21 @@ fn trace_attached(bin: &Path, w: &Workload) -> Traced {
             .unwrap_or_else(|e| panic!("start {}: {e}", bin.display())),
     );
     running.wait_working(bin);
-    let mut args = common_args(w, ATTACH_SECS);
-    args.extend(["--pid".into(), running.0.id().to_string()]);
-    sframe_trace(&args, ATTACH_SECS, scratch.path(), None)
+    let pid = running.0.id();
+    let mut args = common_args(w, &output);
+    args.extend(["--pid".into(), pid.to_string()]);
+    let full: Vec<&str> = SUMMARY_JSON
+        .iter()
+        .copied()
+        .chain(args.iter().map(String::as_str))
+        .collect();
+    let stderr = Tracer::start(&full).interrupt_after_cpu(pid, u64::from(ATTACH_SECS) * ticks_per_second());
+    Traced {
+        command: format!("sframe-trace {}", args.join(" ")),
+        status: std::os::unix::process::ExitStatusExt::from_raw(0),
+        folded: std::fs::read_to_string(&output).unwrap_or_else(|e| format!("<cannot read {output:?}: {e}>")),
+        stderr,
+    }
 }
 
 /// How a run is judged: every sample exactly the chain, or an innermost part of it.

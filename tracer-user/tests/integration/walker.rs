@@ -139,6 +139,12 @@ struct Run {
 }
 
 /// Start `exe`, trace it for about a second, and return its samples.
+/// Samples a [`trace`] collects: about a second of the program's CPU time at 499 Hz.
+const SAMPLES: usize = 450;
+/// How long a [`trace`] waits for them at most (a host busy with other work gives the program
+/// a fraction of a CPU).
+const PATIENCE: Duration = Duration::from_secs(60);
+
 fn trace(exe: &Path, kernel_stacks: bool) -> Run {
     let child = Command::new(exe)
         .stdout(Stdio::null())
@@ -162,9 +168,13 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
         kernel.set_process(pid, &traced.mappings).expect("set the process");
         let mut events = kernel.events().expect("events");
         kernel.attach().expect("attach");
+        // Samples of about a second of the program's CPU time, however busy the host (the
+        // program shares it): at 499 Hz, until `SAMPLES` came, or `PATIENCE` passed.
         let mut samples = Vec::new();
-        let end = Instant::now() + Duration::from_secs(1);
-        while let Ok(Some(sample)) = tokio::time::timeout_at(end.into(), events.next()).await {
+        let end = Instant::now() + PATIENCE;
+        while samples.len() < SAMPLES
+            && let Ok(Some(sample)) = tokio::time::timeout_at(end.into(), events.next()).await
+        {
             samples.push(*sample);
         }
         kernel.detach();

@@ -25,6 +25,7 @@ fn stack(tid: u32, frames: Vec<ResolvedFrame>, count: u64) -> ResolvedStack {
         frames,
         count,
         weight_ns: count * 10,
+        truncated: None,
     }
 }
 

@@ -111,6 +111,7 @@ fn collapses_into_the_folded_stacks() {
                 frames: s.frames.clone(),
                 count: 1,
                 weight_ns: s.weight_ns,
+                truncated: None,
             })
             .collect(),
         ..Resolved::default()

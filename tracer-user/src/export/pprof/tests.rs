@@ -42,6 +42,7 @@ fn resolved() -> Resolved {
         frames,
         count,
         weight_ns: count * 1000,
+        truncated: None,
     };
     Resolved {
         objects,
@@ -123,6 +124,25 @@ fn header_and_labels() {
             ("sources", "sss".to_owned())
         ]
     );
+}
+
+/// A stack whose user frames end early carries why (`truncated`); a complete one has no such
+/// label.
+#[test]
+fn truncated_stacks_say_why() {
+    let mut r = resolved();
+    r.stacks[1].truncated = Some("exec_or_exit");
+    let p = round_trip(&r);
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let truncated = |sample: &Sample| {
+        sample
+            .label
+            .iter()
+            .find(|l| s(l.key) == "truncated")
+            .map(|l| s(l.str).to_owned())
+    };
+    assert_eq!(truncated(&p.sample[0]), None);
+    assert_eq!(truncated(&p.sample[1]).as_deref(), Some("exec_or_exit"));
 }
 
 /// The second value names what the weights measure: the time blocked for offcpu, a neutral

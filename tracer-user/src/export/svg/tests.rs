@@ -27,6 +27,7 @@ fn frames_become_boxes() {
         frames,
         count,
         weight_ns: 0,
+        truncated: None,
     };
     let resolved = Resolved {
         stacks: vec![
@@ -60,6 +61,7 @@ fn offcpu_widths_are_microseconds() {
             frames: vec![named("wait"), named("main")],
             count: 2,
             weight_ns: 3_000_000,
+            truncated: None,
         }],
         ..Resolved::default()
     };
@@ -103,6 +105,7 @@ fn non_ascii_names_are_drawn() {
             ],
             count: (i * i % 97 + 1) as u64,
             weight_ns: 0,
+            truncated: None,
         })
         .collect();
     let resolved = Resolved {

@@ -33,6 +33,7 @@ fn profile(stacks: &[(&[&str], u64)]) -> Resolved {
                     .collect(),
                 count: *count,
                 weight_ns: 0,
+                truncated: None,
             })
             .collect(),
         ..Resolved::default()

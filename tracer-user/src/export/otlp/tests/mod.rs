@@ -52,6 +52,7 @@ fn stack(pid: u32, tid: u32, comm: &str, event: &str, frames: Vec<ResolvedFrame>
         frames,
         count,
         weight_ns: count * 1_000_000,
+        truncated: None,
     }
 }
 
