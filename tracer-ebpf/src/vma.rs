@@ -125,19 +125,9 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
     }
     let tgid = state.record.header.tgid;
     // Found by an earlier sample of the process (one lookup per sample: `MAP_PROC_VMAS`).
-    if let Some(known) = PROC_VMAS.get_ptr(tgid) {
-        // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
-        let known = unsafe { &*known };
-        for i in 0..MAX_VMAS {
-            if i >= known.num as usize {
-                break;
-            }
-            let m = known.mappings[i];
-            if m.start <= pc && pc < m.end {
-                keep(state, n, m);
-                return 1;
-            }
-        }
+    if let Some(m) = known_overlapping(tgid, pc, pc.saturating_add(1)) {
+        keep(state, n, m);
+        return 1;
     }
     let mapping = match find(pc) {
         Found::Mapping(mapping) => mapping,
@@ -305,21 +295,26 @@ pub extern "C" fn remember_code_at(tgid: u32, pc: u64) -> u64 {
 /// unmapped: a pid's later code there must not meet them).
 #[inline(always)]
 pub fn forget_overlapping(tgid: u32, start: u64, end: u64) {
-    let Some(known) = PROC_VMAS.get_ptr(tgid) else {
-        return;
-    };
+    if known_overlapping(tgid, start, end).is_some() {
+        let _ = PROC_VMAS.remove(tgid);
+    }
+}
+
+/// The first mapping kept for process `tgid` (`MAP_PROC_VMAS`) that overlaps `start..end`.
+#[inline(always)]
+fn known_overlapping(tgid: u32, start: u64, end: u64) -> Option<ExecMapping> {
     // SAFETY: a value pointer from the lookup, valid under RCU until the program returns.
-    let known = unsafe { &*known };
+    let known = unsafe { &*PROC_VMAS.get_ptr(tgid)? };
     for i in 0..MAX_VMAS {
         if i >= known.num as usize {
             break;
         }
         let m = known.mappings[i];
         if m.start < end && start < m.end {
-            let _ = PROC_VMAS.remove(tgid);
-            return;
+            return Some(m);
         }
     }
+    None
 }
 
 /// Put the walk's VMA mappings after its user frames, where `SampleRecord::len_with` ships
