@@ -164,7 +164,13 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
             .then_some(local.as_path())
             .filter(|p| p.is_absolute());
         let file = symfiles::symbol_file(info.build_id.as_deref(), own);
-        for (offset, names) in offsets.iter().zip(symbolize::name_in_file(&symbolizer, file, &offsets)) {
+        let plt = own
+            .and_then(|path| crate::objfile::open_regular(path).ok())
+            .map_or_else(symbolize::Plt::default, |f| symbolize::Plt::of_file(&f));
+        for (offset, names) in offsets
+            .iter()
+            .zip(symbolize::name_in_file(&symbolizer, file, &plt, &offsets))
+        {
             named.insert((object, *offset), names);
         }
     }

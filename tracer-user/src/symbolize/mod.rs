@@ -53,6 +53,8 @@ pub struct SymbolCache {
     user: HashMap<(usize, u64), Vec<Named>>,
     /// Functions at kernel addresses.
     kernel: HashMap<u64, Vec<Named>>,
+    /// The PLT stubs of each catalog object named so far.
+    plt: HashMap<usize, Plt>,
     /// The objects frames have been resolved in: indices handed out stay valid until the
     /// object is forgotten, when its slot goes to the next object (see `free_slots`).
     objects: Vec<ObjectInfo>,
@@ -79,6 +81,7 @@ impl SymbolCache {
             heap: heap_in_use,
             user: HashMap::new(),
             kernel: HashMap::new(),
+            plt: HashMap::new(),
             objects: Vec::new(),
             by_catalog: HashMap::new(),
             free_slots: Vec::new(),
@@ -117,6 +120,7 @@ impl SymbolCache {
     pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         add("symbols.user", self.user.len());
         add("symbols.kernel", self.kernel.len());
+        add("symbols.plt", self.plt.len());
         add("symbols.objects", self.objects.len());
         add("symbols.by_catalog", self.by_catalog.len());
         add("symbols.free_slots", self.free_slots.len());
@@ -133,6 +137,7 @@ impl SymbolCache {
             );
             self.user = HashMap::new();
             self.kernel = HashMap::new();
+            self.plt = HashMap::new();
             self.symbolizer = symbolizer(self.inline);
             self.naming_bytes = 0;
         }
@@ -161,6 +166,7 @@ impl SymbolCache {
         let gone_set: std::collections::HashSet<usize> = gone.iter().copied().collect();
         self.user.retain(|(object, _), _| !gone_set.contains(object));
         for &object in gone {
+            self.plt.remove(&object);
             if let Some(slot) = self.by_catalog.remove(&object) {
                 self.objects[slot] = ObjectInfo {
                     path: String::new(),
@@ -213,7 +219,14 @@ impl SymbolCache {
             let file = super::symfiles::user_symbols()
                 .then(|| super::symfiles::symbol_file(self.objects[info].build_id.as_deref(), source.as_deref()))
                 .flatten();
-            let named = name_in_file(&self.symbolizer, file, &offsets);
+            let plt = self.plt.entry(object).or_insert_with(|| {
+                catalog
+                    .objects
+                    .get(object)
+                    .and_then(|o| o.file.as_deref())
+                    .map_or_else(Plt::default, Plt::of_file)
+            });
+            let named = name_in_file(&self.symbolizer, file, plt, &offsets);
             for (&offset, names) in offsets.iter().zip(named) {
                 self.user.insert((object, offset), names);
             }
@@ -453,6 +466,7 @@ fn heap_in_use() -> usize {
 }
 
 mod names;
+mod plt;
 mod resolve;
 
 #[cfg(test)]
@@ -460,4 +474,5 @@ pub(crate) use names::demangle;
 pub use names::gnu_build_id;
 pub(crate) use names::{Named, name_in_file, symbolizer};
 use names::{is_tracing_machinery, names_of};
+pub(crate) use plt::Plt;
 pub use resolve::{Collection, resolve};

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use super::plt::Plt;
 use blazesym::symbolize::{
     CodeInfo, Input, Symbolized, Symbolizer,
     source::{Elf, Source},
@@ -50,15 +51,31 @@ pub(crate) fn symbolizer(inline: bool) -> Symbolizer {
 }
 
 /// The functions at each of `offsets` (object-relative addresses) in the ELF file `file`
-/// (`None`: no file, every frame unnamed), one entry per offset.
-pub(crate) fn name_in_file(symbolizer: &Symbolizer, file: Option<PathBuf>, offsets: &[u64]) -> Vec<Vec<Named>> {
+/// (`None`: no file, every frame unnamed), one entry per offset; an offset in one of the
+/// object's PLT stubs (`plt`) is named after the stub.
+pub(crate) fn name_in_file(
+    symbolizer: &Symbolizer,
+    file: Option<PathBuf>,
+    plt: &Plt,
+    offsets: &[u64],
+) -> Vec<Vec<Named>> {
     let symbolized = match file {
         Some(path) => symbolizer
             .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(offsets))
             .unwrap_or_default(),
         None => Vec::new(),
     };
-    (0..offsets.len()).map(|i| names_of(symbolized.get(i))).collect()
+    offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &offset)| match plt.name(offset) {
+            Some(stub) => vec![Named {
+                symbol: Some(stub.to_owned()),
+                ..Named::default()
+            }],
+            None => names_of(symbolized.get(i)),
+        })
+        .collect()
 }
 
 /// Kernel functions that only run because the tracer does: the BPF program itself, the code
