@@ -1,7 +1,7 @@
 //! CPython frames, shared by the eBPF walk and userspace: the per-process record that says
 //! where a process's interpreter keeps its thread states and how its structures are laid out
 //! ([`PyProcInfo`], the value of [`MAP_PYTHON`]), how a Python frame is written into a sample
-//! record, and the walk of one evaluation loop's frames ([`walk_eval`]), reading memory through
+//! record, and the walk of a thread's frames one [`step`] at a time, reading memory through
 //! a closure so the kernel plugs in `bpf_probe_read_user` and tests a fake process.
 //!
 //! The chain (CPython 3.11-3.13): `_PyRuntime.interpreters.head` is the main interpreter, its
@@ -17,7 +17,8 @@
 //! is over, and appends it to the record after the native frames, every word with
 //! [`PY_CODE_BIT`] set (no native frame has it): per Python frame, innermost first, the code
 //! object's address, then the frame's instruction pointer (the code unit it is at); after
-//! each run, [`PY_RUN_END`]. Userspace gives the runs to the evaluation-loop frames of the
+//! each run, [`PY_RUN_END`]; after the last, [`PY_CHAIN_END`] if the chain was walked whole.
+//! Userspace gives the runs to the evaluation-loop frames of the
 //! native stack, innermost first, and turns each instruction pointer into an offset into the
 //! code and, with the line table, a line.
 
@@ -27,9 +28,6 @@ pub const MAP_PYTHON: &str = "PYTHON";
 pub const PYTHON_ENTRIES: u32 = 1024;
 /// Thread states searched for the sampled thread's (`threads.head`, then `next`).
 pub const MAX_PY_THREADS: u32 = 32;
-/// Python frames read per evaluation-loop frame at most; a longer run is cut short
-/// ([`PyStop::TooDeep`]).
-pub const MAX_PY_FRAMES: u32 = 128;
 /// An offset of [`PyOffsets`] the version does not have.
 pub const NO_FIELD: u16 = u16::MAX;
 /// `_PyInterpreterFrame::owner` of the frame each evaluation-loop call pushes in 3.12+.
@@ -39,6 +37,9 @@ pub const OWNER_CSTACK: u8 = 3;
 pub const PY_CODE_BIT: u64 = 1 << 62;
 /// The word that ends a run in a sample record.
 pub const PY_RUN_END: u64 = PY_CODE_BIT | 1 << 61;
+/// The word after the last run of a chain walked to its end (none when the walk was cut
+/// short): the runs are all the thread's.
+pub const PY_CHAIN_END: u64 = PY_CODE_BIT | 1 << 60;
 /// Python frames recorded per sample at most (two words each, plus one per run).
 pub const MAX_PY_SAMPLE_FRAMES: u32 = 256;
 /// Per-CPU `u64` counters of the Python walks: one per [`PyStop`] (walks cut short), then
@@ -113,21 +114,27 @@ pub enum PyStop {
     NoThreadState = 0,
     /// A thread state or frame could not be read.
     ReadFailed = 1,
-    /// The run had more than [`MAX_PY_FRAMES`] frames, the sample more than
-    /// [`MAX_PY_SAMPLE_FRAMES`], or the record was full.
+    /// The sample had more than [`MAX_PY_SAMPLE_FRAMES`] Python frames (a cycle in the chain
+    /// ends here too), or the record was full.
     TooDeep = 2,
-    /// The thread's frame chain ended inside a run (set by [`walk_eval`]; userspace also
+    /// The thread's frame chain ended inside a run (set by [`step`]; userspace also
     /// counts it when the native stack has more evaluation-loop frames than the chain runs).
     ChainEnded = 3,
+    /// The innermost run was not the thread's: the sample came while an evaluation-loop call
+    /// was being entered (3.11, 3.12: its `_PyCFrame` is the thread's, but its
+    /// `current_frame` not yet set, a stale word of the C stack). The run was dropped (its
+    /// evaluation-loop frame stays native) and the walk went on with the caller's frames.
+    Unsettled = 4,
 }
 
 impl PyStop {
-    pub const COUNT: u32 = 4;
+    pub const COUNT: u32 = 5;
     pub const ALL: [PyStop; Self::COUNT as usize] = [
         PyStop::NoThreadState,
         PyStop::ReadFailed,
         PyStop::TooDeep,
         PyStop::ChainEnded,
+        PyStop::Unsettled,
     ];
 
     /// Stable name for summaries.
@@ -137,6 +144,7 @@ impl PyStop {
             PyStop::ReadFailed => "read_failed",
             PyStop::TooDeep => "too_deep",
             PyStop::ChainEnded => "chain_ended",
+            PyStop::Unsettled => "unsettled",
         }
     }
 }
@@ -148,10 +156,25 @@ impl TryFrom<u32> for PyStop {
     }
 }
 
-/// The current frame of thread `tid`'s thread state in the interpreter of `info`, or why it
-/// cannot be found. `read(addr)` reads one word of the process (`None`: unreadable).
+/// Where the walk of a sample starts ([`current_frame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start {
+    /// The thread's current frame (0: it runs no Python code).
+    pub frame: u64,
+    /// Where the innermost run must lead, if it is the thread's: the current frame of the
+    /// `_PyCFrame` before the thread's (3.11, 3.12), or [`NO_OUTER`] (3.13, or unreadable).
+    pub outer: u64,
+}
+
+/// [`Start::outer`] when the innermost run cannot be checked.
+pub const NO_OUTER: u64 = u64::MAX;
+/// `_PyCFrame.previous` follows `_PyCFrame.current_frame` (3.11 and 3.12).
+const CFRAME_PREVIOUS_AFTER_CURRENT: u64 = 8;
+
+/// Where the walk of thread `tid` in the interpreter of `info` starts, or why it cannot be
+/// found. `read(addr)` reads one word of the process (`None`: unreadable).
 #[inline(always)]
-pub fn current_frame(info: &PyProcInfo, tid: u32, mut read: impl FnMut(u64) -> Option<u64>) -> Result<u64, PyStop> {
+pub fn current_frame(info: &PyProcInfo, tid: u32, mut read: impl FnMut(u64) -> Option<u64>) -> Result<Start, PyStop> {
     let o = &info.offsets;
     let interp = read(info.runtime.wrapping_add(u64::from(o.runtime_interpreters_head))).ok_or(PyStop::ReadFailed)?;
     let mut tstate = read(interp.wrapping_add(u64::from(o.interp_threads_head))).ok_or(PyStop::ReadFailed)?;
@@ -162,13 +185,18 @@ pub fn current_frame(info: &PyProcInfo, tid: u32, mut read: impl FnMut(u64) -> O
         let id = read(tstate.wrapping_add(u64::from(o.tstate_native_thread_id))).ok_or(PyStop::ReadFailed)?;
         if id == u64::from(tid) {
             let frame = read(tstate.wrapping_add(u64::from(o.tstate_frame))).ok_or(PyStop::ReadFailed)?;
-            if o.cframe_current_frame == NO_FIELD {
-                return Ok(frame);
+            if o.cframe_current_frame == NO_FIELD || frame == 0 {
+                return Ok(Start { frame, outer: NO_OUTER });
             }
-            if frame == 0 {
-                return Ok(0);
-            }
-            return read(frame.wrapping_add(u64::from(o.cframe_current_frame))).ok_or(PyStop::ReadFailed);
+            let current = u64::from(o.cframe_current_frame);
+            let cframe = frame;
+            let frame = read(cframe.wrapping_add(current)).ok_or(PyStop::ReadFailed)?;
+            // The caller's `_PyCFrame` (the thread's root one has none).
+            let outer = match read(cframe.wrapping_add(current + CFRAME_PREVIOUS_AFTER_CURRENT)) {
+                Some(previous) if previous != 0 => read(previous.wrapping_add(current)).unwrap_or(NO_OUTER),
+                _ => NO_OUTER,
+            };
+            return Ok(Start { frame, outer });
         }
         tstate = read(tstate.wrapping_add(u64::from(o.tstate_next))).ok_or(PyStop::ReadFailed)?;
     }
@@ -220,37 +248,135 @@ pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Op
     })
 }
 
-/// Walk the run of one evaluation-loop call starting at `frame`: `emit(code, instr)` per
-/// Python frame, innermost first (false: no room, the walk stops with [`PyStop::TooDeep`]).
-/// Returns the frame the next evaluation-loop call's run starts at. A run may be empty (3.12+:
-/// the call has pushed its C-stack frame but no Python frame yet).
-///
-/// For tests and userspace; the kernel takes the same steps one [`read_frame`] per global
-/// function call.
-pub fn walk_eval(
-    info: &PyProcInfo,
-    mut frame: u64,
-    mut read: impl FnMut(u64) -> Option<u64>,
-    mut emit: impl FnMut(u64, u64) -> bool,
-) -> Result<u64, PyStop> {
-    for _ in 0..MAX_PY_FRAMES {
-        if frame == 0 {
-            return Err(PyStop::ChainEnded);
-        }
-        let f = read_frame(info, frame, &mut read)?;
-        if f.code != 0 && !emit(f.code, f.instr) {
-            return Err(PyStop::TooDeep);
-        }
-        frame = f.previous;
-        if f.last {
-            return Ok(frame);
+/// Where the Python words of a sample go: the kernel's record, or a test's vector.
+pub trait PyRecord {
+    /// Append `word`; false when there is no room.
+    fn push(&mut self, word: u64) -> bool;
+    /// The words appended so far (the native frames included).
+    fn used(&self) -> u32;
+    /// Drop every word after the first `len`.
+    fn truncate(&mut self, len: u32);
+}
+
+/// One sample's walk of its thread's frame chain, between [`step`]s.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainWalk {
+    /// The next frame to read (0: the chain is over).
+    pub frame: u64,
+    /// [`Start::outer`].
+    pub outer: u64,
+    /// Python frames recorded.
+    pub frames: u32,
+    /// Whether the last word written ended a run (or none was written).
+    pub at_run_end: u32,
+    /// The record's length where the innermost run starts, while that run is read and is to
+    /// be checked against [`Self::outer`]; [`ChainWalk::CHECKED`] after.
+    pub first_run_at: u32,
+    /// Whether the innermost run was dropped ([`PyStop::Unsettled`]).
+    pub unsettled: u32,
+}
+
+/// [`step`]: the walk goes on.
+pub const CONTINUE: u64 = u64::MAX;
+/// [`step`]: the chain is over, complete.
+pub const COMPLETE: u64 = u64::MAX - 1;
+
+impl ChainWalk {
+    pub const CHECKED: u32 = u32::MAX;
+
+    /// The walk from `start`, the record `record_len` words long.
+    pub fn new(start: Start, record_len: u32) -> ChainWalk {
+        ChainWalk {
+            frame: start.frame,
+            outer: start.outer,
+            frames: 0,
+            at_run_end: 1,
+            first_run_at: if start.outer == NO_OUTER {
+                ChainWalk::CHECKED
+            } else {
+                record_len
+            },
+            unsettled: 0,
         }
     }
-    Err(PyStop::TooDeep)
+
+    /// The innermost run is not the thread's: drop what it wrote, record it as an empty run
+    /// (its evaluation-loop frame stays native), and go on with the caller's frames.
+    #[inline(always)]
+    fn settle(&mut self, record: &mut impl PyRecord) -> u64 {
+        record.truncate(self.first_run_at);
+        self.first_run_at = ChainWalk::CHECKED;
+        self.unsettled = 1;
+        self.frames = 0;
+        self.frame = self.outer;
+        if !record.push(PY_RUN_END) {
+            return PyStop::TooDeep as u64;
+        }
+        self.at_run_end = 1;
+        CONTINUE
+    }
+}
+
+/// Read the next frame of `walk` and append it to `record` (per Python frame, its code object
+/// and instruction pointer; [`PY_RUN_END`] after each run): [`CONTINUE`], [`COMPLETE`], or the
+/// [`PyStop`] that ends the walk. The kernel makes one call per frame (a global function, so
+/// that the verifier checks it once); tests loop over it.
+///
+/// The innermost run is checked: a thread's run ends where its `_PyCFrame`'s caller was
+/// ([`Start::outer`]). One that ends elsewhere, or not at all, was read through a stale
+/// `current_frame` and is dropped ([`ChainWalk::settle`]), never recorded as the thread's.
+#[inline(always)]
+pub fn step(
+    info: &PyProcInfo,
+    walk: &mut ChainWalk,
+    read: impl FnMut(u64) -> Option<u64>,
+    record: &mut impl PyRecord,
+) -> u64 {
+    let checking = walk.first_run_at != ChainWalk::CHECKED;
+    if walk.frame == 0 {
+        return if checking {
+            walk.settle(record)
+        } else if walk.at_run_end != 0 {
+            COMPLETE
+        } else {
+            PyStop::ChainEnded as u64
+        };
+    }
+    let frame = match read_frame(info, walk.frame, read) {
+        Ok(frame) => frame,
+        Err(_) if checking => return walk.settle(record),
+        Err(stop) => return stop as u64,
+    };
+    walk.frame = frame.previous;
+    if frame.code != 0 {
+        if walk.frames >= MAX_PY_SAMPLE_FRAMES || !record.push(PY_CODE_BIT | frame.code) {
+            return PyStop::TooDeep as u64;
+        }
+        if !record.push(PY_CODE_BIT | frame.instr) {
+            return PyStop::TooDeep as u64;
+        }
+        walk.frames += 1;
+        walk.at_run_end = 0;
+    }
+    if frame.last {
+        if checking {
+            if frame.previous != walk.outer {
+                return walk.settle(record);
+            }
+            walk.first_run_at = ChainWalk::CHECKED;
+        }
+        if !record.push(PY_RUN_END) {
+            return PyStop::TooDeep as u64;
+        }
+        walk.at_run_end = 1;
+    }
+    CONTINUE
 }
 
 const _: () = assert!(core::mem::size_of::<PyOffsets>() == 24);
 const _: () = assert!(core::mem::size_of::<PyProcInfo>() == 64);
+const _: () = assert!(core::mem::size_of::<ChainWalk>() == 32);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -16,8 +16,8 @@ use aya_ebpf::{
 };
 use tracer_common::{
     python::{
-        MAX_PY_SAMPLE_FRAMES, MAX_PY_THREADS, PY_CODE_BIT, PY_COUNT_FRAMES, PY_COUNT_WALKS, PY_COUNTERS, PY_RUN_END,
-        PYTHON_ENTRIES, PyProcInfo, PyStop, current_frame, read_frame,
+        COMPLETE, CONTINUE, ChainWalk, MAX_PY_SAMPLE_FRAMES, MAX_PY_THREADS, PY_CHAIN_END, PY_COUNT_FRAMES,
+        PY_COUNT_WALKS, PY_COUNTERS, PYTHON_ENTRIES, PyProcInfo, PyRecord, PyStop, current_frame, step,
     },
     trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, WalkState},
 };
@@ -38,18 +38,8 @@ static PY_WALK: PerCpuArray<PyWalk> = PerCpuArray::with_max_entries(1, 0);
 #[repr(C)]
 pub struct PyWalk {
     info: PyProcInfo,
-    /// The next frame to read (0: the chain is over).
-    frame: u64,
-    /// Python frames recorded in this sample.
-    frames: u32,
-    /// Whether the last word written ended a run (or none was written).
-    at_run_end: u32,
+    chain: ChainWalk,
 }
-
-/// [`py_frame`]: the walk goes on.
-const CONTINUE: u64 = u64::MAX;
-/// [`py_frame`]: the chain is over, complete.
-const COMPLETE: u64 = u64::MAX - 1;
 
 /// Append the Python frames of the sampled thread to the finished native walk in `state`.
 pub fn walk(state: &WalkState) {
@@ -63,25 +53,40 @@ pub fn walk(state: &WalkState) {
     // (programs that walk do not nest on a CPU, see `main.rs`).
     let walk = unsafe { &mut *walk };
     walk.info = *info;
-    walk.frames = 0;
-    walk.at_run_end = 1;
     count(PY_COUNT_WALKS);
-    walk.frame = match current_frame(&walk.info, state.record.header.tid, read_user) {
-        Ok(frame) => frame,
+    let start = match current_frame(&walk.info, state.record.header.tid, read_user) {
+        Ok(start) => start,
         Err(stop) => return count(stop as u32),
     };
+    walk.chain = ChainWalk::new(start, state.record.header.num_user);
+    let mut end = CONTINUE;
     for _ in 0..MAX_PY_SAMPLE_FRAMES + MAX_PY_THREADS {
-        match py_frame() {
-            CONTINUE => continue,
-            COMPLETE => return,
-            stop => return count(stop as u32),
+        end = py_frame();
+        if end != CONTINUE {
+            break;
         }
     }
-    count(PyStop::TooDeep as u32);
+    if end == CONTINUE {
+        end = PyStop::TooDeep as u64;
+    }
+    if end == COMPLETE {
+        // SAFETY: this CPU's slot of `SCRATCH`, the record being built (see `py_frame`).
+        if let Some(state) = SCRATCH.get_ptr_mut(0) {
+            push(unsafe { &mut *state }, PY_CHAIN_END);
+        }
+    } else {
+        count(end as u32);
+    }
+    if walk.chain.unsettled != 0 {
+        count(PyStop::Unsettled as u32);
+    }
+    if let Some(slot) = PY_STOPS.get_ptr_mut(PY_COUNT_FRAMES) {
+        // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs.
+        unsafe { *slot += u64::from(walk.chain.frames) }
+    }
 }
 
-/// Read the next frame of the walk in `PY_WALK` and append it to the record in `SCRATCH`:
-/// [`CONTINUE`], [`COMPLETE`], or the `PyStop` that ends the walk.
+/// One [`step`] of the walk in `PY_WALK`, appending to the record in `SCRATCH`.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn py_frame() -> u64 {
@@ -90,36 +95,28 @@ pub extern "C" fn py_frame() -> u64 {
     };
     // SAFETY: this CPU's slots of per-CPU maps, used by nothing else while the program runs.
     let (walk, state) = unsafe { (&mut *walk, &mut *state) };
-    if walk.frame == 0 {
-        return if walk.at_run_end != 0 {
-            COMPLETE
-        } else {
-            PyStop::ChainEnded as u64
-        };
+    step(&walk.info, &mut walk.chain, read_user, &mut Record(state))
+}
+
+/// The record's user words, as [`step`] appends to them.
+struct Record<'a>(&'a mut WalkState);
+
+impl PyRecord for Record<'_> {
+    #[inline(always)]
+    fn push(&mut self, word: u64) -> bool {
+        push(self.0, word)
     }
-    let frame = match read_frame(&walk.info, walk.frame, read_user) {
-        Ok(frame) => frame,
-        Err(stop) => return stop as u64,
-    };
-    walk.frame = frame.previous;
-    if frame.code != 0 {
-        if walk.frames >= MAX_PY_SAMPLE_FRAMES || !push(state, PY_CODE_BIT | frame.code) {
-            return PyStop::TooDeep as u64;
-        }
-        if !push(state, PY_CODE_BIT | frame.instr) {
-            return PyStop::TooDeep as u64;
-        }
-        walk.frames += 1;
-        walk.at_run_end = 0;
-        count(PY_COUNT_FRAMES);
+
+    #[inline(always)]
+    fn used(&self) -> u32 {
+        self.0.record.header.num_user
     }
-    if frame.last {
-        if !push(state, PY_RUN_END) {
-            return PyStop::TooDeep as u64;
-        }
-        walk.at_run_end = 1;
+
+    #[inline(always)]
+    fn truncate(&mut self, len: u32) {
+        let user = &mut self.0.record.header.num_user;
+        *user = (*user).min(len);
     }
-    CONTINUE
 }
 
 /// Append `word` after the user frames of the record; false when it is full.

@@ -70,7 +70,8 @@ impl Stack {
         self.sources.clear();
         let mut walk = NativeWalk::default();
         let lookup = |i: usize| if i == 0 { user[0] } else { user[i].wrapping_sub(1) };
-        match catalog.pycode.merge(sample.tgid, user, native, lookup) {
+        let native_whole = sample.stop == StopReason::Outermost as u32;
+        match catalog.pycode.merge(sample.tgid, user, native, native_whole, lookup) {
             Some(merged) => {
                 for frame in merged {
                     match frame {

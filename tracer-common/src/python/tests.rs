@@ -133,36 +133,84 @@ fn entry(code: u64) -> Frame {
 
 const C: Frame = Frame { code: 0, entry: false };
 
-/// Every run of the chain of `tid`, as code objects, until the walk fails.
-fn runs(info: &PyProcInfo, m: &Memory, tid: u32, evals: usize) -> (Vec<Vec<u64>>, Option<PyStop>) {
-    let mut frame = match current_frame(info, tid, |a| m.read(a)) {
-        Ok(f) => f,
-        Err(e) => return (Vec::new(), Some(e)),
+/// The words a sample's walk appends after `native` native frames, as the kernel keeps them.
+struct Words {
+    words: Vec<u64>,
+    room: usize,
+}
+
+impl PyRecord for Words {
+    fn push(&mut self, word: u64) -> bool {
+        if self.words.len() >= self.room {
+            return false;
+        }
+        self.words.push(word);
+        true
+    }
+
+    fn used(&self) -> u32 {
+        self.words.len() as u32
+    }
+
+    fn truncate(&mut self, len: u32) {
+        self.words.truncate(len as usize);
+    }
+}
+
+/// The walk of `tid`'s chain, step after step as the kernel takes them, into a record of
+/// `room` words holding 3 native frames: the runs (code objects, innermost first), why the
+/// walk stopped (`None`: complete), and whether the innermost run was dropped.
+fn walk_with_room(info: &PyProcInfo, m: &Memory, tid: u32, room: usize) -> (Vec<Vec<u64>>, Option<PyStop>, bool) {
+    let start = match current_frame(info, tid, |a| m.read(a)) {
+        Ok(start) => start,
+        Err(e) => return (Vec::new(), Some(e), false),
     };
-    let mut out = Vec::new();
-    for _ in 0..evals {
-        let mut run = Vec::new();
-        match walk_eval(
-            info,
-            frame,
-            |a| m.read(a),
-            |code, instr| {
-                assert!(instr > code, "the instruction pointer read is the frame's own");
-                run.push(code);
-                true
-            },
-        ) {
-            Ok(next) => {
-                out.push(run);
-                frame = next;
-            }
-            Err(e) => {
-                out.push(run);
-                return (out, Some(e));
-            }
+    let mut record = Words {
+        words: vec![0x40_0010, 0x40_0020, 0x40_0030],
+        room,
+    };
+    let mut walk = ChainWalk::new(start, record.used());
+    let mut end = CONTINUE;
+    for _ in 0..MAX_PY_SAMPLE_FRAMES + MAX_PY_THREADS {
+        end = step(info, &mut walk, |a| m.read(a), &mut record);
+        if end != CONTINUE {
+            break;
         }
     }
-    (out, None)
+    assert_eq!(
+        &record.words[..3],
+        [0x40_0010, 0x40_0020, 0x40_0030],
+        "native frames kept"
+    );
+    let mut runs = vec![Vec::new()];
+    let mut words = record.words[3..].iter();
+    while let Some(&w) = words.next() {
+        assert!(w & PY_CODE_BIT != 0, "every Python word is marked");
+        if w == PY_RUN_END {
+            runs.push(Vec::new());
+            continue;
+        }
+        let instr = *words.next().expect("an instruction pointer after each code object");
+        assert!(instr > w, "the instruction pointer read is the frame's own");
+        runs.last_mut().expect("a run").push(w & !PY_CODE_BIT);
+    }
+    // A last run closed by its end leaves an empty one behind.
+    if runs.last().is_some_and(Vec::is_empty) {
+        runs.pop();
+    }
+    let stop = match end {
+        COMPLETE => None,
+        CONTINUE => Some(PyStop::TooDeep),
+        stop => Some(PyStop::try_from(stop as u32).expect("a stop")),
+    };
+    assert_eq!(walk.frames as usize, runs.iter().map(Vec::len).sum::<usize>());
+    (runs, stop, walk.unsettled != 0)
+}
+
+fn walk(info: &PyProcInfo, m: &Memory, tid: u32) -> (Vec<Vec<u64>>, Option<PyStop>) {
+    let (runs, stop, unsettled) = walk_with_room(info, m, tid, usize::MAX);
+    assert!(!unsettled, "a settled chain");
+    (runs, stop)
 }
 
 /// 3.11: runs end at the frame marked `is_entry`, which belongs to its run.
@@ -170,7 +218,7 @@ fn runs(info: &PyProcInfo, m: &Memory, tid: u32, evals: usize) -> (Vec<Vec<u64>>
 fn entry_flag_splits_runs() {
     let frames = [py(0xa0), py(0xa1), entry(0xa2), entry(0xb0), py(0xc0), entry(0xc1)];
     let (info, m) = process(&ENTRY_FLAG, &[7, 9], 9, &frames);
-    let (got, stop) = runs(&info, &m, 9, 3);
+    let (got, stop) = walk(&info, &m, 9);
     assert_eq!(got, [vec![0xa0, 0xa1, 0xa2], vec![0xb0], vec![0xc0, 0xc1]]);
     assert_eq!(stop, None);
 }
@@ -181,17 +229,17 @@ fn entry_flag_splits_runs() {
 fn cstack_frames_split_runs() {
     let frames = [py(0xa0), py(0xa1), C, C, py(0xb0), C];
     let (info, m) = process(&CSTACK, &[5], 5, &frames);
-    let (got, stop) = runs(&info, &m, 5, 3);
+    let (got, stop) = walk(&info, &m, 5);
     assert_eq!(got, [vec![0xa0, 0xa1], vec![], vec![0xb0]]);
     assert_eq!(stop, None);
 }
 
-/// A native stack with more evaluation-loop frames than runs: the extra one ends the walk.
+/// A chain that ends inside a run is cut short there, its frames kept.
 #[test]
-fn more_eval_frames_than_runs_is_chain_ended() {
-    let (info, m) = process(&CSTACK, &[5], 5, &[py(0xa0), C]);
-    let (got, stop) = runs(&info, &m, 5, 2);
-    assert_eq!(got, [vec![0xa0], vec![]]);
+fn chain_ending_inside_a_run_is_chain_ended() {
+    let (info, m) = process(&CSTACK, &[5], 5, &[py(0xa0), C, py(0xb0)]);
+    let (got, stop) = walk(&info, &m, 5);
+    assert_eq!(got, [vec![0xa0], vec![0xb0]]);
     assert_eq!(stop, Some(PyStop::ChainEnded));
 }
 
@@ -199,10 +247,10 @@ fn more_eval_frames_than_runs_is_chain_ended() {
 #[test]
 fn thread_state_by_native_id() {
     let (info, m) = process(&ENTRY_FLAG, &[3, 4, 5], 5, &[entry(0xd0)]);
-    let (got, _) = runs(&info, &m, 5, 1);
+    let (got, _) = walk(&info, &m, 5);
     assert_eq!(got, [vec![0xd0]]);
     // Thread 4 has a thread state but runs no Python frame.
-    assert_eq!(current_frame(&info, 4, |a| m.read(a)), Ok(0));
+    assert_eq!(current_frame(&info, 4, |a| m.read(a)).map(|s| s.frame), Ok(0));
     assert_eq!(current_frame(&info, 6, |a| m.read(a)), Err(PyStop::NoThreadState));
 }
 
@@ -215,43 +263,101 @@ fn thread_search_is_bounded() {
     assert_eq!(current_frame(&info, 99, |a| m.read(a)), Err(PyStop::NoThreadState));
 }
 
-/// A frame chain that loops without an entry frame is cut at `MAX_PY_FRAMES`.
+/// A frame chain that loops without an entry frame is cut at `MAX_PY_SAMPLE_FRAMES`.
 #[test]
 fn frame_cycle_is_too_deep() {
     let (info, mut m) = process(&CSTACK, &[1], 1, &[py(0xa0), py(0xa1)]);
     m.word(0x10000 + 0x100 + u64::from(CSTACK.frame_previous), 0x10000);
-    let mut n = 0;
-    let got = walk_eval(
-        &info,
-        0x10000,
-        |a| m.read(a),
-        |_, _| {
-            n += 1;
-            true
-        },
-    );
-    assert_eq!(got, Err(PyStop::TooDeep));
-    assert_eq!(n, MAX_PY_FRAMES);
+    let (got, stop) = walk(&info, &m, 1);
+    assert_eq!(stop, Some(PyStop::TooDeep));
+    assert_eq!(got.concat().len(), MAX_PY_SAMPLE_FRAMES as usize);
 }
 
 /// An unreadable frame is a read failure; a full record stops the walk as too deep.
 #[test]
 fn unreadable_frame_and_full_record() {
+    let (info, mut m) = process(&ENTRY_FLAG, &[1], 1, &[py(0xa0), py(0xa1), entry(0xa2)]);
+    m.0.remove(&(0x10100 + u64::from(ENTRY_FLAG.frame_previous)));
+    assert_eq!(walk(&info, &m, 1), (vec![vec![0xa0]], Some(PyStop::ReadFailed)));
     let (info, m) = process(&ENTRY_FLAG, &[1], 1, &[py(0xa0), entry(0xa1)]);
-    assert_eq!(
-        walk_eval(&info, 0x9_9990, |a| m.read(a), |_, _| true),
-        Err(PyStop::ReadFailed)
-    );
-    assert_eq!(
-        walk_eval(&info, 0x10000, |a| m.read(a), |_, _| false),
-        Err(PyStop::TooDeep)
-    );
+    // Three native words and room for one Python frame.
+    let (got, stop, _) = walk_with_room(&info, &m, 1, 5);
+    assert_eq!((got, stop), (vec![vec![0xa0]], Some(PyStop::TooDeep)));
     let (info, m) = process(&ENTRY_FLAG, &[1], 1, &[]);
     let mut broken = m;
     broken
         .0
         .remove(&(RUNTIME + u64::from(ENTRY_FLAG.runtime_interpreters_head)));
     assert_eq!(current_frame(&info, 1, |a| broken.read(a)), Err(PyStop::ReadFailed));
+}
+
+/// Give the thread's `_PyCFrame` (at tstate 0 + 0x300) a caller whose current frame is
+/// `outer` (3.11, 3.12 layouts).
+fn caller_cframe(m: &mut Memory, o: &PyOffsets, outer: u64) {
+    let (cframe, caller) = (0x3000 + 0x300, 0x3000 + 0x380);
+    let current = u64::from(o.cframe_current_frame);
+    m.word(cframe + current + 8, caller);
+    m.word(caller + current, outer);
+}
+
+/// A run that ends where its caller's `_PyCFrame` says is the thread's; the root `_PyCFrame`
+/// (no current frame) leads to the end of the chain.
+#[test]
+fn runs_that_end_at_their_callers_frame_are_kept() {
+    let frames = [py(0xa0), entry(0xa1), py(0xb0), entry(0xb1)];
+    let (info, mut m) = process(&ENTRY_FLAG, &[9], 9, &frames);
+    caller_cframe(&mut m, &ENTRY_FLAG, 0x10200);
+    assert_eq!(walk(&info, &m, 9), (vec![vec![0xa0, 0xa1], vec![0xb0, 0xb1]], None));
+    let (info, mut m) = process(&ENTRY_FLAG, &[9], 9, &[py(0xa0), entry(0xa1)]);
+    caller_cframe(&mut m, &ENTRY_FLAG, 0);
+    assert_eq!(walk(&info, &m, 9), (vec![vec![0xa0, 0xa1]], None));
+    let (info, mut m) = process(&CSTACK_CFRAME, &[9], 9, &[py(0xa0), C, py(0xb0), C]);
+    caller_cframe(&mut m, &CSTACK_CFRAME, 0x10200);
+    assert_eq!(walk(&info, &m, 9), (vec![vec![0xa0], vec![0xb0]], None));
+}
+
+/// Offsets of a 3.12-style layout (a `_PyCFrame`, C-stack frames).
+const CSTACK_CFRAME: PyOffsets = PyOffsets {
+    tstate_frame: 56,
+    cframe_current_frame: 0,
+    ..CSTACK
+};
+
+/// A sample inside the entry of an evaluation-loop call: the thread's `_PyCFrame` is the new
+/// one, its `current_frame` a stale word that leads to frames of another time. That run is
+/// dropped (an empty run: its evaluation-loop frame stays native) whether it ends at the
+/// wrong frame, in no frame or in unreadable memory, and the caller's runs follow.
+#[test]
+fn a_stale_innermost_run_is_dropped_and_the_callers_kept() {
+    // The caller's frames: 0x10200.. (b0, b1); stale frames at 0x10000.. (a0 a1) that end at
+    // `stale_end`.
+    for (layout, stale_end) in [(&ENTRY_FLAG, 0x10300), (&ENTRY_FLAG, 0), (&CSTACK_CFRAME, 0x10300)] {
+        let frames: &[Frame] = if layout.frame_is_entry == NO_FIELD {
+            &[py(0xa0), C, py(0xb0), C]
+        } else {
+            &[py(0xa0), entry(0xa1), py(0xb0), entry(0xb1)]
+        };
+        let (info, mut m) = process(layout, &[9], 9, frames);
+        caller_cframe(&mut m, layout, 0x10200);
+        m.word(0x10100 + u64::from(layout.frame_previous), stale_end);
+        let (got, stop, unsettled) = walk_with_room(&info, &m, 9, usize::MAX);
+        let caller = if layout.frame_is_entry == NO_FIELD {
+            vec![0xb0]
+        } else {
+            vec![0xb0, 0xb1]
+        };
+        assert_eq!(
+            (got, stop, unsettled),
+            (vec![vec![], caller], None, true),
+            "{stale_end:#x}"
+        );
+    }
+    // A stale word pointing at unreadable memory.
+    let (info, mut m) = process(&ENTRY_FLAG, &[9], 9, &[py(0xa0), entry(0xa1), py(0xb0), entry(0xb1)]);
+    caller_cframe(&mut m, &ENTRY_FLAG, 0x10200);
+    m.word(0x3000 + 0x300 + u64::from(ENTRY_FLAG.cframe_current_frame), 0xdead_0000);
+    let (got, stop, unsettled) = walk_with_room(&info, &m, 9, usize::MAX);
+    assert_eq!((got, stop, unsettled), (vec![vec![], vec![0xb0, 0xb1]], None, true));
 }
 
 /// The hot and cold parts of the evaluation loop are both in it, their ends not.

@@ -5,11 +5,14 @@
 //! frames taking that frame's place, innermost first as the native frames are ([`merge`]).
 //!
 //! Mismatches are kept apart, never guessed across: evaluation-loop frames left without a run
-//! stay native frames (the native stack had more of them than the chain runs, or the kernel
-//! cut the chain short), and runs left without an evaluation-loop frame (the native walk was
-//! cut short above them) are dropped; both are counted.
+//! stay native frames, and runs left without an evaluation-loop frame are dropped; both are
+//! counted. Which end lacks is known: when both walks reached their ends (the native one the
+//! outermost frame, the chain its end: `PY_CHAIN_END`), an evaluation-loop frame without a
+//! run is the innermost (a call being entered or left: its frame is on the C stack, its run
+//! not yet or no longer in the chain), so runs are given outermost first; otherwise a walk
+//! was cut short at its outer end, and runs are given innermost first.
 
-use tracer_common::python::{PY_CODE_BIT, PY_RUN_END};
+use tracer_common::python::{PY_CHAIN_END, PY_CODE_BIT, PY_RUN_END};
 
 /// A Python frame as recorded: its code object and its instruction pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,12 +44,18 @@ pub fn split(user: &[u64]) -> usize {
     user.iter().position(|w| w & PY_CODE_BIT != 0).unwrap_or(user.len())
 }
 
+/// Whether the Python words `words` are a chain walked whole (`PY_CHAIN_END`).
+pub fn whole(words: &[u64]) -> bool {
+    words.last() == Some(&PY_CHAIN_END)
+}
+
 /// The runs of the Python words `words` (each with `PY_CODE_BIT`), innermost first; a last run
 /// without its end (the kernel stopped inside it) is kept, a dangling code word dropped.
 pub fn runs(words: &[u64]) -> Vec<Vec<PyFrameRef>> {
     let mut out = Vec::new();
     let mut run = Vec::new();
     let mut at = 0;
+    let words = words.strip_suffix(&[PY_CHAIN_END]).unwrap_or(words);
     while at < words.len() {
         if words[at] == PY_RUN_END {
             out.push(std::mem::take(&mut run));
@@ -70,17 +79,31 @@ pub fn runs(words: &[u64]) -> Vec<Vec<PyFrameRef>> {
 }
 
 /// The stack of `native` frames (innermost first; `is_eval(i)` when frame `i` is in the
-/// evaluation loop) with the `runs` put in place of their evaluation-loop frames.
+/// evaluation loop) with the `runs` put in place of their evaluation-loop frames; `whole` when
+/// both walks reached their ends (module docs).
 pub fn merge(
     native: usize,
-    mut is_eval: impl FnMut(usize) -> bool,
+    is_eval: impl Fn(usize) -> bool,
     runs: &[Vec<PyFrameRef>],
+    whole: bool,
 ) -> (Vec<Merged>, Unmatched) {
     let mut out = Vec::with_capacity(native + runs.iter().map(Vec::len).sum::<usize>());
     let mut next = runs.iter();
     let mut unmatched = Unmatched::default();
+    // Evaluation-loop frames with no run of their own, innermost first.
+    let mut skip = if whole {
+        (0..native).filter(|&i| is_eval(i)).count().saturating_sub(runs.len())
+    } else {
+        0
+    };
     for i in 0..native {
         if !is_eval(i) {
+            out.push(Merged::Native(i));
+            continue;
+        }
+        if skip > 0 {
+            skip -= 1;
+            unmatched.eval_frames += 1;
             out.push(Merged::Native(i));
             continue;
         }

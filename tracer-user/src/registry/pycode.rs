@@ -179,9 +179,17 @@ impl PyCodes {
 
     /// The stack of a sample of `pid` whose user words are `user`, the first `native` of them
     /// native frames (innermost first) and the rest the runs of Python frames the kernel
-    /// appended; `lookup(i)` is the address native frame `i` is looked up at. `None` when the
-    /// sample has no Python frames.
-    pub fn merge(&self, pid: u32, user: &[u64], native: usize, lookup: impl Fn(usize) -> u64) -> Option<Vec<Merged>> {
+    /// appended; `lookup(i)` is the address native frame `i` is looked up at, `native_whole`
+    /// whether the native walk reached the outermost frame. `None` when the sample has no
+    /// Python frames.
+    pub fn merge(
+        &self,
+        pid: u32,
+        user: &[u64],
+        native: usize,
+        native_whole: bool,
+        lookup: impl Fn(usize) -> u64,
+    ) -> Option<Vec<Merged>> {
         if native >= user.len() {
             return None;
         }
@@ -191,7 +199,8 @@ impl PyCodes {
             inner.stats.runs_dropped += runs.len() as u64;
             return None;
         };
-        let (merged, unmatched) = merge::merge(native, |i| proc.info.in_eval(lookup(i)), &runs);
+        let whole = native_whole && merge::whole(&user[native..]);
+        let (merged, unmatched) = merge::merge(native, |i| proc.info.in_eval(lookup(i)), &runs, whole);
         inner.stats.eval_frames_without_run += unmatched.eval_frames as u64;
         inner.stats.runs_dropped += unmatched.runs as u64;
         Some(merged)

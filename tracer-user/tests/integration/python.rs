@@ -115,7 +115,8 @@ fn python_stack(sample: &Sample, catalog: &Catalog) -> (Vec<PyFrame>, bool) {
     let native = merge::split(user);
     let lookup = |i: usize| if i == 0 { user[i] } else { user[i] - 1 };
     let before = catalog.pycode.stats();
-    let Some(merged) = catalog.pycode.merge(sample.tgid, user, native, lookup) else {
+    let whole = sample.stop == tracer_common::walk::StopReason::Outermost as u32;
+    let Some(merged) = catalog.pycode.merge(sample.tgid, user, native, whole, lookup) else {
         return (Vec::new(), true);
     };
     let after = catalog.pycode.stats();

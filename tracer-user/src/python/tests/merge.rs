@@ -1,8 +1,8 @@
 //! Tests of the Python words of a record and their merging into the native stack.
 
-use tracer_common::python::{PY_CODE_BIT, PY_RUN_END};
+use tracer_common::python::{PY_CHAIN_END, PY_CODE_BIT, PY_RUN_END};
 
-use crate::python::merge::{Merged, PyFrameRef, Unmatched, merge, runs, split};
+use crate::python::merge::{Merged, PyFrameRef, Unmatched, merge, runs, split, whole};
 
 fn f(code: u64) -> PyFrameRef {
     PyFrameRef {
@@ -50,7 +50,7 @@ fn runs_replace_eval_frames() {
     // native: 0 C function, 1 eval, 2 C caller (e.g. sorted), 3 eval, 4 main.
     let eval = |i| i == 1 || i == 3;
     let r = runs(&words(&[&[0xa0, 0xa1], &[0xb0]]));
-    let (stack, unmatched) = merge(5, eval, &r);
+    let (stack, unmatched) = merge(5, eval, &r, false);
     use Merged::*;
     assert_eq!(
         stack,
@@ -73,7 +73,7 @@ fn runs_replace_eval_frames() {
 fn mismatches_are_counted_not_guessed() {
     use Merged::*;
     let r = runs(&words(&[&[0xa0]]));
-    let (stack, unmatched) = merge(3, |i| i >= 1, &r);
+    let (stack, unmatched) = merge(3, |i| i >= 1, &r, false);
     assert_eq!(stack, [Native(0), Python(f(0xa0)), Native(2)]);
     assert_eq!(
         unmatched,
@@ -83,7 +83,7 @@ fn mismatches_are_counted_not_guessed() {
         }
     );
     let r = runs(&words(&[&[0xa0], &[0xb0], &[0xc0]]));
-    let (stack, unmatched) = merge(2, |i| i == 1, &r);
+    let (stack, unmatched) = merge(2, |i| i == 1, &r, false);
     assert_eq!(stack, [Native(0), Python(f(0xa0))]);
     assert_eq!(
         unmatched,
@@ -93,6 +93,28 @@ fn mismatches_are_counted_not_guessed() {
         }
     );
     let r = runs(&words(&[&[], &[0xb0]]));
-    let (stack, _) = merge(2, |_| true, &r);
+    let (stack, _) = merge(2, |_| true, &r, false);
     assert_eq!(stack, [Native(0), Python(f(0xb0))]);
+}
+
+/// Both walks whole and an evaluation-loop frame without a run: it is the innermost (a call
+/// being entered or left), so the runs go to the outer frames, where they ran; the marker of a
+/// whole chain is no frame.
+#[test]
+fn with_both_walks_whole_the_frame_without_a_run_is_the_innermost() {
+    use Merged::*;
+    // native: 0 eval (entering), 1 C caller (sorted), 2 eval (running 0xa0), 3 main.
+    let mut w = words(&[&[0xa0]]);
+    assert!(!whole(&w));
+    w.push(PY_CHAIN_END);
+    assert!(whole(&w));
+    let r = runs(&w);
+    assert_eq!(r, [vec![f(0xa0)]]);
+    let eval = |i| i == 0 || i == 2;
+    let (stack, unmatched) = merge(4, eval, &r, true);
+    assert_eq!(stack, [Native(0), Native(1), Python(f(0xa0)), Native(3)]);
+    assert_eq!(unmatched.eval_frames, 1);
+    // A walk cut short: its missing runs are the outer ones.
+    let (stack, _) = merge(4, eval, &r, false);
+    assert_eq!(stack, [Python(f(0xa0)), Native(1), Native(2), Native(3)]);
 }

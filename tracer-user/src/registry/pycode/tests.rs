@@ -84,7 +84,9 @@ fn runs_replace_their_evaluation_loop_frames() {
     ];
     let user: Vec<u64> = native.iter().chain(&python).copied().collect();
     let lookup = |i: usize| if i == 0 { user[0] } else { user[i] - 1 };
-    let merged = codes.merge(7, &user, native.len(), lookup).expect("Python frames");
+    let merged = codes
+        .merge(7, &user, native.len(), true, lookup)
+        .expect("Python frames");
     let key = PyFrameRef {
         code: 0x10_000,
         instr: instr(&c, 0x10_000, 20),
@@ -140,11 +142,15 @@ fn runs_replace_their_evaluation_loop_frames() {
     // Without its native stack's second evaluation-loop frame (the walk was cut short), the
     // outer run is dropped, counted; a sample of a process not known keeps its native frames.
     let cut: Vec<u64> = user[..3].iter().chain(&python).copied().collect();
-    assert_eq!(codes.merge(7, &cut, 3, lookup).map(|m| m.len()), Some(4));
+    assert_eq!(codes.merge(7, &cut, 3, false, lookup).map(|m| m.len()), Some(4));
     assert_eq!(codes.stats().runs_dropped, 1);
-    assert_eq!(codes.merge(99, &user, native.len(), lookup), None);
+    assert_eq!(codes.merge(99, &user, native.len(), true, lookup), None);
     assert_eq!(codes.stats().runs_dropped, 3);
-    assert_eq!(codes.merge(7, &native, native.len(), lookup), None, "no Python words");
+    assert_eq!(
+        codes.merge(7, &native, native.len(), true, lookup),
+        None,
+        "no Python words"
+    );
 }
 
 /// A code object that cannot be read is named by address and counted; a code object freed

@@ -16,9 +16,12 @@ int (*taken)(const char *) = puts;
 int use(const char *s) { puts(s); exported(2); return (int)strlen(s) + abs(-4) + taken(s); }
 "#;
 
-/// Build [`SOURCE`] with `gcc` and `flags`, and return the library and objdump's stubs as
-/// `(address, name)`; `None` when this host has no such compiler (outside CI).
-fn build(gcc: &str, objdump: &str, flags: &[&str]) -> Option<(Vec<u8>, BTreeSet<(u64, String)>)> {
+/// Stubs as `(address, name)`.
+type Stubs = BTreeSet<(u64, String)>;
+
+/// Build [`SOURCE`] with `gcc` and `flags`, and return the library and objdump's stubs; `None`
+/// when this host has no such compiler (outside CI).
+fn build(gcc: &str, objdump: &str, flags: &[&str]) -> Option<(Vec<u8>, Stubs)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let (src, out) = (dir.path().join("lib.c"), dir.path().join("lib.so"));
     std::fs::write(&src, SOURCE).expect("write source");
@@ -58,7 +61,7 @@ fn build(gcc: &str, objdump: &str, flags: &[&str]) -> Option<(Vec<u8>, BTreeSet<
     Some((std::fs::read(&out).expect("read library"), stubs))
 }
 
-fn ours(bytes: &[u8]) -> BTreeSet<(u64, String)> {
+fn ours(bytes: &[u8]) -> Stubs {
     Plt::of(bytes).stubs().map(|(a, n)| (a, n.to_owned())).collect()
 }
 
