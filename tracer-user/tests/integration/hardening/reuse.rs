@@ -4,6 +4,7 @@
 //! there before shows as a foreign name, which the judges count as wrong.
 
 use std::{
+    collections::BTreeMap,
     path::Path,
     process::Command,
     time::{Duration, Instant},
@@ -13,7 +14,7 @@ use super::{
     Folded, ROOMY, Verdict, Verdicts, chain_by_comm, chain_of, chain_programs, comm, compile, free_pid, judge,
     read_folded,
 };
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged, ticks_per_second, wait_for_cpu};
 
 /// fixtures/hardening/churn.c's stack in its plugin. churn_work calls churn_leaf (exported)
 /// through the library's PLT: a sample in that stub ends in `churn_leaf@plt` instead.
@@ -199,20 +200,28 @@ fn a_replaced_program_keeps_its_stacks() {
         "-o",
         out.to_str().expect("path"),
     ]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // A second and a half of the old process's CPU, then three of the new one's (each runs
+    // until killed): hundreds of samples of each at 499 Hz, however busy the host.
+    let ticks = ticks_per_second();
+    wait_for_cpu(old.pid(), ticks * 3 / 2);
     let staged = dir.path().join("app.new");
     std::fs::copy(&second, &staged).expect("copy second");
     std::fs::rename(&staged, &app).expect("rename over app");
     let new = Running(start_retrying(&app));
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for_cpu(new.pid(), ticks * 3);
     let (old_pid, new_pid) = (old.pid(), new.pid());
     drop((old, new));
     let stderr = tracer.interrupt();
     eprintln!("{stderr}");
     let text = std::fs::read_to_string(&out).expect("read the samples");
     let (mut old_verdicts, mut new_verdicts) = (Verdicts::default(), Verdicts::default());
+    // Every stack of the new process, to tell "not sampled" from "sampled but not named".
+    let mut new_stacks: BTreeMap<String, u64> = BTreeMap::new();
     for line in text.lines() {
         let (pid, sample) = json_sample(line);
+        if pid == new_pid {
+            *new_stacks.entry(sample.frames.join(";")).or_default() += 1;
+        }
         let (verdicts, chain) = match pid {
             p if p == old_pid => (&mut old_verdicts, chain_of("first", 1)),
             p if p == new_pid => (&mut new_verdicts, chain_of("second", 1)),
@@ -232,6 +241,9 @@ fn a_replaced_program_keeps_its_stacks() {
         }
     }
     old_verdicts.assert_sound("the program whose file was replaced", 50);
+    if new_verdicts.total() < 50 {
+        eprintln!("every stack of the new process {new_pid}: {new_stacks:#?}");
+    }
     new_verdicts.assert_sound("the program started from the new file", 50);
     assert!(Path::new(&app).exists());
 }
