@@ -3,7 +3,7 @@
 //! 0, and no temporary file is left.
 
 use super::{busy_nobody, folded_samples, temporaries_of, tracer, until_sampling, wait_bounded};
-use crate::support::{SUMMARY_JSON, Summary, privileged};
+use crate::support::{SUMMARY_JSON, Summary, privileged, ticks_per_second, wait_for_cpu};
 
 /// Regression (SIGHUP killed the tracer with status 129, an empty output and scratch files
 /// left): SIGHUP and SIGPIPE with stderr closed (its reader gone, as after a dropped ssh
@@ -33,7 +33,8 @@ fn hangup_usr1_and_pipe_end_the_session_with_everything_written() {
             SUMMARY_JSON[0].as_ref(),
             SUMMARY_JSON[1].as_ref(),
         ]));
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // Half a second of the target's CPU: samples to lose, however busy the host.
+        wait_for_cpu(target.pid(), ticks_per_second() / 2);
         let stderr = if close_stderr {
             drop(stderr);
             None
