@@ -88,8 +88,8 @@ pub struct UnwindRule {
     pub flags: u8,
     pub _pad: u8,
     pub cfa_offset: i32,
-    pub fp_offset: i16,
-    pub ra_offset: i16,
+    pub fp_offset: i32,
+    pub ra_offset: i32,
 }
 
 impl UnwindRule {
@@ -108,7 +108,7 @@ impl UnwindRule {
 const _: () = assert!(core::mem::size_of::<PageKey>() == 8);
 const _: () = assert!(core::mem::size_of::<PageEntry>() == 8);
 const _: () = assert!(core::mem::size_of::<UnwindRow>() == 4);
-const _: () = assert!(core::mem::size_of::<UnwindRule>() == 12);
+const _: () = assert!(core::mem::size_of::<UnwindRule>() == 16);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -42,7 +42,7 @@ impl FakeStack {
     }
 }
 
-pub(super) fn rule(kind: u8, cfa_reg: u8, cfa_offset: i32, flags: u8, ra_offset: i16, fp_offset: i16) -> UnwindRule {
+pub(super) fn rule(kind: u8, cfa_reg: u8, cfa_offset: i32, flags: u8, ra_offset: i32, fp_offset: i32) -> UnwindRule {
     UnwindRule {
         kind,
         cfa_reg,

@@ -28,8 +28,8 @@ pub struct TableRow {
     /// `sp`, `fp` or `r<N>`; absent for `outermost` and `no_info`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cfa: Option<TableCfa>,
-    pub fp_offset: Option<i16>,
-    pub ra_offset: Option<i16>,
+    pub fp_offset: Option<i32>,
+    pub ra_offset: Option<i32>,
     pub topmost_only: bool,
     pub mangled_ra: bool,
     pub signal: bool,

@@ -244,7 +244,7 @@ pub(crate) fn convert_row(arch: Arch, signal: bool, row: &FdeRow) -> Result<Conv
     match row.ra {
         CfiReg::Offset(offset) => {
             rule.flags |= FLAG_RA_SAVED;
-            rule.ra_offset = i16::try_from(offset).map_err(|_| Unsupported::RaOffset)?;
+            rule.ra_offset = i32::try_from(offset).map_err(|_| Unsupported::RaOffset)?;
         }
         CfiReg::SameValue | CfiReg::Register(AARCH64_LR) if arch == Arch::Aarch64 => rule.flags |= FLAG_TOPMOST_ONLY,
         CfiReg::SameValue => return Err(Unsupported::RaUntracked),
@@ -259,7 +259,7 @@ pub(crate) fn convert_row(arch: Arch, signal: bool, row: &FdeRow) -> Result<Conv
     match row.fp {
         CfiReg::Offset(offset) => {
             rule.flags |= FLAG_FP_SAVED;
-            rule.fp_offset = i16::try_from(offset).map_err(|_| Unsupported::FpOffset)?;
+            rule.fp_offset = i32::try_from(offset).map_err(|_| Unsupported::FpOffset)?;
         }
         CfiReg::SameValue => {}
         CfiReg::Undefined => return Err(Unsupported::FpUndefined),

@@ -51,7 +51,7 @@ pub const PAGE_ENTRY_BYTES: u64 = 16;
 /// Bytes of one row (`UnwindRow`).
 pub const ROW_BYTES: u64 = 4;
 /// Bytes of one rule (`UnwindRule`).
-pub const RULE_BYTES: u64 = 12;
+pub const RULE_BYTES: u64 = 16;
 
 /// One object's unwind table, paged as the kernel reads it.
 #[derive(Clone, Debug, Default)]

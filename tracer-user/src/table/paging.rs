@@ -143,8 +143,8 @@ fn pack(rule: &UnwindRule) -> u128 {
         | u128::from(rule.flags) << 16
         | u128::from(rule._pad) << 24
         | u128::from(rule.cfa_offset as u32) << 32
-        | u128::from(rule.fp_offset as u16) << 64
-        | u128::from(rule.ra_offset as u16) << 80
+        | u128::from(rule.fp_offset as u32) << 64
+        | u128::from(rule.ra_offset as u32) << 96
 }
 
 /// Hashes [`pack`]ed rules: a multiply-xor mix keyed per table from the process's random

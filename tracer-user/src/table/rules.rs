@@ -40,9 +40,9 @@ pub enum Unsupported {
     CfaRegister,
     /// A CFA offset outside `i32`.
     CfaOffset,
-    /// An RA saved at a CFA offset outside `i16`.
+    /// An RA saved at a CFA offset outside `i32`.
     RaOffset,
-    /// An FP saved at a CFA offset outside `i16`.
+    /// An FP saved at a CFA offset outside `i32`.
     FpOffset,
     /// RA neither tracked nor at a fixed offset, on an ABI without a link register.
     RaUntracked,
@@ -166,7 +166,7 @@ pub fn convert(header: &Header, function: &Function, row: &Row) -> Result<Unwind
     };
     if let Some(offset) = fp {
         rule.flags |= FLAG_FP_SAVED;
-        rule.fp_offset = i16::try_from(offset).map_err(|_| Unsupported::FpOffset)?;
+        rule.fp_offset = i32::try_from(offset).map_err(|_| Unsupported::FpOffset)?;
     }
     Ok(rule)
 }
@@ -195,6 +195,6 @@ fn cfa_register(base: Reg) -> Result<(u8, bool), Unsupported> {
 
 fn saved_ra(rule: &mut UnwindRule, offset: i64) -> Result<(), Unsupported> {
     rule.flags |= FLAG_RA_SAVED;
-    rule.ra_offset = i16::try_from(offset).map_err(|_| Unsupported::RaOffset)?;
+    rule.ra_offset = i32::try_from(offset).map_err(|_| Unsupported::RaOffset)?;
     Ok(())
 }

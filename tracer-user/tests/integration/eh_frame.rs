@@ -124,14 +124,14 @@ fn expected(rule: &CfiRule, pc: u64, plt: &Range<u64>) -> Result<UnwindRule, &'s
     match rule.ra {
         CfiReg::Offset(n) => {
             out.flags |= FLAG_RA_SAVED;
-            out.ra_offset = i16::try_from(n).map_err(|_| "ra offset")?;
+            out.ra_offset = i32::try_from(n).map_err(|_| "ra offset")?;
         }
         _ => return Err("ra not at cfa + n"),
     }
     match rule.fp {
         CfiReg::Offset(n) => {
             out.flags |= FLAG_FP_SAVED;
-            out.fp_offset = i16::try_from(n).map_err(|_| "fp offset")?;
+            out.fp_offset = i32::try_from(n).map_err(|_| "fp offset")?;
         }
         CfiReg::SameValue => {}
         _ => return Err("fp neither saved nor unchanged"),
@@ -296,7 +296,7 @@ fn readelf_rule(row: &ReadelfRow, pc: u64, plt: &Range<u64>) -> UnwindRule {
             other => panic!("CFA register {other} at {pc:#x}"),
         }
     };
-    let at_cfa = |cell: &str| cell.strip_prefix('c').map(|n| n.parse::<i16>().expect("offset"));
+    let at_cfa = |cell: &str| cell.strip_prefix('c').map(|n| n.parse::<i32>().expect("offset"));
     let ra = row.ra.as_deref().and_then(at_cfa).expect("RA saved at CFA + n");
     rule.flags |= FLAG_RA_SAVED;
     rule.ra_offset = ra;

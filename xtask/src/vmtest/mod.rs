@@ -91,16 +91,28 @@ const TESTS: &[&str] = &[
     "lifecycle::a_launched_command_is_traced_from_its_entry_point",
 ];
 
-/// The tests run in aarch64 guests: those of [`TESTS`] that build their programs with the
-/// guest's own gcc (the SFrame accuracy workloads have an x86-64 entry point and assemblers
-/// built for this machine, so `trace::sframe_v3` is not among them yet).
+/// The tests run in aarch64 guests: those of [`TESTS`], with SFrame accuracy for every version
+/// with and without signed return addresses (`trace::sframe_v`: the workloads cross-built here,
+/// [`prebuilt_workloads`]; the other tests build their programs with the guest's own gcc).
 const TESTS_AARCH64: &[&str] = &[
     "walker::",
+    "trace::sframe_v",
     "glibc_start::",
     "events::",
     "lifecycle::low_memlock_limit_is_lifted_or_one_sentence",
     "lifecycle::a_launched_command_is_traced_from_its_entry_point",
 ];
+
+/// The aarch64 tests CI runs (`cargo xtask test` under CI=true): [`TESTS_AARCH64`] but the six
+/// SFrame accuracy sets (`trace::`), which take 4 minutes each in the guest (25 with them all)
+/// and would take CI past its time.
+pub fn ci_tests_aarch64() -> Vec<String> {
+    TESTS_AARCH64
+        .iter()
+        .filter(|test| !test.starts_with("trace::"))
+        .map(|test| (*test).to_owned())
+        .collect()
+}
 
 /// Everything vm-test needs that it cannot install itself, checked before any long set-up:
 /// one sentence naming what is missing.
@@ -209,6 +221,7 @@ pub fn vm_test(
     let busybox = guest_root.join(BUSYBOX.trim_start_matches('/'));
     check_tools(arch, &busybox)?;
     sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
+    let workloads = prebuilt_workloads(root, arch, only)?;
     let binary = integration_binary(arch)?;
     let cpus = match std::env::var("VMTEST_CPUS") {
         Ok(n) => n.parse().context("VMTEST_CPUS must be a number")?,
@@ -229,6 +242,7 @@ pub fn vm_test(
         memory: &memory,
         accel: &accel,
         timeout,
+        workloads: workloads.as_deref(),
         date: &date,
         commit: &commit,
         only,
@@ -296,6 +310,8 @@ struct Matrix<'a> {
     memory: &'a str,
     accel: &'a str,
     timeout: Duration,
+    /// The accuracy workloads cross-built for the guest ([`prebuilt_workloads`]).
+    workloads: Option<&'a Path>,
     date: &'a str,
     commit: &'a str,
     /// The tests asked for (`--tests`), or empty: the architecture's list.
@@ -331,7 +347,15 @@ impl Matrix<'_> {
         }
         command.extend(skips.iter().flat_map(|t| ["--skip".to_owned(), (*t).to_owned()]));
         command.push("--test-threads=1".to_owned());
-        let script = guest::command_script(&guest::passed_env(), self.root, &command);
+        let mut env = guest::passed_env();
+        if let Some(workloads) = self.workloads {
+            env.push((WORKLOADS_VAR.to_owned(), workloads.display().to_string()));
+        }
+        // Tests whose sample counts and run lengths assume a real CPU adapt to emulation.
+        if self.accel == "tcg" {
+            env.push((EMULATED_VAR.to_owned(), "1".to_owned()));
+        }
+        let script = guest::command_script(&env, self.root, &command);
         fs::write(dir.join("command.sh"), script)?;
         let run = guest::Run {
             arch: self.arch,
@@ -384,6 +408,32 @@ fn commit() -> String {
     ]))
     .is_some_and(|s| !s.trim().is_empty());
     if dirty { format!("{hash}+changes") } else { hash }
+}
+
+/// The variable that points the tests at workloads built ahead (tests/integration/support.rs).
+const WORKLOADS_VAR: &str = "SFRAME_TRACE_WORKLOADS";
+/// The variable that tells the tests they run under software emulation
+/// (tests/integration/trace.rs).
+const EMULATED_VAR: &str = "SFRAME_TRACE_EMULATED";
+
+/// The SFrame accuracy workloads of an aarch64 guest, which has no cross tools: every set of
+/// `fixtures/workloads/build.sh` cross-built here (SFrame v1, v2, v3, each also with signed
+/// return addresses) into the repository, which the guest sees at the same path. `None` for
+/// x86-64 guests, which build their own with this machine's tools, and when the tests asked
+/// for (`only`, when not empty) include no `trace::` test (CI's arm64 guest).
+fn prebuilt_workloads(root: &Path, arch: GuestArch, only: &[String]) -> anyhow::Result<Option<PathBuf>> {
+    let wanted = only.is_empty() || only.iter().any(|t| t.starts_with("trace::"));
+    if arch != GuestArch::Aarch64 || !wanted {
+        return Ok(None);
+    }
+    let dir = root.join("target/vm-test/workloads-aarch64");
+    sh(Command::new("bash")
+        .arg(root.join("fixtures/workloads/build.sh"))
+        .arg(&dir)
+        .args(["v1", "v2", "v3", "v1-pac", "v2-pac", "v3-pac"])
+        .env("WORKLOAD_ARCH", "aarch64"))
+    .context("cross-building the accuracy workloads for aarch64")?;
+    Ok(Some(dir))
 }
 
 /// Build the integration-test binary of tracer-user for the guest's architecture (optimised:

@@ -22,7 +22,7 @@ fn copy(pc: u64, sp: u64, fp: u64, words: &[u64]) -> StackSnapshot {
     c
 }
 
-fn rule(kind: u8, cfa_offset: i32, flags: u8, fp_offset: i16) -> UnwindRule {
+fn rule(kind: u8, cfa_offset: i32, flags: u8, fp_offset: i32) -> UnwindRule {
     UnwindRule {
         kind,
         cfa_reg: REG_SP,

@@ -39,7 +39,7 @@ fn plt_row(start: u64, end: u64, k: u8) -> FdeRow {
     }
 }
 
-fn cfa(reg: u8, offset: i32, flags: u8, ra: i16, fp: i16) -> UnwindRule {
+fn cfa(reg: u8, offset: i32, flags: u8, ra: i32, fp: i32) -> UnwindRule {
     UnwindRule {
         kind: KIND_CFA,
         cfa_reg: reg,
@@ -122,10 +122,13 @@ fn x86_64_rows() {
     assert_eq!(rule(Arch::X86_64, &high), Err(Unsupported::CfaRegister));
     let far = row(0, 1, sp(1 << 31), CfiReg::Offset(-8), CfiReg::SameValue);
     assert_eq!(rule(Arch::X86_64, &far), Err(Unsupported::CfaOffset));
-    let ra_far = row(0, 1, sp(8), CfiReg::Offset(-40000), CfiReg::SameValue);
+    let ra_far = row(0, 1, sp(8), CfiReg::Offset(-(1 << 31) - 1), CfiReg::SameValue);
     assert_eq!(rule(Arch::X86_64, &ra_far), Err(Unsupported::RaOffset));
-    let fp_far = row(0, 1, sp(8), CfiReg::Offset(-8), CfiReg::Offset(40000));
+    let fp_far = row(0, 1, sp(8), CfiReg::Offset(-8), CfiReg::Offset(1 << 31));
     assert_eq!(rule(Arch::X86_64, &fp_far), Err(Unsupported::FpOffset));
+    // A large aarch64 frame: the return address saved 40000 bytes below the CFA.
+    let ra_deep = row(0, 1, sp(40016), CfiReg::Offset(-40000), CfiReg::SameValue);
+    assert_eq!(rule(Arch::Aarch64, &ra_deep).map(|r| r.ra_offset), Ok(-40000));
 }
 
 /// Each RA and FP rule the format cannot express is its own reason; an undefined RA is the

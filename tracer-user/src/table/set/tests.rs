@@ -188,7 +188,7 @@ fn layout_is_contiguous_and_sized() {
     let mut set = TableSet::new();
     assert_eq!(
         set.map_bytes(),
-        (ROW_CHUNK as u64) * 4 + 16 + 12,
+        (ROW_CHUNK as u64) * 4 + 16 + RULE_BYTES,
         "empty maps still have one entry"
     );
     for name in ["chain", "cfi"] {
@@ -204,7 +204,8 @@ fn layout_is_contiguous_and_sized() {
     assert_eq!(set.live_rows(), set.rows().len());
     assert!(set.rows().iter().all(|r| usize::from(r.rule) < set.rules().len()));
     let chunks = set.rows().len().div_ceil(ROW_CHUNK) as u64;
-    let expected = chunks * ROW_CHUNK as u64 * 4 + set.pages().len() as u64 * 16 + set.rules().len() as u64 * 12;
+    let expected =
+        chunks * ROW_CHUNK as u64 * 4 + set.pages().len() as u64 * 16 + set.rules().len() as u64 * RULE_BYTES;
     assert_eq!(set.map_bytes(), expected);
     assert_eq!(set.capacity_bytes(), expected, "unbounded: maps sized to the set");
     let bounded = TableSet::with_capacity(Capacity {
@@ -212,7 +213,7 @@ fn layout_is_contiguous_and_sized() {
         pages: 100,
         rules: 10,
     });
-    assert_eq!(bounded.capacity_bytes(), 4 * 4096 + 100 * 16 + 10 * 12);
+    assert_eq!(bounded.capacity_bytes(), 4 * 4096 + 100 * 16 + 10 * RULE_BYTES);
 }
 
 /// A removed object's rows are reused by the next object that fits them (first fit), a
@@ -277,7 +278,7 @@ fn adjacent_frees_coalesce() {
     assert_eq!((set.rows().len(), set.live_rows(), set.row_chunks()), (0, 0, 1));
     assert_eq!(
         set.map_bytes(),
-        (ROW_CHUNK as u64) * 4 + 16 + set.rules().len() as u64 * 12
+        (ROW_CHUNK as u64) * 4 + 16 + set.rules().len() as u64 * RULE_BYTES
     );
     kernel.sync(&mut set, &[], &[(2, &c), (3, &d)]);
     assert!(kernel.pages.is_empty());
@@ -339,7 +340,7 @@ fn capacity_limits_refuse_and_leave_the_set_unchanged() {
     bounded.remove(0);
     assert_eq!(bounded.add(&third), Ok(2));
     assert_eq!(bounded.objects[&2].start, 0, "below the capacity again");
-    assert_eq!(bounded.capacity_bytes(), 4096 + 1000 * 16 + 1000 * 12);
+    assert_eq!(bounded.capacity_bytes(), 4096 + 1000 * 16 + 1000 * RULE_BYTES);
 
     let mut ids = TableSet::new();
     ids.next_id = NO_OBJECT - 1;

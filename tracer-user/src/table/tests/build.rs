@@ -5,7 +5,7 @@ use tracer_common::unwind::{KIND_NO_INFO, KIND_OUTERMOST, UnwindRow, UnwindRule}
 
 use super::{function, header, sp};
 use crate::sframe::{Abi, Error, Function, Header, PcType, Row};
-use crate::table::{ObjectTable, Unsupported, build, convert, unsupported_rule};
+use crate::table::{ObjectTable, RULE_BYTES, Unsupported, build, convert, unsupported_rule};
 
 type Spec = Vec<(Function, Vec<Row>)>;
 
@@ -153,7 +153,7 @@ fn function_spanning_pages() {
     assert_eq!(t.lookup(0x5_0100), no);
     assert_eq!(t.lookup(0x6_0000), no);
     assert_eq!(t.lookup(u64::MAX), no);
-    assert_eq!(t.map_bytes(), 8 * 4 + 5 * 16 + 3 * 12);
+    assert_eq!(t.map_bytes(), 8 * 4 + 5 * 16 + 3 * RULE_BYTES);
     assert_eq!(t.stats().bytes_per_sframe_row(), (8.0 * 4.0 + 5.0 * 16.0) / 3.0);
 }
 

@@ -9,7 +9,7 @@ use super::{function, header, row, sp};
 use crate::sframe::{Abi, Reg, Rule};
 use crate::table::{Unsupported, convert, unsupported_rule};
 
-fn rule(kind: u8, cfa_reg: u8, flags: u8, cfa: i32, fp: i16, ra: i16) -> UnwindRule {
+fn rule(kind: u8, cfa_reg: u8, flags: u8, cfa: i32, fp: i32, ra: i32) -> UnwindRule {
     UnwindRule {
         kind,
         cfa_reg,
@@ -172,18 +172,25 @@ fn inexpressible_rules_are_reasons() {
     assert_eq!(convert(&untracked, &f, &sp(0, 8)), Err(Unsupported::RaUntracked));
 }
 
-/// Offsets are checked against the field widths: CFA i32, RA and FP i16, at both ends.
+/// Offsets are checked against the field widths (CFA, RA and FP i32) at both ends, and an
+/// aarch64 function with a 70000-byte frame, which saves its return address at the bottom of
+/// it, has a rule (gcc's layout for fixtures/workloads/bigframe.c).
 #[test]
 fn offsets_must_fit_their_fields() {
     let h = header(Abi::Aarch64Le, 2);
     let f = function(0, 8);
-    let fits = row(0, Reg::Sp, i64::from(i32::MIN), Rule::AtCfa(-32768), Rule::AtCfa(32767));
+    let (min, max) = (i64::from(i32::MIN), i64::from(i32::MAX));
+    let fits = row(0, Reg::Sp, min, Rule::AtCfa(min), Rule::AtCfa(max));
     assert!(convert(&h, &f, &fits).is_ok());
+    let big = row(0, Reg::Sp, 70016, Rule::AtCfa(-70016), Rule::Unchanged);
+    assert_eq!(
+        convert(&h, &f, &big),
+        Ok(rule(KIND_CFA, REG_SP, FLAG_RA_SAVED, 70016, 0, -70016))
+    );
     let cases = [
-        (i64::from(i32::MAX) + 1, -8, -16, Unsupported::CfaOffset),
-        (16, -32769, -16, Unsupported::RaOffset),
-        (16, -8, 32768, Unsupported::FpOffset),
-        (70000, -70000, 0, Unsupported::RaOffset),
+        (max + 1, -8, -16, Unsupported::CfaOffset),
+        (16, min - 1, -16, Unsupported::RaOffset),
+        (16, -8, max + 1, Unsupported::FpOffset),
     ];
     for (cfa, ra, fp, reason) in cases {
         let r = row(0, Reg::Sp, cfa, Rule::AtCfa(ra), Rule::AtCfa(fp));

@@ -75,8 +75,8 @@ fn function_over_a_page_boundary() {
 
 /// aarch64 `cfi`: `_start` is outermost, the entry rows keep RA in the link register
 /// (topmost only), PAC rows are mangled, the signal function keeps its flag, and the RA
-/// saved 70000 bytes below the CFA does not fit the format (a reason). aarch64 of v3 only:
-/// older versions have no signal bit.
+/// saved 70000 bytes below the CFA is a rule like any other (offsets are 32 bits). aarch64
+/// of v3 only: older versions have no signal bit.
 #[test]
 fn aarch64_cfi_rules() {
     with_table("v3/aarch64/cfi", |s, t| {
@@ -88,9 +88,10 @@ fn aarch64_cfi_rules() {
         assert_eq!(signed.flags, FLAG_TOPMOST_ONLY | FLAG_MANGLED_RA);
         let saved = t.lookup(f[2].start + 8);
         assert_eq!(saved.flags, FLAG_RA_SAVED | FLAG_MANGLED_RA | 1, "FP saved too");
-        assert_eq!(t.lookup(f[3].start + 12).kind, KIND_NO_INFO, "RA at CFA - 70000");
+        let far = t.lookup(f[3].start + 12);
+        assert_eq!((far.kind, far.ra_offset), (KIND_CFA, -70000), "RA at CFA - 70000");
         assert!((f[4].start..f[4].end()).all(|pc| t.lookup(pc).flags & FLAG_SIGNAL != 0));
-        assert_eq!(reasons(t), [("ra offset out of range", 1)]);
+        assert_eq!(reasons(t), []);
     });
 }
 
