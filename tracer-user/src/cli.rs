@@ -147,6 +147,12 @@ pub struct TraceArgs {
     /// are, where debug information records them).
     #[arg(long)]
     pub no_inline: bool,
+    /// Memory naming frames may hold at most (K, M or G suffix): the names found so far and
+    /// what was parsed from objects and debug files to find them. Past it, all of it is
+    /// dropped and parsed again as frames ask: lower it on a small host, at the cost of
+    /// reading debug information again on a host that keeps running new code.
+    #[arg(long, default_value = "128M", value_name = "SIZE", value_parser = parse_size)]
+    pub max_symbol_memory: u64,
     /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (plain HTTP, no TLS).
     /// Port 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
     #[arg(long, value_name = "URL")]

@@ -118,6 +118,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         python: !args.no_python,
         outputs,
         inline: !args.no_inline,
+        max_symbol_memory: args.max_symbol_memory,
         otlp,
         events,
         live: args.live,

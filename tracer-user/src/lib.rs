@@ -7,6 +7,7 @@ pub mod check;
 pub mod compressed;
 pub mod dump;
 pub mod elf;
+pub mod heap;
 pub mod jit;
 pub mod names;
 pub mod objfile;

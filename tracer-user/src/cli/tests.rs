@@ -71,3 +71,16 @@ fn ring_buffer_sizes_parse() {
     assert!(parse_ring_buffer_size("12K").is_err(), "not a power of two");
     assert!(parse_ring_buffer_size("2G").is_err(), "above 1G");
 }
+
+/// `--max-symbol-memory` defaults to what the symbol cache documents as its default.
+#[cfg(feature = "ebpf")]
+#[test]
+fn symbol_memory_defaults_to_the_caches_default() {
+    let cli = Cli::try_parse_from(["sframe-trace"]).unwrap();
+    assert_eq!(
+        cli.trace.max_symbol_memory,
+        sframe_trace::symbolize::DEFAULT_MAX_SYMBOL_MEMORY
+    );
+    let cli = Cli::try_parse_from(["sframe-trace", "--max-symbol-memory", "16M"]).unwrap();
+    assert_eq!(cli.trace.max_symbol_memory, 16 << 20);
+}

@@ -21,14 +21,18 @@ use super::profile::{Frame, Stack};
 use crate::export::model::{FrameSource, ObjectInfo, ResolvedFrame};
 use crate::registry::{Catalog, PYTHON_OBJECT, PyFrame};
 
-/// Addresses whose names the cache keeps at most. Past it, the names and everything blazesym
-/// parsed (DWARF units, line programs, abbreviations: hundreds of megabytes for a large debug
-/// build that runs for good) are dropped and rebuilt as frames ask for them, so that a session
-/// of any length on a host of any churn stays within a bounded size.
+/// Addresses whose names the cache keeps at most. Past it, or past the memory the cache may
+/// use (`--max-symbol-memory`), the names and everything blazesym parsed (DWARF units, line
+/// programs, abbreviations: hundreds of megabytes for a large debug build that runs for good)
+/// are dropped and rebuilt as frames ask for them, so that a session of any length on a host
+/// of any churn stays within a bounded size.
 const MAX_NAMES: usize = 1 << 17;
-/// Bytes the heap may grow by while naming (blazesym's parsed DWARF above all: a few large
-/// debug builds reach it with far fewer names than [`MAX_NAMES`]) before the same drop.
-const MAX_NAMING_BYTES: usize = 128 << 20;
+/// `--max-symbol-memory` unless given: what naming may hold (blazesym's parsed DWARF above
+/// all: a few large debug builds reach it with far fewer names than [`MAX_NAMES`]).
+pub const DEFAULT_MAX_SYMBOL_MEMORY: u64 = 128 << 20;
+
+/// The log target of what naming each batch of addresses cost the heap.
+const NAMING_LOG: &str = "sframe_trace::naming";
 
 /// The object name and path of kernel frames, as perf prints them.
 const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
@@ -43,11 +47,11 @@ pub struct SymbolCache {
     inline: bool,
     /// Names kept at most ([`MAX_NAMES`]; tests lower it).
     max_names: usize,
-    /// What the heap grew by while naming since the symbolizer was made, and the most it may
-    /// ([`MAX_NAMING_BYTES`]; tests lower it).
+    /// What naming holds: the heap bytes this thread allocated while naming (and did not give
+    /// back by forgetting) since the symbolizer was made, and the most it may.
     naming_bytes: usize,
     max_naming_bytes: usize,
-    /// The heap in use ([`heap_in_use`]; tests count instead).
+    /// This thread's heap count ([`crate::heap::thread_bytes`]; tests count instead).
     heap: fn() -> usize,
     /// Functions at (catalog object, object-relative address), innermost (inlined) first.
     user: HashMap<(usize, u64), Vec<Named>>,
@@ -66,19 +70,21 @@ pub struct SymbolCache {
     pseudo: HashMap<&'static str, usize>,
     /// `symfiles::generation` when last looked at.
     generation: u64,
+    /// Everything was dropped since [`Self::take_dropped`] last said so.
+    dropped: bool,
 }
 
 impl SymbolCache {
     /// A cache whose frames include inlined functions (when debug information has them) if
-    /// `inline`.
-    pub fn new(inline: bool) -> SymbolCache {
+    /// `inline`, and whose naming may hold `max_bytes` (see [`DEFAULT_MAX_SYMBOL_MEMORY`]).
+    pub fn new(inline: bool, max_bytes: u64) -> SymbolCache {
         SymbolCache {
             symbolizer: symbolizer(inline),
             inline,
             max_names: MAX_NAMES,
             naming_bytes: 0,
-            max_naming_bytes: MAX_NAMING_BYTES,
-            heap: heap_in_use,
+            max_naming_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+            heap: crate::heap::thread_bytes,
             user: HashMap::new(),
             kernel: HashMap::new(),
             plt: HashMap::new(),
@@ -88,6 +94,7 @@ impl SymbolCache {
             kernel_object: None,
             pseudo: HashMap::new(),
             generation: 0,
+            dropped: false,
         }
     }
 
@@ -96,18 +103,16 @@ impl SymbolCache {
     pub fn with_max_names(inline: bool, max_names: usize) -> SymbolCache {
         SymbolCache {
             max_names,
-            ..SymbolCache::new(inline)
+            ..SymbolCache::new(inline, DEFAULT_MAX_SYMBOL_MEMORY)
         }
     }
 
-    /// A cache whose naming may grow the heap by `max_naming_bytes` (see [`MAX_NAMING_BYTES`]),
-    /// the heap measured by `heap`.
+    /// A cache whose naming may hold `max_naming_bytes`, the heap counted by `heap`.
     #[cfg(test)]
     pub fn with_naming_bound(inline: bool, max_naming_bytes: usize, heap: fn() -> usize) -> SymbolCache {
         SymbolCache {
-            max_naming_bytes,
             heap,
-            ..SymbolCache::new(inline)
+            ..SymbolCache::new(inline, max_naming_bytes as u64)
         }
     }
 
@@ -124,14 +129,15 @@ impl SymbolCache {
         add("symbols.objects", self.objects.len());
         add("symbols.by_catalog", self.by_catalog.len());
         add("symbols.free_slots", self.free_slots.len());
+        add("symbols.naming_kib", self.naming_bytes >> 10);
     }
 
-    /// Drop every name and blazesym's parsed data when the names or what naming grew the heap
-    /// by passed their bounds (objects keep their slots).
+    /// Drop every name and blazesym's parsed data when the names or what naming holds passed
+    /// their bounds (objects keep their slots).
     fn bound(&mut self) {
         if self.cached_names() > self.max_names || self.naming_bytes > self.max_naming_bytes {
             log::debug!(
-                "symbol cache: {} names, the heap grown by {} KiB while naming: dropped",
+                "symbol cache: {} names, {} KiB held by naming: dropped",
                 self.cached_names(),
                 self.naming_bytes >> 10
             );
@@ -140,10 +146,17 @@ impl SymbolCache {
             self.plt = HashMap::new();
             self.symbolizer = symbolizer(self.inline);
             self.naming_bytes = 0;
+            self.dropped = true;
         }
     }
 
-    /// What the heap grew by while naming since the symbolizer was made.
+    /// Whether the names and parsed data were dropped since the last call: the memory they
+    /// held is free in the allocator, to be handed back to the system.
+    pub fn take_dropped(&mut self) -> bool {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// What naming holds now, in bytes.
     #[cfg(test)]
     pub fn naming_bytes(&self) -> usize {
         self.naming_bytes
@@ -163,6 +176,7 @@ impl SymbolCache {
         if gone.is_empty() {
             return;
         }
+        let before = (self.heap)();
         let gone_set: std::collections::HashSet<usize> = gone.iter().copied().collect();
         self.user.retain(|(object, _), _| !gone_set.contains(object));
         for &object in gone {
@@ -185,6 +199,8 @@ impl SymbolCache {
                 super::symfiles::forget_file(file);
             }
         }
+        // What forgetting gave back was naming's: the bound counts what naming still holds.
+        self.gave_back(before);
     }
 
     /// Name every frame of `frames` not named before: one blazesym batch per object, one for
@@ -192,6 +208,20 @@ impl SymbolCache {
     pub fn prepare<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
         self.bound();
         self.forget_deferred();
+        // Measured around everything naming allocates, its scratch too: scratch allocated
+        // before the first reading and freed before the last would count as memory given back.
+        let before = (self.heap)();
+        self.name_new(frames, catalog);
+        let after = (self.heap)();
+        self.naming_bytes = if after >= before {
+            self.naming_bytes.saturating_add(after - before)
+        } else {
+            self.naming_bytes.saturating_sub(before - after)
+        };
+    }
+
+    /// Name the frames of `frames` not named before (see [`Self::prepare`]).
+    fn name_new<'a>(&mut self, frames: impl IntoIterator<Item = &'a Frame>, catalog: &Catalog) {
         let mut by_object: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut kernel = Vec::new();
         for frame in frames {
@@ -206,9 +236,6 @@ impl SymbolCache {
         if by_object.is_empty() && kernel.is_empty() {
             return;
         }
-        // What naming costs the heap is measured only when something is named (reading the
-        // allocator's statistics walks its bins).
-        let before = (self.heap)();
         for (object, mut offsets) in by_object {
             offsets.sort_unstable();
             offsets.dedup();
@@ -219,6 +246,7 @@ impl SymbolCache {
             let file = super::symfiles::user_symbols()
                 .then(|| super::symfiles::symbol_file(self.objects[info].build_id.as_deref(), source.as_deref()))
                 .flatten();
+            let at = self.cost_from();
             let plt = self.plt.entry(object).or_insert_with(|| {
                 catalog
                     .objects
@@ -227,6 +255,7 @@ impl SymbolCache {
                     .map_or_else(Plt::default, Plt::of_file)
             });
             let named = name_in_file(&self.symbolizer, file, plt, &offsets);
+            self.log_cost(&self.objects[info].path, offsets.len(), at);
             for (&offset, names) in offsets.iter().zip(named) {
                 self.user.insert((object, offset), names);
             }
@@ -234,16 +263,17 @@ impl SymbolCache {
         if !kernel.is_empty() {
             kernel.sort_unstable();
             kernel.dedup();
+            let at = self.cost_from();
             let src = Source::Kernel(Kernel::default());
             let symbolized = self
                 .symbolizer
                 .symbolize(&src, Input::AbsAddr(&kernel))
                 .unwrap_or_default();
+            self.log_cost(KERNEL_OBJECT, kernel.len(), at);
             for (i, &addr) in kernel.iter().enumerate() {
                 self.kernel.insert(addr, names_of(symbolized.get(i)));
             }
         }
-        self.naming_bytes = self.naming_bytes.saturating_add((self.heap)().saturating_sub(before));
     }
 
     /// The frames of `stack`, innermost first (kernel, then user), each address expanded into
@@ -427,6 +457,7 @@ impl SymbolCache {
             return;
         }
         self.generation = generation;
+        let before = (self.heap)();
         let deferred: std::collections::HashSet<usize> = self
             .by_catalog
             .iter()
@@ -439,6 +470,26 @@ impl SymbolCache {
             .map(|(&catalog, _)| catalog)
             .collect();
         self.user.retain(|(object, _), _| !deferred.contains(object));
+        self.gave_back(before);
+    }
+
+    /// The heap count to log the cost of naming from, if that log is on
+    /// (`RUST_LOG=sframe_trace::naming=trace`: which files make the cache large).
+    fn cost_from(&self) -> Option<usize> {
+        log::log_enabled!(target: NAMING_LOG, log::Level::Trace).then(|| (self.heap)())
+    }
+
+    /// Log what naming `count` addresses of `object` cost the heap since `from`.
+    fn log_cost(&self, object: &str, count: usize, from: Option<usize>) {
+        if let Some(from) = from {
+            let kib = (self.heap)().wrapping_sub(from) as isize >> 10;
+            log::trace!(target: NAMING_LOG, "{count} addresses in {object}: {kib} KiB");
+        }
+    }
+
+    /// Take what the heap count fell by since `before` off what naming holds.
+    fn gave_back(&mut self, before: usize) {
+        self.naming_bytes = self.naming_bytes.saturating_sub(before.saturating_sub((self.heap)()));
     }
 
     /// The index in [`Self::objects`] of the kernel.
@@ -456,13 +507,6 @@ impl SymbolCache {
         self.kernel_object = Some(self.objects.len() - 1);
         self.objects.len() - 1
     }
-}
-
-/// Bytes of the heap in use (glibc's `mallinfo2`: small blocks and mapped large ones).
-fn heap_in_use() -> usize {
-    // SAFETY: mallinfo2 only reads the allocator's statistics.
-    let info = unsafe { libc::mallinfo2() };
-    info.uordblks.saturating_add(info.hblkhd)
 }
 
 mod names;

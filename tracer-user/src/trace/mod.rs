@@ -25,7 +25,7 @@ use crate::registry;
 use crate::snapshots::Snapshots;
 use crate::symbolize::SymbolCache;
 use follow::Follower;
-pub use follow::SWEEP_LOG;
+pub use follow::{LOAD_LOG, SWEEP_LOG};
 pub use output::OutputSpec;
 pub use summary::{SummaryFormat, SummarySpec};
 use targets::Targets;
@@ -59,6 +59,8 @@ pub struct TraceConfig {
     pub outputs: Vec<OutputSpec>,
     /// Inlined functions as frames of their own (`--no-inline` turns it off).
     pub inline: bool,
+    /// What the symbol cache may hold (`--max-symbol-memory`).
+    pub max_symbol_memory: u64,
     /// `-f otlp`: where and how often to export.
     pub otlp: Option<crate::export::otlp::OtlpConfig>,
     /// What stacks are taken on (`-e`), uprobe targets resolved.
@@ -142,7 +144,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let mut sink = Sink {
         profile: Profile::keeping(config.events.names(), keep),
         output,
-        symbols: SymbolCache::new(config.inline),
+        symbols: SymbolCache::new(config.inline, config.max_symbol_memory),
         copies: Snapshots::new(config.max_depth),
     };
     let mut sizes = sizes::SizeLog::new();
@@ -173,7 +175,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
                         && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
-                    if follower.take_freed() || forgot {
+                    if follower.take_freed() | forgot | sink.symbols.take_dropped() {
                         release_freed_memory();
                     }
                     sizes.tick(&catalog, &follower, &sink);
@@ -346,7 +348,8 @@ fn forget(idle: &[usize], catalog: &mut registry::Catalog, symbols: &mut SymbolC
 /// Hand memory freed in the allocator back to the system. Tables are built on tokio's
 /// blocking threads, each with an allocator arena of its own, and a large object's build
 /// (hundreds of megabytes of scratch for a compiler's libraries) would otherwise stay in the
-/// tracer's resident size for good, however little it keeps.
+/// tracer's resident size for good, however little it keeps; so would the symbol cache's
+/// parsed data once dropped at its bound, fragmenting the heap with every cycle.
 fn release_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system.

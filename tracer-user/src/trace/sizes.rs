@@ -41,6 +41,7 @@ impl SizeLog {
         let mut line = String::new();
         let mut add = |name: &'static str, n: usize| line.push_str(&format!(" {name}={n}"));
         add("at_s", self.started.elapsed().as_secs() as usize);
+        add("rss_anon_kib", rss_anon_kib().unwrap_or(0));
         allocator(&mut add);
         catalog.sizes(&mut add);
         follower.sizes(&mut add);
@@ -48,7 +49,52 @@ impl SizeLog {
         sink.profile.sizes(&mut add);
         sink.copies.sizes(&mut add);
         symfiles::sizes(&mut add);
+        threads(&mut line);
         log::debug!(target: "sframe_trace::sizes", "sizes:{line}");
+    }
+}
+
+/// The tracer's own anonymous memory (`RssAnon` of `/proc/self/status`), in KiB: logged with
+/// what naming holds (`symbols.naming_kib`) at the same moment, so that memory can be told
+/// apart from the symbol cache's, which is bounded on its own.
+fn rss_anon_kib() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("RssAnon:"))?;
+    line.trim().strip_suffix("kB")?.trim().parse().ok()
+}
+
+/// What the threads hold of the heap, in KiB ([`crate::heap::per_thread`]): the bytes Rust
+/// allocated less those it freed, `heap.counted_kib` in all and by kind of thread, the session's
+/// (`heap.session_kib`: naming, processes, objects, exports), the blocking threads' that build
+/// tables (`heap.blocking_kib`), the others alive (`heap.other_kib`) and those that ended
+/// (`heap.ended_kib`). A kind may be negative: memory one thread allocated and another freed.
+/// Unlike glibc's figures, the counts hold no allocator overhead, as `symbols.naming_kib`.
+fn threads(line: &mut String) {
+    use crate::heap::{Holder, per_thread};
+    let me = std::process::id();
+    let (mut session, mut blocking, mut other, mut ended) = (0isize, 0isize, 0isize, 0isize);
+    for (holder, bytes) in per_thread() {
+        let kind = match holder {
+            Holder::Thread(tid) if tid == me => &mut session,
+            Holder::Thread(tid) => match std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")) {
+                Ok(comm) if comm.trim_end() == "tokio-runtime-w" => &mut blocking,
+                Ok(_) => &mut other,
+                Err(_) => &mut ended,
+            },
+            Holder::Ended => &mut ended,
+            Holder::Others => &mut other,
+        };
+        *kind += bytes;
+    }
+    let total = session + blocking + other + ended;
+    for (name, bytes) in [
+        ("heap.counted_kib", total),
+        ("heap.session_kib", session),
+        ("heap.blocking_kib", blocking),
+        ("heap.other_kib", other),
+        ("heap.ended_kib", ended),
+    ] {
+        line.push_str(&format!(" {name}={}", bytes >> 10));
     }
 }
 

@@ -269,7 +269,7 @@ fn jit_frames_are_named_from_the_perf_map() {
     catalog.jit.refresh_wanted();
     of_sample(&sample(&[0xd000], &[], &[]), &catalog, &events);
     assert!(!catalog.jit.is_wanted(), "an address in no mapping is no JIT code");
-    let mut cache = crate::symbolize::SymbolCache::new(false);
+    let mut cache = crate::symbolize::SymbolCache::new(false, crate::symbolize::DEFAULT_MAX_SYMBOL_MEMORY);
     let frames = cache.frames(&named, &catalog);
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].symbol.as_deref(), Some("JS:*fib /srv/fib.js:1:13"));
@@ -313,7 +313,7 @@ fn profiles_keep_what_their_consumers_read() {
 fn resolved_stacks_list_only_their_objects() {
     use crate::symbolize::{Collection, SymbolCache, resolve};
     let catalog = catalog();
-    let mut cache = SymbolCache::new(false);
+    let mut cache = SymbolCache::new(false, crate::symbolize::DEFAULT_MAX_SYMBOL_MEMORY);
     let collection = Collection {
         start: std::time::SystemTime::now(),
         duration: std::time::Duration::from_secs(1),
@@ -369,9 +369,12 @@ fn symbol_names_are_bounded() {
         .clone();
     assert_eq!(cache.frames(&stack, &catalog).len(), 3);
     assert_eq!(cache.cached_names(), 3, "one batch is named whole");
+    assert!(!cache.take_dropped());
     let other = profile.add(&sample(&[0x1301], &[], &[]), &catalog).clone();
     let frames = cache.frames(&other, &catalog);
     assert_eq!(cache.cached_names(), 1, "past the bound, the old names were dropped");
+    assert!(cache.take_dropped(), "the session is told, to hand the memory back");
+    assert!(!cache.take_dropped(), "once");
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].offset, 0x301, "frame 0 is its own PC");
     assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
@@ -408,6 +411,33 @@ fn symbolizer_memory_is_bounded() {
     );
     assert_eq!(frames.len(), 1);
     assert_eq!(cache.frames(&stack, &catalog).len(), 3, "named again");
+}
+
+/// What forgetting an object gives back is taken off what naming holds, so that the bound
+/// (and the size log's `symbols.naming_kib`) counts what naming still holds, not what it ever
+/// grew by.
+#[test]
+fn forgetting_gives_naming_memory_back() {
+    use crate::symbolize::SymbolCache;
+    use std::sync::Mutex;
+    /// The heap as each measure finds it, in order.
+    static MEASURES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    fn measured() -> usize {
+        MEASURES.lock().unwrap().remove(0)
+    }
+    let catalog = catalog();
+    let mut cache = SymbolCache::with_naming_bound(false, 64 << 20, measured);
+    let mut profile = Profile::new(Default::default());
+    let stack = profile.add(&sample(&[0x1100, 0x1201], &[], &[]), &catalog).clone();
+    *MEASURES.lock().unwrap() = vec![10 << 20, 13 << 20];
+    assert_eq!(cache.frames(&stack, &catalog).len(), 2);
+    assert_eq!(cache.naming_bytes(), 3 << 20, "the batch grew the heap by 3 MiB");
+    *MEASURES.lock().unwrap() = vec![13 << 20, 11 << 20];
+    cache.forget(&[0], &catalog);
+    assert_eq!(cache.naming_bytes(), 1 << 20, "forgetting gave 2 MiB back");
+    *MEASURES.lock().unwrap() = vec![11 << 20, 5 << 20];
+    cache.forget(&[1], &catalog);
+    assert_eq!(cache.naming_bytes(), 0, "never below nothing");
 }
 
 /// A sample the kernel walked through VMAs (a process userspace never read) resolves its
