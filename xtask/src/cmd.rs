@@ -32,9 +32,29 @@ fn show(cmd: &Command) -> String {
     s
 }
 
-/// cargo, as the one running xtask (`$CARGO`), else from PATH.
+/// cargo, as the one running xtask (`$CARGO`), else from PATH. Under CI=true, without
+/// incremental compilation: a clean clone builds each crate once, and the incremental caches of
+/// its builds would take more than a gigabyte of disk for nothing.
 pub fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    if std::env::var("CI").as_deref() == Ok("true") {
+        command.env("CARGO_INCREMENTAL", "0");
+    }
+    command
+}
+
+/// Bytes free to an unprivileged writer on the file system of `path` (`statvfs`), if known.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
+    if unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded, so it filled `stat`.
+    let stat = unsafe { stat.assume_init() };
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// Whether this runs as root.

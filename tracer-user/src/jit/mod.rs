@@ -34,6 +34,10 @@ use perfmap::PerfMap;
 use process::{ProcessView, Refusal};
 use serde::Serialize;
 
+/// The debug log that tells each process looked at while it runs (its root and user taken,
+/// see [`JitNames::watch`]): `pid N looked at`. Tests wait on it before they let a process end.
+pub const WATCH_LOG: &str = "sframe_trace::jit_watch";
+
 /// Bytes read from a perf map at a time.
 const CHUNK: usize = 1 << 20;
 /// How often a frame without a name makes its process's perf map be read again, at most.
@@ -309,6 +313,9 @@ impl JitNames {
 
 impl ProcessMaps {
     fn new(pid: u32, view: Option<ProcessView>) -> ProcessMaps {
+        if view.is_some() {
+            log::debug!(target: WATCH_LOG, "pid {pid} looked at");
+        }
         ProcessMaps {
             pid,
             view,

@@ -35,6 +35,9 @@ const UNLOAD_AFTER: Duration = Duration::from_secs(10);
 /// the sweep's number and the processes still known after it, so that a script (or a test) can
 /// wait until the exits of a given moment are forgotten: two sweeps after it.
 pub const SWEEP_LOG: &str = "sframe_trace::sweep";
+/// The debug log that tells each process loaded (its mappings in the kernel, its tables
+/// there): `pid N loaded`. Tests wait on it before they judge a process started while tracing.
+pub const LOAD_LOG: &str = "sframe_trace::load";
 
 /// What following did, for the summary (its JSON form names the fields as they are).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -193,9 +196,12 @@ impl<P: Processes> Follower<P> {
             // samples are not lost waiting for a thread.
             let exec = catalog.add_process(pid, &mappings);
             kernel.sync_tables(&mut catalog.loader.tables)?;
-            if let Err(err) = kernel.set_process(pid, &exec) {
-                log::debug!("process {pid}: {err:#}");
-                self.stats.no_room += 1;
+            match kernel.set_process(pid, &exec) {
+                Ok(_) => log::debug!(target: LOAD_LOG, "pid {pid} loaded"),
+                Err(err) => {
+                    log::debug!("process {pid}: {err:#}");
+                    self.stats.no_room += 1;
+                }
             }
             self.set_python(pid, catalog, kernel);
             // It may have exited before it was in the process map: then no exit notice comes.

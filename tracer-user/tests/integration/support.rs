@@ -231,13 +231,16 @@ impl Tracer {
     /// Like [`Tracer::start`], with the tracer telling each sweep for exited processes (see
     /// [`Tracer::wait_forgotten`]).
     pub fn start_sweeping(args: &[&str]) -> Tracer {
+        Tracer::start_logging(args, sframe_trace::trace::SWEEP_LOG)
+    }
+
+    /// Like [`Tracer::start`], with the tracer's debug log of `target` on its stderr (for
+    /// [`Tracer::wait_for`]: `trace::SWEEP_LOG`, `trace::LOAD_LOG`, `jit::WATCH_LOG`).
+    pub fn start_logging(args: &[&str], target: &str) -> Tracer {
         let mut command = Command::new(tracer_binary());
         command
             .args(args)
-            .env(
-                "RUST_LOG",
-                format!("warn,aya::sys::bpf=error,{}=debug", sframe_trace::trace::SWEEP_LOG),
-            )
+            .env("RUST_LOG", format!("warn,aya::sys::bpf=error,{target}=debug"))
             .stdout(std::process::Stdio::null());
         Tracer::spawn(command)
     }
@@ -252,6 +255,13 @@ impl Tracer {
         self.drain();
         let last = self.stderr.iter().filter_map(|l| sweep(l)).max().unwrap_or(0);
         self.wait_for("swept twice more", |line| sweep(line).is_some_and(|n| n >= last + 3));
+    }
+
+    /// Wait until a tracer started with [`Tracer::start_logging`] for `trace::LOAD_LOG` has
+    /// loaded process `pid` (its mappings and tables in the kernel).
+    pub fn wait_loaded(&mut self, pid: u32, what: &str) {
+        let loaded = format!("pid {pid} loaded");
+        self.wait_for(what, |line| line.ends_with(&loaded));
     }
 
     /// Wait until the tracer prints a line `until` accepts (kept in `stderr`, like every line
@@ -476,15 +486,48 @@ pub fn compile_fixture(source: &str, out: &Path, extra: &[&str]) -> std::path::P
     gcc(&src, out, &[&SFRAME_CFLAGS[..], extra].concat())
 }
 
-/// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`) into a
-/// fresh temporary directory.
+/// Where the accuracy workloads were built ahead (`cargo xtask vm-test` for an aarch64 guest,
+/// which has no cross tools: `fixtures/workloads/build.sh` output, one directory per set).
 #[cfg(feature = "ebpf")]
-pub fn build_workloads(sets: &[&str]) -> tempfile::TempDir {
+pub const PREBUILT_WORKLOADS_VAR: &str = "SFRAME_TRACE_WORKLOADS";
+
+/// The tracing workloads of fixtures/workloads, by set (`SET/PROGRAM`).
+#[cfg(feature = "ebpf")]
+pub struct Workloads {
+    dir: std::path::PathBuf,
+    _built: Option<tempfile::TempDir>,
+}
+
+#[cfg(feature = "ebpf")]
+impl Workloads {
+    /// The directory of the sets.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`; on
+/// aarch64 also `v1-pac`, `v2-pac`, `v3-pac`) into a fresh temporary directory, or take them
+/// from [`PREBUILT_WORKLOADS_VAR`] when it is set (each of `sets` must be there).
+#[cfg(feature = "ebpf")]
+pub fn build_workloads(sets: &[&str]) -> Workloads {
+    if let Some(dir) = std::env::var_os(PREBUILT_WORKLOADS_VAR) {
+        let dir = std::path::PathBuf::from(dir);
+        for set in sets {
+            assert!(
+                dir.join(set).is_dir(),
+                "{PREBUILT_WORKLOADS_VAR}={}: no set {set} there",
+                dir.display()
+            );
+        }
+        return Workloads { dir, _built: None };
+    }
     let out = tempfile::tempdir().expect("tempdir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");
     let build = Command::new(&script)
         .arg(out.path())
         .args(sets)
+        .env("WORKLOAD_ARCH", std::env::consts::ARCH)
         .output()
         .expect("run fixtures/workloads/build.sh (needs bash, gcc, binutils)");
     assert!(
@@ -494,7 +537,10 @@ pub fn build_workloads(sets: &[&str]) -> tempfile::TempDir {
         build.status,
         String::from_utf8_lossy(&build.stderr)
     );
-    out
+    Workloads {
+        dir: out.path().to_owned(),
+        _built: Some(out),
+    }
 }
 
 /// The deterministic random numbers of every test (shared with the unit tests).

@@ -188,18 +188,23 @@ fn a_replaced_program_keeps_its_stacks() {
     std::fs::copy(&first, &app).expect("copy first to app");
     let old = Running(start_retrying(&app));
     let out = dir.path().join("samples.json");
-    let tracer = Tracer::start(&[
-        ROOMY[0],
-        ROOMY[1],
-        "-a",
-        "-F",
-        "499",
-        "--no-kernel",
-        "-f",
-        "json",
-        "-o",
-        out.to_str().expect("path"),
-    ]);
+    // The tracer tells each process it loads: the new process is judged once it is loaded,
+    // however far behind a busy host keeps the tracer.
+    let mut tracer = Tracer::start_logging(
+        &[
+            ROOMY[0],
+            ROOMY[1],
+            "-a",
+            "-F",
+            "499",
+            "--no-kernel",
+            "-f",
+            "json",
+            "-o",
+            out.to_str().expect("path"),
+        ],
+        sframe_trace::trace::LOAD_LOG,
+    );
     // A second and a half of the old process's CPU, then three of the new one's (each runs
     // until killed): hundreds of samples of each at 499 Hz, however busy the host.
     let ticks = ticks_per_second();
@@ -208,6 +213,7 @@ fn a_replaced_program_keeps_its_stacks() {
     std::fs::copy(&second, &staged).expect("copy second");
     std::fs::rename(&staged, &app).expect("rename over app");
     let new = Running(start_retrying(&app));
+    tracer.wait_loaded(new.pid(), "loaded the new process");
     wait_for_cpu(new.pid(), ticks * 3);
     let (old_pid, new_pid) = (old.pid(), new.pid());
     drop((old, new));

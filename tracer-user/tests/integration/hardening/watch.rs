@@ -106,11 +106,25 @@ pub(super) fn settled_rss(pid: u32) -> u64 {
 /// The tracer's open file descriptors on files under `dir` (deleted ones included): what it
 /// holds of a test's own files, whatever other programs on the host make it open.
 pub(super) fn open_files_in(pid: u32, dir: &std::path::Path) -> u64 {
+    open_files_where(pid, |target| target.starts_with(dir))
+}
+
+/// The tracer's open file descriptors on processes (`/proc/...`, pidfds): what would leak with
+/// every process it met if it kept them. Other programs on the host come and go too, so only a
+/// count far above the start tells.
+pub(super) fn open_process_files(pid: u32) -> u64 {
+    open_files_where(pid, |target| {
+        target.starts_with("/proc") || target.as_os_str() == "anon_inode:[pidfd]"
+    })
+}
+
+/// The tracer's open file descriptors whose target `keep` accepts.
+fn open_files_where(pid: u32, keep: impl Fn(&std::path::Path) -> bool) -> u64 {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return 0;
     };
     fds.filter_map(Result::ok)
         .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .filter(|target| target.starts_with(dir))
+        .filter(|target| keep(target))
         .count() as u64
 }

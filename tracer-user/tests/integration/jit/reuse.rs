@@ -7,8 +7,18 @@
 //! after it exited, the second's samples are not named from the map the first left behind
 //! (refused as `stale` if read while the second runs), and the first's samples are not named
 //! from the map that replaced it.
+//!
+//! Each process runs its code until the tracer has looked at it (its `sframe_trace::jit_watch`
+//! debug log), and only then the measured second (`reuse hold`): a system-wide tracer learns
+//! of a process from its samples, on a busy host seconds late, and samples taken before the
+//! process is loaded are stack copies, some never resolved.
 
-use std::{collections::BTreeMap, path::PathBuf, process::Command};
+use std::{
+    collections::BTreeMap,
+    io::{BufRead as _, BufReader, Write as _},
+    path::PathBuf,
+    process::{Command, Stdio},
+};
 
 use super::hostile::{Placed, build_jit};
 use crate::support::{SUMMARY_JSON, Tracer, privileged, read_pprof};
@@ -64,23 +74,35 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
         json.to_str().expect("utf-8"),
     ];
     args.extend(SUMMARY_JSON);
-    let tracer = Tracer::start(&args);
-    let out = Command::new(&program)
-        .args(["1", "reuse"])
+    let mut tracer = Tracer::start_logging(&args, sframe_trace::jit::WATCH_LOG);
+    let mut jit = Command::new(&program)
+        .args(["1", "reuse", "hold"])
         .current_dir(dir.path())
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("run the JIT program");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let pid: u32 = stdout
+    let mut release = jit.stdin.take().expect("stdin");
+    let mut said = Vec::new();
+    let mut pid = None;
+    for line in BufReader::new(jit.stdout.take().expect("stdout"))
         .lines()
-        .find_map(|l| l.strip_prefix("reused "))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "the JIT program said {stdout:?}, {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        .map_while(Result::ok)
+    {
+        said.push(line.clone());
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words[..] {
+            ["running", comm, running] => {
+                let looked_at = format!("pid {running} looked at");
+                tracer.wait_for(&format!("looked at {comm}"), |l| l.ends_with(&looked_at));
+                release.write_all(b"x").expect("release the JIT process");
+            }
+            ["reused", reused] => pid = reused.parse().ok(),
+            _ => {}
+        }
+    }
+    let status = jit.wait().expect("wait for the JIT program");
+    let pid: u32 = pid.unwrap_or_else(|| panic!("the JIT program ({status}) said {said:?}"));
     let _map = Placed(PathBuf::from(format!("/tmp/perf-{pid}.map")));
     let stderr = tracer.interrupt();
 
