@@ -18,7 +18,8 @@ use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};
 use tracer_common::walk::StopReason;
 
 /// The program: `c` spins (volatile work, so it stays in `c`; with `-DSYSCALLS` it mostly
-/// waits in `getppid`'s system call), every call is a real call. `c`'s counter lives on the
+/// waits in `getppid`'s system call), every call is a real call. `main` says `ready` first:
+/// its mappings are then final (the dynamic loader is done), and the test reads them. `c`'s counter lives on the
 /// stack so that `c` gets a frame pointer when built with them: gcc gives a leaf that uses no
 /// stack none, hiding its caller from any frame-pointer unwinder.
 const SOURCE: &str = r#"
@@ -35,7 +36,11 @@ __attribute__((noinline)) void c(void) {
 }
 __attribute__((noinline)) void b(void) { c(); sink++; }
 __attribute__((noinline)) void a(void) { b(); sink++; }
-int main(void) { while (forever) a(); return 0; }
+int main(void) {
+    if (write(1, "ready\n", 6) != 6) return 1;
+    while (forever) a();
+    return 0;
+}
 "#;
 
 /// No `.eh_frame` either: the registry builds a table from whatever unwind information an
@@ -130,12 +135,25 @@ fn tables_for(pid: u32, exe: &Path) -> (Catalog, Traced) {
     (catalog, traced)
 }
 
+/// Wait for the program's `ready` line (it reached `main`).
+fn wait_ready(program: &mut Running) {
+    use std::io::BufRead as _;
+    let stdout = program.0.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the program's stdout");
+    assert_eq!(line, "ready\n", "the program did not reach main");
+}
+
 /// What one traced run produced.
 struct Run {
     samples: Vec<Sample>,
     stops: BTreeMap<&'static str, u64>,
     counters: BTreeMap<&'static str, u64>,
     traced: Traced,
+    /// `/proc/PID/maps` as the run ended, for [`explain`].
+    maps_at_end: String,
 }
 
 /// Start `exe`, trace it for about a second, and return its samples.
@@ -147,10 +165,15 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 fn trace(exe: &Path, kernel_stacks: bool) -> Run {
     let child = Command::new(exe)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .expect("start the program");
     let mut spinner = Running(child);
+    // Its mappings are read once, as the tracer reads a process's before it traces it; the
+    // tracer reads them again when the loader maps more code, this test does not: it waits
+    // until the loader is done (CPU time used says nothing of that under emulation on a busy
+    // host, where the guest's clock runs while it waits for a host CPU).
+    wait_ready(&mut spinner);
     spinner.wait_working(exe);
     let pid = spinner.0.id();
     let (mut catalog, traced) = tables_for(pid, exe);
@@ -196,6 +219,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
             .collect();
         (samples, stops, counters)
     });
+    let maps_at_end = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     drop(spinner);
     samples.retain(|s| s.tgid == pid);
     Run {
@@ -203,6 +227,7 @@ fn trace(exe: &Path, kernel_stacks: bool) -> Run {
         stops,
         counters,
         traced,
+        maps_at_end,
     }
 }
 
@@ -266,6 +291,32 @@ fn report(what: &str, run: &Run) {
     }
 }
 
+/// What a failed judgement needs: the mappings the kernel had, those the process had at the
+/// end, the counters, and the first samples that did not reach `main` with their registers.
+fn explain(run: &Run) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("mappings given to the kernel (start end bias object):\n");
+    for m in &run.traced.mappings {
+        let _ = writeln!(out, "  {:#x} {:#x} {:#x} {}", m.start, m.end, m.bias, m.object);
+    }
+    let _ = writeln!(out, "/proc/PID/maps at the end:\n{}", run.maps_at_end);
+    let _ = writeln!(out, "counters: {:?}", run.counters);
+    let full = [Some("c"), Some("b"), Some("a"), Some("main")];
+    for s in run.samples.iter().filter(|s| !run.traced.names(s).starts_with(&full)).take(3) {
+        let n = (s.num_user as usize).min(s.user.len());
+        let _ = writeln!(
+            out,
+            "sample: stop {} frames {:x?} names {:?} copy regs {:x?} ({} words)",
+            s.stop,
+            &s.user[..n],
+            run.traced.names(s),
+            s.copy.regs,
+            s.copy.len
+        );
+    }
+    out
+}
+
 /// With SFrame and no frame pointers, most samples unwind exactly through c, b, a, main, and no
 /// walk ever records a frame that is not the real caller.
 #[test]
@@ -286,8 +337,9 @@ fn sframe_stacks_are_exact() {
     let (complete, in_c) = complete_chains(&run);
     assert!(
         complete * 10 >= in_c * 9 && in_c * 2 >= run.samples.len(),
-        "only {complete} of {in_c} samples in c unwound to main ({} samples)",
-        run.samples.len()
+        "only {complete} of {in_c} samples in c unwound to main ({} samples)\n{}",
+        run.samples.len(),
+        explain(&run)
     );
     assert!(run.stops.values().sum::<u64>() >= run.samples.len() as u64);
 }
@@ -335,7 +387,8 @@ fn frame_pointer_fallback_finds_the_chain() {
     let (complete, in_c) = complete_chains(&run);
     assert!(
         complete * 10 >= in_c * 9 && in_c * 2 >= run.samples.len(),
-        "only {complete} of {in_c} samples in c unwound to main"
+        "only {complete} of {in_c} samples in c unwound to main\n{}",
+        explain(&run)
     );
 }
 
