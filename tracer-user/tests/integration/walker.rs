@@ -302,7 +302,12 @@ fn explain(run: &Run) -> String {
     let _ = writeln!(out, "/proc/PID/maps at the end:\n{}", run.maps_at_end);
     let _ = writeln!(out, "counters: {:?}", run.counters);
     let full = [Some("c"), Some("b"), Some("a"), Some("main")];
-    for s in run.samples.iter().filter(|s| !run.traced.names(s).starts_with(&full)).take(3) {
+    for s in run
+        .samples
+        .iter()
+        .filter(|s| !run.traced.names(s).starts_with(&full))
+        .take(3)
+    {
         let n = (s.num_user as usize).min(s.user.len());
         let _ = writeln!(
             out,
