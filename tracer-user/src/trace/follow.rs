@@ -151,16 +151,29 @@ impl<P: Processes> Follower<P> {
         }
     }
 
-    /// Act on one notice. Failures that concern one process (it vanished, no room) are
-    /// counted; only a failure to talk to the kernel maps is an error.
+    /// Act on one notice: [`Self::ended`], then [`Self::act`]. Failures that concern one
+    /// process (it vanished, no room) are counted; only a failure to talk to the kernel maps
+    /// is an error.
     pub fn notice(
         &mut self,
         notice: &Notice,
         catalog: &mut Catalog,
         kernel: &mut impl KernelTables,
     ) -> anyhow::Result<()> {
-        let pid = notice.tgid;
         self.ended(notice, catalog);
+        self.act(notice, catalog, kernel)
+    }
+
+    /// The rest of [`Self::notice`] once [`Self::ended`] ended what the notice ends (the
+    /// session does that first, before the samples taken earlier are resolved): load or
+    /// reload the process.
+    pub fn act(
+        &mut self,
+        notice: &Notice,
+        catalog: &mut Catalog,
+        kernel: &mut impl KernelTables,
+    ) -> anyhow::Result<()> {
+        let pid = notice.tgid;
         log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
         match NoticeKind::try_from(notice.kind) {
             // Done by `ended`, but for the interpreter record, which the kernel keeps.

@@ -201,7 +201,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                         notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
                         sink.take(sample, &mut catalog);
                     }
-                    follower.notice(&notice, &mut catalog, &mut kernel)?;
+                    follower.act(&notice, &mut catalog, &mut kernel)?;
                     sink.release(Some(&[notice.tgid]), false, &mut catalog, &mut follower, &mut kernel)?;
                 },
                 Some(tables) = built.recv() => {

@@ -504,3 +504,30 @@ fn objects_are_idle_only_after_their_idle_time() {
     assert_eq!(s.catalog.unload_unused(Duration::ZERO), 1);
     assert_eq!(s.catalog.idle_objects(Duration::ZERO), [0]);
 }
+
+/// The session ends what a notice ends before it resolves the samples queued (`ended`), and
+/// acts on it after (`act`): an exit taken in those two steps is told once, to the JIT names
+/// too (one end for the pid, not one per step).
+#[test]
+fn an_exit_taken_in_two_steps_ends_the_process_once() {
+    let mut s = Session::with(TableSet::new(), Duration::from_secs(3600));
+    let app = object("chain", 1, 0);
+    s.world.run(10, vec![mapped(&app, 0x10000)]);
+    s.load(10);
+    s.world.exit(10);
+    let notice = Notice {
+        time_ns: monotonic_ns(),
+        kind: NoticeKind::Exit as u32,
+        tgid: 10,
+    };
+    s.follower.ended(&notice, &mut s.catalog);
+    s.follower.act(&notice, &mut s.catalog, &mut s.kernel).expect("act");
+    assert_eq!(s.follower.stats.exited, 1);
+    let mut ends = None;
+    s.catalog.jit.sizes(&mut |name, n| {
+        if name == "jit.ended" {
+            ends = Some(n);
+        }
+    });
+    assert_eq!(ends, Some(1), "the JIT names' ends of pid 10");
+}
