@@ -531,3 +531,28 @@ fn an_exit_taken_in_two_steps_ends_the_process_once() {
     });
     assert_eq!(ends, Some(1), "the JIT names' ends of pid 10");
 }
+
+/// A pid reused right after an exit: samples of the new process resolved between the two
+/// steps of the exit's notice (`ended`, then `act`) belong to the new process, and stay its
+/// own once the notice is acted on (ending the pid a second time there ended the new process
+/// instead, and its frames were named from the old one's perf map).
+#[test]
+fn a_pid_reused_after_an_exit_keeps_its_incarnation() {
+    let mut s = Session::with(TableSet::new(), Duration::from_secs(3600));
+    let app = object("chain", 1, 0);
+    s.world.run(10, vec![mapped(&app, 0x10000)]);
+    s.load(10);
+    let before = s.catalog.jit.want(10, 0x9000, monotonic_ns());
+    s.world.exit(10);
+    let exit = Notice {
+        time_ns: monotonic_ns(),
+        kind: NoticeKind::Exit as u32,
+        tgid: 10,
+    };
+    s.follower.ended(&exit, &mut s.catalog);
+    let next = s.catalog.jit.want(10, 0x9000, exit.time_ns + 1);
+    assert_ne!(next, before, "a sample after the exit is the next process's");
+    s.follower.act(&exit, &mut s.catalog, &mut s.kernel).expect("act");
+    assert_eq!(s.catalog.jit.want(10, 0x9000, exit.time_ns + 2), next);
+    assert_eq!(s.catalog.jit.want(10, 0x9000, exit.time_ns - 1), before);
+}
