@@ -66,8 +66,10 @@ impl Running {
     }
 
     /// Wait until it runs `program` (its exec done, whatever the path it was started by) and
-    /// has used some CPU time in it, so past the dynamic loader and into its work on a machine
-    /// however busy; fails when it ends first, or does not get there within [`SILENCE`].
+    /// has used some CPU time in it; fails when it ends first, or does not get there within
+    /// [`SILENCE`]. That CPU time may still be the dynamic loader's (under emulation on a busy
+    /// host above all): a test that reads the mappings once, without a tracer that reads them
+    /// again as code is mapped, waits for the program to say it reached `main`.
     pub fn wait_working(&mut self, program: &Path) -> &mut Running {
         use std::os::unix::fs::MetadataExt;
         let want = std::fs::metadata(program).unwrap_or_else(|e| panic!("{}: {e}", program.display()));
