@@ -169,6 +169,8 @@ fn node_perf_map_names_compiled_javascript() {
     let pid = launched_pid(&stderr);
     let summary = Summary::of(&stderr);
     assert_eq!(summary.count("jit.perf_maps"), 1, "{stderr}");
+    // Shown with a failed judgement: what the summary says of the perf map and the stacks.
+    eprintln!("the tracer's stderr:\n{stderr}");
     let json = std::fs::read_to_string(&out).expect("read the json output");
     judge(
         "node",
