@@ -132,16 +132,11 @@ impl Session {
 
     /// Deliver a notice of `kind` for `pid`, sent now; returns when it was sent.
     fn notice(&mut self, kind: NoticeKind, pid: u32) -> u64 {
-        let time_ns = monotonic_ns();
-        let notice = Notice {
-            time_ns,
-            kind: kind as u32,
-            tgid: pid,
-        };
+        let notice = notice_now(kind, pid);
         self.follower
             .notice(&notice, &mut self.catalog, &mut self.kernel)
             .expect("notice");
-        time_ns
+        notice.time_ns
     }
 
     fn load(&mut self, pid: u32) {
@@ -505,23 +500,34 @@ fn objects_are_idle_only_after_their_idle_time() {
     assert_eq!(s.catalog.idle_objects(Duration::ZERO), [0]);
 }
 
-/// The session ends what a notice ends before it resolves the samples queued (`ended`), and
-/// acts on it after (`act`): an exit taken in those two steps is told once, to the JIT names
-/// too (one end for the pid, not one per step).
-#[test]
-fn an_exit_taken_in_two_steps_ends_the_process_once() {
+/// A notice of `kind` for `pid`, sent now.
+fn notice_now(kind: NoticeKind, pid: u32) -> Notice {
+    Notice {
+        time_ns: monotonic_ns(),
+        kind: kind as u32,
+        tgid: pid,
+    }
+}
+
+/// A session that loaded process 10 (one object), which then exited: its exit notice, sent
+/// now and not delivered yet.
+fn exited_process() -> (Session, Notice) {
     let mut s = Session::with(TableSet::new(), Duration::from_secs(3600));
     let app = object("chain", 1, 0);
     s.world.run(10, vec![mapped(&app, 0x10000)]);
     s.load(10);
     s.world.exit(10);
-    let notice = Notice {
-        time_ns: monotonic_ns(),
-        kind: NoticeKind::Exit as u32,
-        tgid: 10,
-    };
-    s.follower.ended(&notice, &mut s.catalog);
-    s.follower.act(&notice, &mut s.catalog, &mut s.kernel).expect("act");
+    (s, notice_now(NoticeKind::Exit, 10))
+}
+
+/// The session ends what a notice ends before it resolves the samples queued (`ended`), and
+/// acts on it after (`act`): an exit taken in those two steps is told once, to the JIT names
+/// too (one end for the pid, not one per step).
+#[test]
+fn an_exit_taken_in_two_steps_ends_the_process_once() {
+    let (mut s, exit) = exited_process();
+    s.follower.ended(&exit, &mut s.catalog);
+    s.follower.act(&exit, &mut s.catalog, &mut s.kernel).expect("act");
     assert_eq!(s.follower.stats.exited, 1);
     let mut ends = None;
     s.catalog.jit.sizes(&mut |name, n| {
@@ -538,17 +544,8 @@ fn an_exit_taken_in_two_steps_ends_the_process_once() {
 /// instead, and its frames were named from the old one's perf map).
 #[test]
 fn a_pid_reused_after_an_exit_keeps_its_incarnation() {
-    let mut s = Session::with(TableSet::new(), Duration::from_secs(3600));
-    let app = object("chain", 1, 0);
-    s.world.run(10, vec![mapped(&app, 0x10000)]);
-    s.load(10);
-    let before = s.catalog.jit.want(10, 0x9000, monotonic_ns());
-    s.world.exit(10);
-    let exit = Notice {
-        time_ns: monotonic_ns(),
-        kind: NoticeKind::Exit as u32,
-        tgid: 10,
-    };
+    let (mut s, exit) = exited_process();
+    let before = s.catalog.jit.want(10, 0x9000, exit.time_ns - 1);
     s.follower.ended(&exit, &mut s.catalog);
     let next = s.catalog.jit.want(10, 0x9000, exit.time_ns + 1);
     assert_ne!(next, before, "a sample after the exit is the next process's");
