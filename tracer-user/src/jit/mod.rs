@@ -40,8 +40,13 @@ pub const WATCH_LOG: &str = "sframe_trace::jit_watch";
 
 /// Bytes read from a perf map at a time.
 const CHUNK: usize = 1 << 20;
-/// How often a frame without a name makes its process's perf map be read again, at most.
+/// How often a frame without a name makes its process's perf map be read again, at most, when
+/// the sample was taken before the last read began (the map then held all the sample could
+/// be named by, unless the runtime writes its lines late).
 const REREAD: Duration = Duration::from_millis(100);
+/// How often a frame without a name in a sample taken after the last read began makes the map
+/// be read again, at most: code compiled since then is named by lines written since then.
+const NEWER: Duration = Duration::from_millis(5);
 /// How often a process without a perf map is looked at again, at most.
 const RELOOK: Duration = Duration::from_secs(2);
 /// How long the exit of a process never seen in JIT code is remembered (kernel time), for its
@@ -55,8 +60,8 @@ const RESTART: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub struct JitNames {
     /// Processes (pid, incarnation) whose samples landed in code without a name, not yet
-    /// looked at.
-    wanted: RefCell<BTreeSet<(u32, u32)>>,
+    /// looked at, with the kernel time of the newest such sample.
+    wanted: RefCell<BTreeMap<(u32, u32), u64>>,
     /// The incarnation samples of each pid belong to from now on (given at its first want).
     current: RefCell<HashMap<u32, u32>>,
     /// Incarnations that ended, per pid, with when (kernel time), in order of their end; 0
@@ -86,8 +91,10 @@ struct ProcessMaps {
     skipping: bool,
     /// Why the file was last refused (each refusal is counted once per process and reason).
     refused: BTreeSet<Refusal>,
-    /// When the map was last looked at, and last read from its start.
+    /// When the map was last looked at (also on the kernel's clock), and last read from its
+    /// start.
     read_at: Option<Instant>,
+    read_mono_ns: u64,
     restarted_at: Option<Instant>,
 }
 
@@ -133,7 +140,9 @@ impl JitNames {
             process = self.incarnation(pid, time_ns);
         }
         if self.name(process, addr).is_none() {
-            self.wanted.borrow_mut().insert((pid, process));
+            let mut wanted = self.wanted.borrow_mut();
+            let newest = wanted.entry((pid, process)).or_default();
+            *newest = (*newest).max(time_ns);
         }
         process
     }
@@ -216,22 +225,32 @@ impl JitNames {
         !self.wanted.borrow().is_empty()
     }
 
-    /// Read what the perf maps of the processes wanted since the last call gained (each at
-    /// most every [`REREAD`]: code without a name in its map, such as a runtime's stubs,
-    /// does not make it read again and again); a process wanted for the first time is looked
-    /// at now (its root, pid and user), unless it has ended already (its pid may be
-    /// another's now).
+    /// Read what the perf maps of the processes wanted since the last call gained. A map is
+    /// read again at most every [`REREAD`] for samples taken before its last read (code without
+    /// a name in its map, such as a runtime's stubs, does not make it read again and again),
+    /// and at most every [`NEWER`] for samples taken after it (their code may have been
+    /// compiled since: a sample is named once, when it is taken in, so the map must be read
+    /// before). A process wanted for the first time is looked at now (its root, pid and user),
+    /// unless it has ended already (its pid may be another's now).
     pub fn refresh_wanted(&mut self) {
         let wanted = std::mem::take(self.wanted.get_mut());
-        for (pid, id) in wanted {
+        for ((pid, id), newest) in wanted {
             let current = self.current.get_mut().get(&pid) == Some(&id);
             let process = self
                 .processes
                 .entry(id)
                 .or_insert_with(|| ProcessMaps::new(pid, current.then(|| process::view(pid)).flatten()));
-            let again = if process.file.is_some() { REREAD } else { RELOOK };
+            let newer = process.file.is_some() && newest > process.read_mono_ns;
+            let again = match process.file {
+                Some(_) if newer => NEWER,
+                Some(_) => REREAD,
+                None => RELOOK,
+            };
             if process.read_at.is_none_or(|at| at.elapsed() >= again) {
                 process.refresh(false);
+            } else if newer {
+                // Read at the next call, for the samples taken in after this one.
+                self.wanted.get_mut().insert((pid, id), newest);
             }
         }
     }
@@ -326,6 +345,7 @@ impl ProcessMaps {
             skipping: false,
             refused: BTreeSet::new(),
             read_at: None,
+            read_mono_ns: 0,
             restarted_at: None,
         }
     }
@@ -334,6 +354,7 @@ impl ProcessMaps {
     /// or shorter than what was read; at most every [`RESTART`] unless it is the `last` read).
     fn refresh(&mut self, last: bool) {
         self.read_at = Some(Instant::now());
+        self.read_mono_ns = crate::registry::monotonic_ns();
         let Some(view) = &self.view else { return };
         let path = PathBuf::from(format!("/tmp/perf-{}.map", view.nspid));
         let (file, size) = match process::open_trusted(view, &path) {

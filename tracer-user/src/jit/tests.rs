@@ -184,3 +184,52 @@ fn a_reused_pid_does_not_take_the_earlier_process_names() {
     assert_ne!(late, names.want(8, 0x1000, 350));
     assert_eq!(late, names.want(8, 0x1000, 260));
 }
+
+/// A sample is named when it is taken in: one taken after the map was last read, in code
+/// compiled since, has the map read again at once (not [`REREAD`] later); one taken before the
+/// last read does not make it read again before [`REREAD`].
+#[test]
+fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
+    let scratch = scratch();
+    let dir = scratch.path();
+    std::fs::create_dir(dir.join("tmp")).unwrap();
+    let mut file = std::fs::File::create(dir.join("tmp/perf-7.map")).unwrap();
+    file.write_all(b"1000 10 one\n").unwrap();
+    let mut names = JitNames::default();
+    let id = names.next_id();
+    names.current.get_mut().insert(7, id);
+    names.processes.insert(id, ProcessMaps::new(7, Some(own_view(dir, 7))));
+    let before = crate::registry::monotonic_ns();
+    assert_eq!(names.want(7, 0x1000, before), id);
+    names.refresh_wanted();
+    assert_eq!(names.name(id, 0x1000), Some("one"));
+    // Lines written after that read, for code compiled after it.
+    file.write_all(b"2000 10 two\n3000 10 three\n").unwrap();
+    // The last read as if it were `by` earlier.
+    fn backdate(names: &mut JitNames, id: u32, by: Duration) {
+        let process = names.processes.get_mut(&id).unwrap();
+        process.read_at = process.read_at.map(|at| at - by);
+    }
+    // A sample taken before the read: the map is not read again yet.
+    backdate(&mut names, id, NEWER);
+    names.want(7, 0x3000, before);
+    names.refresh_wanted();
+    assert_eq!(names.name(id, 0x3000), None, "read again only after REREAD");
+    assert!(!names.is_wanted());
+    // A sample taken after it: read now, and named.
+    let after = crate::registry::monotonic_ns();
+    assert!(after > names.processes[&id].read_mono_ns);
+    names.want(7, 0x2000, after);
+    names.refresh_wanted();
+    assert_eq!(names.name(id, 0x2000), Some("two"));
+    assert_eq!(names.name(id, 0x3000), Some("three"));
+    // Not more often than every NEWER: kept for the next call.
+    file.write_all(b"4000 10 four\n").unwrap();
+    names.want(7, 0x4000, crate::registry::monotonic_ns());
+    names.refresh_wanted();
+    assert_eq!(names.name(id, 0x4000), None);
+    assert!(names.is_wanted(), "still wanted");
+    backdate(&mut names, id, NEWER);
+    names.refresh_wanted();
+    assert_eq!(names.name(id, 0x4000), Some("four"));
+}

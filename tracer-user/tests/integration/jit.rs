@@ -172,6 +172,7 @@ fn node_perf_map_names_compiled_javascript() {
     // Shown with a failed judgement: what the summary says of the perf map and the stacks.
     eprintln!("the tracer's stderr:\n{stderr}");
     let json = std::fs::read_to_string(&out).expect("read the json output");
+    late_names(&json, pid);
     judge(
         "node",
         &user_stacks(&json, pid),
@@ -179,6 +180,27 @@ fn node_perf_map_names_compiled_javascript() {
         &["_start"],
     );
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+}
+
+/// Shown with a failed judgement: of the samples whose innermost frame is compiled code
+/// left without a name, how many the perf map names at the end (its line was read too late)
+/// and how many it never names.
+fn late_names(json: &str, pid: u32) {
+    let text = std::fs::read(format!("/tmp/perf-{pid}.map")).unwrap_or_default();
+    let mut map = sframe_trace::jit::perfmap::PerfMap::default();
+    map.add_text(&text);
+    let unnamed: Vec<u64> = json_samples(json, pid)
+        .iter()
+        .filter_map(|s| json_frames(s).iter().find(|f| f["source"] != "kernel"))
+        .filter(|f| f["object"].is_null())
+        .filter_map(|f| u64::from_str_radix(f["addr"].as_str()?.trim_start_matches("0x"), 16).ok())
+        .collect();
+    let late = unnamed.iter().filter(|&&a| map.name(a).is_some()).count();
+    eprintln!(
+        "unnamed compiled-code samples: {}, of which the final perf map ({} names) names {late}",
+        unnamed.len(),
+        map.len()
+    );
 }
 
 /// The Java program: `fib` for `seconds`, printing `warm` after the first second.
