@@ -409,11 +409,14 @@ fn offcpu_weighs_the_time_blocked() {
         }
     }
     assert_eq!(naps.len(), NAPS, "samples:\n{text}\n{stderr}");
-    // At least the time asleep; more by the wait for a CPU once woken, which on a machine busy
-    // with the rest of the suite took up to 100 ms.
+    // About the time asleep. A little less is possible: the weight runs from the switch-out,
+    // and `nanosleep` arms its timer before it switches out (in an emulated arm64 guest on a
+    // busy host that gap was 0.14 ms; a guest whose CPU the host takes away between the two
+    // stretches it). More by the wait for a CPU once woken, which on a machine busy with the
+    // rest of the suite took up to 100 ms.
     for weight in naps {
         assert!(
-            (NAP_NS..NAP_NS + 500_000_000).contains(&weight),
+            (NAP_NS - NAP_NS / 5..NAP_NS + 500_000_000).contains(&weight),
             "a nap of {NAP_NS} ns weighs {weight} ns"
         );
     }
