@@ -205,7 +205,8 @@ fn trace_attached(bin: &Path, w: &Workload) -> Traced {
 enum Check {
     /// At least [`MIN_EXACT`] of the samples are exactly the chain.
     Exact,
-    /// Every sample is a non-empty innermost part of the chain.
+    /// Every sample in the chain's code is a non-empty innermost part of the chain; at most
+    /// 1 - [`MIN_EXACT`] of them were taken in code off it (see [`Verdict::innermost_part`]).
     InnermostPart,
 }
 
@@ -238,8 +239,15 @@ fn judge(traced: &Traced, w: &Workload, secs: u32, check: Check, extra: Extra) -
         }
         Check::InnermostPart => {
             let v = Verdict::innermost_part(&stacks, w.name, &w.chain);
-            let passed = v.good == v.total;
-            (v, passed, "need 100% innermost parts of".to_owned())
+            // Code run once (the loader, the exit's printing) may take a sample or two, as
+            // the exact check allows; a stack in the chain's code must be a true part of it.
+            let off_chain_allowed = (v.total as f64 * (1.0 - MIN_EXACT)).floor() as u64;
+            let passed = v.wrong.is_empty() && v.outside <= off_chain_allowed;
+            let bar = format!(
+                "need every sample an innermost part of the chain (at most {off_chain_allowed} \
+                 taken off it, in code run once) of"
+            );
+            (v, passed, bar)
         }
     };
     let mut problems = Vec::new();
@@ -424,7 +432,8 @@ fn frame_pointers_give_exact_chains_without_sframe() {
 }
 
 /// Without unwind tables or frame pointers, stacks may be truncated but are never wrong: every
-/// sample is a non-empty innermost part of the true chain.
+/// sample in the workload's loop is a non-empty innermost part of the true chain (a sample of
+/// its exit's printing reads `main;__fprintf;...`, true and truncated at `main`).
 #[test]
 fn no_unwind_info_truncates_but_never_invents_frames() {
     if let Some(_serial) = privileged("no_unwind_info_truncates_but_never_invents_frames") {

@@ -55,23 +55,29 @@ pub struct Verdict {
     pub total: u64,
     /// Samples whose stack passed the check.
     pub good: u64,
+    /// Samples taken in code off the chain (the dynamic loader before `main`, libc printing
+    /// after the loop) whose frames are true as far as the chain can tell: only the
+    /// innermost-part check counts them (see [`Verdict::innermost_part`]).
+    pub outside: u64,
     /// The other stacks, most frequent first: (count, description).
     pub wrong: Vec<(u64, String)>,
 }
 
 impl Verdict {
-    fn judge(stacks: &[Stack], chain: &[String], comm: &str, ok: impl Fn(&[String]) -> bool) -> Verdict {
+    fn judge(stacks: &[Stack], chain: &[String], comm: &str, class: impl Fn(&[String]) -> Class) -> Verdict {
         let mut verdict = Verdict {
             total: 0,
             good: 0,
+            outside: 0,
             wrong: Vec::new(),
         };
         for s in stacks {
             verdict.total += s.count;
-            if s.comm == comm && ok(&s.frames) {
-                verdict.good += s.count;
-            } else {
-                verdict.wrong.push((s.count, describe(s, chain)));
+            match class(&s.frames) {
+                _ if s.comm != comm => verdict.wrong.push((s.count, describe(s, chain))),
+                Class::Good => verdict.good += s.count,
+                Class::Outside => verdict.outside += s.count,
+                Class::Wrong => verdict.wrong.push((s.count, describe(s, chain))),
             }
         }
         verdict.wrong.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
@@ -80,14 +86,34 @@ impl Verdict {
 
     /// Samples from `comm` whose frames are exactly `chain`.
     pub fn exact(stacks: &[Stack], comm: &str, chain: &[String]) -> Verdict {
-        Verdict::judge(stacks, chain, comm, |frames| frames == chain)
+        Verdict::judge(stacks, chain, comm, |frames| {
+            if frames == chain { Class::Good } else { Class::Wrong }
+        })
     }
 
     /// Samples from `comm` whose frames are a non-empty innermost part (suffix) of `chain`:
     /// possibly truncated, but without a single frame that is not the real caller.
+    ///
+    /// A sample whose innermost frame is off the chain was taken in code the chain does not
+    /// describe (the loader, or libc printing at exit: `main;__fprintf;...`). It counts as
+    /// `outside` when the chain's functions in it are one outer block (nothing of the chain
+    /// called from code off it) that is a contiguous run of the chain; otherwise it is wrong.
     pub fn innermost_part(stacks: &[Stack], comm: &str, chain: &[String]) -> Verdict {
         Verdict::judge(stacks, chain, comm, |frames| {
-            !frames.is_empty() && chain.ends_with(frames)
+            let on_chain = |f: &String| chain.contains(f);
+            if frames.is_empty() {
+                Class::Wrong
+            } else if chain.ends_with(frames) {
+                Class::Good
+            } else if frames.last().is_some_and(on_chain) {
+                Class::Wrong
+            } else {
+                let outer = frames.iter().take_while(|f| on_chain(f)).count();
+                let block = &frames[..outer];
+                let consistent = !frames[outer..].iter().any(on_chain)
+                    && (block.is_empty() || chain.windows(outer).any(|w| w == block));
+                if consistent { Class::Outside } else { Class::Wrong }
+            }
         })
     }
 
@@ -111,6 +137,9 @@ impl fmt::Display for Verdict {
             self.good,
             self.total
         )?;
+        if self.outside > 0 {
+            write!(f, ", {} taken off the chain", self.outside)?;
+        }
         for (count, stack) in self.wrong.iter().take(3) {
             write!(f, "\n      wrong x{count}: {stack}")?;
         }
@@ -119,6 +148,13 @@ impl fmt::Display for Verdict {
         }
         Ok(())
     }
+}
+
+/// How one stack fares in a check.
+enum Class {
+    Good,
+    Outside,
+    Wrong,
 }
 
 /// A stack, runs of a repeated frame shortened (`recurse x100`), and how much of its inner end

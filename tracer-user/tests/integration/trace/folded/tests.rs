@@ -82,6 +82,28 @@ fn innermost_part_accepts_only_true_suffixes() {
     assert_eq!(v.wrong.len(), 5);
 }
 
+/// A stack whose innermost frame is off the chain (libc printing at exit, the loader) counts as
+/// taken outside it when the chain's functions in it are one outer block that is a run of the
+/// chain; a chain function called from code off the chain, or an outer block out of order, is
+/// wrong.
+#[test]
+fn innermost_part_counts_code_off_the_chain_apart() {
+    let want = chain("_start;main;run;recurse;recurse;leaf");
+    let v = Verdict::innermost_part(
+        &stacks(
+            "noinfo;main;__fprintf;__vfprintf_internal 2\nnoinfo;_start;_dl_start 1\n\
+             noinfo;_dl_start;_dl_sysdep_start 1\nnoinfo;recurse;leaf 4\n\
+             noinfo;run;main;__fprintf 1\nnoinfo;main;__fprintf;run;write 1\n\
+             noinfo;main;__fprintf;leaf 1\nother;main;__fprintf 1",
+        ),
+        "noinfo",
+        &want,
+    );
+    assert_eq!((v.good, v.outside, v.total), (4, 4, 12));
+    assert_eq!(v.wrong.len(), 4, "{:?}", v.wrong);
+    assert!(v.to_string().contains("4 taken off the chain"), "{v}");
+}
+
 /// No samples is 0% accurate, not a pass.
 #[test]
 fn no_samples_is_zero_accuracy() {
