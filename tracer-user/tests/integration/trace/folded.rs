@@ -73,8 +73,8 @@ impl Verdict {
         };
         for s in stacks {
             verdict.total += s.count;
-            match class(&s.frames) {
-                _ if s.comm != comm => verdict.wrong.push((s.count, describe(s, chain))),
+            let class = if s.comm == comm { class(&s.frames) } else { Class::Wrong };
+            match class {
                 Class::Good => verdict.good += s.count,
                 Class::Outside => verdict.outside += s.count,
                 Class::Wrong => verdict.wrong.push((s.count, describe(s, chain))),
