@@ -6,9 +6,42 @@
 //! bpf-linker must be built against the same LLVM major (`cargo xtask setup` does that).
 
 fn main() -> anyhow::Result<()> {
+    commit();
     #[cfg(feature = "ebpf")]
     build_ebpf()?;
     Ok(())
+}
+
+/// `SFRAME_TRACE_COMMIT` for `--version`: the commit this is built from (`+dirty` when the
+/// tree has changes), or `SFRAME_TRACE_COMMIT` from the environment (a source tarball has no
+/// git), else `unknown`. Rebuilt when HEAD moves.
+fn commit() {
+    println!("cargo:rerun-if-env-changed=SFRAME_TRACE_COMMIT");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let commit = std::env::var("SFRAME_TRACE_COMMIT").ok().or_else(|| {
+        let head = git(&["rev-parse", "--short=12", "HEAD"])?;
+        if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+            println!("cargo:rerun-if-changed={dir}/HEAD");
+            // A worktree keeps its branches in the common directory.
+            let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]).unwrap_or(dir);
+            if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+                println!("cargo:rerun-if-changed={common}/{branch}");
+            }
+        }
+        let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+        Some(if dirty { format!("{head}+dirty") } else { head })
+    });
+    println!(
+        "cargo:rustc-env=SFRAME_TRACE_COMMIT={}",
+        commit.unwrap_or_else(|| "unknown".to_owned())
+    );
 }
 
 #[cfg(feature = "ebpf")]

@@ -23,6 +23,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "sframe-trace",
     version,
+    long_version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SFRAME_TRACE_COMMIT"), ")"),
     propagate_version = true,
     args_conflicts_with_subcommands = true,
     after_help = "Examples:\n  \
@@ -299,6 +300,13 @@ pub enum Command {
         no_inline: bool,
         #[command(flatten)]
         symbols: SymbolArgs,
+    },
+    /// Write the man page (sframe-trace.1) and the bash, zsh and fish completions, generated
+    /// from these flags, into DIR: what packagers install, always in step with --help.
+    #[command(hide = true)]
+    Generate {
+        /// Directory to write into (created if missing).
+        dir: PathBuf,
     },
     /// Check that this host can trace: privileges, BTF, loading the eBPF program and taking
     /// cpu-clock samples. Prints the sample counters.

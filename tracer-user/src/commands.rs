@@ -47,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             source: Source::EhFrame,
         }) => run_dump_cfi(&file, json, pc),
         Some(Command::Check { file }) => run_check(&file),
+        Some(Command::Generate { dir }) => crate::generate::write(&dir).map(|()| Status::Ok),
         #[cfg(feature = "ebpf")]
         Some(Command::Symbolize {
             profile,

@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod generate;
 
 use std::{io::Write as _, process::ExitCode};
 

@@ -5,6 +5,7 @@
 mod bench;
 mod cmd;
 mod debian;
+mod dist;
 mod fuzz;
 mod run;
 mod setup;
@@ -36,6 +37,14 @@ enum Task {
         /// The long variants of the hardening tests (30 s storms instead of 5 s).
         #[arg(long)]
         long: bool,
+    },
+    /// Build what a production host installs into target/dist/: a static executable per
+    /// architecture (musl, eBPF program embedded), tarballs with the man page and completions,
+    /// SHA256SUMS, Debian packages and OCI image archives. Idempotent; installs what it needs.
+    Dist {
+        /// Architectures to build, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "x86_64,aarch64")]
+        arch: Vec<String>,
     },
     /// Lint the userspace crates and the eBPF crate (apart: it only builds for the bpf target).
     Clippy,
@@ -91,6 +100,11 @@ fn main() -> anyhow::Result<()> {
         Task::Test { long } => {
             setup::setup()?;
             run::test(&root, long)
+        }
+        Task::Dist { arch } => {
+            setup::setup()?;
+            let arches = arch.iter().map(|a| dist::arch(a)).collect::<anyhow::Result<Vec<_>>>()?;
+            dist::dist(&root, &arches).map(drop)
         }
         Task::Clippy => {
             setup::setup()?;

@@ -101,7 +101,9 @@ pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
     conformance(root)?;
     external(root)?;
+    dist(root)?;
     if std::env::var("CI").as_deref() == Ok("true") {
+        x86_guests(root)?;
         arm64_guest(root)?;
     }
     crate::fuzz::fuzz(root, crate::fuzz::SECONDS)?;
@@ -133,23 +135,44 @@ fn report_disk(root: &Path) {
 
 /// Under CI=true: the privileged end-to-end tests in one arm64 guest, bookworm's 6.1 kernel
 /// under qemu-system-aarch64 (`vm-test --arch aarch64 --kernels bookworm`, without the SFrame
-/// accuracy sets: `vmtest::ci_tests_aarch64`), timed. Measured: 2.5 to 3.5 minutes with the kernel, the root and the
-/// cross-built tests cached (the guest itself 2.5), 25 with none of them; the rest of the
-/// suite takes about 45, inside CI's 90.
+/// accuracy sets: `vmtest::ci_tests_aarch64`), with the aarch64 static executable of `dist`,
+/// timed. Measured: 2.5 to 3.5 minutes with the kernel, the root and the cross-built tests
+/// cached (the guest itself 2.5), 25 with none of them.
 fn arm64_guest(root: &Path) -> anyhow::Result<()> {
     use crate::vmtest::{self, arch::GuestArch};
+    let mut tests = vmtest::ci_tests_aarch64();
+    tests.push(vmtest::DIST_TESTS.to_owned());
+    guests(root, GuestArch::Aarch64, &["bookworm"], &tests, "aarch64")
+}
+
+/// Under CI=true: the oldest and the newest x86-64 kernels of the matrix (bullseye's 5.10,
+/// sid's) with a quick subset (`vmtest::CI_TESTS_X86_64`), the static executable included.
+fn x86_guests(root: &Path) -> anyhow::Result<()> {
+    use crate::vmtest::{self, arch::GuestArch};
+    let tests: Vec<String> = vmtest::CI_TESTS_X86_64.iter().map(|t| (*t).to_owned()).collect();
+    guests(root, GuestArch::X86_64, &["bullseye", "sid"], &tests, "x86_64")
+}
+
+/// Boot `kernels` of `arch` with `tests`, the static executable of `dist_arch` named by
+/// `SFRAME_TRACE_DIST_BINARY` (passed into the guest); timed.
+fn guests(
+    root: &Path,
+    arch: crate::vmtest::arch::GuestArch,
+    kernels: &[&str],
+    tests: &[String],
+    dist_arch: &str,
+) -> anyhow::Result<()> {
+    use crate::vmtest;
     let started = std::time::Instant::now();
-    vmtest::check_prerequisites(root, GuestArch::Aarch64)?;
-    let kernels = ["bookworm".to_owned()];
-    let result = vmtest::vm_test(
-        root,
-        GuestArch::Aarch64,
-        &kernels,
-        std::time::Duration::from_secs(1800),
-        &vmtest::ci_tests_aarch64(),
-    );
+    vmtest::check_prerequisites(root, arch)?;
+    let binary = crate::dist::staged_binary(root, dist_arch)?;
+    // SAFETY: xtask runs one thread here; the variable is read by the guest's command script.
+    unsafe { std::env::set_var("SFRAME_TRACE_DIST_BINARY", &binary) };
+    let kernels: Vec<String> = kernels.iter().map(|k| (*k).to_owned()).collect();
+    let result = vmtest::vm_test(root, arch, &kernels, std::time::Duration::from_secs(1800), tests);
     eprintln!(
-        "xtask: the arm64 guest (bookworm) took {} s",
+        "xtask: the {dist_arch} guests ({}) took {} s",
+        kernels.join(", "),
         started.elapsed().as_secs()
     );
     result
@@ -179,6 +202,34 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
             test,
         )?;
     }
+    Ok(())
+}
+
+/// What a production host installs (`cargo xtask dist`), run as the README's Install section
+/// runs it: the static executable in an empty root and in a Debian 11 root, the Debian package
+/// installed there, the image under podman (tracer-user/tests/integration/dist.rs).
+pub fn dist(root: &Path) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    crate::dist::dist(root, &crate::dist::ARCHES)?;
+    let bullseye = crate::dist::bullseye::root()?;
+    crate::setup::apt(&["podman", "runc", "lintian", "file", "systemd"])?;
+    let dir = crate::dist::dir(root);
+    for test in [
+        "dist::static_binary_traces_from_an_empty_root",
+        "dist::static_binary_traces_in_a_bullseye_root",
+        "dist::deb_installs_in_a_clean_root_and_its_unit_verifies",
+        "dist::image_traces_a_host_process_under_podman",
+    ] {
+        ignored_test(
+            root,
+            &[
+                ("SFRAME_TRACE_DIST_DIR", &dir),
+                ("SFRAME_TRACE_BULLSEYE_ROOT", &bullseye),
+            ],
+            test,
+        )?;
+    }
+    eprintln!("xtask: the dist tests took {} s", started.elapsed().as_secs());
     Ok(())
 }
 

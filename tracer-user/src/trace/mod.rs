@@ -364,13 +364,16 @@ fn release_freed_memory() {
 /// (megabytes each, freed soon after) is carved out of the arenas, where the small blocks that
 /// outlive it pin their pages: over a session under churn, a hundred megabytes and more of
 /// free memory stayed resident. Setting the threshold fixes it where it starts.
+/// (musl's allocator returns freed mappings by itself: nothing to tune there.)
 fn tune_allocator() {
-    /// Blocks from this size up get mappings of their own.
-    const MMAP_THRESHOLD: libc::c_int = 256 << 10;
     #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets a parameter of glibc's allocator; failure leaves it as it was.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    {
+        /// Blocks from this size up get mappings of their own.
+        const MMAP_THRESHOLD: libc::c_int = 256 << 10;
+        // SAFETY: mallopt only sets a parameter of glibc's allocator; failure leaves it as it was.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+        }
     }
 }
 

@@ -9,6 +9,8 @@ mod corrupt;
 #[cfg(feature = "ebpf")]
 mod debuginfo;
 mod differential;
+#[cfg(feature = "ebpf")]
+mod dist;
 mod eh_frame;
 #[cfg(feature = "ebpf")]
 mod events;

@@ -34,6 +34,7 @@ mod python;
 mod report;
 mod runs;
 mod soak;
+mod static_build;
 mod sys;
 mod tool;
 mod volume;
@@ -166,6 +167,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(soak);
     let host = report.timed("host scale", || hostscale::run(&b))?;
     report.add(host);
+    let static_build = report.timed("static build", || static_build::run(&b))?;
+    report.add(static_build);
     report.finish(&b)?;
     let _ = std::fs::remove_dir_all(&b.scratch);
     Ok(())
@@ -194,7 +197,12 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
             crate::run::build_release_tracer(root)?;
             (python::run, None)
         }
-        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale and python do)"),
+        "static" => {
+            crate::run::build_release_tracer(root)?;
+            crate::dist::dist(root, &[crate::dist::arch("x86_64")?])?;
+            (static_build::run, None)
+        }
+        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python and static do)"),
     };
     if let Some(example) = example {
         build_examples(&[example])?;
@@ -235,6 +243,8 @@ fn build_examples(names: &[&str]) -> anyhow::Result<()> {
 /// sid snapshot first, for SFrame v2 and v3).
 fn prepare(b: &Bench) -> anyhow::Result<()> {
     sh(cargo().args(["build", "--release", "--package", "tracer-user"]))?;
+    // The static executable the `static_build` phase measures beside it.
+    crate::dist::dist(&b.root, &[crate::dist::arch("x86_64")?])?;
     build_examples(&EXAMPLES)?;
     let sets = b.plan.sets;
     if sets.iter().any(|s| *s != "v1") {

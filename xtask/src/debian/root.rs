@@ -126,7 +126,7 @@ pub fn fetch(cache: &Path, spec: &Spec, finish: impl FnOnce(&Path) -> anyhow::Re
 }
 
 /// An exclusive lock on `path` (created if missing), held until the file is dropped.
-fn lock(path: &Path) -> anyhow::Result<fs::File> {
+pub fn lock(path: &Path) -> anyhow::Result<fs::File> {
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)

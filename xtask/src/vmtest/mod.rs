@@ -103,6 +103,20 @@ const TESTS_AARCH64: &[&str] = &[
     "lifecycle::a_launched_command_is_traced_from_its_entry_point",
 ];
 
+/// The tests of the static executable (`SFRAME_TRACE_DIST_BINARY`), run in a guest when asked.
+pub const DIST_TESTS: &str = "dist::static_binary_traces_a_process_in_this_kernel";
+
+/// The x86-64 tests CI runs in the oldest and newest kernels (`cargo xtask test` under
+/// CI=true): loading every program (the event programs face the verifier), a walk, an event
+/// with stacks, the memlock limit, and the static executable.
+pub const CI_TESTS_X86_64: &[&str] = &[
+    "walker::sframe_stacks_are_exact",
+    "events::event_programs_load_within_limits",
+    "events::uprobe_records_the_exact_callers",
+    "lifecycle::low_memlock_limit_is_lifted_or_one_sentence",
+    DIST_TESTS,
+];
+
 /// The aarch64 tests CI runs (`cargo xtask test` under CI=true): [`TESTS_AARCH64`] but the six
 /// SFrame accuracy sets (`trace::`), which take 4 minutes each in the guest (25 with them all)
 /// and would take CI past its time.
@@ -346,6 +360,11 @@ impl Matrix<'_> {
             command.extend(self.only.iter().cloned());
         }
         command.extend(skips.iter().flat_map(|t| ["--skip".to_owned(), (*t).to_owned()]));
+        // The static executable's test is `#[ignore]`d on the host (it needs `cargo xtask
+        // dist`'s output); no other test of the guests' lists is.
+        if command.iter().any(|t| t.starts_with(DIST_TESTS)) {
+            command.push("--include-ignored".to_owned());
+        }
         command.push("--test-threads=1".to_owned());
         let mut env = guest::passed_env();
         if let Some(workloads) = self.workloads {

@@ -1,0 +1,54 @@
+//! A Debian 11 (bullseye, glibc 2.31) root made with `debootstrap --variant=minbase`, cached
+//! in `rootfs/bullseye-debootstrap/` once: the oldest glibc the static executable is tested
+//! on, and a clean system for installing its Debian package with dpkg. A `complete` marker says
+//! it is done; a lock keeps two runs from building it at the same time.
+
+use std::{fs, path::PathBuf, process::Command};
+
+use anyhow::Context as _;
+
+use crate::{
+    cmd::sh,
+    debian::{self, root::lock},
+    setup,
+};
+
+const NAME: &str = "bullseye-debootstrap";
+
+/// The root, made if not cached yet.
+pub fn root() -> anyhow::Result<PathBuf> {
+    setup::apt(&["debootstrap", "debian-archive-keyring"])?;
+    let parent = debian::cache_dir()?.join("rootfs");
+    fs::create_dir_all(&parent)?;
+    let dir = parent.join(NAME);
+    if dir.join("complete").exists() {
+        eprintln!("dist: bullseye root present ({})", dir.display());
+        return Ok(dir);
+    }
+    let _lock = lock(&parent.join(format!("{NAME}.lock")))?;
+    if dir.join("complete").exists() {
+        return Ok(dir);
+    }
+    let tmp = parent.join(format!("{NAME}.tmp"));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp)?;
+    }
+    let mirror = std::env::var("VMTEST_MIRROR").unwrap_or_else(|_| "http://deb.debian.org/debian".to_owned());
+    sh(Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--arch=amd64",
+            "--keyring",
+            debian::KEYRING,
+            "bullseye",
+        ])
+        .arg(&tmp)
+        .arg(&mirror))
+    .context("debootstrap of bullseye")?;
+    fs::write(tmp.join("complete"), "")?;
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
+    }
+    fs::rename(&tmp, &dir)?;
+    Ok(dir)
+}
