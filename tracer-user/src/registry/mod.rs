@@ -87,7 +87,7 @@ impl<T: TableStore> Catalog<T> {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },
-                MappingKind::Anonymous => match dump.as_ref().and_then(|dump| self.jit_code(m, dump)) {
+                MappingKind::Anonymous => match dump.as_ref().and_then(|d| self.jit_code(pid, m, &d.dump)) {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },
@@ -121,6 +121,9 @@ impl<T: TableStore> Catalog<T> {
         };
         if mappings.iter().zip(&resolved).any(anonymous) {
             self.jit.watch(pid);
+        }
+        if let Some(dump) = dump {
+            self.keep_dump(pid, dump);
         }
         let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);
