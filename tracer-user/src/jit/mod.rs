@@ -39,8 +39,6 @@ use std::{
 use budget::{BudgetStats, JitBudget};
 use maps::ProcessMaps;
 #[cfg(test)]
-use maps::RESTART;
-#[cfg(test)]
 use perfmap::PerfMap;
 use serde::Serialize;
 

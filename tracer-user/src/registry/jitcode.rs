@@ -161,6 +161,14 @@ impl<T: TableStore> Catalog<T> {
         Some(state)
     }
 
+    /// Process `pid` is forgotten: its jitdump's records are let go (the images built from
+    /// them stay, for its samples).
+    pub(super) fn forget_dump(&mut self, pid: u32) {
+        if self.dump_code.dumps.remove(&pid).is_some() {
+            self.jit.budget.set(pid, Part::Dump, 0);
+        }
+    }
+
     /// `pid`'s jitdump, as [`Catalog::jit_dump`] read it, is kept for the next read.
     pub(super) fn keep_dump(&mut self, pid: u32, dump: DumpFile) {
         self.dump_code.dumps.insert(pid, dump);

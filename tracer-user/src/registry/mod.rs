@@ -136,6 +136,7 @@ impl<T: TableStore> Catalog<T> {
             self.release(&old);
         }
         self.pycode.forget(pid);
+        self.forget_dump(pid);
     }
 
     /// `pid` exited, exec'ed or unmapped code at kernel time `at_ns`: the mappings it had then
