@@ -9,7 +9,8 @@
 //! 2. time: one process's files are read for at most [`PROCESS_TIME`] per [`PERIOD`], all
 //!    processes' for at most [`TOTAL_TIME`] (past it, a process that had less than [`FLOOR`]
 //!    still gets that much, [`FLOORS_TIME`] in all: a few processes with huge files do not
-//!    starve the others), and never longer than [`STEP`] at a time; a read
+//!    starve the others), and never longer than [`STEP`] at a time (a step that overran is
+//!    paid for in the next period); a read
 //!    cut short stops at its last complete line or record and goes on from there later (the
 //!    names fall behind, counted in `reads_behind`). The session's loop, which also handles
 //!    signals and the duration, thus never spends more than [`STEP`] at once on JIT files.
@@ -153,10 +154,15 @@ impl JitBudget {
     pub fn grant(&mut self, pid: u32, must: bool) -> Option<Instant> {
         let now = Instant::now();
         if self.period_start.is_none_or(|at| now.duration_since(at) >= PERIOD) {
+            // What was spent past a period's allowance (a step overran its time) is owed by
+            // the next: on average, no more than the allowance.
             self.period_start = Some(now);
-            self.spent_total = Duration::ZERO;
+            self.spent_total = self.spent_total.saturating_sub(TOTAL_TIME + self.floors);
             self.floors = Duration::ZERO;
-            self.spent.clear();
+            self.spent.retain(|_, spent| {
+                *spent = spent.saturating_sub(PROCESS_TIME);
+                !spent.is_zero()
+            });
         }
         let left = if must { STEP } else { self.left(pid) };
         let mut until = now + left;
@@ -185,7 +191,9 @@ impl JitBudget {
 
     /// Whether `pid` has time left this period (without taking any).
     pub fn has_time(&self, pid: u32) -> bool {
-        self.period_start.is_none_or(|at| at.elapsed() >= PERIOD) || !self.left(pid).is_zero()
+        let fresh = self.period_start.is_none_or(|at| at.elapsed() >= PERIOD);
+        let owes = self.spent.get(&pid).is_some_and(|&spent| spent >= 2 * PROCESS_TIME);
+        (fresh && !owes) || !self.left(pid).is_zero()
     }
 
     /// `pid`'s files were read from `since` until now.

@@ -20,8 +20,9 @@ use super::{
     process::{self, ProcessView, Refusal},
 };
 
-/// Bytes read from a perf map at a time.
-const CHUNK: usize = 1 << 20;
+/// Bytes read (and parsed) from a perf map at a time: the time granted is checked between
+/// them, so that one costs little even on a slow, busy host.
+const CHUNK: usize = 64 << 10;
 /// How often a map that was replaced or shrank is read again from its start, at most (a
 /// process rewriting its map must not make the tracer parse it over and over).
 pub(super) const RESTART: Duration = Duration::from_secs(5);

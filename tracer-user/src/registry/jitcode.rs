@@ -47,8 +47,9 @@ const MAX_IMAGE_BYTES: u64 = 512 << 20;
 /// How often a process's mappings (and jitdump) are read again for code of a known region its
 /// image does not hold, at most.
 const REREAD: Duration = Duration::from_millis(500);
-/// Bytes read from a jitdump at a time.
-const CHUNK: usize = 1 << 20;
+/// Bytes read (and parsed) from a jitdump at a time (the time granted is checked between
+/// them).
+const CHUNK: usize = 256 << 10;
 /// The longest record taken (a function's code, name and unwind information): a longer one
 /// ends the reading of its dump (counted as malformed).
 const MAX_RECORD: usize = 16 << 20;

@@ -54,9 +54,18 @@ fn time_is_granted_per_process_and_period_in_steps() {
     assert_eq!(budget.grant(3, false), None);
     budget.floors = FLOORS_TIME;
     assert_eq!(budget.grant(4, false), None);
-    // The next period starts afresh.
+    // The next period starts afresh, but for what a step overran: a process that spent three
+    // periods' worth in one waits two.
     budget.period_start = Some(now - PERIOD);
     assert!(budget.grant(1, false).is_some());
+    *budget.spent.entry(1).or_default() = 3 * PROCESS_TIME;
+    budget.period_start = Some(now - PERIOD);
+    assert_eq!(budget.grant(1, false), None, "owes a period");
+    assert!(!budget.has_time(1));
+    budget.period_start = Some(now - PERIOD);
+    assert_eq!(budget.grant(1, false), None, "owes none now, but has had its time");
+    budget.period_start = Some(now - PERIOD);
+    assert!(budget.grant(1, false).is_some(), "paid off");
     // At the end of the session, nothing past its deadline, not even a last read.
     budget.ending(Duration::ZERO);
     assert_eq!(budget.grant(1, true), None);

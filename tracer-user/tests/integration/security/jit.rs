@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// The size the attacker's jitdump is filled to before it starts growing, in MiB.
-const FILL_MIB: &str = "48";
+const FILL_MIB: &str = "32";
 
 /// `command` started with its stdout piped, once it printed `ready ADDRESS`: the process and
 /// the address.
@@ -72,10 +72,10 @@ fn wait_noting_peak(child: &mut Child, limit: Duration) -> (std::process::ExitSt
 
 /// Regression (a jitdump growing by a record every 100 ms was read whole again every 500 ms
 /// on the session's loop: SIGTERM took 75 s, `-d 8` lasted 81 s, 1.05 GB resident): beside
-/// nobody's jitdump, filled to 48 MiB and growing, a `-d 6` session of it and of an honest
-/// JIT process ends within 6 + 2 s of its start of sampling, in bounded memory, names the
-/// records appended while it ran, and keeps the honest process's stacks exact; a second
-/// session honours SIGTERM within 2 s.
+/// nobody's jitdump, filled to 32 MiB and growing, a `-d 6` session of it and of an honest
+/// JIT process ends within 6 + 2 s of its start of sampling, in bounded memory, and keeps the
+/// honest process's stacks exact; a second session names the code whose records were
+/// appended after it began (the dump read incrementally) and honours SIGTERM within 2 s.
 #[test]
 fn a_growing_jitdump_stalls_neither_the_duration_nor_signals() {
     let Some(_turn) = privileged("a_growing_jitdump_stalls_neither_the_duration_nor_signals") else {
@@ -86,6 +86,7 @@ fn a_growing_jitdump_stalls_neither_the_duration_nor_signals() {
     let mut attack = as_nobody(&[program.as_os_str(), "120".as_ref(), "grow".as_ref(), FILL_MIB.as_ref()]);
     attack.current_dir(shared.path());
     let (attacker, _) = ready(attack);
+    let ready_at = Instant::now();
     let own = tempfile::tempdir().expect("tempdir");
     let honest = honest(&program, own.path());
     let pids = format!("{},{}", attacker.pid(), honest.pid());
@@ -121,22 +122,40 @@ fn a_growing_jitdump_stalls_neither_the_duration_nor_signals() {
     let json = std::fs::read_to_string(&out).expect("read the json output");
     let (exact, _) = exact_through(&user_stacks(&json, honest.pid()), "jit_outer");
     assert!(exact >= 50, "only {exact} exact stacks of the honest process\n{stderr}");
-    // The attacker's code compiled while the session ran, named from the records appended.
-    let grown: std::collections::BTreeSet<String> = user_stacks(&json, attacker.pid())
-        .iter()
-        .flatten()
-        .filter_map(|f| f.0.clone())
-        .filter(|name| name.starts_with("grown_"))
-        .collect();
-    assert!(grown.len() >= 3, "appended records named: {grown:?}\n{stderr}");
 
-    // SIGTERM, however far the reading of the dump has got.
-    let args: Vec<&OsStr> = ["--pid", &pids, "-F", "499", "-o", out.to_str().expect("utf-8")]
+    // A second session, streaming json, until the attacker's code compiled after it began
+    // sampling is named (from records appended to the dump after it was first read), then
+    // SIGTERM.
+    let args: Vec<&OsStr> = ["--pid", &pids, "-F", "499", "-f", "json", "-o", out.to_str().expect("utf-8")]
         .into_iter()
         .map(OsStr::new)
         .collect();
     let (mut child, stderr, _) = until_sampling(tracer(&args));
-    std::thread::sleep(Duration::from_secs(2));
+    // A record every 100 ms since the attacker was ready: those past this one came later.
+    let appended_after = (ready_at.elapsed().as_millis() / 100 + 2) as u64;
+    let started = Instant::now();
+    let newest = loop {
+        let streamed = super::temporaries_of(&out)
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect::<String>();
+        let newest = streamed
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|s| s["pid"].as_u64() == Some(u64::from(attacker.pid())))
+            .flat_map(|s| s["frames"].as_array().cloned().unwrap_or_default())
+            .filter_map(|f| f["symbol"].as_str()?.strip_prefix("grown_")?.parse::<u64>().ok())
+            .max();
+        if newest.is_some_and(|n| n > appended_after) {
+            break newest;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no code compiled after sampling began named in 90 s (newest: {newest:?}, wanted past {appended_after})"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("grown_{newest:?} named (appended after grown_{appended_after})");
     let sent = Instant::now();
     // SAFETY: kill(2) on our own child, not reaped yet.
     unsafe { libc::kill(child.pid() as libc::pid_t, libc::SIGTERM) };
