@@ -161,7 +161,11 @@ impl JitNames {
             // Still the process of that incarnation (or one not looked at yet, which
             // `refresh_wanted` looks at): nothing to do. Else it is gone, its exit not heard
             // of yet: it ended before this one started.
-            let known = self.processes.get(&id).and_then(|p| p.view.as_ref()).map(|v| v.start_time);
+            let known = self
+                .processes
+                .get(&id)
+                .and_then(|p| p.view.as_ref())
+                .map(|v| v.start_time);
             match (known, process::start_time(pid)) {
                 (Some(then), Some(now)) if then != now => self.gone(pid, crate::registry::monotonic_ns()),
                 _ => return,
@@ -299,7 +303,9 @@ impl JitNames {
                 }
                 self.processes.insert(id, ProcessMaps::new(pid, id, view));
             }
-            let Some(process) = self.processes.get_mut(&id) else { continue };
+            let Some(process) = self.processes.get_mut(&id) else {
+                continue;
+            };
             let newer = process.file.is_some() && newest > process.read_mono_ns;
             let again = match process.file {
                 Some(_) if newer => NEWER,
@@ -329,7 +335,11 @@ impl JitNames {
             .processes
             .iter()
             .filter(|(_, p)| !p.exited)
-            .filter(|(_, p)| p.view.as_ref().is_some_and(|v| process::start_time(p.pid) != Some(v.start_time)))
+            .filter(|(_, p)| {
+                p.view
+                    .as_ref()
+                    .is_some_and(|v| process::start_time(p.pid) != Some(v.start_time))
+            })
             .map(|(&id, p)| (p.pid, id))
             .collect();
         for (pid, id) in gone {

@@ -202,7 +202,9 @@ fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
     let mut names = JitNames::default();
     let id = names.next_id();
     names.current.get_mut().insert(7, id);
-    names.processes.insert(id, ProcessMaps::new(7, id, Some(own_view(dir, 7))));
+    names
+        .processes
+        .insert(id, ProcessMaps::new(7, id, Some(own_view(dir, 7))));
     let before = crate::registry::monotonic_ns();
     assert_eq!(names.want(7, 0x1000, before), id);
     names.refresh_wanted();
@@ -291,5 +293,8 @@ fn a_gone_process_ends_before_the_one_that_holds_its_pid() {
         panic!("one end: {:?}", names.ended.get_mut()[&own]);
     };
     assert_eq!(id, old);
-    assert!(at.abs_diff(start) < 1_000_000, "ended at {at}, the next started at {start}");
+    assert!(
+        at.abs_diff(start) < 1_000_000,
+        "ended at {at}, the next started at {start}"
+    );
 }

@@ -463,7 +463,8 @@ fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &crat
     }
     writeln!(f)?;
     let b = &jit.budget;
-    if b.perf_map_lines_over_budget + b.jitdump_records_over_budget + b.jitdump_images_over_budget + b.reads_behind > 0 {
+    if b.perf_map_lines_over_budget + b.jitdump_records_over_budget + b.jitdump_images_over_budget + b.reads_behind > 0
+    {
         writeln!(
             f,
             "  jit budget: {} of {} bytes held at most; over it: {} perf-map lines, {} jitdump records, {} jitdump images; {} reads put off for time",

@@ -43,7 +43,11 @@ fn busy_neighbours(program: &std::path::Path, dir: &std::path::Path) -> Vec<Runn
         .expect("start the growing jitdump");
     let stdout = grower.stdout.take().expect("stdout");
     let grower = Running(grower);
-    let line = BufReader::new(stdout).lines().next().and_then(Result::ok).unwrap_or_default();
+    let line = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     assert!(line.starts_with("ready "), "the growing jitdump said {line:?}");
     vec![Running(burner), grower]
 }
