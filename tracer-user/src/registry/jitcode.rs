@@ -87,7 +87,8 @@ pub const JITDUMP_OBJECT: &str = "[jitdump]";
 /// What the summary says about jitdumps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DumpStats {
-    /// jitdumps read (each time a process's mappings were loaded), and refused by reason.
+    /// Reads of jitdumps (when a process's mappings were loaded and its dump had grown: each
+    /// takes what was appended), and jitdumps refused by reason.
     pub read: u64,
     pub refused_by_reason: BTreeMap<&'static str, u64>,
     /// Records that made no sense or cut the reading short; unwind information that could
