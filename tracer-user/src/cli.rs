@@ -154,6 +154,11 @@ pub struct TraceArgs {
     /// reading debug information again on a host that keeps running new code.
     #[arg(long, default_value = "128M", value_name = "SIZE", value_parser = parse_size)]
     pub max_symbol_memory: u64,
+    /// Memory the names of JIT code may hold at most, all processes' perf maps and jitdumps
+    /// together (K, M or G suffix; apart from --max-symbol-memory): one process holds at most
+    /// a quarter of it, and names past it are dropped, counted in the summary.
+    #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
+    pub max_jit_memory: u64,
     /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (plain HTTP, no TLS).
     /// Port 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
     #[arg(long, value_name = "URL")]

@@ -120,6 +120,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         outputs,
         inline: !args.no_inline,
         max_symbol_memory: args.max_symbol_memory,
+        max_jit_memory: args.max_jit_memory,
         otlp,
         events,
         live: args.live,

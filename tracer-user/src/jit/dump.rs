@@ -5,7 +5,13 @@
 //! out as perf's `genelf` places it: at the code's start plus its size rounded up to 8).
 //! Debug-info and close records are skipped. Pure: bytes in; the text is hostile, so every
 //! size is checked against what is left, a record that does not fit ends the reading (counted),
-//! and at most [`MAX_LOADS`] code loads are kept.
+//! and at most [`MAX_LOADS`] code loads are kept, and no more bytes than the room given
+//! ([`JitDump::set_room`], the process's share of the JIT-name budget).
+//!
+//! A runtime appends records while it runs: [`header`] reads the header once, then
+//! [`JitDump::add_records`] takes the records that follow as they come, whole records only,
+//! and says how many bytes it used, so that a reader keeps the offset of the last complete
+//! record and reads only what was appended after it.
 
 use std::collections::BTreeMap;
 
@@ -69,9 +75,20 @@ pub struct JitDump {
     pub loads: BTreeMap<u64, CodeLoad>,
     /// Records that did not fit (the reading stopped there) or made no sense.
     pub malformed: u64,
-    /// Code loads over [`MAX_LOADS`].
+    /// Code loads over [`MAX_LOADS`], and over the room given.
     pub over_limit: u64,
+    pub over_budget: u64,
+    /// The unwinding information read for the next code load.
+    pending_unwind: Option<Unwind>,
+    /// A record that could not be stepped over was met: nothing after it is read.
+    stuck: bool,
+    /// What the loads kept cost (see [`LOAD_COST`]), and the most they may (`None`: no bound).
+    bytes: u64,
+    room: Option<u64>,
 }
+
+/// What one kept load costs besides its code, name and unwind information.
+pub const LOAD_COST: u64 = 96;
 
 /// Little reader over the bytes of one record.
 struct Fields<'a> {
@@ -96,48 +113,86 @@ impl Fields<'_> {
 
 /// Read a jitdump (see the module docs).
 pub fn parse(bytes: &[u8]) -> Result<JitDump, DumpError> {
+    let (machine, size) = header(bytes)?;
+    let mut dump = JitDump::new(machine);
+    dump.add_records(&bytes[size..]);
+    Ok(dump)
+}
+
+/// The machine and the size of the header `bytes` start with.
+pub fn header(bytes: &[u8]) -> Result<(u32, usize), DumpError> {
     let mut header = Fields { bytes, at: 0 };
     let (magic, _version, size, machine) =
         (|| Some((header.u32()?, header.u32()?, header.u32()?, header.u32()?)))().ok_or(DumpError::Short)?;
     if magic != MAGIC {
         return Err(DumpError::Magic(magic));
     }
+    let size32 = size;
     let size = usize::try_from(size).unwrap_or(usize::MAX);
     if size < 16 || size > bytes.len() {
-        return Err(DumpError::HeaderSize(size as u32));
+        return Err(DumpError::HeaderSize(size32));
     }
-    let mut dump = JitDump {
-        machine,
-        ..JitDump::default()
-    };
-    let mut pending_unwind: Option<Unwind> = None;
-    let mut at = size;
-    while at + RECORD_HEADER <= bytes.len() {
-        let mut head = Fields { bytes, at };
-        let (Some(id), Some(total)) = (head.u32(), head.u32()) else {
-            break;
-        };
-        let total = total as usize;
-        if total < RECORD_HEADER {
-            // Nothing after it can be found.
-            dump.malformed += 1;
-            break;
+    Ok((machine, size))
+}
+
+impl JitDump {
+    /// No code yet, of `machine`.
+    pub fn new(machine: u32) -> JitDump {
+        JitDump {
+            machine,
+            ..JitDump::default()
         }
-        // Cut short: still being written (or a lie); what follows is not there yet.
-        let Some(record) = at.checked_add(total).and_then(|end| bytes.get(at + RECORD_HEADER..end)) else {
-            break;
-        };
-        at += total;
-        let mut body = Fields { bytes: record, at: 0 };
-        let ok = match id {
-            CODE_LOAD => code_load(&mut body, pending_unwind.take()).map(|load| dump.add(load)),
-            CODE_MOVE => code_move(&mut body).map(|(from, to)| dump.moved(from, to)),
-            UNWINDING_INFO => unwinding(&mut body).map(|unwind| pending_unwind = Some(unwind)),
-            _ => Some(()),
-        };
-        dump.malformed += u64::from(ok.is_none());
     }
-    Ok(dump)
+
+    /// Take the whole records `bytes` start with (those that follow the ones taken before);
+    /// returns how many bytes they span: the rest (a record still being written) is to be
+    /// passed again with what follows it.
+    pub fn add_records(&mut self, bytes: &[u8]) -> usize {
+        let mut at = 0;
+        while !self.stuck && at + RECORD_HEADER <= bytes.len() {
+            let mut head = Fields { bytes, at };
+            let (Some(id), Some(total)) = (head.u32(), head.u32()) else {
+                break;
+            };
+            let total = total as usize;
+            if total < RECORD_HEADER {
+                // Nothing after it can be found.
+                self.malformed += 1;
+                self.stuck = true;
+                break;
+            }
+            // Cut short: still being written (or a lie); what follows is not there yet.
+            let Some(record) = at.checked_add(total).and_then(|end| bytes.get(at + RECORD_HEADER..end)) else {
+                break;
+            };
+            at += total;
+            let mut body = Fields { bytes: record, at: 0 };
+            let ok = match id {
+                CODE_LOAD => code_load(&mut body, self.pending_unwind.take()).map(|load| self.add(load)),
+                CODE_MOVE => code_move(&mut body).map(|(from, to)| self.moved(from, to)),
+                UNWINDING_INFO => unwinding(&mut body).map(|unwind| self.pending_unwind = Some(unwind)),
+                _ => Some(()),
+            };
+            self.malformed += u64::from(ok.is_none());
+        }
+        at
+    }
+
+    /// The loads kept may cost at most `room` bytes from now on (those kept stay).
+    pub fn set_room(&mut self, room: u64) {
+        self.room = Some(room);
+    }
+
+    /// What the loads kept cost, in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// What keeping `load` costs.
+fn cost(load: &CodeLoad) -> u64 {
+    let unwind = load.unwind.as_ref().map_or(0, |u| u.eh_frame.len());
+    (load.code.len() + load.name.len() + unwind) as u64 + LOAD_COST
 }
 
 /// pid, tid, vma, code address, size, index, name (NUL-ended), code.
@@ -193,12 +248,19 @@ impl JitDump {
             .map(|(&a, _)| a)
             .collect();
         for a in overlapping {
-            self.loads.remove(&a);
+            if let Some(old) = self.loads.remove(&a) {
+                self.bytes -= cost(&old);
+            }
         }
         if self.loads.len() >= MAX_LOADS {
             self.over_limit += 1;
             return;
         }
+        if self.room.is_some_and(|room| self.bytes + cost(&load) > room) {
+            self.over_budget += 1;
+            return;
+        }
+        self.bytes += cost(&load);
         self.loads.insert(start, load);
     }
 
@@ -207,6 +269,7 @@ impl JitDump {
         let Some(mut load) = self.loads.remove(&from) else {
             return;
         };
+        self.bytes -= cost(&load);
         if to.checked_add(load.code.len() as u64).is_none() {
             self.malformed += 1;
             return;
@@ -226,4 +289,4 @@ impl JitDump {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -15,31 +15,37 @@
 //! root and user of a process are taken when it is first wanted, and the file is read through
 //! that root once more after the process has exited (runtimes that write their map at exit,
 //! such as Java's `-XX:+DumpPerfMapAtExit`, are named too).
+//!
+//! An exit the tracer learns of late (its notice still queued, or lost, when the process is
+//! found gone) is dated no later than the start of the process that holds the pid now: the
+//! samples of that later process never take the earlier one's names, whenever they are
+//! resolved ([`JitNames::exited`] moves such an estimate back to the exit's time when the
+//! notice comes). Reading is incremental ([`maps`]) and bounded by the JIT-name budget
+//! ([`budget`]: memory across all processes, a share per process, time per period).
 
+pub mod budget;
 pub mod dump;
 pub mod elf;
+mod maps;
 pub mod perfmap;
 pub mod process;
 
 use std::{
     cell::{Cell, RefCell},
-    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
-    fs::File,
-    os::unix::fs::{FileExt as _, MetadataExt as _},
-    path::PathBuf,
-    time::{Duration, Instant},
+    collections::{BTreeMap, HashMap, VecDeque},
+    time::Duration,
 };
 
+use budget::{BudgetStats, JitBudget};
+use maps::ProcessMaps;
+#[cfg(test)]
 use perfmap::PerfMap;
-use process::{ProcessView, Refusal};
 use serde::Serialize;
 
 /// The debug log that tells each process looked at while it runs (its root and user taken,
 /// see [`JitNames::watch`]): `pid N looked at`. Tests wait on it before they let a process end.
 pub const WATCH_LOG: &str = "sframe_trace::jit_watch";
 
-/// Bytes read from a perf map at a time.
-const CHUNK: usize = 1 << 20;
 /// How often a frame without a name makes its process's perf map be read again, at most, when
 /// the sample was taken before the last read began (the map then held all the sample could
 /// be named by, unless the runtime writes its lines late).
@@ -52,9 +58,8 @@ const RELOOK: Duration = Duration::from_secs(2);
 /// How long the exit of a process never seen in JIT code is remembered (kernel time), for its
 /// samples still queued.
 const UNSEEN_EXIT: u64 = 60_000_000_000;
-/// How often a map that was replaced or shrank is read again from its start, at most (a
-/// process rewriting its map must not make the tracer parse it over and over).
-const RESTART: Duration = Duration::from_secs(5);
+/// How long the reads at the end of a session may take together.
+const END_READS: Duration = Duration::from_millis(500);
 
 /// The perf maps of the traced processes that run JIT code.
 #[derive(Debug, Default)]
@@ -74,28 +79,8 @@ pub struct JitNames {
     last: Cell<u32>,
     /// Perf maps by incarnation.
     processes: HashMap<u32, ProcessMaps>,
-}
-
-/// One process's perf map as read so far.
-#[derive(Debug)]
-struct ProcessMaps {
-    pid: u32,
-    /// `None` when the process was gone before it could be looked at, or after its last read.
-    view: Option<ProcessView>,
-    /// It exited: the map is read once more, then its root let go.
-    exited: bool,
-    map: PerfMap,
-    /// The file read (device, inode) and how far.
-    file: Option<(u64, u64)>,
-    read: u64,
-    skipping: bool,
-    /// Why the file was last refused (each refusal is counted once per process and reason).
-    refused: BTreeSet<Refusal>,
-    /// When the map was last looked at (also on the kernel's clock), and last read from its
-    /// start.
-    read_at: Option<Instant>,
-    read_mono_ns: u64,
-    restarted_at: Option<Instant>,
+    /// What the JIT names of all processes may hold and take (jitdumps' too).
+    pub budget: JitBudget,
 }
 
 /// What the summary says about perf maps.
@@ -112,6 +97,9 @@ pub struct JitStats {
     pub over_limit: u64,
     /// Perf maps not read, by why (`not_regular`, `other_owner`, `too_large`, `unreadable`).
     pub refused_by_reason: BTreeMap<&'static str, u64>,
+    /// The JIT-name budget (perf maps and jitdumps together): its limit, peak, and what was
+    /// dropped or put off for it, by name.
+    pub budget: BudgetStats,
 }
 
 impl JitNames {
@@ -169,17 +157,62 @@ impl JitNames {
     /// Process `pid` runs JIT code (it maps anonymous executable memory): look at it now (its
     /// root, pid and user), while it surely is the process with that pid.
     pub fn watch(&mut self, pid: u32) {
-        if self.current.get_mut().contains_key(&pid) {
-            return;
+        if let Some(&id) = self.current.get_mut().get(&pid) {
+            // Still the process of that incarnation (or one not looked at yet, which
+            // `refresh_wanted` looks at): nothing to do. Else it is gone, its exit not heard
+            // of yet: it ended before this one started.
+            let known = self
+                .processes
+                .get(&id)
+                .and_then(|p| p.view.as_ref())
+                .map(|v| v.start_time);
+            match (known, process::start_time(pid)) {
+                (Some(then), Some(now)) if then != now => self.gone(pid, crate::registry::monotonic_ns()),
+                _ => return,
+            }
         }
         let id = self.next_id();
         self.current.get_mut().insert(pid, id);
-        self.processes.insert(id, ProcessMaps::new(pid, process::view(pid)));
+        self.processes.insert(id, ProcessMaps::new(pid, id, process::view(pid)));
+    }
+
+    /// The process of the current incarnation of `pid` was found gone at kernel time `now_ns`
+    /// (its exit notice not seen yet, or lost): it ended by then, and before the process that
+    /// holds its pid now started, if one does (dated so, that one's samples are never named
+    /// from the gone one's map, however late they are resolved).
+    fn gone(&mut self, pid: u32, now_ns: u64) {
+        let next_start = process::started_mono(pid);
+        let started = self
+            .current
+            .get_mut()
+            .get(&pid)
+            .and_then(|id| self.processes.get(id))
+            .map_or(0, ProcessMaps::started);
+        let at = next_start.map_or(now_ns, |s| s.min(now_ns)).max(started);
+        self.exited(pid, at);
     }
 
     /// Process `pid` exited (or was found gone) at kernel time `at_ns`: its map is read once
-    /// more, now, and samples taken later belong to another process.
+    /// more, now, and samples taken later belong to another process. (A notice of the exit of
+    /// an earlier process than the current incarnation's ends nothing more.)
     pub fn exited(&mut self, pid: u32, at_ns: u64) {
+        // The notice of an exit already dated by an estimate (the process found gone): the
+        // estimate is moved back to it.
+        if self.tighten(pid, at_ns) {
+            return;
+        }
+        // The exit of a process that ran before the current incarnation started: that one
+        // goes on.
+        let current = self.current.get_mut().get(&pid).copied();
+        if let Some(id) = current
+            && self.processes.get(&id).is_some_and(|p| p.started() > at_ns)
+        {
+            let list = self.ended.get_mut().entry(pid).or_default();
+            let at = list.partition_point(|&(t, _)| t <= at_ns);
+            list.insert(at, (at_ns, 0));
+            self.unseen_exits.push_back((at_ns, pid));
+            return;
+        }
         let process = self.current.get_mut().remove(&pid);
         let ended = self.ended.get_mut();
         let list = ended.entry(pid).or_default();
@@ -192,7 +225,7 @@ impl JitNames {
                 maps.exited = true;
                 if let Some(view) = &mut maps.view {
                     view.ended_unix_ns = process::unix_of_monotonic(at_ns).unwrap_or(0);
-                    maps.refresh(true);
+                    maps.refresh(true, &mut self.budget);
                     maps.view = None;
                 }
                 // A process that named nothing is forgotten (system-wide, most processes
@@ -220,6 +253,29 @@ impl JitNames {
         }
     }
 
+    /// An exit of `pid` at `at_ns` whose process was dated as ended later, by an estimate (it
+    /// was running then, so the exit is its own): the end is moved back to `at_ns`. Whether
+    /// there was one.
+    fn tighten(&mut self, pid: u32, at_ns: u64) -> bool {
+        let processes = &self.processes;
+        let Some(list) = self.ended.get_mut().get_mut(&pid) else {
+            return false;
+        };
+        let first_after = list.partition_point(|&(t, _)| t < at_ns);
+        let Some(&(t, id)) = list.get(first_after) else {
+            return false;
+        };
+        let its_own = id != 0 && processes.get(&id).is_some_and(|p| p.started() <= at_ns);
+        if !its_own {
+            return false;
+        }
+        list[first_after] = (at_ns, id);
+        if t != at_ns {
+            log::debug!("pid {pid}: exit estimated at {t} was at {at_ns}");
+        }
+        true
+    }
+
     /// Whether [`JitNames::want`] was told of a frame without a name since the last refresh.
     pub fn is_wanted(&self) -> bool {
         !self.wanted.borrow().is_empty()
@@ -235,11 +291,21 @@ impl JitNames {
     pub fn refresh_wanted(&mut self) {
         let wanted = std::mem::take(self.wanted.get_mut());
         for ((pid, id), newest) in wanted {
-            let current = self.current.get_mut().get(&pid) == Some(&id);
-            let process = self
-                .processes
-                .entry(id)
-                .or_insert_with(|| ProcessMaps::new(pid, current.then(|| process::view(pid)).flatten()));
+            if !self.processes.contains_key(&id) {
+                let current = self.current.get_mut().get(&pid) == Some(&id);
+                let view = current.then(|| process::view(pid)).flatten();
+                // A process that started after the sample was taken is not the one that took
+                // it: that one is gone, and ended before this one started.
+                if let Some(later) = view.as_ref().map(|v| v.started_mono_ns).filter(|&s| s > newest) {
+                    self.processes.insert(id, ProcessMaps::new(pid, id, None));
+                    self.exited(pid, later);
+                    continue;
+                }
+                self.processes.insert(id, ProcessMaps::new(pid, id, view));
+            }
+            let Some(process) = self.processes.get_mut(&id) else {
+                continue;
+            };
             let newer = process.file.is_some() && newest > process.read_mono_ns;
             let again = match process.file {
                 Some(_) if newer => NEWER,
@@ -247,7 +313,7 @@ impl JitNames {
                 None => RELOOK,
             };
             if process.read_at.is_none_or(|at| at.elapsed() >= again) {
-                process.refresh(false);
+                process.refresh(false, &mut self.budget);
             } else if newer {
                 // Read at the next call, for the samples taken in after this one.
                 self.wanted.get_mut().insert((pid, id), newest);
@@ -259,28 +325,39 @@ impl JitNames {
     /// housekeeping tick), or, at the `end` of the session, what every process has. `now_ns`:
     /// the kernel time, when a process found gone without its exit notice ended.
     pub fn refresh(&mut self, end: bool, now_ns: u64) {
+        if end {
+            self.budget.ending(END_READS);
+        }
         self.refresh_wanted();
-        let mut gone = Vec::new();
-        for process in self.processes.values_mut() {
-            let found_gone = process
-                .view
-                .as_ref()
-                .is_some_and(|v| process::start_time(process.pid) != Some(v.start_time));
-            let last = process.exited || found_gone;
-            // A process that has exited gets a last read (a map written at exit is read
-            // then), after which its root is let go (its names are kept).
-            if end || last || process.file.is_some() {
-                process.refresh(last || end);
-            }
-            if last {
+        // Processes found gone (their exit not heard of): ended first, so that their last
+        // read knows when (a map written after that is another process's).
+        let gone: Vec<(u32, u32)> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| !p.exited)
+            .filter(|(_, p)| {
+                p.view
+                    .as_ref()
+                    .is_some_and(|v| process::start_time(p.pid) != Some(v.start_time))
+            })
+            .map(|(&id, p)| (p.pid, id))
+            .collect();
+        for (pid, id) in gone {
+            if self.current.get_mut().get(&pid) == Some(&id) {
+                self.gone(pid, now_ns);
+            } else if let Some(process) = self.processes.get_mut(&id) {
                 process.view = None;
             }
-            if found_gone && !process.exited {
-                gone.push(process.pid);
-            }
         }
-        for pid in gone {
-            self.exited(pid, now_ns);
+        for process in self.processes.values_mut() {
+            // A process that has exited gets a last read (a map written at exit is read
+            // then), after which its root is let go (its names are kept).
+            if end || process.exited || process.file.is_some() {
+                process.refresh(process.exited || end, &mut self.budget);
+            }
+            if process.exited {
+                process.view = None;
+            }
         }
     }
 
@@ -290,9 +367,9 @@ impl JitNames {
     pub(crate) fn set_map(&mut self, pid: u32, time_ns: u64, text: &[u8]) {
         let mut map = PerfMap::default();
         map.add_text(text);
-        let mut process = ProcessMaps::new(pid, None);
-        process.map = map;
         let id = self.incarnation(pid, time_ns);
+        let mut process = ProcessMaps::new(pid, id, None);
+        process.map = map;
         self.processes.insert(id, process);
     }
 
@@ -315,6 +392,7 @@ impl JitNames {
     pub fn stats(&self) -> JitStats {
         let mut stats = JitStats {
             processes: self.processes.len() as u64,
+            budget: self.budget.stats.clone(),
             ..JitStats::default()
         };
         for process in self.processes.values() {
@@ -327,79 +405,6 @@ impl JitNames {
             }
         }
         stats
-    }
-}
-
-impl ProcessMaps {
-    fn new(pid: u32, view: Option<ProcessView>) -> ProcessMaps {
-        if view.is_some() {
-            log::debug!(target: WATCH_LOG, "pid {pid} looked at");
-        }
-        ProcessMaps {
-            pid,
-            view,
-            exited: false,
-            map: PerfMap::default(),
-            file: None,
-            read: 0,
-            skipping: false,
-            refused: BTreeSet::new(),
-            read_at: None,
-            read_mono_ns: 0,
-            restarted_at: None,
-        }
-    }
-
-    /// Read what the perf map gained since the last time (all of it if it is another file,
-    /// or shorter than what was read; at most every [`RESTART`] unless it is the `last` read).
-    fn refresh(&mut self, last: bool) {
-        self.read_at = Some(Instant::now());
-        self.read_mono_ns = crate::registry::monotonic_ns();
-        let Some(view) = &self.view else { return };
-        let path = PathBuf::from(format!("/tmp/perf-{}.map", view.nspid));
-        let (file, size) = match process::open_trusted(view, &path) {
-            Ok(Some(opened)) => opened,
-            Ok(None) => return,
-            Err(refusal) => {
-                self.refused.insert(refusal);
-                return;
-            }
-        };
-        let Ok(meta) = file.metadata() else { return };
-        let identity = (meta.dev(), meta.ino());
-        if self.file != Some(identity) || size < self.read {
-            if !last && self.file.is_some() && self.restarted_at.is_some_and(|at| at.elapsed() < RESTART) {
-                return;
-            }
-            self.restarted_at = Some(Instant::now());
-            self.map = PerfMap::default();
-            self.file = Some(identity);
-            self.read = 0;
-            self.skipping = false;
-        }
-        if let Err(refusal) = self.read_from(&file, size) {
-            self.refused.insert(refusal);
-        }
-    }
-
-    /// Parse `file` from where the last read stopped up to `size` (its size when checked).
-    fn read_from(&mut self, file: &File, size: u64) -> Result<(), Refusal> {
-        let mut pending: Vec<u8> = Vec::new();
-        let mut at = self.read;
-        let mut buf = vec![0; CHUNK];
-        while at < size {
-            let want = usize::try_from(size - at).unwrap_or(CHUNK).min(CHUNK);
-            let got = file.read_at(&mut buf[..want], at).map_err(|_| Refusal::Unreadable)?;
-            if got == 0 {
-                break;
-            }
-            at += got as u64;
-            pending.extend_from_slice(&buf[..got]);
-            let used = self.map.add_text_from(&pending, &mut self.skipping);
-            self.read += used as u64;
-            pending.drain(..used);
-        }
-        Ok(())
     }
 }
 

@@ -3,7 +3,9 @@
 //! the line, spaces included. Pure: bytes in, named ranges out. The text is hostile (any
 //! process can write its own map): a line longer than [`MAX_LINE`], without the three fields,
 //! with an empty or wrapping range, or whose name is not UTF-8 is skipped and counted, never
-//! trusted in part; at most [`MAX_ENTRIES`] ranges are kept per process.
+//! trusted in part; at most [`MAX_ENTRIES`] ranges are kept per process, and at most the
+//! bytes of its share of the JIT-name budget ([`PerfMap::set_room`], see [`super::budget`]):
+//! each range is taken to cost its name plus [`ENTRY_COST`].
 //!
 //! Runtimes append while they run and may compile a function again at an address that held
 //! another: a later line wins over the earlier ranges it overlaps (they are dropped), as the
@@ -15,6 +17,8 @@ use std::collections::BTreeMap;
 pub const MAX_LINE: usize = 4096;
 /// The most ranges kept for one process.
 pub const MAX_ENTRIES: usize = 2_000_000;
+/// What one kept range costs besides its name (its index node, its bounds, the name's box).
+pub const ENTRY_COST: u64 = 80;
 
 /// The named code ranges of one process, later lines winning over the ranges they overlap.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,6 +29,12 @@ pub struct PerfMap {
     pub malformed: u64,
     /// Lines dropped because [`MAX_ENTRIES`] ranges were kept already.
     pub over_limit: u64,
+    /// Lines dropped because the ranges kept held the room given already.
+    pub over_budget: u64,
+    /// What the ranges kept cost (see [`ENTRY_COST`]), and the most they may (`None`: no
+    /// bound).
+    bytes: u64,
+    room: Option<u64>,
 }
 
 impl PerfMap {
@@ -35,6 +45,16 @@ impl PerfMap {
 
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
+    }
+
+    /// What the ranges kept cost, in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The ranges kept may cost at most `room` bytes from now on (those kept stay).
+    pub fn set_room(&mut self, room: u64) {
+        self.room = Some(room);
     }
 
     /// Read `text`, whole lines only (each ended by `\n`); returns how many bytes it consumed,
@@ -107,12 +127,19 @@ impl PerfMap {
             .map(|(s, _)| *s)
             .collect();
         for s in overlapping {
-            self.ranges.remove(&s);
+            if let Some((_, old)) = self.ranges.remove(&s) {
+                self.bytes -= cost(&old);
+            }
         }
         if self.ranges.len() >= MAX_ENTRIES {
             self.over_limit += 1;
             return;
         }
+        if self.room.is_some_and(|room| self.bytes + cost(name) > room) {
+            self.over_budget += 1;
+            return;
+        }
+        self.bytes += cost(name);
         self.ranges.insert(start, (end, name.into()));
     }
 
@@ -121,6 +148,11 @@ impl PerfMap {
         let (_, (end, name)) = self.ranges.range(..=addr).next_back()?;
         (addr < *end).then_some(&**name)
     }
+}
+
+/// What a range named `name` costs.
+fn cost(name: &str) -> u64 {
+    name.len() as u64 + ENTRY_COST
 }
 
 /// `START SIZE NAME`: `None` unless all three are there, the numbers hex, the range non-empty

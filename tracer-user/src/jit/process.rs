@@ -130,6 +130,12 @@ fn started_on(clock: libc::clockid_t, start_time: u64) -> Option<u64> {
     u64::try_from(boot + i128::from(start_time.checked_mul(1_000_000_000)? / ticks)).ok()
 }
 
+/// When the process that holds `pid` now started, on `CLOCK_MONOTONIC` (the kernel's sample
+/// and notice times, at most a clock tick early), `None` when there is none.
+pub fn started_mono(pid: u32) -> Option<u64> {
+    started_on(libc::CLOCK_MONOTONIC, start_time(pid)?).filter(|&s| s > 0)
+}
+
 /// When process `pid` started, `None` when there is none.
 pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;

@@ -1,9 +1,12 @@
 //! The process side of perf maps: ids from `/proc/PID/status`, the trust checks on real files,
 //! a map read as it grows, and names kept apart for two processes with the same pid.
 
-use std::{io::Write as _, os::unix::fs::PermissionsExt as _};
+use std::{
+    io::Write as _,
+    os::unix::fs::{MetadataExt as _, PermissionsExt as _},
+};
 
-use super::{process::*, *};
+use super::{maps::ProcessMaps, process::*, *};
 
 #[test]
 fn stat_gives_the_start_time_whatever_the_command_name() {
@@ -121,24 +124,25 @@ fn a_growing_map_is_read_in_steps_and_again_when_replaced() {
     let path = dir.join("tmp/perf-7.map");
     let mut file = std::fs::File::create(&path).unwrap();
     file.write_all(b"1000 10 one\n2000 10 tw").unwrap();
-    let mut process = ProcessMaps::new(7, Some(own_view(dir, 7)));
-    process.refresh(false);
+    let mut process = ProcessMaps::new(7, 1, Some(own_view(dir, 7)));
+    let budget = &mut JitBudget::default();
+    process.refresh(false, budget);
     assert_eq!(process.map.name(0x1000), Some("one"));
     assert_eq!(process.map.name(0x2000), None);
     file.write_all(b"o\n").unwrap();
-    process.refresh(false);
+    process.refresh(false, budget);
     assert_eq!(process.map.name(0x2000), Some("two"));
     // Replaced by another, shorter file: read from its start, but not again and again.
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, b"3000 10 new\n").unwrap();
-    process.refresh(false);
+    process.refresh(false, budget);
     assert_eq!(
         process.map.name(0x1000),
         Some("one"),
         "read from its start at most every 5 s"
     );
     process.restarted_at = None;
-    process.refresh(false);
+    process.refresh(false, budget);
     assert_eq!(process.map.name(0x1000), None);
     assert_eq!(process.map.name(0x3000), Some("new"));
     assert!(process.refused.is_empty());
@@ -198,7 +202,9 @@ fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
     let mut names = JitNames::default();
     let id = names.next_id();
     names.current.get_mut().insert(7, id);
-    names.processes.insert(id, ProcessMaps::new(7, Some(own_view(dir, 7))));
+    names
+        .processes
+        .insert(id, ProcessMaps::new(7, id, Some(own_view(dir, 7))));
     let before = crate::registry::monotonic_ns();
     assert_eq!(names.want(7, 0x1000, before), id);
     names.refresh_wanted();
@@ -232,4 +238,63 @@ fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
     backdate(&mut names, id, NEWER);
     names.refresh_wanted();
     assert_eq!(names.name(id, 0x4000), Some("four"));
+}
+
+/// Regression (pid reuse under load, `jitsecond` named from `first_incarnation`'s map): a
+/// process found gone at a housekeeping tick seconds after it exited (the tracer behind, its
+/// exit notice still queued) was dated as ended then, so the samples of the next process with
+/// its pid, taken before that tick, took its names. It is dated no later than the next
+/// process's start, and the exit notice, when it comes, moves its end back without ending
+/// the next process.
+#[test]
+fn a_process_found_gone_late_does_not_name_the_next_one_with_its_pid() {
+    let mut names = JitNames::default();
+    let first = names.want(7, 0x1000, 100);
+    names.set_map(7, 100, b"1000 10 first\n");
+    names.processes.get_mut(&first).unwrap().started_mono_ns = 50;
+    // The first exited at 200 and the second started at 300; the tracer finds the first gone
+    // at 900 (the second runs), the exit notice still queued.
+    let (exit, next_start, found) = (200, 300, 900);
+    let at = next_start.min(found);
+    names.exited(7, at);
+    let second = names.want(7, 0x1000, 400);
+    assert_ne!(second, first, "a sample of the second process, taken before the tick");
+    assert_eq!(names.name(second, 0x1000), None, "never the first's name");
+    names.set_map(7, 400, b"1000 10 second\n");
+    names.processes.get_mut(&second).unwrap().started_mono_ns = next_start;
+    // The first's exit notice comes now: its end moves back, the second goes on.
+    names.exited(7, exit);
+    assert_eq!(names.ended.get_mut()[&7], vec![(exit, first)]);
+    assert_eq!(names.current.get_mut().get(&7), Some(&second));
+    assert_eq!(names.want(7, 0x1000, 150), first);
+    assert_eq!(names.name(first, 0x1000), Some("first"));
+    assert_eq!(names.want(7, 0x1000, 450), second);
+    assert_eq!(names.name(second, 0x1000), Some("second"));
+    // A notice of an exit before the second started ends nothing of the second's.
+    names.exited(7, 250);
+    assert_eq!(names.current.get_mut().get(&7), Some(&second));
+    assert_eq!(names.want(7, 0x1000, 500), second);
+}
+
+/// The rule [`JitNames::gone`] follows, on this very process: a process found gone is dated
+/// no later than the start of the process holding its pid now.
+#[test]
+fn a_gone_process_ends_before_the_one_that_holds_its_pid() {
+    // SAFETY: getpid has no preconditions.
+    let own = unsafe { libc::getpid() } as u32;
+    let start = process::started_mono(own).expect("our own start");
+    let mut names = JitNames::default();
+    let old = names.next_id();
+    names.current.get_mut().insert(own, old);
+    names.processes.insert(old, ProcessMaps::new(own, old, None));
+    names.gone(own, start + 5_000_000_000);
+    // (The start is worked out from the clocks at each call: a few microseconds apart.)
+    let [(at, id)] = names.ended.get_mut()[&own][..] else {
+        panic!("one end: {:?}", names.ended.get_mut()[&own]);
+    };
+    assert_eq!(id, old);
+    assert!(
+        at.abs_diff(start) < 1_000_000,
+        "ended at {at}, the next started at {start}"
+    );
 }

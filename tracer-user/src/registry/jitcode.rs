@@ -13,13 +13,20 @@
 //! and rows from the dump without waiting for anything else to reload the mappings; so does a
 //! sample in executable memory no image covers yet ([`Catalog::note_unknown_code`]: the dump
 //! may have been read before the runtime wrote its records).
+//!
+//! A jitdump grows while its runtime runs, and may be made to grow by a hostile process as
+//! fast as it likes: it is read incrementally ([`DumpFile`]: the records already taken are
+//! kept, with the offset of the last complete one, and only what was appended after it is
+//! read; a file replaced, another device or inode, or shorter than that offset is read again
+//! from its start), each read within the time the JIT-name budget grants the process
+//! ([`crate::jit::budget`]: cut short, it goes on at the next), and its records and the images
+//! built from them within the process's share of that budget's memory.
 
 use std::{
     cell::RefCell,
     collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
-    io::Read as _,
-    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
+    os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _},
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, Instant},
@@ -29,7 +36,7 @@ use serde::Serialize;
 
 use super::{Catalog, Object, TableStore, memory_file};
 use crate::{
-    jit::{dump::JitDump, process::Refusal},
+    jit::{budget::Part, dump::JitDump, process::Refusal},
     procmaps::Mapping,
 };
 
@@ -40,6 +47,12 @@ const MAX_IMAGE_BYTES: u64 = 512 << 20;
 /// How often a process's mappings (and jitdump) are read again for code of a known region its
 /// image does not hold, at most.
 const REREAD: Duration = Duration::from_millis(500);
+/// Bytes read (and parsed) from a jitdump at a time (the time granted is checked between
+/// them).
+const CHUNK: usize = 256 << 10;
+/// The longest record taken (a function's code, name and unwind information): a longer one
+/// ends the reading of its dump (counted as malformed).
+const MAX_RECORD: usize = 16 << 20;
 
 /// The code each jitdump image holds, and the processes whose samples found code it does not.
 #[derive(Debug, Default)]
@@ -48,9 +61,24 @@ pub(super) struct DumpCode {
     covered: HashMap<usize, Vec<(u64, u64)>>,
     wanted: RefCell<BTreeSet<u32>>,
     reread_at: HashMap<u32, Instant>,
-    /// Per process: the mapping of its jitdump and how many bytes of it were read (read again
-    /// only when it grew: code without a record, a runtime's stubs, asks for nothing).
-    dumps: HashMap<u32, (u64, u64, u64)>,
+    /// Per process: its jitdump as read so far (read again only when it grew: code without a
+    /// record, a runtime's stubs, asks for nothing).
+    dumps: HashMap<u32, DumpFile>,
+    /// Per process: the bytes of the images built from its jitdump (held to the end).
+    image_bytes: HashMap<u32, u64>,
+}
+
+/// One process's jitdump as read so far.
+#[derive(Debug)]
+pub(super) struct DumpFile {
+    /// The mapping of the file (start, end), and the file (device, inode).
+    mapping: (u64, u64),
+    identity: (u64, u64),
+    /// The offset after the last complete record taken (0: not even the header yet).
+    read: u64,
+    /// A record longer than [`MAX_RECORD`] was met: nothing more is read.
+    stuck: bool,
+    pub(super) dump: JitDump,
 }
 
 /// The object name (and pprof or OTLP mapping) of JIT code described by a jitdump.
@@ -59,7 +87,8 @@ pub const JITDUMP_OBJECT: &str = "[jitdump]";
 /// What the summary says about jitdumps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DumpStats {
-    /// jitdumps read (each time a process's mappings were loaded), and refused by reason.
+    /// Reads of jitdumps (when a process's mappings were loaded and its dump had grown: each
+    /// takes what was appended), and jitdumps refused by reason.
     pub read: u64,
     pub refused_by_reason: BTreeMap<&'static str, u64>,
     /// Records that made no sense or cut the reading short; unwind information that could
@@ -86,33 +115,70 @@ fn is_jitdump(path: &Path) -> bool {
 }
 
 impl<T: TableStore> Catalog<T> {
-    /// The jitdump `pid` maps, read, if it maps one (the first).
-    pub(super) fn jit_dump(&mut self, pid: u32, mappings: &[Mapping]) -> Option<JitDump> {
-        let m = mappings.iter().find(|m| is_jitdump(&m.path))?;
-        let bytes = match read_dump(pid, m) {
-            Ok(bytes) => bytes,
+    /// The jitdump `pid` maps, if it maps one (the first), with what was appended to it since
+    /// it was last read (module docs); to be given back with [`Catalog::keep_dump`].
+    pub(super) fn jit_dump(&mut self, pid: u32, mappings: &[Mapping]) -> Option<DumpFile> {
+        let old = self.dump_code.dumps.remove(&pid);
+        let Some(m) = mappings.iter().find(|m| is_jitdump(&m.path)) else {
+            self.jit.budget.set(pid, Part::Dump, 0);
+            return None;
+        };
+        let (file, identity, size) = match open_dump(pid, m) {
+            Ok(opened) => opened,
             Err(refusal) => {
                 *self.jit_dumps.refused_by_reason.entry(refusal.name()).or_default() += 1;
+                self.jit.budget.set(pid, Part::Dump, 0);
                 return None;
             }
         };
+        let (mut state, again) = DumpFile::continued(old, (m.start, m.end), identity, size);
+        if again {
+            self.jit.budget.set(pid, Part::Dump, 0);
+        }
+        let size = size.min(crate::jit::process::MAX_FILE);
+        if state.read >= size || state.stuck {
+            return Some(state);
+        }
+        // Within the time the budget grants; else the names of what was appended come later.
+        let Some(until) = self.jit.budget.grant(pid, false) else {
+            return Some(state);
+        };
+        let since = Instant::now();
         self.jit_dumps.read += 1;
-        self.dump_code.dumps.insert(pid, (m.start, m.end, bytes.len() as u64));
-        match crate::jit::dump::parse(&bytes) {
-            Ok(dump) => {
-                self.jit_dumps.malformed_records += dump.malformed;
-                Some(dump)
-            }
-            Err(_) => {
+        state.dump.set_room(self.jit.budget.room(pid, Part::Dump));
+        let (malformed, over_budget) = (state.dump.malformed, state.dump.over_budget);
+        let result = state.read_more(&file, size, until);
+        self.jit_dumps.malformed_records += state.dump.malformed - malformed;
+        self.jit.budget.stats.jitdump_records_over_budget += state.dump.over_budget - over_budget;
+        self.jit.budget.set(pid, Part::Dump, state.dump.bytes());
+        self.jit.budget.spend(pid, since);
+        match result {
+            Ok(true) => {}
+            Ok(false) => self.jit.budget.stats.reads_behind += 1,
+            Err(()) => {
                 self.jit_dumps.malformed_records += 1;
-                None
+                return None;
             }
         }
+        Some(state)
+    }
+
+    /// Process `pid` is forgotten: its jitdump's records are let go (the images built from
+    /// them stay, for its samples).
+    pub(super) fn forget_dump(&mut self, pid: u32) {
+        if self.dump_code.dumps.remove(&pid).is_some() {
+            self.jit.budget.set(pid, Part::Dump, 0);
+        }
+    }
+
+    /// `pid`'s jitdump, as [`Catalog::jit_dump`] read it, is kept for the next read.
+    pub(super) fn keep_dump(&mut self, pid: u32, dump: DumpFile) {
+        self.dump_code.dumps.insert(pid, dump);
     }
 
     /// The object of the JIT code `dump` describes in the anonymous mapping `m`, and its bias
     /// (the mapping's start), if it describes any there.
-    pub(super) fn jit_code(&mut self, m: &Mapping, dump: &JitDump) -> Option<(usize, u64)> {
+    pub(super) fn jit_code(&mut self, pid: u32, m: &Mapping, dump: &JitDump) -> Option<(usize, u64)> {
         let loads = dump.within(m.start, m.end);
         let (image, unusable) = crate::jit::elf::image(&loads, dump.machine, m.start)?;
         self.jit_dumps.unusable_unwind += unusable;
@@ -130,7 +196,15 @@ impl<T: TableStore> Catalog<T> {
             self.jit_dumps.over_limit += 1;
             return None;
         }
+        let held = self.dump_code.image_bytes.get(&pid).copied().unwrap_or(0);
+        let bytes = held + image.len() as u64;
+        if bytes > self.jit.budget.room(pid, Part::Images) {
+            self.jit.budget.stats.jitdump_images_over_budget += 1;
+            return None;
+        }
         let file = Arc::new(memory_file("jitdump", &image).ok()?);
+        self.dump_code.image_bytes.insert(pid, bytes);
+        self.jit.budget.set(pid, Part::Images, bytes);
         self.jit_dumps.image_bytes += image.len() as u64;
         let mut object = Object::new(PathBuf::from(JITDUMP_OBJECT), None, Some(file), None);
         object.table = self.loader.load_image(&image, &object.path);
@@ -161,19 +235,24 @@ impl<T: TableStore> Catalog<T> {
     }
 
     /// The processes whose mappings are to be read again for code their jitdump images do
-    /// not hold: each at most every [`REREAD`], and only when its jitdump grew since it was
-    /// read (and was not cut at the size limit).
+    /// not hold: each at most every [`REREAD`], only when its jitdump grew since it was
+    /// read (and was not cut at the size limit), and only while the process has time left
+    /// in the JIT-name budget.
     pub fn take_dump_rereads(&mut self) -> Vec<u32> {
         let wanted = std::mem::take(self.dump_code.wanted.get_mut());
         let code = &self.dump_code;
+        let budget = &self.jit.budget;
         let due: Vec<u32> = wanted
             .into_iter()
             .filter(|pid| code.reread_at.get(pid).is_none_or(|at| at.elapsed() >= REREAD))
+            .filter(|&pid| budget.has_time(pid))
             .filter(|&pid| {
-                code.dumps.get(&pid).is_some_and(|&(start, end, read)| {
-                    read < crate::jit::process::MAX_FILE
+                code.dumps.get(&pid).is_some_and(|d| {
+                    let (start, end) = d.mapping;
+                    !d.stuck
+                        && d.read < crate::jit::process::MAX_FILE
                         && std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
-                            .is_ok_and(|m| m.len() > read)
+                            .is_ok_and(|m| m.len() > d.read)
                 })
             })
             .collect();
@@ -199,8 +278,74 @@ impl DumpCode {
     }
 }
 
-/// The jitdump mapped by `m` in process `pid`: the very file mapped, if trusted (module docs).
-fn read_dump(pid: u32, m: &Mapping) -> Result<Vec<u8>, Refusal> {
+impl DumpFile {
+    /// The jitdump read so far (`old`) if `identity` (of size `size`, mapped at `mapping`) is
+    /// still its file, else a new one to read from its start: a file replaced (another device
+    /// or inode) or cut shorter than what was read. Whether it is new.
+    fn continued(old: Option<DumpFile>, mapping: (u64, u64), identity: (u64, u64), size: u64) -> (DumpFile, bool) {
+        match old {
+            Some(mut old) if old.identity == identity && old.read <= size => {
+                old.mapping = mapping;
+                (old, false)
+            }
+            _ => (
+                DumpFile {
+                    mapping,
+                    identity,
+                    read: 0,
+                    stuck: false,
+                    dump: JitDump::default(),
+                },
+                true,
+            ),
+        }
+    }
+
+    /// Take the records appended to `file` from [`DumpFile::read`] up to `size`, or until
+    /// `until`: whether it got to `size` (`Err` for a file that is no jitdump).
+    fn read_more(&mut self, file: &File, size: u64, until: Instant) -> Result<bool, ()> {
+        let mut pending: Vec<u8> = Vec::new();
+        let mut at = self.read;
+        let mut buf = vec![0; CHUNK];
+        while at < size {
+            if Instant::now() >= until {
+                return Ok(false);
+            }
+            let want = usize::try_from(size - at).unwrap_or(CHUNK).min(CHUNK);
+            let got = file.read_at(&mut buf[..want], at).map_err(|_| ())?;
+            if got == 0 {
+                break;
+            }
+            at += got as u64;
+            pending.extend_from_slice(&buf[..got]);
+            if self.read == 0 {
+                match crate::jit::dump::header(&pending) {
+                    Ok((machine, header)) => {
+                        self.dump.machine = machine;
+                        self.read = header as u64;
+                        pending.drain(..header);
+                    }
+                    // Not all written yet (read again when it grew).
+                    Err(_) if at >= size => return Ok(true),
+                    Err(_) => return Err(()),
+                }
+            }
+            let used = self.dump.add_records(&pending);
+            self.read += used as u64;
+            pending.drain(..used);
+            if pending.len() > MAX_RECORD {
+                self.dump.malformed += 1;
+                self.stuck = true;
+                return Ok(true);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The jitdump mapped by `m` in process `pid`: the very file mapped, if trusted (module docs),
+/// open, with its device and inode and its size.
+fn open_dump(pid: u32, m: &Mapping) -> Result<(File, (u64, u64), u64), Refusal> {
     let (_, uid) = std::fs::read(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| crate::jit::process::status_ids(&status, pid))
@@ -216,9 +361,8 @@ fn read_dump(pid: u32, m: &Mapping) -> Result<Vec<u8>, Refusal> {
         return Err(Refusal::Unreadable);
     }
     let file: File = crate::objfile::reopen_checked(&handle, &meta).map_err(|_| Refusal::Unreadable)?;
-    let mut bytes = Vec::new();
-    file.take(crate::jit::process::MAX_FILE)
-        .read_to_end(&mut bytes)
-        .map_err(|_| Refusal::Unreadable)?;
-    Ok(bytes)
+    Ok((file, (meta.dev(), meta.ino()), meta.size()))
 }
+
+#[cfg(test)]
+mod tests;

@@ -87,7 +87,7 @@ impl<T: TableStore> Catalog<T> {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },
-                MappingKind::Anonymous => match dump.as_ref().and_then(|dump| self.jit_code(m, dump)) {
+                MappingKind::Anonymous => match dump.as_ref().and_then(|d| self.jit_code(pid, m, &d.dump)) {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },
@@ -122,6 +122,9 @@ impl<T: TableStore> Catalog<T> {
         if mappings.iter().zip(&resolved).any(anonymous) {
             self.jit.watch(pid);
         }
+        if let Some(dump) = dump {
+            self.keep_dump(pid, dump);
+        }
         let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);
         exec
@@ -133,6 +136,7 @@ impl<T: TableStore> Catalog<T> {
             self.release(&old);
         }
         self.pycode.forget(pid);
+        self.forget_dump(pid);
     }
 
     /// `pid` exited, exec'ed or unmapped code at kernel time `at_ns`: the mappings it had then

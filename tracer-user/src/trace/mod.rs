@@ -61,6 +61,8 @@ pub struct TraceConfig {
     pub inline: bool,
     /// What the symbol cache may hold (`--max-symbol-memory`).
     pub max_symbol_memory: u64,
+    /// What the names of JIT code may hold (`--max-jit-memory`, see `jit::budget`).
+    pub max_jit_memory: u64,
     /// `-f otlp`: where and how often to export.
     pub otlp: Option<crate::export::otlp::OtlpConfig>,
     /// What stacks are taken on (`-e`), uprobe targets resolved.

@@ -6,8 +6,8 @@
 //! names its own (`reuse`). Privileged; skipped loudly (or failed under CI) when a runtime is
 //! missing.
 
-mod hostile;
-mod jitdump;
+pub(crate) mod hostile;
+pub(crate) mod jitdump;
 mod reuse;
 
 use std::{
@@ -41,10 +41,10 @@ fn have(test: &str, program: &str) -> bool {
 }
 
 /// One sample's user frames, innermost first: (symbol, object, source).
-type Frames = Vec<(Option<String>, Option<String>, String)>;
+pub(crate) type Frames = Vec<(Option<String>, Option<String>, String)>;
 
 /// The user frames of the json samples of `pid`.
-fn user_stacks(json: &str, pid: u32) -> Vec<Frames> {
+pub(crate) fn user_stacks(json: &str, pid: u32) -> Vec<Frames> {
     json_samples(json, pid)
         .iter()
         .map(|s| {

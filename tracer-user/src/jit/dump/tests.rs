@@ -27,7 +27,7 @@ fn eh_frame(code: u64, eh: u64) -> Vec<u8> {
     out
 }
 
-fn record(id: u32, body: &[u8]) -> Vec<u8> {
+pub(crate) fn record(id: u32, body: &[u8]) -> Vec<u8> {
     let mut out = id.to_ne_bytes().to_vec();
     out.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
     out.extend_from_slice(&7u64.to_ne_bytes());
@@ -35,7 +35,7 @@ fn record(id: u32, body: &[u8]) -> Vec<u8> {
     out
 }
 
-fn header() -> Vec<u8> {
+pub(crate) fn header() -> Vec<u8> {
     let mut out = Vec::new();
     for word in [0x4A69_5444u32, 1, 40, 62, 0, 1234] {
         out.extend_from_slice(&word.to_ne_bytes());
@@ -44,7 +44,7 @@ fn header() -> Vec<u8> {
     out
 }
 
-fn load(addr: u64, name: &str, code: &[u8]) -> Vec<u8> {
+pub(crate) fn load(addr: u64, name: &str, code: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&1234u32.to_ne_bytes());
     body.extend_from_slice(&1234u32.to_ne_bytes());
@@ -57,7 +57,7 @@ fn load(addr: u64, name: &str, code: &[u8]) -> Vec<u8> {
     record(0, &body)
 }
 
-fn unwinding(eh: &[u8]) -> Vec<u8> {
+pub(crate) fn unwinding(eh: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
     for word in [eh.len() as u64, 0, eh.len() as u64] {
         body.extend_from_slice(&word.to_ne_bytes());

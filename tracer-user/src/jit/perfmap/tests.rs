@@ -89,3 +89,21 @@ fn lines_after_an_overlong_one_in_the_same_text_are_read() {
     assert_eq!(map.name(0x2000), Some("after"));
     assert_eq!(map.name(0x1000), None);
 }
+
+/// A map given room for two entries keeps two and counts the rest as over the budget; a line
+/// that replaces a kept one gives its room back first.
+#[test]
+fn a_map_keeps_no_more_than_its_room() {
+    let mut map = PerfMap::default();
+    map.set_room(2 * (ENTRY_COST + 3));
+    map.add_text(b"1000 10 one\n2000 10 two\n3000 10 six\n");
+    assert_eq!(map.len(), 2);
+    assert_eq!(map.over_budget, 1);
+    assert_eq!(map.bytes(), 2 * (ENTRY_COST + 3));
+    assert_eq!(map.name(0x3000), None);
+    // The same address again: the old range goes, the new one fits.
+    map.add_text(b"1000 10 new\n");
+    assert_eq!(map.name(0x1000), Some("new"));
+    assert_eq!(map.over_budget, 1);
+    assert_eq!(map.bytes(), 2 * (ENTRY_COST + 3));
+}

@@ -461,7 +461,22 @@ fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &crat
         let refused: Vec<String> = jit.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
         write!(f, ", refused: {}", refused.join(", "))?;
     }
-    writeln!(f)
+    writeln!(f)?;
+    let b = &jit.budget;
+    if b.perf_map_lines_over_budget + b.jitdump_records_over_budget + b.jitdump_images_over_budget + b.reads_behind > 0
+    {
+        writeln!(
+            f,
+            "  jit budget: {} of {} bytes held at most; over it: {} perf-map lines, {} jitdump records, {} jitdump images; {} reads put off for time",
+            b.peak_bytes,
+            b.limit_bytes,
+            b.perf_map_lines_over_budget,
+            b.jitdump_records_over_budget,
+            b.jitdump_images_over_budget,
+            b.reads_behind
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -136,6 +136,8 @@ fn json_has_the_figures_of_the_text() {
         "jit": {
             "processes": 0, "perf_maps": 0, "entries": 0, "malformed_lines": 0, "over_limit": 0,
             "refused_by_reason": {},
+            "budget": {"limit_bytes": 268435456, "peak_bytes": 0, "perf_map_lines_over_budget": 0,
+                "jitdump_records_over_budget": 0, "jitdump_images_over_budget": 0, "reads_behind": 0},
         },
         "jitdump": {
             "read": 0, "refused_by_reason": {}, "malformed_records": 0, "unusable_unwind": 0, "regions": 0,

@@ -15,7 +15,7 @@ use super::user_stacks;
 use crate::support::{Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc, privileged};
 
 /// A perf map the test placed, removed afterwards whatever it is.
-pub(super) struct Placed(pub(super) PathBuf);
+pub(crate) struct Placed(pub(crate) PathBuf);
 
 impl Drop for Placed {
     fn drop(&mut self) {
@@ -24,7 +24,7 @@ impl Drop for Placed {
 }
 
 /// Build fixtures/jit/jit.c into `dir`.
-pub(super) fn build_jit(dir: &Path) -> PathBuf {
+pub(crate) fn build_jit(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jit/jit.c");
     gcc(&src, &dir.join("jit"), &SFRAME_CFLAGS)
 }

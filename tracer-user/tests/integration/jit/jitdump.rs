@@ -19,7 +19,7 @@ use crate::support::{SUMMARY_JSON, Summary, Tracer, privileged, tracer_binary};
 /// dump, `spin` or nothing above it, `run`, `main`, two libc frames and `_start` below), and
 /// how many end early. Each is checked: a stack may be short (code compiled since the dump
 /// was read, until it is read again), never wrong.
-fn exact_through(stacks: &[super::Frames], name: &str) -> (usize, usize) {
+pub(crate) fn exact_through(stacks: &[super::Frames], name: &str) -> (usize, usize) {
     let (mut exact, mut short) = (0, 0);
     for stack in stacks {
         let names: Vec<&str> = stack.iter().map(|f| f.0.as_deref().unwrap_or("?")).collect();

@@ -8,6 +8,11 @@
 //! (refused as `stale` if read while the second runs), and the first's samples are not named
 //! from the map that replaced it.
 //!
+//! Under load, as when it failed (4,131 samples of `jitsecond` named `first_incarnation`: the
+//! first process, found gone at a housekeeping tick while its exit notice still waited behind
+//! a busy tracer, was dated as ended then, after the second had started): a CPU-burning
+//! neighbour and a neighbour whose jitdump never stops growing run beside it all along.
+//!
 //! Each process runs its code until the tracer has looked at it (its `sframe_trace::jit_watch`
 //! debug log), and only then the measured second (`reuse hold`): a system-wide tracer learns
 //! of a process from its samples, on a busy host seconds late, and samples taken before the
@@ -21,7 +26,31 @@ use std::{
 };
 
 use super::hostile::{Placed, build_jit};
-use crate::support::{SUMMARY_JSON, Tracer, privileged, read_pprof};
+use crate::support::{Running, SUMMARY_JSON, Tracer, privileged, read_pprof};
+
+/// The busy neighbours: a shell loop burning a CPU, and fixtures/jit/jit.c's growing jitdump
+/// (filled to 32 MiB, a record more every 100 ms), in `dir`.
+fn busy_neighbours(program: &std::path::Path, dir: &std::path::Path) -> Vec<Running> {
+    let burner = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("start a busy shell");
+    let mut grower = Command::new(program)
+        .args(["120", "grow", "32"])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the growing jitdump");
+    let stdout = grower.stdout.take().expect("stdout");
+    let grower = Running(grower);
+    let line = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    assert!(line.starts_with("ready "), "the growing jitdump said {line:?}");
+    vec![Running(burner), grower]
+}
 
 /// The JIT frame names of the samples of `pid` in a pprof, per command, with their counts.
 fn pprof_names(path: &std::path::Path, pid: u32) -> BTreeMap<(String, String), i64> {
@@ -74,6 +103,8 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
         json.to_str().expect("utf-8"),
     ];
     args.extend(SUMMARY_JSON);
+    let neighbours_dir = tempfile::tempdir().expect("tempdir");
+    let neighbours = busy_neighbours(&program, neighbours_dir.path());
     let mut tracer = Tracer::start_logging(&args, sframe_trace::jit::WATCH_LOG);
     let mut jit = Command::new(&program)
         .args(["1", "reuse", "hold"])
@@ -105,6 +136,7 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
     let pid: u32 = pid.unwrap_or_else(|| panic!("the JIT program ({status}) said {said:?}"));
     let _map = Placed(PathBuf::from(format!("/tmp/perf-{pid}.map")));
     let stderr = tracer.interrupt();
+    drop(neighbours);
 
     let names = pprof_names(&pprof, pid);
     let count = |comm: &str, name: &str| names.get(&(comm.to_owned(), name.to_owned())).copied().unwrap_or(0);
