@@ -294,7 +294,11 @@ fn write_kernels_doc(root: &Path, rows: &[report::Row], out: &Path) -> anyhow::R
         )
     })?;
     fs::write(&doc_path, rewritten)?;
-    eprintln!("vm-test: wrote {} and the kernel table of {}", out.display(), report::KERNELS_DOC);
+    eprintln!(
+        "vm-test: wrote {} and the kernel table of {}",
+        out.display(),
+        report::KERNELS_DOC
+    );
     Ok(())
 }
 

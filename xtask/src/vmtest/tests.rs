@@ -228,8 +228,16 @@ fn kernel_table_lives_in_docs_kernels() {
     let end = doc.find(END).expect("docs/kernels.md has the table's last marker");
     assert!(start < end, "the markers of docs/kernels.md are in order");
     let rows: Vec<Row> = doc[start..end].lines().filter_map(Row::parse).collect();
-    assert!(!rows.is_empty(), "the kernel table of docs/kernels.md has rows:\n{}", &doc[start..end]);
-    assert_eq!(report::rewrite_table(&doc, &rows).as_deref(), Some(doc.as_str()), "its own rows rewrite it unchanged");
+    assert!(
+        !rows.is_empty(),
+        "the kernel table of docs/kernels.md has rows:\n{}",
+        &doc[start..end]
+    );
+    assert_eq!(
+        report::rewrite_table(&doc, &rows).as_deref(),
+        Some(doc.as_str()),
+        "its own rows rewrite it unchanged"
+    );
     let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
     assert!(!readme.contains(BEGIN), "README.md holds no generated kernel table");
 }
