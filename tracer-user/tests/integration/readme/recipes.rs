@@ -10,10 +10,11 @@
 //! Every command runs in a directory holding the files its recipe names: `./app` (the same C
 //! program, ending after a second of CPU time), `app.py`, `app.js` and `App.class`. Its result
 //! must name that program's functions: the svg or folded file it writes, or the profiles the
-//! receiver decoded; off-CPU output must also hold blocked stacks of `readme_nap`. A command
-//! without `-d` is either a launched command that ends by itself or the OTLP recipe, which is
-//! stopped with SIGTERM once the receiver holds the program's stacks. Privileged; node, java and
-//! javac are required (`cargo xtask setup` installs them).
+//! receiver decoded; the off-CPU recipe's output must also hold blocked stacks of `readme_nap`,
+//! and the OTLP recipe must export OTLP. A command without `-d` is either a launched command
+//! that ends by itself or the OTLP recipe, which is stopped with SIGTERM once the receiver holds
+//! the program's stacks. Privileged; node, java and javac are required (`cargo xtask setup`
+//! installs them).
 
 use std::{
     path::Path,
@@ -23,7 +24,7 @@ use std::{
 
 use crate::{
     otlp::Receiver,
-    support::{Running, SFRAME_CFLAGS, Tracer, gcc, privileged, run, tracer_binary},
+    support::{Running, SFRAME_CFLAGS, Tracer, gcc, privileged, run, skipped, tracer_binary},
 };
 
 /// What `-d 30` becomes: long enough for samples of a busy program, short for a test.
@@ -197,6 +198,30 @@ fn run_until_exported(mut command: Command, receiver: &Receiver, names: &[&str])
     }
 }
 
+/// The runtimes the recipes launch are installed (`cargo xtask setup` installs them); else the
+/// test is skipped loudly, or fails under CI.
+fn runtimes_installed(test: &str) -> bool {
+    let missing: Vec<&str> = ["python3", "node", "java", "javac"]
+        .into_iter()
+        .filter(|program| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {program}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: {missing:?} missing under CI"
+    );
+    skipped(test, &format!("{missing:?} not installed"));
+    false
+}
+
 /// The README's quick start and six recipes, run as written (see the module's contract), each
 /// give a result that names the functions of the program it traced.
 #[test]
@@ -204,6 +229,9 @@ fn readme_commands_work_as_written() {
     let Some(_turn) = privileged("readme_commands_work_as_written") else {
         return;
     };
+    if !runtimes_installed("readme_commands_work_as_written") {
+        return;
+    }
     let found = recipes(&super::readme());
     let headings: std::collections::BTreeSet<&str> = found.iter().map(|r| r.heading.as_str()).collect();
     assert!(
@@ -226,6 +254,9 @@ fn readme_commands_work_as_written() {
         eprintln!("running {what}");
         let mut command = Command::new(tracer_binary());
         command.args(&args).current_dir(dir.path());
+        if recipe.heading.contains("OTLP") {
+            assert_eq!(flag(&args, "-f"), Some("otlp"), "{what}: exports OTLP");
+        }
         if flag(&args, "-f") == Some("otlp") {
             assert!(flag(&args, "-d").is_none(), "{what}: runs until stopped");
             let sent = run_until_exported(command, &receiver, names);
@@ -257,7 +288,7 @@ fn readme_commands_work_as_written() {
         for name in names {
             assert!(text.contains(name), "{what}: {out} names {name}:\n{stderr}");
         }
-        if args.iter().any(|a| a == "offcpu") {
+        if recipe.heading.contains("Off-CPU") || args.iter().any(|a| a == "offcpu") {
             let blocked = text.lines().filter(|l| l.starts_with("offcpu;"));
             assert!(
                 blocked.clone().any(|l| l.contains("readme_work;readme_nap")),
