@@ -62,7 +62,7 @@ enum Task {
         phase: Option<String>,
     },
     /// Run the privileged end-to-end tests inside other Debian kernels under qemu, and write
-    /// target/vm-test/report.md and the README's kernel table.
+    /// target/vm-test/report.md and the kernel table of docs/kernels.md.
     ///
     /// Kernels are cached under ${XDG_CACHE_HOME:-~/.cache}/sframe-trace/vmtest; each guest's
     /// output, exit status and console are in target/vm-test/KERNEL/. Settings: VMTEST_CPUS
@@ -82,7 +82,7 @@ enum Task {
         arch: vmtest::arch::GuestArch,
         /// Run only these tests (filters of the integration-test binary, comma-separated, e.g.
         /// `walker::,events::kprobe`) instead of the architecture's list: for iterating on a
-        /// few. The report is written, the README's kernel table is left alone.
+        /// few. The report is written, the kernel table of docs/kernels.md is left alone.
         #[arg(long, value_delimiter = ',', value_name = "FILTERS")]
         tests: Vec<String>,
     },

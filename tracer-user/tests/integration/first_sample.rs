@@ -9,7 +9,7 @@
 //! image's) or exit (its memory freed) have no user stack to be exact about: the tracer marks
 //! them (`exec_or_exit`), they may hold the sampled PC alone, and their kernel stacks must show
 //! the exec or exit; they are counted apart (about 1.3 % of the samples here). Measured on this
-//! busy VM: 99.3 to 99.5 % of the rest exact (docs/decisions.md). Run by `cargo xtask test`
+//! busy VM: 99.3 to 99.5 % of the rest exact (docs/decisions/0006-walker.md). Run by `cargo xtask test`
 //! with the release tracer (`SFRAME_TRACE_BIN`): a debug build, system-wide on a busy host,
 //! falls behind the processes it should load.
 

@@ -49,6 +49,7 @@ mod python_root;
 #[cfg(feature = "ebpf")]
 mod python_session;
 mod reader;
+mod readme;
 #[cfg(feature = "ebpf")]
 mod security;
 mod support;

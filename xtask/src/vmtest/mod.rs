@@ -3,7 +3,7 @@
 //! (`initramfs`, `init.sh`), sees this machine's files, and runs the integration-test binary
 //! built here, filtered to the tests that load the eBPF program and trace real processes
 //! (`guest`). The verifier of each kernel is the judge. The results go to
-//! target/vm-test/report.md and into the README's kernel table (`report`).
+//! target/vm-test/report.md and into the kernel table of docs/kernels.md (`report`).
 
 pub mod arch;
 mod guest;
@@ -215,7 +215,7 @@ fn is_static(elf: &[u8]) -> bool {
 }
 
 /// Boot each of `kernels` with the tests of `arch` (or only those `only` filters, when not
-/// empty: then the README's kernel table, which records whole runs, is left alone).
+/// empty: then the kernel table of docs/kernels.md, which records whole runs, is left alone).
 pub fn vm_test(
     root: &Path,
     arch: GuestArch,
@@ -279,11 +279,12 @@ pub fn vm_test(
     print!("{}", report::report(&rows));
     if !only.is_empty() {
         eprintln!(
-            "vm-test: wrote {} (a subset of the tests: the README is left alone)",
-            out.display()
+            "vm-test: wrote {} (a subset of the tests: {} is left alone)",
+            out.display(),
+            report::KERNELS_DOC
         );
     } else {
-        write_readme(root, &rows, &out)?;
+        write_kernels_doc(root, &rows, &out)?;
     }
     if !not_run.is_empty() {
         bail!("kernels not run: {} (see the messages above)", not_run.join(", "));
@@ -294,19 +295,24 @@ pub fn vm_test(
     Ok(())
 }
 
-/// Put `rows` into the README's kernel table (`out`: the report they are also in).
-fn write_readme(root: &Path, rows: &[report::Row], out: &Path) -> anyhow::Result<()> {
-    let readme_path = root.join("README.md");
-    let readme = fs::read_to_string(&readme_path)?;
-    let rewritten = report::rewrite_readme(&readme, rows).with_context(|| {
+/// Put `rows` into the kernel table of docs/kernels.md (`out`: the report they are also in).
+fn write_kernels_doc(root: &Path, rows: &[report::Row], out: &Path) -> anyhow::Result<()> {
+    let doc_path = root.join(report::KERNELS_DOC);
+    let doc = fs::read_to_string(&doc_path).with_context(|| format!("reading {}", doc_path.display()))?;
+    let rewritten = report::rewrite_table(&doc, rows).with_context(|| {
         format!(
-            "README.md lacks the kernel table markers `{}` and `{}`",
+            "{} lacks the kernel table markers `{}` and `{}`",
+            report::KERNELS_DOC,
             report::BEGIN,
             report::END
         )
     })?;
-    fs::write(&readme_path, rewritten)?;
-    eprintln!("vm-test: wrote {} and the README's kernel table", out.display());
+    fs::write(&doc_path, rewritten)?;
+    eprintln!(
+        "vm-test: wrote {} and the kernel table of {}",
+        out.display(),
+        report::KERNELS_DOC
+    );
     Ok(())
 }
 
@@ -412,7 +418,7 @@ impl Matrix<'_> {
 }
 
 /// The commit tested: short hash, `+changes` when tracked files differ from it (apart from the
-/// README, whose table this command writes).
+/// kernel table of docs/kernels.md, which this command writes).
 fn commit() -> String {
     let hash = output(Command::new("git").args(["rev-parse", "--short", "HEAD"]))
         .map(|h| h.trim().to_owned())
@@ -423,7 +429,7 @@ fn commit() -> String {
         "--untracked-files=no",
         "--",
         ".",
-        ":!README.md",
+        ":!docs/kernels.md",
     ]))
     .is_some_and(|s| !s.trim().is_empty());
     if dirty { format!("{hash}+changes") } else { hash }

@@ -1,11 +1,14 @@
 //! The kernel matrix as text: one result per kernel (from the guest's exit status and libtest's
 //! summary line), the table written to target/vm-test/report.md, and the same table rewritten in
-//! place between the README's marker comments. Pure: strings in, strings out; the caller reads
+//! place between the marker comments of docs/kernels.md. Pure: strings in, strings out; the caller reads
 //! and writes the files.
 
 use std::fmt::Write as _;
 
-/// The README comments the generated table sits between.
+/// The document that holds the kernel table, relative to the repository's root.
+pub const KERNELS_DOC: &str = "docs/kernels.md";
+
+/// The comments of [`KERNELS_DOC`] the generated table sits between.
 pub const BEGIN: &str = "<!-- vm-test table: written by `cargo xtask vm-test` -->";
 pub const END: &str = "<!-- vm-test table end -->";
 
@@ -73,7 +76,7 @@ impl Row {
     }
 
     /// Read a line this module wrote back (the release is kept as its major.minor only).
-    fn parse(line: &str) -> Option<Row> {
+    pub(super) fn parse(line: &str) -> Option<Row> {
         let cells: Vec<&str> = line
             .trim()
             .strip_prefix('|')?
@@ -144,19 +147,19 @@ pub fn report(rows: &[Row]) -> String {
     out
 }
 
-/// The README with the table between the markers replaced: the rows of this run replace those
+/// `doc` ([`KERNELS_DOC`]) with the table between the markers replaced: the rows of this run replace those
 /// of the same kernels, the others stay as they were (with their own date and commit). None if
 /// the markers are missing or out of order.
-pub fn rewrite_readme(readme: &str, rows: &[Row]) -> Option<String> {
-    let start = readme.find(BEGIN)? + BEGIN.len();
-    let end = start + readme[start..].find(END)?;
-    let mut merged: Vec<Row> = readme[start..end]
+pub fn rewrite_table(doc: &str, rows: &[Row]) -> Option<String> {
+    let start = doc.find(BEGIN)? + BEGIN.len();
+    let end = start + doc[start..].find(END)?;
+    let mut merged: Vec<Row> = doc[start..end]
         .lines()
         .filter_map(Row::parse)
         .filter(|old| rows.iter().all(|new| new.kernel != old.kernel))
         .collect();
     merged.extend(rows.iter().cloned());
-    Some(format!("{}\n{}{}", &readme[..start], table(&merged), &readme[end..]))
+    Some(format!("{}\n{}{}", &doc[..start], table(&merged), &doc[end..]))
 }
 
 /// `YYYY-MM-DD` (UTC) of a time in seconds since the Unix epoch.

@@ -1,5 +1,5 @@
 //! The pure parts of the kernel matrix: naming and resolving kernel packages, the guest's
-//! command line and script, the initramfs archive, and the report and README table.
+//! command line and script, the initramfs archive, and the report and the table of docs/kernels.md.
 
 use std::path::Path;
 
@@ -167,10 +167,10 @@ fn dates_of_epoch_seconds() {
     assert_eq!(report::date(1_795_478_400), "2026-11-24");
 }
 
-/// Rewriting the README replaces the rows of the kernels run, keeps the others with their own
+/// Rewriting the kernel table replaces the rows of the kernels run, keeps the others with their own
 /// date and commit, orders by kernel version, and leaves the text around the markers alone.
 #[test]
-fn readme_table_is_rewritten_between_markers() {
+fn kernel_table_is_rewritten_between_markers() {
     let old_rows = [
         Row::new(
             "bullseye",
@@ -189,7 +189,7 @@ fn readme_table_is_rewritten_between_markers() {
             "62509c0",
         ),
     ];
-    let readme = format!("intro\n{BEGIN}\n{}{END}\nafter\n", report::table(&old_rows));
+    let doc = format!("intro\n{BEGIN}\n{}{END}\nafter\n", report::table(&old_rows));
     let output = "test result: FAILED. 15 passed; 1 failed; 0 ignored\n";
     let new = [Row::new(
         "bookworm",
@@ -199,7 +199,7 @@ fn readme_table_is_rewritten_between_markers() {
         "2026-11-24",
         "abc1234",
     )];
-    let rewritten = report::rewrite_readme(&readme, &new).unwrap();
+    let rewritten = report::rewrite_table(&doc, &new).unwrap();
     assert_eq!(
         rewritten,
         format!(
@@ -209,11 +209,35 @@ fn readme_table_is_rewritten_between_markers() {
         )
     );
     assert_eq!(
-        report::rewrite_readme(&rewritten, &new).unwrap(),
+        report::rewrite_table(&rewritten, &new).unwrap(),
         rewritten,
         "idempotent"
     );
-    assert_eq!(report::rewrite_readme("no markers", &new), None);
+    assert_eq!(report::rewrite_table("no markers", &new), None);
     let timeout = Row::new("sid", "7.2.0-1-amd64", &Outcome::Timeout, "", "d", "c");
     assert!(report::report(&[timeout]).contains("| 7.2 (sid) | timeout | - | d | c |"));
+}
+
+/// The table `cargo xtask vm-test` writes is in docs/kernels.md, between its markers, with a row
+/// per kernel that parses back; the README no longer holds one (a rewrite there would fail).
+#[test]
+fn kernel_table_lives_in_docs_kernels() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join(report::KERNELS_DOC)).expect("read docs/kernels.md");
+    let start = doc.find(BEGIN).expect("docs/kernels.md has the table's first marker");
+    let end = doc.find(END).expect("docs/kernels.md has the table's last marker");
+    assert!(start < end, "the markers of docs/kernels.md are in order");
+    let rows: Vec<Row> = doc[start..end].lines().filter_map(Row::parse).collect();
+    assert!(
+        !rows.is_empty(),
+        "the kernel table of docs/kernels.md has rows:\n{}",
+        &doc[start..end]
+    );
+    assert_eq!(
+        report::rewrite_table(&doc, &rows).as_deref(),
+        Some(doc.as_str()),
+        "its own rows rewrite it unchanged"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
+    assert!(!readme.contains(BEGIN), "README.md holds no generated kernel table");
 }
