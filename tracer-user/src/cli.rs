@@ -51,7 +51,8 @@ pub const EXPORT: &str = "Export";
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
     /// Trace these running processes (and all their threads): PID[,PID...].
-    #[arg(help_heading = TARGETS, 
+    #[arg(
+        help_heading = TARGETS,
         short,
         long,
         value_name = "PID",
@@ -73,7 +74,8 @@ pub struct TraceArgs {
     #[arg(help_heading = SAMPLING, long, default_value = "8M", value_name = "SIZE", value_parser = parse_ring_buffer_size)]
     pub ring_buffer_size: u32,
     /// Sampling frequency per CPU, in Hz (the cpu-clock event).
-    #[arg(help_heading = SAMPLING, 
+    #[arg(
+        help_heading = SAMPLING,
         short = 'F',
         long,
         default_value_t = 99,
@@ -141,7 +143,8 @@ pub struct TraceArgs {
     /// The deepest user stack to walk, in frames (1-2048; default: 2048, the most). A sample
     /// costs time and ring-buffer bytes per frame it actually has, so a lower limit only
     /// matters for very deep recursion; stacks cut at the limit are counted as `max_depth`.
-    #[arg(help_heading = SAMPLING, 
+    #[arg(
+        help_heading = SAMPLING,
         long,
         default_value_t = tracer_common::trace::DEFAULT_MAX_DEPTH,
         value_name = "N",
