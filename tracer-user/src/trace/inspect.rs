@@ -73,8 +73,10 @@ pub(crate) fn parse_stat(stat: &str) -> Option<(String, u64, u64)> {
 
 /// The processes met while tracing: their executable's name, and the runtimes that run
 /// without the flag their stacks need, one sentence each; each looked at once.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Runtimes {
+    /// The tracer's own process.
+    own: u32,
     seen: HashSet<u32>,
     /// The executable's file name of each process looked at.
     pub names: HashMap<u32, String>,
@@ -83,10 +85,19 @@ pub struct Runtimes {
 }
 
 impl Runtimes {
+    pub fn new() -> Runtimes {
+        Runtimes {
+            own: std::process::id(),
+            seen: HashSet::new(),
+            names: HashMap::new(),
+            notes: Vec::new(),
+        }
+    }
+
     /// Look at process `pid` if it is new (the tracer's own is never looked at): its
     /// executable's name, and its runtime's flags.
     pub fn see(&mut self, pid: u32) {
-        if self.seen.len() >= MAX_SEEN || pid == std::process::id() || !self.seen.insert(pid) {
+        if self.seen.len() >= MAX_SEEN || pid == self.own || !self.seen.insert(pid) {
             return;
         }
         let Some(exe) = std::fs::read_link(format!("/proc/{pid}/exe")).ok() else {

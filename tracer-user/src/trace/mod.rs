@@ -160,7 +160,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         output,
         symbols: SymbolCache::new(config.inline, config.max_symbol_memory),
         copies: Snapshots::new(config.max_depth),
-        runtimes: inspect::Runtimes::default(),
+        runtimes: inspect::Runtimes::new(),
         own_pid: (config.all && !config.include_self).then(std::process::id),
     };
     let mut sizes = sizes::SizeLog::new();
