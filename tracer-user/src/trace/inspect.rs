@@ -145,13 +145,13 @@ pub(crate) fn runtime_note(pid: u32, exe_name: &str, args: &[String], env: &[Str
                  -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit for the names of compiled methods)"
             ));
         }
-    } else if exe_name == "node" || exe_name == "nodejs" {
-        if !given(&["--perf-basic-prof", "--perf-prof"], &["NODE_OPTIONS"]) {
-            return Some(format!(
-                "pid {pid} runs Node.js without --perf-basic-prof, so its JavaScript frames have no names: \
-                 restart it with `node --perf-basic-prof` (or NODE_OPTIONS=--perf-basic-prof)"
-            ));
-        }
+    } else if (exe_name == "node" || exe_name == "nodejs")
+        && !given(&["--perf-basic-prof", "--perf-prof"], &["NODE_OPTIONS"])
+    {
+        return Some(format!(
+            "pid {pid} runs Node.js without --perf-basic-prof, so its JavaScript frames have no names: \
+             restart it with `node --perf-basic-prof` (or NODE_OPTIONS=--perf-basic-prof)"
+        ));
     }
     None
 }

@@ -84,7 +84,7 @@ fn root_refused_a_process_is_told_what_refused_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let unreadable = dir.path().join("maps");
     std::fs::write(&unreadable, "").expect("create");
-    std::fs::set_permissions(&unreadable, std::os::unix::fs::PermissionsExt::from_mode(0)).expect("chmod");
+    std::fs::set_permissions(&unreadable, std::os::unix::fs::PermissionsExt::from_mode(0o000)).expect("chmod");
     std::os::unix::fs::chown(&unreadable, Some(65534), Some(65534)).expect("chown");
     let script = format!(
         "mount --bind {} /proc/{}/maps && exec setpriv --bounding-set=-dac_override,-dac_read_search \
