@@ -6,3 +6,4 @@ mod diagnosis;
 mod errors;
 mod owners;
 mod whole_host;
+mod go;
