@@ -4,6 +4,6 @@
 
 mod diagnosis;
 mod errors;
+mod go;
 mod owners;
 mod whole_host;
-mod go;

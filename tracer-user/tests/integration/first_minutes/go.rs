@@ -45,7 +45,10 @@ fn goroutine_stacks_are_complete() {
     let goroutines: Vec<&str> = text.lines().filter(|l| l.contains(";main.spin")).collect();
     assert!(!goroutines.is_empty(), "no stack of main.spin:\n{text}");
     for line in &goroutines {
-        assert!(line.starts_with("gospin;runtime.goexit"), "not whole from goexit: {line}");
+        assert!(
+            line.starts_with("gospin;runtime.goexit"),
+            "not whole from goexit: {line}"
+        );
     }
     assert!(!text.contains("[truncated: zero_ra]"), "{text}");
     assert_eq!(summary.count("stacks.truncated_by_reason.zero_ra"), 0, "{}", summary.0);
