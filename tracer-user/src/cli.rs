@@ -41,11 +41,19 @@ pub struct Cli {
     pub trace: TraceArgs,
 }
 
+/// The `--help` sections of the tracing flags (and the CLI reference's, `docs/cli.md`).
+pub const TARGETS: &str = "Targets";
+pub const SAMPLING: &str = "Sampling";
+pub const OUTPUT: &str = "Output";
+pub const SYMBOLS: &str = "Symbols";
+pub const EXPORT: &str = "Export";
+
 /// Tracing (the default mode): sample the user and kernel stacks of processes on CPU.
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
     /// Trace these running processes (and all their threads): PID[,PID...].
     #[arg(
+        help_heading = TARGETS,
         short,
         long,
         value_name = "PID",
@@ -55,19 +63,20 @@ pub struct TraceArgs {
     pub pid: Vec<u32>,
     /// Trace every process on the host, including those started later (the default when
     /// neither --pid nor a command is given).
-    #[arg(short, long, conflicts_with = "pid")]
+    #[arg(help_heading = TARGETS, short, long, conflicts_with = "pid")]
     pub all: bool,
     /// Kernel memory the unwind tables may use at most (K, M or G suffix). Objects that do not
     /// fit are reported in the summary and unwound with frame pointers only.
-    #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = SAMPLING, long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
     pub max_table_memory: u64,
     /// Size of the ring buffer that carries samples to userspace (K or M suffix; a power of
     /// two, at least the page size). Samples that find it full are lost and counted in the
     /// summary: raise it for high frequencies on many CPUs.
-    #[arg(long, default_value = "8M", value_name = "SIZE", value_parser = parse_ring_buffer_size)]
+    #[arg(help_heading = SAMPLING, long, default_value = "8M", value_name = "SIZE", value_parser = parse_ring_buffer_size)]
     pub ring_buffer_size: u32,
     /// Sampling frequency per CPU, in Hz (the cpu-clock event).
     #[arg(
+        help_heading = SAMPLING,
         short = 'F',
         long,
         default_value_t = 99,
@@ -80,13 +89,14 @@ pub struct TraceArgs {
     /// `uprobe:PATH:SYMBOL[+OFFSET]`, `uretprobe:PATH:SYMBOL`, `kprobe:SYMBOL`,
     /// `tracepoint:CATEGORY:NAME`. Every event records user and kernel stacks of the traced
     /// processes.
-    #[arg(short, long = "event", value_name = "EVENT")]
+    #[arg(help_heading = SAMPLING, short, long = "event", value_name = "EVENT")]
     pub event: Vec<String>,
     /// `-e offcpu`: record blocks of at least this many microseconds [default: 1000].
-    #[arg(long, value_name = "USECS", allow_negative_numbers = true)]
+    #[arg(help_heading = SAMPLING, long, value_name = "USECS", allow_negative_numbers = true)]
     pub min_block: Option<u64>,
-    /// Stop after this many seconds (default: when the traced processes exit, or on Ctrl-C).
-    #[arg(short, long, value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    /// Stop after this long: seconds, or a number with `ms`, `s`, `m` or `h` (`30`, `500ms`,
+    /// `1m`; default: when the traced processes exit, or on Ctrl-C).
+    #[arg(help_heading = SAMPLING, short, long, value_name = "DURATION", value_parser = parse_secs, allow_negative_numbers = true)]
     pub duration: Option<Duration>,
     /// Output format (repeatable: each -f writes the same stacks to its own --output, paired
     /// in the order given; one file format may go to stdout).
@@ -102,13 +112,17 @@ pub struct TraceArgs {
     ///
     /// Example: `-f folded -o stacks.folded -f pprof -o profile.pb.gz -f otlp --otlp-endpoint
     /// http://collector:4317`.
-    #[arg(short, long, value_enum, default_values_t = [Format::Folded], value_name = "FORMAT")]
+    #[arg(help_heading = OUTPUT, short, long, value_enum, default_values_t = [Format::Folded], value_name = "FORMAT")]
     pub format: Vec<Format>,
     /// Write the stacks here instead of stdout (repeatable: one per file format given with -f,
     /// in the same order). The file is created mode 0600 beside the path and renamed over it
     /// when complete; a link, FIFO or directory at the path is refused.
-    #[arg(short, long, value_name = "PATH")]
+    #[arg(help_heading = OUTPUT, short, long, value_name = "PATH")]
     pub output: Vec<PathBuf>,
+    /// The permission bits of the --output and --summary-output files, in octal (at most
+    /// 666). Under sudo, the files belong to the user who ran it (`SUDO_UID`, `SUDO_GID`).
+    #[arg(help_heading = OUTPUT, long, default_value = "600", value_name = "MODE", value_parser = parse_mode)]
+    pub output_mode: u32,
     /// Show the hottest functions (self and total samples) and stacks in the terminal,
     /// refreshed every second, instead of writing the stacks to stdout.
     ///
@@ -117,20 +131,21 @@ pub struct TraceArgs {
     /// terminal (plain ANSI, so ssh works). The stacks are still written to --output, in any
     /// --format, when tracing ends (without --output, nothing is written), and the summary is
     /// printed once the terminal is back.
-    #[arg(long)]
+    #[arg(help_heading = OUTPUT, long)]
     pub live: bool,
     /// The summary printed at the end: `text` for people, or `json`, one JSON object with the
     /// same figures for scripts (its fields are listed in the README).
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text, value_name = "FORMAT")]
+    #[arg(help_heading = OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text, value_name = "FORMAT")]
     pub summary_format: SummaryFormat,
     /// Write the summary to this file instead of stderr (created like --output files: mode
     /// 0600, put in place when complete; a symbolic link or a FIFO there is refused).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = OUTPUT, long, value_name = "PATH")]
     pub summary_output: Option<PathBuf>,
     /// The deepest user stack to walk, in frames (1-2048; default: 2048, the most). A sample
     /// costs time and ring-buffer bytes per frame it actually has, so a lower limit only
     /// matters for very deep recursion; stacks cut at the limit are counted as `max_depth`.
     #[arg(
+        help_heading = SAMPLING,
         long,
         default_value_t = tracer_common::trace::DEFAULT_MAX_DEPTH,
         value_name = "N",
@@ -138,21 +153,32 @@ pub struct TraceArgs {
     )]
     pub max_depth: u32,
     /// Do not record kernel stacks.
-    #[arg(long)]
+    #[arg(help_heading = SAMPLING, long)]
     pub no_kernel: bool,
+    /// Whole host: root each stack of the folded and SVG outputs at its thread's name instead
+    /// of its process's executable name.
+    #[arg(help_heading = OUTPUT, long)]
+    pub per_thread: bool,
+    /// Whole host: keep the samples of sframe-trace's own threads (left out by default).
+    #[arg(help_heading = TARGETS, long)]
+    pub include_self: bool,
+    /// Folded and SVG outputs: C++ and Rust names without parameter lists, template
+    /// arguments and hashes (`std::vector::push_back`); pprof and json keep full names.
+    #[arg(help_heading = OUTPUT, long)]
+    pub short_names: bool,
     /// Do not walk the frames of CPython interpreters (3.11 to 3.13): by default a process
     /// running one shows its Python functions in place of the interpreter's evaluation loop.
-    #[arg(long)]
+    #[arg(help_heading = SAMPLING, long)]
     pub no_python: bool,
     /// Do not show functions inlined by the compiler as frames of their own (by default they
     /// are, where debug information records them).
-    #[arg(long)]
+    #[arg(help_heading = SYMBOLS, long)]
     pub no_inline: bool,
     /// Memory naming frames may hold at most (K, M or G suffix): the names found so far and
     /// what was parsed from objects and debug files to find them. Past it, all of it is
     /// dropped and parsed again as frames ask: lower it on a small host, at the cost of
     /// reading debug information again on a host that keeps running new code.
-    #[arg(long, default_value = "128M", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = SYMBOLS, long, default_value = "128M", value_name = "SIZE", value_parser = parse_size)]
     pub max_symbol_memory: u64,
     /// Memory the names of JIT code may hold at most, all processes' perf maps and jitdumps
     /// together (K, M or G suffix; apart from --max-symbol-memory): one process holds at most
@@ -161,28 +187,28 @@ pub struct TraceArgs {
     pub max_jit_memory: u64,
     /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (plain HTTP, no TLS).
     /// Port 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = EXPORT, long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// `-f otlp`: the transport, overriding the guess from --otlp-endpoint.
-    #[arg(long, value_enum, value_name = "PROTOCOL")]
+    #[arg(help_heading = EXPORT, long, value_enum, value_name = "PROTOCOL")]
     pub otlp_protocol: Option<OtlpProtocol>,
     /// `-f otlp`: the `service.name` of every traced process (default: its executable name).
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = EXPORT, long, value_name = "NAME")]
     pub service_name: Option<String>,
     /// `-f otlp`: seconds between exports; what the collector cannot take in time is dropped
     /// and counted, never waited for.
-    #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
+    #[arg(help_heading = EXPORT, long, default_value = "10", value_name = "SECS", value_parser = parse_secs, allow_negative_numbers = true)]
     pub export_interval: Duration,
     /// `all` (the default): name every frame on this host. `none`: name kernel frames only;
     /// user frames keep their object, object-relative address and build-id (cheap on the host,
     /// what profiling backends take), to be named later by `sframe-trace symbolize` (pprof) or
     /// the backend.
-    #[arg(long, value_enum, default_value_t = Symbolize::All, value_name = "WHAT")]
+    #[arg(help_heading = SYMBOLS, long, value_enum, default_value_t = Symbolize::All, value_name = "WHAT")]
     pub symbolize: Symbolize,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
-    #[arg(last = true, value_name = "COMMAND")]
+    #[arg(help_heading = TARGETS, last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
@@ -191,16 +217,16 @@ pub struct TraceArgs {
 pub struct SymbolArgs {
     /// Look for separate debug files by build-id here (`DIR/.build-id/xx/yyyy.debug`) before
     /// /usr/lib/debug and /lib/debug (repeatable).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = SYMBOLS, long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
     /// Fetch the debug files of objects without symbols from this debuginfod server
     /// (`http://HOST:PORT`, repeatable; default: the servers of `DEBUGINFOD_URLS`), into the
     /// client cache gdb and perf share (`$XDG_CACHE_HOME/debuginfod_client`). Never while
     /// sampling: at the end, before the stacks are written.
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = SYMBOLS, long, value_name = "URL")]
     pub debuginfod: Vec<String>,
     /// No network for symbols: debuginfod is not asked (its cache is still read).
-    #[arg(long)]
+    #[arg(help_heading = SYMBOLS, long)]
     pub offline: bool,
 }
 
@@ -314,7 +340,14 @@ pub enum Command {
         dir: PathBuf,
     },
     /// Check that this host can trace: privileges, BTF, loading the eBPF program and taking
-    /// cpu-clock samples. Prints the sample counters.
+    /// cpu-clock samples. Prints the verdict first (`this host can trace: yes`, or what is
+    /// missing and how to fix it), then the sample counters.
+    /// The generated pages of docs/ (`cli`, `summary-schema`, `dump-schema`), on stdout.
+    #[command(name = "__docs", hide = true)]
+    Docs {
+        #[arg(value_enum)]
+        page: docs::Page,
+    },
     #[cfg(feature = "ebpf")]
     Doctor {
         /// Count samples of this process only (default: every process).
@@ -364,9 +397,24 @@ fn parse_bytes(s: &str) -> Result<Option<u64>, String> {
 /// The longest duration or interval accepted, in seconds (about 31 years).
 pub const MAX_SECS: u64 = 1_000_000_000;
 
-/// Parse a number of seconds: positive, finite, at most [`MAX_SECS`].
+/// Parse a duration: a positive, finite number with an optional unit, `ms`, `s` (the
+/// default), `m` or `h` (`30`, `30s`, `500ms`, `1m`, `1.5h`), at most [`MAX_SECS`] seconds.
 fn parse_secs(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let not_a_duration =
+        || format!("`{s}` is not a duration: give seconds, or a number with ms, s, m or h (e.g. 30, 500ms, 1m)");
+    let unit = [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((s.strip_suffix(suffix)?, unit)));
+    let secs = match unit {
+        // With a unit: plain digits and a point (no sign, exponent or space).
+        Some((number, unit)) => {
+            if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                return Err(not_a_duration());
+            }
+            number.parse::<f64>().map_err(|_| not_a_duration())? * unit
+        }
+        None => s.parse::<f64>().map_err(|_| not_a_duration())?,
+    };
     if secs.is_nan() || secs <= 0.0 {
         return Err(format!("`{s}`: give a positive number of seconds"));
     }
@@ -374,6 +422,16 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
         return Err(format!("`{s}`: give at most {MAX_SECS} seconds"));
     }
     Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}`: give at most {MAX_SECS} seconds"))
+}
+
+/// Parse file permission bits in octal (`644`, `0640`), at most 666: no execute or set-id bits.
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|&mode| {
+            !s.is_empty() && s.len() <= 4 && s.bytes().all(|b| (b'0'..=b'7').contains(&b)) && mode & !0o666 == 0
+        })
+        .ok_or_else(|| format!("`{s}` is not an output mode: give octal permission bits of at most 666 (e.g. 644)"))
 }
 
 /// Parse `0x`-prefixed hex or decimal.
@@ -384,6 +442,8 @@ fn parse_address(s: &str) -> Result<u64, String> {
     };
     parsed.map_err(|_| format!("`{s}` is not an address (use 0x-prefixed hex or decimal)"))
 }
+
+pub mod docs;
 
 #[cfg(test)]
 mod tests;

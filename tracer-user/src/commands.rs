@@ -48,6 +48,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         }) => run_dump_cfi(&file, json, pc),
         Some(Command::Check { file }) => run_check(&file),
         Some(Command::Generate { dir }) => crate::generate::write(&dir).map(|()| Status::Ok),
+        Some(Command::Docs { page }) => {
+            let mut out = std::io::stdout().lock();
+            write!(out, "{}", crate::cli::docs::page(page))?;
+            out.flush()?;
+            Ok(Status::Ok)
+        }
         #[cfg(feature = "ebpf")]
         Some(Command::Symbolize {
             profile,
@@ -99,6 +105,18 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         "--ring-buffer-size must be at least the page size ({page} bytes)"
     );
     let otlp = otlp_config(&args)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let sudo = |name| std::env::var(name).ok();
+    let (access, refused) = sframe_trace::outfile::Access::for_sudo(
+        euid,
+        sudo("SUDO_UID").as_deref(),
+        sudo("SUDO_GID").as_deref(),
+        args.output_mode,
+    );
+    if let Some(refused) = refused {
+        eprintln!("sframe-trace: {}", sframe_trace::names::escaped(&refused.to_string()));
+    }
     sframe_trace::symfiles::configure(
         symbol_config(args.symbolize == crate::cli::Symbolize::None, &args.symbols)?,
         true,
@@ -116,8 +134,12 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         duration: args.duration,
         max_depth: args.max_depth,
         kernel_stacks: !args.no_kernel,
+        per_thread: args.per_thread,
+        include_self: args.include_self,
+        short_names: args.short_names,
         python: !args.no_python,
         outputs,
+        access,
         inline: !args.no_inline,
         max_symbol_memory: args.max_symbol_memory,
         max_jit_memory: args.max_jit_memory,
@@ -253,8 +275,14 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
     let config = trace_config(args)?;
     let runtime = runtime()?;
     let traced = runtime.block_on(sframe_trace::trace::run(config));
+    let stopping = std::time::Instant::now();
     // Tables still being built in the background are of no use any more: do not wait for them.
     runtime.shutdown_background();
+    log::debug!(
+        target: sframe_trace::trace::END_LOG,
+        "runtime shut down: {:.3} s",
+        stopping.elapsed().as_secs_f64()
+    );
     Ok(match traced? {
         Ended::Complete => Status::Ok,
         Ended::NothingExported => Status::Findings,
@@ -438,13 +466,74 @@ fn run_check(file: &Path) -> anyhow::Result<Status> {
     })
 }
 
+/// The error and its causes, `: `-joined like `{:#}`, leaving out a cause whose text the
+/// message before it already ends with (an error that quotes its source, as
+/// `cannot write PATH: No such file or directory` does, would otherwise say it twice).
+pub fn sentence(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+/// `doctor`: the verdict first (`this host can trace: yes`, or `no: ` what is missing and how
+/// to fix it), on stdout, then the sample counters of the trial.
 #[cfg(feature = "ebpf")]
 fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -> anyhow::Result<Status> {
+    anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
+    let trial = doctor_trial(pid, frequency, duration);
+    let mut out = std::io::stdout().lock();
+    let lines = match trial {
+        Err(err) => {
+            writeln!(
+                out,
+                "this host can trace: no: {}",
+                sframe_trace::names::escaped(&sentence(&err))
+            )?;
+            out.flush()?;
+            return Ok(Status::Error);
+        }
+        Ok(lines) => lines,
+    };
+    let received = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("samples_received: "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    let status = if received == 0 && pid.is_none() {
+        writeln!(
+            out,
+            "this host can trace: no: the eBPF program loaded and attached but took no cpu-clock sample in {} s \
+             (a hypervisor or container that blocks perf events?): try `perf record -e cpu-clock -a sleep 1`",
+            duration.as_secs_f64()
+        )?;
+        Status::Error
+    } else {
+        writeln!(out, "this host can trace: yes")?;
+        Status::Ok
+    };
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(status)
+}
+
+/// Load the program, sample for `duration`, and the counters as `name: value` lines.
+#[cfg(feature = "ebpf")]
+fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -> anyhow::Result<Vec<String>> {
     use sframe_trace::{bpf, table::TableSet};
     use tracer_common::trace::DEFAULT_MAX_DEPTH;
 
     bpf::preflight()?;
-    anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
     let runtime = runtime()?;
     runtime.block_on(async {
         let config = bpf::KernelConfig {
@@ -486,18 +575,17 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
         while events.try_next().is_some() {
             received += 1;
         }
-        let mut out = std::io::stdout().lock();
+        let mut lines = Vec::new();
         for (counter, value) in kernel.counters()? {
-            writeln!(out, "{}: {value}", counter.name())?;
+            lines.push(format!("{}: {value}", counter.name()));
         }
-        writeln!(out, "samples_received: {received}")?;
+        lines.push(format!("samples_received: {received}"));
         for (reason, value) in kernel.stop_reasons()? {
-            writeln!(out, "stop_{}: {value}", reason.name())?;
+            lines.push(format!("stop_{}: {value}", reason.name()));
         }
         for (program, instructions) in kernel.program_sizes()? {
-            writeln!(out, "verified_insns_{program}: {instructions}")?;
+            lines.push(format!("verified_insns_{program}: {instructions}"));
         }
-        out.flush()?;
-        Ok(Status::Ok)
+        Ok(lines)
     })
 }

@@ -14,6 +14,7 @@ pub mod objfile;
 pub mod procmaps;
 pub mod python;
 pub mod registry;
+pub mod schema;
 pub mod sframe;
 pub mod table;
 #[doc(hidden)]

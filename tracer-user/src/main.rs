@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Ok(status) => status.into(),
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            say(&format!("{err:#}"));
+            say(&commands::sentence(&err));
             commands::Status::Error.into()
         }
     }

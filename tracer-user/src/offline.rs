@@ -88,6 +88,7 @@ pub fn samples(resolved: &Resolved) -> impl Iterator<Item = ResolvedSample> + '_
                 each
             },
             frames: stack.frames.clone(),
+            truncated: stack.truncation(),
         })
     })
 }

@@ -15,6 +15,11 @@
 //!
 //! The directory is held open, so the rename lands in the directory the file was created in
 //! even if the path's directories are renamed meanwhile.
+//!
+//! What the session writes for its user ([`create_for`] with an [`Access`]) is, under `sudo`,
+//! owned by the user who ran it (`SUDO_UID`/`SUDO_GID`, checked to be plain ids other than
+//! root's), and has the mode `--output-mode` gives (0600 without it): the temporary file is
+//! given both through its descriptor (`fchown`, `fchmod`) before a byte is written.
 
 use std::{
     ffi::{CString, OsStr},
@@ -40,6 +45,78 @@ pub enum OutputFileError {
     Io { path: PathBuf, source: io::Error },
 }
 
+/// Who owns a new output file, and its mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// `(uid, gid)` to give the file to; `None`: the tracer's own.
+    pub owner: Option<(u32, u32)>,
+    /// Permission bits, at most 0o666.
+    pub mode: u32,
+}
+
+impl Default for Access {
+    /// The tracer's own, 0600.
+    fn default() -> Access {
+        Access {
+            owner: None,
+            mode: 0o600,
+        }
+    }
+}
+
+/// The widest `--output-mode`: read and write for anyone, never execute or set-id bits.
+pub const MAX_MODE: u32 = 0o666;
+
+/// Why `SUDO_UID`/`SUDO_GID` are not used.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SudoIdsError {
+    #[error("{name} is `{value}`, not a user or group id: the outputs stay root's")]
+    NotAnId { name: &'static str, value: String },
+    #[error("SUDO_UID is set without SUDO_GID (or the reverse): the outputs stay root's")]
+    Half,
+}
+
+impl Access {
+    /// The access of outputs in a session run by root for `sudo_uid`/`sudo_gid` (the values
+    /// of `SUDO_UID`, `SUDO_GID`; `None` when unset) with `mode`: given to that user unless
+    /// it is root. An id is decimal digits (at most 10) below `u32::MAX` (which `chown` reads
+    /// as "leave it"); anything else is refused and the outputs stay root's.
+    pub fn for_sudo(
+        euid: u32,
+        sudo_uid: Option<&str>,
+        sudo_gid: Option<&str>,
+        mode: u32,
+    ) -> (Access, Option<SudoIdsError>) {
+        let mut access = Access { owner: None, mode };
+        if euid != 0 {
+            return (access, None);
+        }
+        let id = |name: &'static str, value: &str| {
+            value
+                .parse::<u32>()
+                .ok()
+                .filter(|&id| value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit()) && id != u32::MAX)
+                .ok_or_else(|| SudoIdsError::NotAnId {
+                    name,
+                    value: value.to_owned(),
+                })
+        };
+        match (sudo_uid, sudo_gid) {
+            (None, None) => (access, None),
+            (Some(uid), Some(gid)) => match id("SUDO_UID", uid).and_then(|u| Ok((u, id("SUDO_GID", gid)?))) {
+                Ok((0, _)) => (access, None),
+                Ok(owner) => {
+                    access.owner = Some(owner);
+                    (access, None)
+                }
+                Err(err) => (access, Some(err)),
+            },
+            _ => (access, Some(SudoIdsError::Half)),
+        }
+    }
+}
+
 /// Where an open output's bytes end up once it is complete.
 #[derive(Debug)]
 pub struct Placement(Option<Rename>);
@@ -53,8 +130,14 @@ struct Rename {
     name: CString,
 }
 
-/// Open the output at `path`: the file to write to and where it ends up.
+/// Open the output at `path`: the file to write to and where it ends up (the tracer's own,
+/// mode 0600).
 pub fn create(path: &Path) -> Result<(File, Placement), OutputFileError> {
+    create_for(path, &Access::default())
+}
+
+/// [`create`], a new file given `access` (a character device is written as it is).
+pub fn create_for(path: &Path, access: &Access) -> Result<(File, Placement), OutputFileError> {
     let io_error = |source| OutputFileError::Io {
         path: path.to_owned(),
         source,
@@ -91,7 +174,10 @@ pub fn create(path: &Path) -> Result<(File, Placement), OutputFileError> {
         }
     }
     let (file, temp) = temporary_beside(&dir, &name).map_err(io_error)?;
-    Ok((file, Placement(Some(Rename { dir, temp, name }))))
+    let placement = Placement(Some(Rename { dir, temp, name }));
+    // Dropped on failure, the placement removes the temporary file.
+    give(&file, access).map_err(io_error)?;
+    Ok((file, placement))
 }
 
 impl Placement {
@@ -125,6 +211,22 @@ impl Drop for Placement {
             remove(dir, temp);
         }
     }
+}
+
+/// Give the new file `file` its owner and mode, through its descriptor (the umask does not
+/// apply, and nothing at its path can be swapped in between).
+fn give(file: &File, access: &Access) -> io::Result<()> {
+    if let Some((uid, gid)) = access.owner {
+        // SAFETY: fchown on an open fd we own.
+        if unsafe { libc::fchown(file.as_raw_fd(), uid, gid) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: fchmod on an open fd we own.
+    if unsafe { libc::fchmod(file.as_raw_fd(), (access.mode & MAX_MODE) as libc::mode_t) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn remove(dir: &OwnedFd, name: &CString) {

@@ -67,7 +67,7 @@ pub fn preflight() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid != 0 && !has_effective_capabilities(&[CAP_PERFMON, CAP_BPF]) {
-        bail!("sframe-trace needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF program: run it with sudo");
+        bail!("tracing needs root (or CAP_BPF and CAP_PERFMON) to load the eBPF program: run it with sudo");
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         bail!(

@@ -62,6 +62,24 @@ fn seconds_parse() {
     assert!(parse_secs("1e20").unwrap_err().contains("at most 1000000000 seconds"));
 }
 
+/// Regression (`-d 1m` and `-d 500ms` were refused): a duration takes a unit, `ms`, `s`, `m`
+/// or `h`, and a bare number stays seconds; a unit on a signed, spaced or empty number is
+/// refused.
+#[test]
+fn durations_take_units() {
+    assert_eq!(parse_secs("30"), Ok(Duration::from_secs(30)));
+    assert_eq!(parse_secs("30s"), Ok(Duration::from_secs(30)));
+    assert_eq!(parse_secs("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_secs("1m"), Ok(Duration::from_secs(60)));
+    assert_eq!(parse_secs("1.5h"), Ok(Duration::from_secs(5400)));
+    for bad in ["ms", "s", "-1m", " 1s", "1 s", "1e3s", "infs", "0ms", "5d", "1mm"] {
+        let err = parse_secs(bad).expect_err(bad);
+        assert!(!err.contains('\n'), "{err}");
+    }
+    assert!(parse_secs("5d").unwrap_err().contains("500ms"));
+    assert!(parse_secs("99999999999h").unwrap_err().contains("at most"));
+}
+
 /// Ring buffer sizes are powers of two from 4K to 1G.
 #[test]
 fn ring_buffer_sizes_parse() {

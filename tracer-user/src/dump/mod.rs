@@ -11,8 +11,11 @@
 //! plain save slot (FLEX register or dereference rules, s390x register-held values) add
 //! `fp_rule`/`ra_rule` objects.
 
+mod schema;
 mod table;
 mod text;
+
+pub use schema::schema;
 
 pub use table::{TableCfa, TableDump, TableRow, render_table, row_of, table_rows};
 pub use text::{render_function, render_text};

@@ -4,8 +4,12 @@
 //! ```json
 //! {"time":1763700000.123456789,"pid":7,"tid":8,"comm":"app","cpu":1,"event":"cpu-clock",
 //!  "weight_ns":2004008,"frames":[{"addr":"0x55d0c2a01136","symbol":"spin","object":"/app",
-//!  "offset":"0x1136","file":"/src/app.c","line":12,"inlined":false,"source":"sframe"}]}
+//!  "offset":"0x1136","file":"/src/app.c","line":12,"inlined":false,"source":"sframe"}],
+//!  "truncated":null}
 //! ```
+//!
+//! `truncated` is `null` for a complete stack, else why its user frames end early (the stop
+//! reason, as the summary counts it, e.g. `"no_mapping"`).
 //!
 //! `time` is Unix time in seconds with nanosecond digits; frames go from the innermost (kernel
 //! frames first when the sample hit the kernel) to `_start`; addresses are hex strings (kernel
@@ -50,7 +54,9 @@ pub fn write_sample(out: &mut impl Write, sample: &ResolvedSample, objects: &[Ob
             frame.source.name(),
         )?;
     }
-    line.extend_from_slice(b"]}\n");
+    line.extend_from_slice(b"],\"truncated\":");
+    line.extend_from_slice(nullable(sample.truncated).as_bytes());
+    line.extend_from_slice(b"}\n");
     out.write_all(&line)?;
     out.flush()
 }

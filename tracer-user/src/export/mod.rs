@@ -8,6 +8,7 @@ pub mod model;
 pub mod otlp;
 pub mod perf_script;
 pub mod pprof;
+pub mod short;
 pub mod svg;
 
 #[cfg(test)]

@@ -199,6 +199,47 @@ pub struct ResolvedSample {
     pub weight_ns: u64,
     /// Frames innermost first, as in [`ResolvedStack::frames`].
     pub frames: Vec<ResolvedFrame>,
+    /// Why the user frames end before the outermost one, as in [`ResolvedStack::truncated`].
+    pub truncated: Option<&'static str>,
+}
+
+/// The functions Go's runtime starts its stacks with: a goroutine's stack ends at
+/// `runtime.goexit` (the return address its function was started with), a system stack at
+/// `runtime.mstart` or `runtime.systemstack` (a thread's g0 stack, entered by a switch), the
+/// first thread's at `runtime.rt0_go`. Above them is nothing, and the walk meets a zero return
+/// address: the stack is complete, not cut (`zero_ra`).
+const GO_STACK_BASES: [&str; 5] = [
+    "runtime.goexit",
+    "runtime.mstart",
+    "runtime.systemstack",
+    "runtime.systemstack_switch",
+    "runtime.rt0_go",
+];
+
+/// Why a stack's user frames (innermost first, outermost last) end early, as shown to the
+/// user: `truncated` from the walk, except a Go stack that ends at the base its runtime gives
+/// it (see [`GO_STACK_BASES`]), which is complete.
+pub fn truncation(truncated: Option<&'static str>, frames: &[ResolvedFrame]) -> Option<&'static str> {
+    truncated.filter(|&why| {
+        why != tracer_common::walk::StopReason::ZeroRa.name()
+            || !frames
+                .last()
+                .and_then(|f| f.symbol.as_deref())
+                .is_some_and(|s| GO_STACK_BASES.contains(&s.strip_suffix(".abi0").unwrap_or(s)))
+    })
+}
+
+/// The frame folded and flame-graph lines show as the outermost of a truncated stack, so a
+/// cut stack is seen as one where it is read: `[truncated: REASON]`.
+pub fn truncation_marker(why: &str) -> String {
+    format!("[truncated: {why}]")
+}
+
+impl ResolvedStack {
+    /// Why its user frames end early, as shown ([`truncation`]).
+    pub fn truncation(&self) -> Option<&'static str> {
+        truncation(self.truncated, &self.frames)
+    }
 }
 
 /// The objects of the writers' unit tests: a program, a library and the kernel.

@@ -218,7 +218,7 @@ pub fn build_with(resolved: &Resolved, addresses_only: bool) -> Profile {
                 ..Label::default()
             },
         ];
-        if let Some(why) = stack.truncated {
+        if let Some(why) = stack.truncation() {
             label.push(Label {
                 key: labels[5],
                 str: b.string(why),

@@ -134,6 +134,7 @@ fn hostile(rng: &mut Rng) -> (Resolved, Vec<ResolvedSample>) {
                 event: s.event.clone(),
                 weight_ns: 1_000_000,
                 frames: s.frames.clone(),
+                truncated: s.truncation(),
             })
         })
         .collect();

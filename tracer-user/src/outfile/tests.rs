@@ -83,3 +83,60 @@ fn a_character_device_is_written_in_place() {
     file.write_all(b"anything").expect("write");
     placement.commit().expect("commit");
 }
+
+/// `SUDO_UID`/`SUDO_GID` give the outputs to the user who ran sudo only when root runs the
+/// tracer and both are plain ids: a sign, a space, `-1` (`u32::MAX`, "leave it" to chown), an
+/// overflow or one of the two alone is refused and the outputs stay root's.
+#[test]
+fn sudo_ids_are_checked() {
+    let owner = |euid, uid, gid| Access::for_sudo(euid, uid, gid, 0o600);
+    assert_eq!(owner(0, Some("1000"), Some("100")).0.owner, Some((1000, 100)));
+    assert_eq!(owner(1000, Some("1000"), Some("100")), (Access::default(), None));
+    assert_eq!(owner(0, None, None), (Access::default(), None));
+    assert_eq!(owner(0, Some("0"), Some("0")), (Access::default(), None));
+    for (uid, gid) in [
+        ("-1", "100"),
+        ("1000", "4294967295"),
+        ("+1000", "100"),
+        (" 1000", "100"),
+        ("1000", "99999999999"),
+        ("1000x", "100"),
+        ("", "100"),
+    ] {
+        let (access, refused) = owner(0, Some(uid), Some(gid));
+        assert_eq!(access.owner, None, "{uid} {gid}");
+        assert!(
+            matches!(refused, Some(SudoIdsError::NotAnId { .. })),
+            "{uid} {gid}: {refused:?}"
+        );
+    }
+    assert_eq!(owner(0, Some("1000"), None).1, Some(SudoIdsError::Half));
+}
+
+/// A file created for a user and mode is theirs with that mode from its creation (the
+/// temporary file), whatever the umask, and stays so once in place.
+#[test]
+fn an_output_for_a_user_is_theirs() {
+    use std::os::unix::fs::MetadataExt as _;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("an_output_for_a_user_is_theirs: chown needs root; only the mode is checked");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("out.svg");
+    let access = Access {
+        owner: root.then_some((65534, 65533)),
+        mode: 0o644,
+    };
+    let (mut file, placement) = create_for(&path, &access).expect("create");
+    let temp = dir.path().join(placement.temporary().expect("a temporary file"));
+    assert_eq!(mode(&temp), 0o644);
+    file.write_all(b"<svg/>").expect("write");
+    placement.commit().expect("commit");
+    let meta = std::fs::metadata(&path).expect("metadata");
+    assert_eq!(meta.mode() & 0o7777, 0o644);
+    if root {
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65533));
+    }
+}

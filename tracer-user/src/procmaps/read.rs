@@ -22,8 +22,13 @@ use crate::objfile::Pread;
 pub enum ProcError {
     #[error("process {pid} is gone")]
     Gone { pid: u32 },
-    #[error("permission denied reading {path} of process {pid} (needs root or CAP_SYS_PTRACE)")]
-    PermissionDenied { pid: u32, path: PathBuf },
+    #[error("permission denied reading {path} of process {pid}: {why}")]
+    PermissionDenied {
+        pid: u32,
+        path: PathBuf,
+        /// What refused it, as far as this process can tell ([`denial_cause`]).
+        why: &'static str,
+    },
     #[error("cannot read {path} of process {pid}: {source}")]
     Io { pid: u32, path: PathBuf, source: io::Error },
     #[error("process {pid}: {source}")]
@@ -64,6 +69,7 @@ fn proc_error(pid: u32, path: &Path, error: io::Error) -> ProcError {
         ProcError::PermissionDenied {
             pid,
             path: path.to_owned(),
+            why: denial_cause(effective_ids(), yama_scope()),
         }
     } else {
         ProcError::Io {
@@ -71,6 +77,50 @@ fn proc_error(pid: u32, path: &Path, error: io::Error) -> ProcError {
             path: path.to_owned(),
             source: error,
         }
+    }
+}
+
+/// `CAP_SYS_PTRACE`: reading the memory maps of another user's process.
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// This process's effective user id and whether `CAP_SYS_PTRACE` is in its effective set.
+fn effective_ids() -> (u32, bool) {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    (euid, caps & (1 << CAP_SYS_PTRACE) != 0)
+}
+
+/// Yama's `ptrace_scope` (0 to 3), when the module is there.
+fn yama_scope() -> Option<u8> {
+    fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Why reading another process's `/proc/PID/maps` was refused, from who this process is:
+/// `(euid, has CAP_SYS_PTRACE)` and Yama's scope. Only an unprivileged user is told to get
+/// root: root that was refused is told what refused it.
+pub(crate) fn denial_cause((euid, ptrace): (u32, bool), yama: Option<u8>) -> &'static str {
+    match (euid, ptrace, yama) {
+        (_, _, Some(3)) => {
+            "Yama's kernel.yama.ptrace_scope is 3, which refuses every process, root's included, until reboot"
+        }
+        (0, false, _) => {
+            "running as root, but without CAP_SYS_PTRACE (dropped by the container or a capability bounding set): \
+             grant CAP_SYS_PTRACE"
+        }
+        (0, true, _) => {
+            "refused although running as root with CAP_SYS_PTRACE (by a security module such as AppArmor or \
+             SELinux, the process's user namespace, or what is mounted over /proc): `dmesg` may name the denial"
+        }
+        (_, false, _) => "it needs root or CAP_SYS_PTRACE: run it with sudo",
+        (_, true, _) => "refused despite CAP_SYS_PTRACE: a security module (AppArmor, SELinux) refuses it",
     }
 }
 
@@ -119,3 +169,6 @@ fn identify(files: &mut ProcessFiles, entry: &MapsEntry, path: &Path, deleted: b
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,7 @@
 //! Parsing and table building live in their own modules; this one only sequences them.
 
 mod follow;
+mod inspect;
 mod kernel;
 mod launch;
 mod live;
@@ -27,9 +28,13 @@ use crate::symbolize::SymbolCache;
 use follow::Follower;
 pub use follow::{LOAD_LOG, SWEEP_LOG};
 pub use output::OutputSpec;
-pub use summary::{SummaryFormat, SummarySpec};
+pub use summary::{SummaryFormat, SummarySpec, schema as summary_schema};
 use targets::Targets;
 use tracer_common::notice::Notice;
+
+/// The debug log of the end of a session: `sampling ended` when the loop stops, then how long
+/// each step of the writing took (`RUST_LOG=sframe_trace::end=debug`).
+pub const END_LOG: &str = "sframe_trace::end";
 
 /// Samples handled in a row, at most: those waiting when a process notice comes in (before
 /// its tables load), or when the samples are read (before the loop looks at its other work).
@@ -53,10 +58,18 @@ pub struct TraceConfig {
     pub duration: Option<Duration>,
     pub max_depth: u32,
     pub kernel_stacks: bool,
+    /// Whole host: folded and SVG stacks rooted at their thread's name, not their process's.
+    pub per_thread: bool,
+    /// Whole host: keep the samples of the tracer's own threads.
+    pub include_self: bool,
+    /// Folded and SVG outputs: C++ and Rust names shortened.
+    pub short_names: bool,
     /// Walk and name the CPython frames of processes running an interpreter.
     pub python: bool,
     /// The files (or stdout) the stacks are written to, each in its format (not otlp).
     pub outputs: Vec<OutputSpec>,
+    /// The owner and mode of the output and summary files.
+    pub access: crate::outfile::Access,
     /// Inlined functions as frames of their own (`--no-inline` turns it off).
     pub inline: bool,
     /// What the symbol cache may hold (`--max-symbol-memory`).
@@ -98,8 +111,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
-    let output = output::Outputs::open(&config)?;
-    let summary_out = summary::SummaryOut::open(&config.summary)?;
+    let mut output = output::Outputs::open(&config)?;
+    let summary_out = summary::SummaryOut::open(&config.summary, &config.access)?;
     let mut targets = if config.all {
         Targets::all()?
     } else {
@@ -111,6 +124,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         skipped,
         deferred,
     } = setup::start(&config, &targets, &mut signals)?;
+    output.set_title(targets.title(&config.command));
     let mut events = kernel.events()?;
     let mut notices = kernel.notices()?;
     // A notice read ahead of its turn (see `notices_first`).
@@ -148,6 +162,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         output,
         symbols: SymbolCache::new(config.inline, config.max_symbol_memory),
         copies: Snapshots::new(config.max_depth),
+        runtimes: inspect::Runtimes::new(),
+        own_pid: (config.all && !config.include_self).then(std::process::id),
     };
     let mut sizes = sizes::SizeLog::new();
     let why = {
@@ -231,23 +247,35 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
             }
         }
     };
+    log::debug!(target: END_LOG, "sampling ended: {why}");
+    let mut step = Step::new();
+    // Before a launched command is stopped: who used no CPU while traced.
+    let idle = targets.idle();
     // The terminal is back before anything else is printed.
     live.finish();
     kernel.detach();
+    step.done("detach");
     while let Some(sample) = events.try_next() {
         sink.take(sample, &mut catalog);
     }
     sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
+    step.done("drain");
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
     // Missing debug files may be fetched from now on (never while samples are taken).
     crate::symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
     catalog.jit.refresh(true, registry::monotonic_ns());
+    step.done("perf maps");
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
-    let failed_outputs = sink.output.finish(&sink.profile, &catalog, &mut sink.symbols);
+    let mut finished = sink
+        .output
+        .finish(&sink.profile, &catalog, &mut sink.symbols, &sink.runtimes.names);
+    step.done("outputs");
+    let failed_outputs = std::mem::take(&mut finished.failed);
     let mut stops = kernel.stop_reasons()?;
     sink.copies.stats.adjust(&mut stops);
+    summary::count_go_bases_complete(&mut stops, finished.go_bases);
     // The exports are flushed first: the summary counts what reached the collector.
     let exported = otlp.finish().await;
     let summary = summary::Summary {
@@ -264,7 +292,26 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
         python: summary::python::PythonFigures::new(&kernel.python_counts()?, catalog.pycode.stats()),
+        diagnosis: Vec::new(),
     };
+    let jit = catalog.jit.stats();
+    let diagnosis = summary::diagnosis::diagnose(&summary::diagnosis::Evidence {
+        samples: sink.profile.samples,
+        lost: summary
+            .counters
+            .iter()
+            .find(|(c, _)| *c == tracer_common::Counter::EventsLost)
+            .map_or(0, |c| c.1),
+        frequency: config.frequency,
+        target_notes: &targets.notes,
+        idle: &idle,
+        runtimes: &sink.runtimes.notes,
+        jit_processes: jit.processes,
+        perf_maps: jit.perf_maps,
+        unnamed: &finished.unnamed,
+        debuginfod: std::env::var_os("DEBUGINFOD_URLS").is_some_and(|v| !v.is_empty()),
+    });
+    let summary = summary::Summary { diagnosis, ..summary };
     let mut ended = if failed_outputs.is_empty() {
         Ended::Complete
     } else {
@@ -274,7 +321,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         say(format_args!("sframe-trace: {err:#}\n"));
         ended = Ended::OutputFailed;
     }
-    if let Some(report) = exported
+    step.done("summary");
+    if let Some(report) = &exported
         && report.sent == 0
         && report.dropped() > 0
     {
@@ -286,6 +334,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
             ended = Ended::NothingExported;
         }
     }
+    // The session is the process's last work, and everything is written: the memory left, the
+    // process's exit frees. Freeing it here, object by object, took most of a second on a
+    // whole host. The kernel side is dropped as it should be: its probes are taken down.
+    std::mem::forget(catalog);
+    std::mem::forget((sink.profile, sink.symbols, sink.copies, follower));
+    step.done("memory left to the exit");
+    drop((events, notices, kernel));
+    step.done("unload");
     Ok(ended)
 }
 
@@ -297,15 +353,22 @@ struct Sink {
     output: output::Outputs,
     symbols: SymbolCache,
     copies: Snapshots,
+    /// Java and Node.js processes met without the flag their stacks need, and the executable
+    /// names of the processes sampled.
+    runtimes: inspect::Runtimes,
+    /// The tracer's own process, whose samples are left out (whole host, without
+    /// `--include-self`).
+    own_pid: Option<u32>,
 }
 
 impl Sink {
     /// Take `sample`, or hold it if it is a stack copy.
     fn take(&mut self, sample: &tracer_common::trace::Sample, catalog: &mut registry::Catalog) {
-        if self.copies.hold(sample) {
+        if self.own_pid == Some(sample.tgid) || self.copies.hold(sample) {
             return;
         }
         let stack = self.profile.add(sample, catalog);
+        self.runtimes.see(stack.pid);
         // JIT code not named yet: its perf map may have grown since it was read.
         if catalog.jit.is_wanted() {
             catalog.jit.refresh_wanted();
@@ -419,3 +482,18 @@ fn notices_first(
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The steps of the end of a session, each timed in the [`END_LOG`] debug log.
+struct Step(Instant);
+
+impl Step {
+    fn new() -> Step {
+        Step(Instant::now())
+    }
+
+    /// `what` took the time since the step before.
+    fn done(&mut self, what: &str) {
+        log::debug!(target: END_LOG, "{what}: {:.3} s", self.0.elapsed().as_secs_f64());
+        self.0 = Instant::now();
+    }
+}

@@ -9,6 +9,7 @@
 //! the summary, and the others are still written. A closed stdout (`| head`) is no failure.
 
 use std::{
+    collections::HashMap,
     io::{self, BufWriter, Write},
     path::PathBuf,
     time::{Instant, SystemTime},
@@ -69,6 +70,27 @@ pub struct Outputs {
     started: Instant,
     /// `CLOCK_REALTIME - CLOCK_MONOTONIC`: turns sample times (`bpf_ktime_get_ns`) into Unix time.
     realtime_offset_ns: i128,
+    /// Streamed samples whose walk met a zero return address at the base Go's runtime gives a
+    /// stack: complete, though the kernel counted them `zero_ra`.
+    streamed_go_bases: u64,
+    /// What the flame graph's title says was traced, and where (see [`Outputs::set_title`]).
+    title: String,
+    /// Folded and SVG stacks rooted at their process's executable name (whole host, without
+    /// `--per-thread`).
+    by_process: bool,
+    short_names: bool,
+}
+
+/// What [`Outputs::finish`] did.
+pub struct Finished {
+    /// The outputs that failed, each as `PATH: why`.
+    pub failed: Vec<String>,
+    /// Samples the kernel counted `zero_ra` whose stack ends at a Go stack base: complete (from
+    /// the whole profile when one was symbolized, else from the streamed samples).
+    pub go_bases: u64,
+    /// Objects user frames were left unnamed in (no symbol found), with their samples, most
+    /// first (from the whole profile, when one was symbolized).
+    pub unnamed: Vec<(String, u64)>,
 }
 
 impl Outputs {
@@ -81,7 +103,7 @@ impl Outputs {
             .map(|spec| {
                 let (out, placement): (Box<dyn Write>, _) = match &spec.path {
                     Some(path) => {
-                        let (file, placement) = outfile::create(path)?;
+                        let (file, placement) = outfile::create_for(path, &config.access)?;
                         (Box::new(BufWriter::new(file)), Some(placement))
                     }
                     None => (Box::new(BufWriter::new(std::io::stdout())), None),
@@ -102,7 +124,16 @@ impl Outputs {
             started: Instant::now(),
             realtime_offset_ns: i128::from(clock_ns(libc::CLOCK_REALTIME))
                 - i128::from(clock_ns(libc::CLOCK_MONOTONIC)),
+            streamed_go_bases: 0,
+            title: String::new(),
+            by_process: config.all && !config.per_thread,
+            short_names: config.short_names,
         })
+    }
+
+    /// What was traced and where, for the flame graph's title (`pid 12 (app) on HOST`).
+    pub fn set_title(&mut self, title: String) {
+        self.title = title;
     }
 
     /// Whether an output is written at the end from the whole session's stacks (the profile
@@ -117,6 +148,12 @@ impl Outputs {
         if !self.sinks.iter().any(|s| s.format.is_streamed() && s.failed.is_none()) {
             return;
         }
+        let frames = symbols.frames(stack, catalog);
+        let truncated = stack.truncated.map(tracer_common::walk::StopReason::name);
+        let shown = crate::export::model::truncation(truncated, &frames);
+        if shown.is_none() && truncated.is_some() {
+            self.streamed_go_bases += 1;
+        }
         let resolved = ResolvedSample {
             time_ns: sample.time_ns,
             time_unix_ns: u64::try_from(i128::from(sample.time_ns) + self.realtime_offset_ns).unwrap_or(0),
@@ -125,7 +162,8 @@ impl Outputs {
             cpu: sample.cpu,
             event: stack.event.to_string(),
             weight_ns: sample.weight,
-            frames: symbols.frames(stack, catalog),
+            truncated: shown,
+            frames,
             comm: stack.comm.clone(),
         };
         let objects = symbols.objects();
@@ -142,9 +180,19 @@ impl Outputs {
     }
 
     /// Write the outputs written at the end (the profile symbolized once for all), flush every
-    /// output and put each complete file in place. Returns the outputs that failed, each as
-    /// `PATH: why`.
-    pub fn finish(mut self, profile: &Profile, catalog: &Catalog, symbols: &mut SymbolCache) -> Vec<String> {
+    /// output and put each complete file in place.
+    /// `processes`: the executable names of the processes sampled, by pid.
+    pub fn finish(
+        mut self,
+        profile: &Profile,
+        catalog: &Catalog,
+        symbols: &mut SymbolCache,
+        processes: &HashMap<u32, String>,
+    ) -> Finished {
+        let style = folded::Style {
+            processes: self.by_process.then_some(processes),
+            short_names: self.short_names,
+        };
         let resolved = self
             .sinks
             .iter()
@@ -159,8 +207,8 @@ impl Outputs {
             });
         for sink in self.sinks.iter_mut().filter(|s| s.failed.is_none()) {
             let written = match (sink.format, &resolved) {
-                (Format::Folded, Some(resolved)) => folded::write(&mut sink.out, resolved),
-                (Format::Svg, Some(resolved)) => svg::write(&mut sink.out, resolved),
+                (Format::Folded, Some(resolved)) => folded::write_styled(&mut sink.out, resolved, &style),
+                (Format::Svg, Some(resolved)) => svg::write_titled(&mut sink.out, resolved, &self.title, &style),
                 (Format::Pprof, Some(resolved)) if !crate::symfiles::user_symbols() => {
                     pprof::write_unsymbolized(&mut sink.out, resolved)
                 }
@@ -179,12 +227,59 @@ impl Outputs {
                 sink.fail(&err);
             }
         }
-        self.sinks
+        let go_bases = resolved.as_ref().map_or(self.streamed_go_bases, |resolved| {
+            resolved
+                .stacks
+                .iter()
+                .filter(|s| s.truncated.is_some() && s.truncation().is_none())
+                .map(|s| s.count)
+                .sum()
+        });
+        let unnamed = resolved.as_ref().map(unnamed_objects).unwrap_or_default();
+        let failed = self
+            .sinks
             .iter_mut()
             .filter_map(|s| s.failed.take())
             .filter(|why| !why.is_empty())
-            .collect()
+            .collect();
+        Finished {
+            failed,
+            go_bases,
+            unnamed,
+        }
     }
+}
+
+/// The objects of `resolved` with user frames that have no name (no symbol found in them),
+/// each with the samples of those stacks, most first.
+fn unnamed_objects(resolved: &crate::export::model::Resolved) -> Vec<(String, u64)> {
+    use crate::export::model::FrameSource;
+    let mut by_object: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
+    for stack in &resolved.stacks {
+        let mut objects: Vec<usize> = stack
+            .frames
+            .iter()
+            .filter(|f| {
+                f.symbol.is_none()
+                    && matches!(
+                        f.source,
+                        FrameSource::Sframe | FrameSource::EhFrame | FrameSource::Fp | FrameSource::Leaf
+                    )
+            })
+            .filter_map(|f| f.object)
+            .collect();
+        objects.sort_unstable();
+        objects.dedup();
+        for object in objects {
+            *by_object.entry(object).or_default() += stack.count;
+        }
+    }
+    let mut unnamed: Vec<(String, u64)> = by_object
+        .into_iter()
+        .filter_map(|(i, n)| Some((resolved.objects.get(i)?.path.clone(), n)))
+        .collect();
+    unnamed.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    unnamed
 }
 
 /// Nanoseconds of `clock`.

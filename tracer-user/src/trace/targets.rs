@@ -25,6 +25,12 @@ pub struct Targets {
     held: Option<Held>,
     /// Every process, including those started later.
     all: bool,
+    /// What was found about the given pids that the summary explains (a thread id traced as
+    /// its process, a kernel thread), one sentence each.
+    pub notes: Vec<String>,
+    /// The CPU time of each given pid at the start, in clock ticks, to tell at the end one that
+    /// slept the whole time.
+    pub cpu_at_start: Vec<(u32, u64)>,
 }
 
 /// How often exits of `--pid` processes are polled for where a pidfd cannot tell.
@@ -45,6 +51,8 @@ impl Targets {
             child: None,
             held: None,
             all: true,
+            notes: Vec::new(),
+            cpu_at_start: Vec::new(),
         })
     }
 
@@ -60,18 +68,48 @@ impl Targets {
                 child: Some(child),
                 held: Some(held),
                 all: false,
+                notes: Vec::new(),
+                cpu_at_start: Vec::new(),
             });
         }
+        let (mut processes, mut notes, mut cpu_at_start) = (Vec::new(), Vec::new(), Vec::new());
         for &pid in pids {
             if !alive(pid) {
                 bail!("no process with pid {pid}");
             }
+            let facts = super::inspect::facts(pid);
+            // A thread id (from `top -H`): the kernel traces processes, so its process is.
+            let process = match &facts {
+                Some(facts) if facts.tgid != pid && facts.tgid != 0 => {
+                    notes.push(format!(
+                        "pid {pid} is a thread of process {} ({}): its whole process was traced (give --pid a \
+                         process id; `top -H` and `ps -L` list thread ids)",
+                        facts.tgid,
+                        crate::names::escaped(&facts.comm),
+                    ));
+                    facts.tgid
+                }
+                _ => pid,
+            };
+            if let Some(facts) = facts.as_ref().filter(|f| f.kernel_thread) {
+                notes.push(format!(
+                    "pid {pid} ({}) is a kernel thread: it has no user stack, and shows kernel frames only when it \
+                     runs (to see where it waits, add -e offcpu)",
+                    crate::names::escaped(&facts.comm),
+                ));
+            }
+            if !processes.contains(&process) {
+                processes.push(process);
+                cpu_at_start.push((process, super::inspect::cpu_ticks(process).unwrap_or(0)));
+            }
         }
         Ok(Targets {
-            pids: pids.to_vec(),
+            pids: processes,
             child: None,
             held: None,
             all: false,
+            notes,
+            cpu_at_start,
         })
     }
 
@@ -101,6 +139,53 @@ impl Targets {
             (None, 1) => format!("pid {list}"),
             (None, _) => format!("pids {list}"),
         }
+    }
+
+    /// What a flame graph's title says was traced, and where: the command as given (its first
+    /// 100 characters), `pid 12 (app), pid 13 (db)` (the first 8) or `every process`, then
+    /// `on HOST`.
+    pub fn title(&self, command: &[std::ffi::OsString]) -> String {
+        const MAX_COMMAND: usize = 100;
+        const MAX_PIDS: usize = 8;
+        let what = if self.all {
+            "every process".to_owned()
+        } else if !command.is_empty() {
+            let words: Vec<String> = command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+            let text = words.join(" ");
+            let mut shown: String = text.chars().take(MAX_COMMAND).collect();
+            if shown.len() < text.len() {
+                shown.push_str("...");
+            }
+            format!("`{shown}` (pid {})", self.pids.first().copied().unwrap_or(0))
+        } else {
+            let mut named: Vec<String> = self
+                .pids
+                .iter()
+                .take(MAX_PIDS)
+                .map(|&pid| match read_small(&format!("/proc/{pid}/comm")) {
+                    Some(comm) => format!("pid {pid} ({comm})"),
+                    None => format!("pid {pid}"),
+                })
+                .collect();
+            if self.pids.len() > MAX_PIDS {
+                named.push(format!("{} more", self.pids.len() - MAX_PIDS));
+            }
+            named.join(", ")
+        };
+        match read_small("/proc/sys/kernel/hostname") {
+            Some(host) => format!("{what} on {host}"),
+            None => what,
+        }
+    }
+
+    /// The given pids that used no CPU time while traced (alive at the end, their CPU time
+    /// what it was at the start).
+    pub fn idle(&self) -> Vec<u32> {
+        self.cpu_at_start
+            .iter()
+            .filter(|&&(pid, start)| super::inspect::cpu_ticks(pid) == Some(start))
+            .map(|&(pid, _)| pid)
+            .collect()
     }
 
     /// Resolves when tracing should stop, with the reason.
@@ -239,4 +324,15 @@ async fn exit_of(pid: u32) {
 pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+/// The first line of a small file of /proc (a name: at most 64 bytes read), trimmed; `None`
+/// when it cannot be read or is empty.
+fn read_small(path: &str) -> Option<String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).ok()?.take(64).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text.lines().next()?.trim();
+    (!line.is_empty()).then(|| line.to_owned())
 }

@@ -120,7 +120,9 @@ pub(crate) struct Folded {
     pub(crate) count: u64,
 }
 
-/// The lines of a folded file; every line must parse (the output is complete).
+/// The lines of a folded file; every line must parse (the output is complete). The
+/// `[truncated: REASON]` frame a cut stack starts with is an annotation, left out: a cut stack
+/// is judged by its frames.
 pub(crate) fn read_folded(path: &Path) -> Vec<Folded> {
     let text = std::fs::read_to_string(path).expect("read the folded output");
     text.lines()
@@ -130,7 +132,9 @@ pub(crate) fn read_folded(path: &Path) -> Vec<Folded> {
                 .unwrap_or_else(|| panic!("not a folded line: {line:?}"));
             let mut frames = stack
                 .split(';')
-                .map(|f| f.replace("__libc_start_main_impl", "__libc_start_main"));
+                .enumerate()
+                .filter(|(i, f)| *i != 1 || !(f.starts_with("[truncated: ") && f.ends_with(']')))
+                .map(|(_, f)| f.replace("__libc_start_main_impl", "__libc_start_main"));
             Folded {
                 comm: frames.next().unwrap_or_default(),
                 frames: frames.collect(),

@@ -17,11 +17,14 @@ mod events;
 #[cfg(feature = "ebpf")]
 mod external;
 #[cfg(feature = "ebpf")]
+mod first_minutes;
+#[cfg(feature = "ebpf")]
 mod first_sample;
 #[cfg(feature = "ebpf")]
 mod follow;
 #[cfg(feature = "ebpf")]
 mod formats;
+mod generated_docs;
 #[cfg(feature = "ebpf")]
 mod glibc_start;
 mod golden;

@@ -27,7 +27,8 @@ fn counter(output: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no `{name}` counter in:\n{output}"))
 }
 
-/// The embedded program loads, attaches to cpu-clock and counts samples of exactly the target pid.
+/// The embedded program loads, attaches to cpu-clock and counts samples of exactly the target
+/// pid; the doctor says `this host can trace: yes` before its counters.
 #[test]
 fn doctor_samples_only_the_target_process() {
     let Some(_serial) = privileged("doctor_samples_only_the_target_process") else {
@@ -53,6 +54,8 @@ fn doctor_samples_only_the_target_process() {
         "doctor failed: {}{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Issue 31: the verdict first, the counters after.
+    assert_eq!(stdout.lines().next(), Some("this host can trace: yes"), "{stdout}");
     let sampled = counter(&stdout, "sampled");
     let not_traced = counter(&stdout, "not_traced");
     // One busy thread at 499 Hz for 1 s is ~499 samples when it has a CPU to itself; the other
@@ -68,7 +71,8 @@ fn doctor_samples_only_the_target_process() {
     );
 }
 
-/// Without root, tracing and the doctor say in one sentence what is missing, with status 2.
+/// Without root, tracing says in one sentence what is missing, naming the program once, with
+/// status 2; the doctor gives it as its verdict, on stdout, and nothing else.
 #[test]
 fn refuses_clearly_without_root() {
     let Some(_serial) = privileged("refuses_clearly_without_root") else {
@@ -82,8 +86,18 @@ fn refuses_clearly_without_root() {
             .output()
             .expect("run setpriv");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("needs root"), "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: one sentence expected: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The doctor's verdict is on stdout, tracing's refusal on stderr.
+        let said = if args[0] == "doctor" { &stdout } else { &stderr };
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}{stdout}");
+        assert!(said.contains("needs root"), "{args:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{args:?}: one sentence expected: {said}");
+        // Regression (`sframe-trace: sframe-trace needs root`): the program is named once.
+        assert!(said.matches("sframe-trace").count() <= 1, "{args:?}: {said}");
+        if args[0] == "doctor" {
+            assert!(said.starts_with("this host can trace: no: "), "{said}");
+            assert!(said.contains("sudo"), "the fix is named: {said}");
+            assert!(stderr.is_empty(), "said once: {stderr}");
+        }
     }
 }

@@ -89,3 +89,44 @@ fn events_prefix_their_lines() {
 fn lines_of(resolved: &Resolved) -> Vec<(String, u64)> {
     lines(resolved).into_iter().collect()
 }
+
+/// Issue 31 (a cut stack looked like a whole one): a truncated stack has
+/// `[truncated: REASON]` as its outermost frame, right under the command name; a Go stack that
+/// ends at `runtime.goexit` or `runtime.mstart` with a zero return address is complete and has
+/// none, while a C stack cut the same way has it.
+#[test]
+fn truncated_stacks_show_a_marker_and_go_bases_are_complete() {
+    let cut = |outermost: &str, why: &'static str| {
+        let mut s = stack(
+            8,
+            vec![
+                frame(Some("work"), None, 0x10, FrameSource::Sframe),
+                frame(Some(outermost), None, 0x20, FrameSource::Fp),
+            ],
+            1,
+        );
+        s.truncated = Some(why);
+        s
+    };
+    let resolved = Resolved {
+        stacks: vec![
+            cut("helper", "no_mapping"),
+            cut("runtime.goexit.abi0", "zero_ra"),
+            cut("runtime.mstart", "zero_ra"),
+            cut("caller", "zero_ra"),
+            cut("runtime.goexit", "no_info"),
+        ],
+        ..Resolved::default()
+    };
+    let lines: Vec<String> = lines(&resolved).into_keys().collect();
+    assert_eq!(
+        lines,
+        [
+            "app;[truncated: no_info];runtime.goexit;work",
+            "app;[truncated: no_mapping];helper;work",
+            "app;[truncated: zero_ra];caller;work",
+            "app;runtime.goexit.abi0;work",
+            "app;runtime.mstart;work",
+        ]
+    );
+}

@@ -53,6 +53,7 @@ fn one_object_per_line() {
                 source: FrameSource::Fp,
             },
         ],
+        truncated: Some("no_mapping"),
     };
     let mut out = Vec::new();
     write_sample(&mut out, &sample, &objects).expect("write");
@@ -67,6 +68,7 @@ fn one_object_per_line() {
     assert_eq!(v["cpu"], 3);
     assert_eq!(v["comm"], "a\"b");
     assert_eq!(v["event"], "cpu-clock");
+    assert_eq!(v["truncated"], "no_mapping");
     let frames = v["frames"].as_array().expect("frames");
     assert_eq!(frames.len(), 3);
     assert_eq!(frames[0]["addr"], "0xffffffff81000010");

@@ -56,6 +56,7 @@ fn samples() -> Vec<ResolvedSample> {
         event: "cpu-clock".to_owned(),
         weight_ns: 2_004_008,
         frames,
+        truncated: None,
     };
     vec![
         sample(user.clone(), 12_345_678_901_234, 7),

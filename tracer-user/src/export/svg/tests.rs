@@ -117,3 +117,50 @@ fn non_ascii_names_are_drawn() {
     let svg = String::from_utf8(out).expect("utf-8");
     assert!(svg.contains("ñandú"), "{svg}");
 }
+
+/// Issue 31 (every graph was titled `sframe-trace`, and a whole host's opened on its thin tips,
+/// the processes below the first screen): the title names what was traced, the host and the
+/// duration; the picture carries the script that scrolls a tall graph to its base; a truncated
+/// stack's marker is a box of its own.
+#[test]
+fn title_names_the_trace_and_the_graph_opens_at_its_base() {
+    let mut stack = ResolvedStack {
+        pid: 1,
+        tid: 1,
+        comm: "app".to_owned(),
+        event: "cpu-clock".to_owned(),
+        frames: vec![named("leaf"), named("main")],
+        count: 3,
+        weight_ns: 0,
+        truncated: Some("no_mapping"),
+    };
+    stack.weight_ns = 3;
+    let resolved = Resolved {
+        stacks: vec![stack],
+        duration_ns: 2_500_000_000,
+        ..Resolved::default()
+    };
+    let mut out = Vec::new();
+    write_titled(
+        &mut out,
+        &resolved,
+        "`./app --fast` (pid 12) on buildhost",
+        &folded::Style::default(),
+    )
+    .expect("write");
+    let svg = String::from_utf8(out).expect("utf-8");
+    assert!(
+        svg.contains("sframe-trace: `./app --fast` (pid 12) on buildhost, 2.5 s"),
+        "the title: {}",
+        &svg[..svg.len().min(3000)]
+    );
+    assert!(
+        svg.contains("<title>[truncated: no_mapping] (3 samples"),
+        "no marker box"
+    );
+    let script = svg.find("window.scrollTo").expect("the scroll script");
+    assert!(
+        script < svg.rfind("</svg>").expect("the end"),
+        "the script is inside the picture"
+    );
+}

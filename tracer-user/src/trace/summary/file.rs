@@ -21,8 +21,8 @@ pub(super) struct SummaryFile {
 }
 
 impl SummaryFile {
-    pub(super) fn create(path: &Path) -> Result<SummaryFile, OutputFileError> {
-        let (file, placement) = outfile::create(path)?;
+    pub(super) fn create(path: &Path, access: &outfile::Access) -> Result<SummaryFile, OutputFileError> {
+        let (file, placement) = outfile::create_for(path, access)?;
         Ok(SummaryFile {
             path: path.to_owned(),
             file,

@@ -4,8 +4,12 @@
 //! default, on stderr) or as one JSON object for scripts (`--summary-format json`, on stderr or
 //! to `--summary-output`): both forms carry the same numbers. Writing the file lives in `file`.
 
+pub mod diagnosis;
 mod file;
 pub mod python;
+mod schema;
+
+pub use schema::schema;
 
 use std::{collections::BTreeMap, fmt, path::PathBuf, time::Duration};
 
@@ -46,8 +50,12 @@ pub struct SummaryOut {
 
 impl SummaryOut {
     /// Create the summary file (see `file`), or take stderr.
-    pub fn open(spec: &SummarySpec) -> Result<SummaryOut, super::OutputFileError> {
-        let file = spec.path.as_deref().map(file::SummaryFile::create).transpose()?;
+    pub fn open(spec: &SummarySpec, access: &crate::outfile::Access) -> Result<SummaryOut, super::OutputFileError> {
+        let file = spec
+            .path
+            .as_deref()
+            .map(|path| file::SummaryFile::create(path, access))
+            .transpose()?;
         Ok(SummaryOut {
             format: spec.format,
             file,
@@ -90,6 +98,8 @@ pub struct Summary<'a> {
     pub otlp: Option<&'a ExportReport>,
     /// The kernel's CPython walks.
     pub python: python::PythonFigures,
+    /// Why the profile is empty or broken, and what to do, one sentence each ([`diagnosis`]).
+    pub diagnosis: Vec<String>,
 }
 
 /// Every figure of the summary, as the JSON form names them (field by field in the README).
@@ -126,6 +136,10 @@ pub struct Figures {
     pub jitdump: crate::registry::DumpStats,
     /// CPython frame chains the kernel walked: walks, frames, walks cut short by reason.
     pub python: python::PythonFigures,
+    /// Why the profile came back empty or broken, and the next step: one sentence each
+    /// (a thread id traced as its process, a kernel thread, a process that slept, no samples,
+    /// a runtime without its flag, JIT code without a perf map, objects without symbols).
+    pub diagnosis: Vec<String>,
 }
 
 /// What became of the OTLP exports: snapshots sent and their samples, and those that never
@@ -213,6 +227,19 @@ pub struct Tables {
     pub without_by_reason: BTreeMap<&'static str, u64>,
 }
 
+/// Count `n` walks the kernel ended at a zero return address (`zero_ra`) as complete: their
+/// stacks end at the base Go's runtime gives a stack (`export::model::truncation`).
+pub fn count_go_bases_complete(stops: &mut [(StopReason, u64)], n: u64) {
+    let mut moved = 0;
+    if let Some((_, zero_ra)) = stops.iter_mut().find(|(r, _)| *r == StopReason::ZeroRa) {
+        moved = n.min(*zero_ra);
+        *zero_ra -= moved;
+    }
+    if let Some((_, complete)) = stops.iter_mut().find(|(r, _)| *r == StopReason::Outermost) {
+        *complete += moved;
+    }
+}
+
 /// The JSON name of why an object has no table, and the text's.
 fn no_table_names(why: NoTableKind) -> (&'static str, &'static str) {
     match why {
@@ -283,6 +310,7 @@ impl Summary<'_> {
             jit: self.catalog.jit.stats(),
             jitdump: self.catalog.jit_dumps.clone(),
             python: self.python.clone(),
+            diagnosis: self.diagnosis.clone(),
         }
     }
 
@@ -430,6 +458,10 @@ impl fmt::Display for Summary<'_> {
         }
         if let Some(report) = self.otlp {
             write!(f, "{report}")?;
+        }
+        // Last, where the eye lands.
+        for sentence in &figures.diagnosis {
+            writeln!(f, "  diagnosis: {}", crate::names::escaped(sentence))?;
         }
         Ok(())
     }

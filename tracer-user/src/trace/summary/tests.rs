@@ -68,6 +68,7 @@ fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
         failed_outputs: &[],
         otlp: None,
         python: Default::default(),
+        diagnosis: Vec::new(),
     }
 }
 
@@ -146,6 +147,7 @@ fn json_has_the_figures_of_the_text() {
         "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
             "stacks": {"frames": 0, "unnamed": 0, "too_many_functions": 0, "eval_frames_without_run": 0,
                 "runs_dropped": 0, "reads_stuck": 0}},
+        "diagnosis": [],
     });
     assert_eq!(v, expected);
     // The text says the same.
@@ -207,7 +209,7 @@ fn summary_file_is_created_safely() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("summary.json");
     std::fs::write(&path, "old figures").expect("write");
-    let created = file::SummaryFile::create(&path).expect("create");
+    let created = file::SummaryFile::create(&path, &crate::outfile::Access::default()).expect("create");
     assert_eq!(
         std::fs::read(&path).expect("read"),
         b"old figures",
@@ -224,13 +226,13 @@ fn summary_file_is_created_safely() {
     std::fs::write(&victim, "precious").expect("write the victim");
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&victim, &link).expect("symlink");
-    let err = file::SummaryFile::create(&link)
+    let err = file::SummaryFile::create(&link, &crate::outfile::Access::default())
         .err()
         .expect("a symbolic link is refused");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     let hard = dir.path().join("hard");
     std::fs::hard_link(&victim, &hard).expect("hard link");
-    file::SummaryFile::create(&hard)
+    file::SummaryFile::create(&hard, &crate::outfile::Access::default())
         .expect("create")
         .write("figures")
         .expect("write");
@@ -242,7 +244,7 @@ fn summary_file_is_created_safely() {
     // SAFETY: mkfifo(3) with a NUL-terminated path that lives through the call.
     assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
     assert!(
-        file::SummaryFile::create(&fifo).is_err(),
+        file::SummaryFile::create(&fifo, &crate::outfile::Access::default()).is_err(),
         "a FIFO is refused, without blocking"
     );
 }
@@ -383,4 +385,27 @@ fn python_walks_in_both_forms() {
             "stacks": {"frames": 690, "unnamed": 4, "too_many_functions": 1, "eval_frames_without_run": 2,
                 "runs_dropped": 0, "reads_stuck": 0}})
     );
+}
+
+/// Issue 31: the diagnosis is the text's last lines, one per sentence (escaped), and the
+/// JSON's `diagnosis` list; without any, the JSON has an empty list and the text no line.
+#[test]
+fn diagnosis_is_in_both_forms() {
+    let (catalog, profile) = session();
+    let quiet = summary(&catalog, &profile);
+    assert!(!quiet.to_string().contains("diagnosis"));
+    let v: serde_json::Value = serde_json::from_str(&quiet.json()).expect("json");
+    assert_eq!(v["diagnosis"], serde_json::json!([]));
+    let said = "no samples: pid 4 used no CPU time while traced: trace it with -e offcpu\x1b".to_owned();
+    let summary = Summary {
+        diagnosis: vec![said.clone()],
+        ..summary(&catalog, &profile)
+    };
+    let text = summary.to_string();
+    assert!(
+        text.ends_with("  diagnosis: no samples: pid 4 used no CPU time while traced: trace it with -e offcpu\\x1b\n"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    assert_eq!(v["diagnosis"][0], said.as_str());
 }

@@ -14,7 +14,8 @@ pub struct Stack {
 }
 
 /// Parse folded output; blank lines are ignored, anything else malformed is an error naming
-/// the line.
+/// the line. The `[truncated: REASON]` frame a cut stack starts with is an annotation, not a
+/// frame of the chain: it is left out (the judges tell a cut stack by its frames).
 pub fn parse(text: &str) -> Result<Vec<Stack>, String> {
     text.lines()
         .enumerate()
@@ -25,7 +26,11 @@ pub fn parse(text: &str) -> Result<Vec<Stack>, String> {
             let count = count.parse().map_err(|_| bad("the count is not a number"))?;
             let mut parts = stack.split(';');
             let comm = parts.next().unwrap_or_default().to_owned();
-            let frames: Vec<String> = parts.map(str::to_owned).collect();
+            let frames: Vec<String> = parts
+                .enumerate()
+                .filter(|(i, f)| *i > 0 || !(f.starts_with("[truncated: ") && f.ends_with(']')))
+                .map(|(_, f)| f.to_owned())
+                .collect();
             if comm.is_empty() || frames.iter().any(String::is_empty) {
                 return Err(bad("empty comm or frame"));
             }

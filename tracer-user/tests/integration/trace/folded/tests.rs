@@ -157,3 +157,15 @@ fn compresses_repeated_frames() {
     assert_eq!(compress(&chain("a;b;b;b;c;b")), "a;b x3;c;b");
     assert_eq!(compress(&[]), "");
 }
+
+/// Issue 31: a cut stack's `[truncated: REASON]` frame, first after the command name, is left
+/// out, so a truncated stack is still judged by its frames; a frame of that name elsewhere is
+/// kept.
+#[test]
+fn the_truncation_marker_is_not_a_frame() {
+    let got = stacks("app;[truncated: no_info];main;leaf 4\napp;main;[truncated: x] 1\n");
+    assert_eq!(got[0].frames, chain("main;leaf"));
+    assert_eq!(got[1].frames, chain("main;[truncated: x]"));
+    let verdict = Verdict::innermost_part(&got[..1], "app", &chain("_start;main;leaf"));
+    assert_eq!(verdict.good, 4);
+}

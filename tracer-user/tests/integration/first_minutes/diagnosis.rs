@@ -1,0 +1,188 @@
+//! An empty or broken profile says why, in one sentence naming the next step, in the text
+//! summary and in the JSON summary's `diagnosis`.
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use crate::support::{Running, SUMMARY_JSON, Summary, gcc, privileged, tracer_binary};
+
+/// Trace with `args` and the JSON summary: its `diagnosis` sentences and the summary.
+fn diagnosed(args: &[&str]) -> (Vec<String>, Summary) {
+    let out = Command::new(tracer_binary())
+        .args(SUMMARY_JSON)
+        .args(args)
+        .env_remove("DEBUGINFOD_URLS")
+        .stdout(Stdio::null())
+        .output()
+        .expect("run sframe-trace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    let summary = Summary::of(&stderr);
+    let said = summary.0["diagnosis"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnosis list: {}", summary.0))
+        .iter()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect();
+    (said, summary)
+}
+
+/// A C program that spins, built into `dir`.
+fn spinner(dir: &Path, threads: bool, extra: &[&str]) -> std::path::PathBuf {
+    let source = dir.join("spin.c");
+    std::fs::write(
+        &source,
+        r#"
+#include <pthread.h>
+static volatile unsigned long n;
+__attribute__((noinline)) static void spin(void) { for (;;) n++; }
+static void *run(void *arg) { (void)arg; spin(); return 0; }
+int main(int argc, char **argv) {
+    (void)argv;
+    if (argc > 1) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_join(t, 0); }
+    spin();
+}
+"#,
+    )
+    .expect("write the source");
+    let out = dir.join(if threads { "spin-threads" } else { "spin" });
+    gcc(&source, &out, &[&["-O2", "-pthread"][..], extra].concat())
+}
+
+/// Issue 31 (`--pid` given a thread id from `top -H` traced nothing, silently): the thread's
+/// process is traced, its samples come back, and the summary says so.
+#[test]
+fn a_thread_id_traces_its_process_and_says_so() {
+    let Some(_serial) = privileged("a_thread_id_traces_its_process_and_says_so") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = spinner(dir.path(), true, &[]);
+    let mut target = Running(Command::new(&program).arg("threads").spawn().expect("start"));
+    target.wait_working(&program);
+    let pid = target.pid();
+    let tid = loop {
+        let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("tasks")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&t| t != pid)
+            .collect();
+        if let Some(&tid) = tids.first() {
+            break tid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let (said, summary) = diagnosed(&["--pid", &tid.to_string(), "-d", "1"]);
+    assert!(
+        summary.count("samples") > 0,
+        "the process was not traced: {}",
+        summary.0
+    );
+    assert!(
+        said.iter()
+            .any(|s| s.contains(&format!("pid {tid} is a thread of process {pid}"))),
+        "{said:?}"
+    );
+}
+
+/// Issue 31 (a process that slept the whole time gave an empty profile, silently): no samples,
+/// and the diagnosis says it used no CPU and names `-e offcpu`.
+#[test]
+fn a_sleeping_process_is_told_to_use_offcpu() {
+    let Some(_serial) = privileged("a_sleeping_process_is_told_to_use_offcpu") else {
+        return;
+    };
+    let target = Running(Command::new("sleep").arg("600").spawn().expect("start sleep"));
+    let pid = target.pid().to_string();
+    let (said, summary) = diagnosed(&["--pid", &pid, "-d", "500ms"]);
+    assert_eq!(summary.count("samples"), 0);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("used no CPU time") && said[0].contains("-e offcpu"),
+        "{said:?}"
+    );
+}
+
+/// Issue 31 (a kernel thread given to --pid gave an empty profile, silently): the summary
+/// says it is a kernel thread, without user stacks.
+#[test]
+fn a_kernel_thread_is_named_one() {
+    let Some(_serial) = privileged("a_kernel_thread_is_named_one") else {
+        return;
+    };
+    // A kernel thread: no command line, `PF_KTHREAD` in its flags.
+    let kthread = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let rest = stat.rsplit_once(") ").map(|r| r.1).unwrap_or_default();
+                rest.split(' ')
+                    .nth(6)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .is_some_and(|f| f & 0x0020_0000 != 0)
+            })
+        })
+        .expect("a kernel thread");
+    let (said, _) = diagnosed(&["--pid", &kthread.to_string(), "-d", "300ms"]);
+    assert!(
+        said.iter()
+            .any(|s| s.contains(&format!("pid {kthread} (")) && s.contains("is a kernel thread")),
+        "{said:?}"
+    );
+}
+
+/// Issue 31 (frames of a stripped program came back as bare addresses, silently): the
+/// diagnosis names the object and DEBUGINFOD_URLS.
+#[test]
+fn frames_of_a_stripped_program_name_debuginfod() {
+    let Some(_serial) = privileged("frames_of_a_stripped_program_name_debuginfod") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = spinner(dir.path(), false, &["-s"]);
+    let program = program.to_str().expect("a UTF-8 path");
+    let (said, summary) = diagnosed(&["-d", "1", "--", program]);
+    assert!(summary.count("samples") > 0, "{}", summary.0);
+    assert!(
+        said.iter()
+            .any(|s| s.contains("without symbols") && s.contains(program) && s.contains("DEBUGINFOD_URLS")),
+        "{said:?}"
+    );
+}
+
+/// Issue 31 (Node without --perf-basic-prof and Java without -XX:+PreserveFramePointer gave
+/// unnamed or cut stacks, silently): the diagnosis names the flag; given the flag, it does not.
+#[test]
+fn runtimes_without_their_flag_name_it() {
+    let Some(_serial) = privileged("runtimes_without_their_flag_name_it") else {
+        return;
+    };
+    let spin = "const t = Date.now(); while (Date.now() - t < 1500) {}";
+    let (said, _) = diagnosed(&["--", "node", "-e", spin]);
+    assert!(
+        said.iter().any(|s| s.contains("Node.js without --perf-basic-prof")),
+        "{said:?}"
+    );
+    let (said, _) = diagnosed(&["--", "node", "--perf-basic-prof", "-e", spin]);
+    assert!(!said.iter().any(|s| s.contains("--perf-basic-prof")), "{said:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let java = dir.path().join("Spin.java");
+    std::fs::write(
+        &java,
+        "public class Spin { public static void main(String[] a) { long t = System.currentTimeMillis(); \
+         long n = 0; while (System.currentTimeMillis() - t < 1500) n++; System.out.println(n); } }",
+    )
+    .expect("write Spin.java");
+    let java = java.to_str().expect("a UTF-8 path");
+    let (said, _) = diagnosed(&["--", "java", java]);
+    assert!(
+        said.iter()
+            .any(|s| s.contains("Java without -XX:+PreserveFramePointer")),
+        "{said:?}"
+    );
+    let (said, _) = diagnosed(&["--", "java", "-XX:+PreserveFramePointer", java]);
+    assert!(!said.iter().any(|s| s.contains("PreserveFramePointer")), "{said:?}");
+}
