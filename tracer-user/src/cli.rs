@@ -134,7 +134,7 @@ pub struct TraceArgs {
     #[arg(help_heading = OUTPUT, long)]
     pub live: bool,
     /// The summary printed at the end: `text` for people, or `json`, one JSON object with the
-    /// same figures for scripts (its fields are listed in the README).
+    /// same figures for scripts (its fields are listed in docs/guide.md and docs/schemas/summary.json).
     #[arg(help_heading = OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text, value_name = "FORMAT")]
     pub summary_format: SummaryFormat,
     /// Write the summary to this file instead of stderr (created like --output files: mode

@@ -359,7 +359,7 @@ impl Drop for Tracer {
 #[cfg(feature = "ebpf")]
 pub const SUMMARY_JSON: [&str; 2] = ["--summary-format", "json"];
 
-/// The summary of a tracer run with [`SUMMARY_JSON`] (its fields are listed in the README).
+/// The summary of a tracer run with [`SUMMARY_JSON`] (its fields are listed in docs/guide.md).
 #[cfg(feature = "ebpf")]
 #[derive(Debug)]
 pub struct Summary(pub serde_json::Value);

@@ -31,7 +31,7 @@ pub enum SummaryFormat {
     /// Lines for people.
     #[default]
     Text,
-    /// One JSON object (see [`Figures`] and the README).
+    /// One JSON object (see [`Figures`] and docs/guide.md).
     Json,
 }
 
@@ -102,7 +102,7 @@ pub struct Summary<'a> {
     pub diagnosis: Vec<String>,
 }
 
-/// Every figure of the summary, as the JSON form names them (field by field in the README).
+/// Every figure of the summary, as the JSON form names them (field by field in docs/guide.md).
 #[derive(Debug, PartialEq, Serialize)]
 pub struct Figures {
     /// Samples kept (folded into the stacks written).
