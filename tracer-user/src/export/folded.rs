@@ -8,6 +8,8 @@
 //! microseconds blocked (as off-CPU flame graphs do). When a profile has several events, each
 //! line starts with its event (`offcpu;comm;...`), so that they never add up in one line.
 //!
+//! Counts that would pass `u64::MAX` (only a crafted profile has them) stay at `u64::MAX`.
+//!
 //! Names are written by the folded rule of [`crate::names`]: control characters as `\xHH`, `;`
 //! as `_`, and never ending in what reads as a count, so a line has one `;` per frame and ends
 //! in its count whatever the names.
@@ -38,7 +40,9 @@ pub fn lines(resolved: &Resolved) -> BTreeMap<String, u64> {
         } else {
             stack.count
         };
-        *lines.entry(line).or_default() += value;
+        // Saturating: a profile read by `symbolize` may count up to i64::MAX per stack.
+        let sum = lines.entry(line).or_default();
+        *sum = sum.saturating_add(value);
     }
     lines
 }

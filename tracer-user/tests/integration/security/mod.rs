@@ -7,6 +7,8 @@ mod cli;
 mod names;
 mod outputs;
 mod signals;
+mod symbolize;
+mod tables;
 
 use std::{
     io::{BufRead as _, BufReader},
