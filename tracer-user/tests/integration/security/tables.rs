@@ -1,5 +1,5 @@
 //! A user who maps, runs and unmaps fresh memfd copies of a plugin with tens of thousands of
-//! unwind rows (issue 29, defect 6), in a `--pid` session: the tables of the unmapped copies
+//! unwind rows (issue 29, defect 6), in a `--pid` session with 4 MiB of table maps: the tables of the unmapped copies
 //! are released within seconds (not kept for the 10 s of a named file), the copies the user
 //! then keeps mapped at once get no more than half the table maps' rows (the rest refused as
 //! `over_share`, counted in the summary), and a process that starts its program afterwards
@@ -20,16 +20,19 @@ use crate::support::{
 };
 
 /// Functions of the plugin: three SFrame rows each (entry, after the stack adjustment, before
-/// the return), some 48k rows in all.
-const FUNCTIONS: usize = 16_000;
+/// the return), some 24k rows in all, in a file under the 2 MB the tracer builds at once.
+const FUNCTIONS: usize = 8_000;
 
-/// Copies the attacker maps, runs and unmaps one after the other, and copies it then keeps
-/// mapped at once (more than half the row space of a `--pid` session's maps can hold).
-const CHURN: usize = 150;
-const HOARD: usize = 60;
+/// The table maps of the session (`--max-table-memory`): some 800k rows.
+const TABLE_MEMORY: &str = "4M";
+
+/// Copies the attacker maps, runs and unmaps one after the other (about 0.2 s each), and copies
+/// it then keeps mapped at once (more rows than the whole table maps hold).
+const CHURN: usize = 40;
+const HOARD: usize = 40;
 
 /// The attacker: waits for a line on stdin, then maps (memfd_create, write, dlopen of
-/// /proc/self/fd/N), runs (~20 ms) and unmaps (dlclose, close) CHURN fresh copies of the
+/// /proc/self/fd/N), runs (~0.2 s) and unmaps (dlclose, close) CHURN fresh copies of the
 /// plugin, says `churned`; on the next line maps and runs HOARD copies and keeps them, says
 /// `hoarded`; exits on the next line. Arguments: plugin, churn, hoard.
 const ATTACKER: &str = r#"
@@ -59,7 +62,7 @@ int main(int argc, char **argv) {
     fclose(f);
     int churn = atoi(argv[2]), hoard = atoi(argv[3]);
     await_line();
-    for (int i = 0; i < churn; i++) { int fd; void *h = load(&fd); run(h); dlclose(h); close(fd); }
+    for (int i = 0; i < churn; i++) { int fd; void *h = load(&fd); run(h); usleep(200000); dlclose(h); close(fd); }
     printf("churned\n"); fflush(stdout);
     await_line();
     for (int i = 0; i < hoard; i++) { int fd; run(load(&fd)); }
@@ -73,7 +76,7 @@ int main(int argc, char **argv) {
 const HONEST: &str = r#"
 __attribute__((noinline)) long leaf(long n) { long s = 0; for (long i = 0; i < n; i++) s += i * i % 7; return s; }
 __attribute__((noinline)) long mid(long n) { return leaf(n) + 1; }
-int main(void) { long t = 0; for (int j = 0; j < 200; j++) t += mid(20000000); return (int)(t & 1); }
+int main(void) { long t = 0; for (int j = 0; j < 200; j++) t += mid(20000000 + j); return (int)(t & 1); }
 "#;
 
 /// The plugin's source: FUNCTIONS functions that each call a helper (so each adjusts the stack:
@@ -186,6 +189,8 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
             SUMMARY_JSON[0],
             SUMMARY_JSON[1],
             "--no-kernel",
+            "--max-table-memory",
+            TABLE_MEMORY,
             "-F",
             "499",
             "--pid",
@@ -218,25 +223,30 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
         .unwrap_or(0);
     assert!(most > at_start, "no copy was ever loaded: {}", tracer.stderr.join("\n"));
     let mut rows_after = 0;
-    tracer.wait_for("released the copies' tables", |line| {
-        assert!(
-            churned.elapsed() < Duration::from_secs(8),
-            "the copies' tables were kept {:?}",
-            churned.elapsed()
-        );
-        match tables_line(line) {
-            Some((n, rows)) if n <= at_start => {
-                rows_after = rows;
-                true
-            }
-            _ => false,
+    // Released within 8 s of the churn's end (a named file's table stays 10 s), unless they
+    // are already (a last copy unmapped before the tracer read it was never loaded).
+    match tracer.stderr.iter().filter_map(|l| tables_line(l)).last() {
+        Some((n, rows)) if n <= at_start => rows_after = rows,
+        _ => {
+            let limit = Duration::from_secs(8).saturating_sub(churned.elapsed());
+            tracer.wait_within("released the copies' tables", limit, |line| match tables_line(line) {
+                Some((n, rows)) if n <= at_start => {
+                    rows_after = rows;
+                    true
+                }
+                _ => false,
+            });
         }
-    });
+    }
+    assert!(
+        most <= at_start + (CHURN as u64) / 2,
+        "{most} tables loaded at once during the churn (from {at_start})"
+    );
 
     // Keep many mapped at once: the copies past half the rows are refused.
     step(&mut attacker_in, &attacker_said, "hoarded");
     let seen = tracer.stderr.len();
-    tracer.wait_for("refused a copy over its share", |line| {
+    tracer.wait_within("refused a copy over its share", LIMIT, |line| {
         line.contains("over share: process")
     });
     tracer.drain();
@@ -249,7 +259,8 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
     // The launcher's program starts: it is loaded, and unwound exactly.
     launcher_in.write_all(b"go\n").expect("tell the launcher");
     drop(launcher_in);
-    tracer.wait_loaded(launcher.pid(), "loaded the honest program");
+    let loaded = format!("pid {} loaded", launcher.pid());
+    tracer.wait_within("loaded the honest program", LIMIT, |line| line.ends_with(&loaded));
     wait_for_cpu(launcher.pid(), ticks_per_second());
     drop(attacker_in);
     let stderr = tracer.interrupt();
@@ -263,6 +274,12 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
     // most half of them.
     let capacity = summary.count("tables.capacity_bytes");
     let taken = hoarded.saturating_sub(rows_after) * 4;
+    eprintln!(
+        "tables at the start {at_start}, at most {most} in the churn; rows {rows_after} after it, {hoarded} hoarded; \
+         {} refused over the share, {} unloaded; {capacity} bytes of table maps",
+        summary.count("tables.without_by_reason.over_share"),
+        summary.count("processes.unloaded"),
+    );
     assert!(
         taken <= capacity / 2,
         "the copies kept mapped took {taken} bytes of rows, of {capacity} bytes of table maps"
@@ -270,17 +287,21 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
     judge_honest(&out, &honest_name);
 }
 
-/// Every sample of the honest program in `leaf` is `_start` … `main;mid;leaf`, and there are
-/// some.
+/// Every sample of the honest program in `leaf` is `_start` … `main;mid;leaf` (glibc's entry
+/// named by either of its names), and there are some.
 fn judge_honest(out: &Path, name: &str) {
     let comm: String = name.chars().take(15).collect();
     let text = std::fs::read_to_string(out).expect("read the output");
-    let exact = format!("{comm};_start;__libc_start_main;__libc_start_call_main;main;mid;leaf");
+    let exact = ["__libc_start_main", "__libc_start_main_impl"]
+        .map(|entry| format!("{comm};_start;{entry};__libc_start_call_main;main;mid;leaf"));
     let mut good = 0;
     for line in text.lines().filter(|l| l.starts_with(&format!("{comm};"))) {
         let (stack, count) = line.rsplit_once(' ').expect("a folded line");
         if stack.ends_with(";leaf") {
-            assert_eq!(stack, exact, "a wrong stack of the honest program");
+            assert!(
+                exact.iter().any(|e| e == stack),
+                "a wrong stack of the honest program: {stack}"
+            );
             good += count.parse::<u64>().expect("a count");
         }
     }
