@@ -95,7 +95,9 @@ impl<T: TableStore> Catalog<T> {
         let room = self.loader.tables.row_room();
         let share = share_of(room);
         let wanted = claim.held.saturating_add(prebuilt.space_rows());
-        if wanted > share {
+        // A table larger than the whole row space is refused for room, not over a share.
+        let fits = room.is_none_or(|room| prebuilt.space_rows() <= room);
+        if wanted > share && fits {
             log::debug!(target: TABLES_LOG, "over share: process {} would hold {wanted} rows, its share is {share}", claim.pid);
             return Err(NoTable::OverShare(format!(
                 "{}: process {} would hold {wanted} rows of tables, over its share of {share} ({} of the {} rows of the table maps)",

@@ -204,8 +204,8 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
     let at_start = tracer
         .stderr
         .iter()
-        .filter_map(|l| tables_line(l))
-        .last()
+        .rev()
+        .find_map(|l| tables_line(l))
         .unwrap_or_else(|| panic!("no tables line at the start: {}", tracer.stderr.join("\n")))
         .0;
 
@@ -225,7 +225,7 @@ fn unmapped_copies_are_released_and_one_process_gets_a_share() {
     let mut rows_after = 0;
     // Released within 8 s of the churn's end (a named file's table stays 10 s), unless they
     // are already (a last copy unmapped before the tracer read it was never loaded).
-    match tracer.stderr.iter().filter_map(|l| tables_line(l)).last() {
+    match tracer.stderr.iter().rev().find_map(|l| tables_line(l)) {
         Some((n, rows)) if n <= at_start => rows_after = rows,
         _ => {
             let limit = Duration::from_secs(8).saturating_sub(churned.elapsed());
