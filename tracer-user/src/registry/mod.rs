@@ -15,7 +15,8 @@
 //!   image, a new process with the same pid).
 //!
 //! Each process gets the mapping table the kernel resolves its PCs with. Besides: `budget` (the
-//! room of the table maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
+//! room of the table maps), `share` (a process's fair share of that room, and room made from
+//! tables no process maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
 //! a jitdump describes).
 
 use std::{fs::File, path::PathBuf, sync::Arc, time::Duration};
