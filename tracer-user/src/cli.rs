@@ -254,6 +254,16 @@ pub enum Format {
     Otlp,
 }
 
+/// The formats `symbolize` writes (files: no `otlp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FileFormat {
+    Folded,
+    Svg,
+    Pprof,
+    Json,
+    PerfScript,
+}
+
 /// The form of the summary (`--summary-format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SummaryFormat {
@@ -311,21 +321,32 @@ pub enum Command {
     /// another machine: from the objects at their paths (when their build-id matches), debug
     /// directories or debuginfod; writes the same stacks an on-host run would.
     ///
+    /// The profile is not trusted: counts add up saturating, and json and perf-script (one
+    /// record per sample counted) refuse a profile whose records would hold more than
+    /// --max-frames frames, before writing anything. SIGINT, SIGTERM or SIGHUP stop it at once
+    /// with status 2: no output file is written (its temporary file is removed, what was at
+    /// the path stays).
+    ///
     /// Examples:
     ///   sframe-trace symbolize host.pb.gz -o named.pb.gz
     ///   sframe-trace symbolize host.pb.gz -f folded -o host.folded --debug-dir ./debug
+    ///   sframe-trace symbolize host.pb.gz -f perf-script -o - | less
     #[command(verbatim_doc_comment)]
     #[cfg(feature = "ebpf")]
     Symbolize {
         /// The pprof file (gzipped or not).
         profile: PathBuf,
-        /// Where to write (created like tracing's --output files).
+        /// Where to write (created like tracing's --output files); `-` is stdout.
         #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
         /// The format written: folded, svg, pprof, json or perf-script (one record per sample
         /// counted; times, CPUs and absolute addresses are not in a profile).
-        #[arg(short, long, value_enum, default_value_t = Format::Pprof, value_name = "FORMAT")]
-        format: Format,
+        #[arg(short, long, value_enum, default_value_t = FileFormat::Pprof, value_name = "FORMAT")]
+        format: FileFormat,
+        /// The most frames json and perf-script may write in all, over the records of every
+        /// sample counted (a record without frames counts as one).
+        #[arg(long, default_value_t = 50_000_000, value_name = "N")]
+        max_frames: u64,
         /// Do not show inlined functions as frames of their own.
         #[arg(long)]
         no_inline: bool,

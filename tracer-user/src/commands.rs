@@ -59,9 +59,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             profile,
             output,
             format,
+            max_frames,
             no_inline,
             symbols,
-        }) => run_symbolize(&profile, &output, format, !no_inline, symbols),
+        }) => run_symbolize(profile, output, format, max_frames, !no_inline, symbols),
         #[cfg(feature = "ebpf")]
         Some(Command::Doctor {
             pid,
@@ -305,26 +306,39 @@ fn symbol_config(
     .map_err(anyhow::Error::msg)
 }
 
-/// `symbolize`: name the frames of a `--symbolize none` pprof and write them.
+/// `symbolize`: name the frames of a `--symbolize none` pprof and write them, until done or
+/// stopped by a signal (then no output file is left).
 #[cfg(feature = "ebpf")]
 fn run_symbolize(
-    profile: &Path,
-    output: &Path,
-    format: crate::cli::Format,
+    input: std::path::PathBuf,
+    output: std::path::PathBuf,
+    format: crate::cli::FileFormat,
+    max_frames: u64,
     inline: bool,
     symbols: crate::cli::SymbolArgs,
 ) -> anyhow::Result<Status> {
-    use sframe_trace::offline::{FileFormat, symbolize_file};
+    use sframe_trace::offline::{FileFormat, Job, stop, symbolize_file};
     let format = match format {
-        crate::cli::Format::Folded => FileFormat::Folded,
-        crate::cli::Format::Svg => FileFormat::Svg,
-        crate::cli::Format::Pprof => FileFormat::Pprof,
-        crate::cli::Format::Json => FileFormat::Json,
-        crate::cli::Format::PerfScript => FileFormat::PerfScript,
-        crate::cli::Format::Otlp => anyhow::bail!("symbolize writes files: folded, svg, pprof, json or perf-script"),
+        crate::cli::FileFormat::Folded => FileFormat::Folded,
+        crate::cli::FileFormat::Svg => FileFormat::Svg,
+        crate::cli::FileFormat::Pprof => FileFormat::Pprof,
+        crate::cli::FileFormat::Json => FileFormat::Json,
+        crate::cli::FileFormat::PerfScript => FileFormat::PerfScript,
     };
-    sframe_trace::symfiles::configure(symbol_config(false, &symbols)?, false);
-    symbolize_file(profile, output, format, inline)?;
+    let config = symbol_config(false, &symbols)?;
+    let job = Job {
+        input,
+        output,
+        format,
+        inline,
+        max_frames,
+    };
+    // Configured on the worker, so that any thread symbol lookups start has the signals
+    // blocked too (see `stop`).
+    stop::until_signal(move || {
+        sframe_trace::symfiles::configure(config, false);
+        symbolize_file(&job).map(drop)
+    })?;
     let figures = sframe_trace::symfiles::figures();
     if !figures.is_empty() {
         eprintln!("sframe-trace: symbol files: {}", serde_json::to_string(&figures)?);

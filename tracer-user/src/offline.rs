@@ -7,7 +7,13 @@
 //!
 //! The profile is input from elsewhere: it is read within bounds (its file and its gzip
 //! expansion), and references it holds (string, mapping, location and function indices) are
-//! checked, an invalid one naming what is wrong.
+//! checked, an invalid one naming what is wrong. Its counts are not trusted either: the frames
+//! it unfolds into are bounded ([`MAX_RESOLVED_FRAMES`]), sums saturate instead of wrapping,
+//! and the streamed formats, which write one record per sample counted, refuse a profile whose
+//! records would hold more than `--max-frames` frames ([`Expansion`]) before writing anything.
+//!
+//! `-` as the output is stdout. A file output appears whole or not at all (`outfile`); a signal
+//! ends the command with its temporary file removed ([`stop`]).
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -29,6 +35,31 @@ use crate::export::{
 /// The largest profile read (compressed, and once gunzipped).
 const MAX_PROFILE: u64 = 256 << 20;
 
+/// The most frames the stacks of one profile unfold into (each location's lines, each
+/// unnamed location's names): about a gigabyte of frames in memory at most. A session's
+/// profile holds far fewer (one stack per distinct stack, at most a few thousand frames each).
+pub const MAX_RESOLVED_FRAMES: usize = 10_000_000;
+
+/// The default of `--max-frames`: the most frames the records of `json` or `perf-script`
+/// hold in all (a record without frames counts as one), some gigabytes of text.
+pub const DEFAULT_MAX_FRAMES: u64 = 50_000_000;
+
+/// Why the records of a streamed format are not written: the profile counts too many.
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+#[error(
+    "the profile counts {samples} samples, and {format} writes one record per sample with its frames: \
+     {frames} frames in all, more than --max-frames {max} (folded, svg and pprof write one line \
+     per stack; or give a larger --max-frames)"
+)]
+pub struct Expansion {
+    pub format: &'static str,
+    /// Samples counted (the records to write), saturated at `u64::MAX`.
+    pub samples: u64,
+    /// Frames of those records, saturated at `u64::MAX`.
+    pub frames: u64,
+    pub max: u64,
+}
+
 /// The formats `symbolize` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileFormat {
@@ -40,29 +71,94 @@ pub enum FileFormat {
     PerfScript,
 }
 
-/// Read `input`, name its frames, write `output` in `format`; `inline`: inlined functions as
-/// frames of their own.
-pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: bool) -> anyhow::Result<Resolved> {
-    let profile = read_profile(input, MAX_PROFILE).with_context(|| format!("cannot read {}", input.display()))?;
-    let resolved = resolve(&profile, inline).with_context(|| format!("{}: malformed profile", input.display()))?;
-    let (mut file, placement) = super::outfile::create(output)?;
-    let mut out = std::io::BufWriter::new(&mut file);
-    match format {
-        FileFormat::Folded => folded::write(&mut out, &resolved),
-        FileFormat::Svg => svg::write(&mut out, &resolved),
-        FileFormat::Pprof => pprof::write(&mut out, &resolved),
-        FileFormat::Json => samples(&resolved).try_for_each(|s| json::write_sample(&mut out, &s, &resolved.objects)),
-        FileFormat::PerfScript => {
-            samples(&resolved).try_for_each(|s| perf_script::write_sample(&mut out, &s, &resolved.objects))
+impl FileFormat {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::Folded => "folded",
+            FileFormat::Svg => "svg",
+            FileFormat::Pprof => "pprof",
+            FileFormat::Json => "json",
+            FileFormat::PerfScript => "perf-script",
         }
     }
-    .and_then(|()| out.flush())
-    .with_context(|| format!("cannot write {}", output.display()))?;
-    drop(out);
+
+    /// One record per sample counted ([`samples`]).
+    fn is_streamed(self) -> bool {
+        matches!(self, FileFormat::Json | FileFormat::PerfScript)
+    }
+}
+
+/// What `symbolize` writes, and where.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub input: PathBuf,
+    /// The file written; `-` is stdout.
+    pub output: PathBuf,
+    pub format: FileFormat,
+    /// Inlined functions as frames of their own.
+    pub inline: bool,
+    /// The most frames the records of a streamed format may hold in all.
+    pub max_frames: u64,
+}
+
+/// Read `job.input`, name its frames, write `job.output` in `job.format`.
+pub fn symbolize_file(job: &Job) -> anyhow::Result<Resolved> {
+    let input = &job.input;
+    let profile = read_profile(input, MAX_PROFILE).with_context(|| format!("cannot read {}", input.display()))?;
+    let resolved = resolve(&profile, job.inline).with_context(|| format!("{}: malformed profile", input.display()))?;
+    drop(profile);
+    if job.format.is_streamed() {
+        expansion(&resolved, job.format, job.max_frames)?;
+    }
+    let output = &job.output;
+    let written = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(out);
+        match job.format {
+            FileFormat::Folded => folded::write(&mut out, &resolved),
+            FileFormat::Svg => svg::write(&mut out, &resolved),
+            FileFormat::Pprof => pprof::write(&mut out, &resolved),
+            FileFormat::Json => {
+                samples(&resolved).try_for_each(|s| json::write_sample(&mut out, &s, &resolved.objects))
+            }
+            FileFormat::PerfScript => {
+                samples(&resolved).try_for_each(|s| perf_script::write_sample(&mut out, &s, &resolved.objects))
+            }
+        }?;
+        out.flush()
+    };
+    if output.as_os_str() == "-" {
+        written(&mut std::io::stdout().lock()).context("cannot write to stdout")?;
+        return Ok(resolved);
+    }
+    let (mut file, placement) = super::outfile::create(output)?;
+    written(&mut file).with_context(|| format!("cannot write {}", output.display()))?;
     placement
         .commit()
         .with_context(|| format!("cannot write {}", output.display()))?;
     Ok(resolved)
+}
+
+/// The samples the records of `format` would stand for and the frames they would hold; an
+/// [`Expansion`] error when more than `max` frames.
+pub fn expansion(resolved: &Resolved, format: FileFormat, max: u64) -> Result<(u64, u64), Expansion> {
+    let (samples, frames) = resolved.stacks.iter().fold((0u64, 0u64), |(samples, frames), stack| {
+        let records = stack.count.max(1);
+        let each = u64::try_from(stack.frames.len()).unwrap_or(u64::MAX).max(1);
+        (
+            samples.saturating_add(records),
+            frames.saturating_add(records.saturating_mul(each)),
+        )
+    });
+    if frames > max {
+        return Err(Expansion {
+            format: format.name(),
+            samples,
+            frames,
+            max,
+        });
+    }
+    Ok((samples, frames))
 }
 
 /// The profile's stacks as the records of the streamed formats: `count` records per stack, in
@@ -70,6 +166,7 @@ pub fn symbolize_file(input: &Path, output: &Path, format: FileFormat, inline: b
 /// What a profile does not hold is left out: every record has the profile's start as its Unix
 /// time, 0 as its monotonic time and CPU, and user frames' `addr` is their object-relative
 /// address (locations are per object, not per process).
+/// (Bounded by [`expansion`] before `symbolize` writes them.)
 pub fn samples(resolved: &Resolved) -> impl Iterator<Item = ResolvedSample> + '_ {
     resolved.stacks.iter().flat_map(move |stack| {
         let count = stack.count.max(1);
@@ -123,6 +220,11 @@ const KERNEL: &str = "[kernel.kallsyms]";
 
 /// The profile as the model the writers take, every unnamed user location named.
 fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
+    resolve_within(p, inline, MAX_RESOLVED_FRAMES)
+}
+
+/// [`resolve`], refusing a profile whose stacks unfold into more than `max_frames` frames.
+fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow::Result<Resolved> {
     let string = |i: i64| -> anyhow::Result<&str> {
         usize::try_from(i)
             .ok()
@@ -178,6 +280,8 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
     let functions: HashMap<u64, &pprof::Function> = p.function.iter().map(|f| (f.id, f)).collect();
     let locations: HashMap<u64, &pprof::Location> = p.location.iter().map(|l| (l.id, l)).collect();
     let mut stacks = Vec::with_capacity(p.sample.len());
+    // Frames unfolded so far, against MAX_RESOLVED_FRAMES.
+    let mut unfolded = 0usize;
     for s in &p.sample {
         let mut stack = ResolvedStack {
             pid: 0,
@@ -206,6 +310,9 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
         }
         let mut sources = sources.chars();
         for id in &s.location_id {
+            if unfolded.saturating_add(stack.frames.len()) > max_frames {
+                bail!("its stacks hold more than {max_frames} frames");
+            }
             let l = locations
                 .get(id)
                 .with_context(|| format!("location {id} does not exist"))?;
@@ -241,6 +348,9 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
                 continue;
             }
             let last = l.line.len() - 1;
+            if unfolded.saturating_add(stack.frames.len()).saturating_add(l.line.len()) > max_frames {
+                bail!("its stacks hold more than {max_frames} frames");
+            }
             for (i, line) in l.line.iter().enumerate() {
                 let f = functions
                     .get(&line.function_id)
@@ -251,6 +361,10 @@ fn resolve(p: &pprof::Profile, inline: bool) -> anyhow::Result<Resolved> {
                     .frames
                     .push(frame(Some(string(f.name)?.to_owned()), file, number, i != last));
             }
+        }
+        unfolded = unfolded.saturating_add(stack.frames.len());
+        if unfolded > max_frames {
+            bail!("its stacks hold more than {max_frames} frames");
         }
         stacks.push(stack);
     }
@@ -274,6 +388,8 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
 }
+
+pub mod stop;
 
 #[cfg(test)]
 mod tests;

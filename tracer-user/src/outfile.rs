@@ -20,6 +20,10 @@
 //! owned by the user who ran it (`SUDO_UID`/`SUDO_GID`, checked to be plain ids other than
 //! root's), and has the mode `--output-mode` gives (0600 without it): the temporary file is
 //! given both through its descriptor (`fchown`, `fchmod`) before a byte is written.
+//!
+//! Temporary files not yet committed are known process-wide, so that a command ended by a
+//! signal removes them ([`abandon_all`]) without waiting for the thread writing them: after
+//! that no output is created or committed any more, and none is left as if it were complete.
 
 use std::{
     ffi::{CString, OsStr},
@@ -30,6 +34,7 @@ use std::{
         unix::ffi::OsStrExt as _,
     },
     path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
 };
 
 /// Why an output file cannot be created.
@@ -121,6 +126,45 @@ impl Access {
 #[derive(Debug)]
 pub struct Placement(Option<Rename>);
 
+/// The temporary files created and neither committed nor dropped yet, and whether
+/// [`abandon_all`] was called.
+struct Pending {
+    abandoned: bool,
+    next: u64,
+    /// Each file's number, its directory's fd (open while the entry is here: the entry leaves
+    /// before its [`Rename`] is dropped) and its name.
+    files: Vec<(u64, libc::c_int, CString)>,
+}
+
+static PENDING: Mutex<Pending> = Mutex::new(Pending {
+    abandoned: false,
+    next: 0,
+    files: Vec::new(),
+});
+
+fn pending() -> std::sync::MutexGuard<'static, Pending> {
+    PENDING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Remove every temporary file not committed yet, and refuse to create or commit outputs from
+/// now on (for a command ended by a signal, from any thread). Returns how many were removed.
+pub fn abandon_all() -> usize {
+    let mut pending = pending();
+    pending.abandoned = true;
+    let files = std::mem::take(&mut pending.files);
+    for (_, dir, temp) in &files {
+        // SAFETY: `temp` is NUL-terminated and `dir` is open while its entry is listed (the
+        // lock is held, so its Placement cannot drop it meanwhile); unlinkat removes that entry.
+        unsafe { libc::unlinkat(*dir, temp.as_ptr(), 0) };
+    }
+    files.len()
+}
+
+/// The error of an output asked for after [`abandon_all`].
+fn abandoned() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "interrupted by a signal")
+}
+
 /// A temporary file `temp` in `dir`, renamed to `name` by [`Placement::commit`] and removed
 /// when dropped uncommitted. (A character device has none: it is written in place.)
 #[derive(Debug)]
@@ -128,6 +172,8 @@ struct Rename {
     dir: OwnedFd,
     temp: CString,
     name: CString,
+    /// Its number among the [`PENDING`] files.
+    id: u64,
 }
 
 /// Open the output at `path`: the file to write to and where it ends up (the tracer's own,
@@ -173,8 +219,15 @@ pub fn create_for(path: &Path, access: &Access) -> Result<(File, Placement), Out
             }
         }
     }
+    let mut pending = pending();
+    if pending.abandoned {
+        return Err(io_error(abandoned()));
+    }
     let (file, temp) = temporary_beside(&dir, &name).map_err(io_error)?;
-    let placement = Placement(Some(Rename { dir, temp, name }));
+    let id = pending.next;
+    pending.next += 1;
+    pending.files.push((id, dir.as_raw_fd(), temp.clone()));
+    let placement = Placement(Some(Rename { dir, temp, name, id }));
     // Dropped on failure, the placement removes the temporary file.
     give(&file, access).map_err(io_error)?;
     Ok((file, placement))
@@ -183,9 +236,18 @@ pub fn create_for(path: &Path, access: &Access) -> Result<(File, Placement), Out
 impl Placement {
     /// Put the complete output in place (the caller has flushed it).
     pub fn commit(mut self) -> io::Result<()> {
-        let Some(Rename { dir, temp, name }) = self.0.take() else {
+        let Some(Rename { dir, temp, name, id }) = self.0.take() else {
             return Ok(());
         };
+        // Held across the rename: an [`abandon_all`] comes before (the file is gone, and the
+        // output refused) or after (the output is complete).
+        let mut pending = pending();
+        let listed = pending.files.iter().position(|(i, ..)| *i == id);
+        let Some(listed) = listed.filter(|_| !pending.abandoned) else {
+            remove(&dir, &temp);
+            return Err(abandoned());
+        };
+        pending.files.swap_remove(listed);
         // SAFETY: both names are NUL-terminated strings that live across the call; `dir` is an
         // open directory.
         let renamed = unsafe { libc::renameat(dir.as_raw_fd(), temp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
@@ -207,7 +269,9 @@ impl Placement {
 impl Drop for Placement {
     /// An output that was not completed leaves no temporary file behind.
     fn drop(&mut self) {
-        if let Some(Rename { dir, temp, .. }) = &self.0 {
+        if let Some(Rename { dir, temp, id, .. }) = &self.0 {
+            let mut pending = pending();
+            pending.files.retain(|(i, ..)| i != id);
             remove(dir, temp);
         }
     }

@@ -12,6 +12,8 @@
 //! outermost frame (the stop reason's name, as the summary counts it), so that cut stacks
 //! gather, and show, at the base of a flame graph.
 //!
+//! Counts that would pass `u64::MAX` (only a crafted profile has them) stay at `u64::MAX`.
+//!
 //! Names are written by the folded rule of [`crate::names`]: control characters as `\xHH`, `;`
 //! as `_`, and never ending in what reads as a count, so a line has one `;` per frame and ends
 //! in its count whatever the names.
@@ -74,7 +76,9 @@ pub fn lines_styled(resolved: &Resolved, style: &Style<'_>) -> BTreeMap<String, 
         } else {
             stack.count
         };
-        *lines.entry(line).or_default() += value;
+        // Saturating: a profile read by `symbolize` may count up to i64::MAX per stack.
+        let sum = lines.entry(line).or_default();
+        *sum = sum.saturating_add(value);
     }
     lines
 }

@@ -1,7 +1,9 @@
 //! Interactive flame graphs (SVG with its search and zoom script) drawn by inferno from the
 //! same lines as the folded format, so both always show the same stacks. The title says what
 //! was traced, where and for how long; a graph taller than the window opens scrolled to its
-//! base (the processes), where reading starts, not to its thin tips.
+//! base (the processes), where reading starts, not to its thin tips. (Only when their counts
+//! add up past `u64::MAX / 2`, which no real profile does, are the widths divided, the
+//! subtitle saying by what.)
 
 use std::io::{self, Write};
 
@@ -34,12 +36,14 @@ pub fn write_titled(
     what: &str,
     style: &folded::Style<'_>,
 ) -> io::Result<()> {
-    let lines: Vec<String> = folded::lines_styled(resolved, style)
+    let lines = folded::lines_styled(resolved, style);
+    let divisor = divisor(lines.values().copied());
+    let lines: Vec<String> = lines
         .into_iter()
-        .map(|(line, count)| format!("{line} {count}"))
+        .map(|(line, count)| format!("{line} {}", scaled(count, divisor)))
         .collect();
     let mut options = Options::default();
-    let samples = resolved.stacks.iter().map(|s| s.count).sum::<u64>();
+    let samples = resolved.stacks.iter().fold(0u64, |sum, s| sum.saturating_add(s.count));
     let secs = resolved.duration_ns as f64 / 1e9;
     // inferno escapes the title as XML text.
     options.title = if what.is_empty() {
@@ -59,7 +63,11 @@ pub fn write_titled(
             format!("{samples} events in {secs:.1} s; under offcpu widths are microseconds off-CPU, elsewhere counts"),
         ),
     };
-    options.subtitle = Some(subtitle);
+    options.subtitle = Some(if divisor > 1 {
+        format!("{subtitle}; widths divided by {divisor}")
+    } else {
+        subtitle
+    });
     options.count_name = count_name.to_owned();
     // Colours from the function names: the same function looks the same in every graph.
     options.hash = true;
@@ -79,6 +87,23 @@ pub fn write_titled(
         None => out.write_all(&svg)?,
     }
     out.flush()
+}
+
+/// What the widths are divided by so that their total stays within `u64::MAX / 2` (inferno
+/// adds them up in a `u64`): 1 for any real profile, more only for a crafted one.
+pub fn divisor(counts: impl Iterator<Item = u64>) -> u64 {
+    let total: u128 = counts.map(u128::from).sum();
+    let room = u128::from(u64::MAX / 2);
+    if total <= room {
+        1
+    } else {
+        u64::try_from(total / room + 1).unwrap_or(u64::MAX)
+    }
+}
+
+/// `count` divided by `divisor`, a nonzero count staying at least 1 (the stack stays drawn).
+fn scaled(count: u64, divisor: u64) -> u64 {
+    if count == 0 { 0 } else { (count / divisor).max(1) }
 }
 
 #[cfg(test)]

@@ -1,13 +1,14 @@
 //! Profiles from elsewhere are input: a gzip bomb, a file that is no profile and references
 //! out of their tables are refused with a sentence; named locations keep their names, inlined
 //! lines first, and labels give each stack its process and each frame how it was found; a
-//! profile's stacks become one record per sample counted for the streamed formats.
+//! profile's stacks become one record per sample counted for the streamed formats. Counts are
+//! not trusted: sums saturate, the records' frames and the unfolded frames are bounded.
 
 use std::io::Write as _;
 
 use prost::Message as _;
 
-use super::{read_profile, resolve, samples, unhex};
+use super::{Expansion, FileFormat, expansion, read_profile, resolve, resolve_within, samples, unhex};
 use crate::export::{
     model::{FrameSource, Resolved, ResolvedFrame, ResolvedStack, test_objects},
     pprof,
@@ -254,4 +255,82 @@ fn stacks_become_one_record_per_sample() {
         assert_eq!(s.time_unix_ns, r.start_unix_ns);
         assert_eq!(s.frames, r.stacks[0].frames);
     }
+}
+
+/// `profile()` with `samples` copies of its sample, each counting `count`.
+fn counted(samples: usize, count: i64) -> pprof::Profile {
+    let mut p = profile();
+    p.sample[0].value = vec![count, count];
+    p.sample = vec![p.sample[0].clone(); samples];
+    p
+}
+
+/// Regression (issue 29: folded sums wrapped to `9223372036854775805`): stacks counting
+/// i64::MAX each add up saturating: two to their exact sum, three to `u64::MAX`.
+#[test]
+fn folded_sums_of_huge_counts_saturate() {
+    let max = i64::MAX as u64;
+    let two = crate::export::folded::lines(&resolve(&counted(2, i64::MAX), true).expect("valid"));
+    assert_eq!(two.values().copied().collect::<Vec<_>>(), [2 * max]);
+    let three = crate::export::folded::lines(&resolve(&counted(3, i64::MAX), true).expect("valid"));
+    assert_eq!(three.values().copied().collect::<Vec<_>>(), [u64::MAX]);
+    // A negative count is none.
+    let negative = resolve(&counted(1, -5), true).expect("valid");
+    assert_eq!(negative.stacks[0].count, 0);
+}
+
+/// Regression (issue 29: `-f json` wrote records forever for counts near i64::MAX): the
+/// records' frames are counted, saturating, before anything is written, and more than the
+/// bound is refused with the counts; exactly the bound is not.
+#[test]
+fn streamed_records_are_bounded_before_writing() {
+    // Two frames per record (the location has two lines).
+    let huge = resolve(&counted(3, i64::MAX), true).expect("valid");
+    let err = expansion(&huge, FileFormat::Json, 1000).expect_err("refused");
+    assert_eq!(
+        err,
+        Expansion {
+            format: "json",
+            samples: u64::MAX,
+            frames: u64::MAX,
+            max: 1000
+        }
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("18446744073709551615 samples") && text.contains("--max-frames 1000"),
+        "{text}"
+    );
+    let small = resolve(&counted(2, 5), true).expect("valid");
+    assert_eq!(expansion(&small, FileFormat::PerfScript, 20), Ok((10, 20)));
+    assert_eq!(
+        expansion(&small, FileFormat::PerfScript, 19).map_err(|e| (e.samples, e.frames)),
+        Err((10, 20))
+    );
+    // A stack counting none still makes one record of its frames.
+    let none = resolve(&counted(1, 0), true).expect("valid");
+    assert_eq!(expansion(&none, FileFormat::Json, 2), Ok((1, 2)));
+}
+
+/// The frames a profile's stacks unfold into are bounded: a sample repeating its location
+/// past the bound is refused with a sentence, not unfolded.
+#[test]
+fn unfolded_frames_are_bounded() {
+    let mut p = profile();
+    p.sample[0].location_id = vec![1; 50];
+    assert_eq!(
+        resolve_within(&p, true, 100).expect("at the bound").stacks[0]
+            .frames
+            .len(),
+        100
+    );
+    p.sample[0].location_id.push(1);
+    let err = resolve_within(&p, true, 100).expect_err("past the bound");
+    assert!(err.to_string().contains("more than 100 frames"), "{err}");
+    // Across samples too.
+    let mut p = counted(2, 1);
+    p.sample[0].location_id = vec![1; 30];
+    p.sample[1].location_id = vec![1; 30];
+    assert!(resolve_within(&p, true, 100).is_err());
+    assert!(resolve_within(&p, true, 120).is_ok());
 }

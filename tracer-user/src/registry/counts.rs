@@ -32,6 +32,7 @@ pub enum NoTableKind {
     Unreadable,
     TooLarge,
     NoRoom,
+    OverShare,
 }
 
 impl NoTable {
@@ -41,6 +42,7 @@ impl NoTable {
             NoTable::Unreadable(_) => NoTableKind::Unreadable,
             NoTable::TooLarge(_) => NoTableKind::TooLarge,
             NoTable::NoRoom(_) => NoTableKind::NoRoom,
+            NoTable::OverShare(_) => NoTableKind::OverShare,
         }
     }
 }
@@ -59,7 +61,11 @@ impl TableCounts {
             }
             Err(why) => {
                 *self.without.entry(why.kind()).or_default() += 1;
-                if let NoTable::Unreadable(note) | NoTable::TooLarge(note) | NoTable::NoRoom(note) = why {
+                if let NoTable::Unreadable(note)
+                | NoTable::TooLarge(note)
+                | NoTable::NoRoom(note)
+                | NoTable::OverShare(note) = why
+                {
                     // An object met again (a file loaded, unloaded and loaded later) says it
                     // once.
                     if self.notes.contains(note) {

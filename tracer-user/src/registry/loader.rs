@@ -28,6 +28,18 @@ pub trait TableStore {
     /// Table `table`, of object `owner`, is the one of the file `key` (open as `file`): the
     /// kernel may use it for that file's code in processes not read yet.
     fn bind_file(&mut self, _table: u32, _owner: usize, _key: &ObjectKey, _file: &File) {}
+    /// Rows the row space can hold at most (`None`: unbounded).
+    fn row_room(&self) -> Option<u64> {
+        None
+    }
+    /// Rows of the row space the loaded table `id` takes (0 when not loaded).
+    fn rows_of(&self, _id: u32) -> u64 {
+        0
+    }
+    /// Tables loaded, and the rows they take.
+    fn loaded(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 impl TableStore for TableSet {
@@ -41,6 +53,19 @@ impl TableStore for TableSet {
 
     fn bind_file(&mut self, table: u32, owner: usize, key: &ObjectKey, file: &File) {
         crate::table::files::bind(self, table, owner, key, file);
+    }
+
+    fn row_room(&self) -> Option<u64> {
+        self.capacity()
+            .map(|c| (c.row_chunks as u64).saturating_mul(tracer_common::trace::ROW_CHUNK as u64))
+    }
+
+    fn rows_of(&self, id: u32) -> u64 {
+        self.object_rows(id)
+    }
+
+    fn loaded(&self) -> (u64, u64) {
+        (u64::from(self.num_objects()), self.live_rows() as u64)
     }
 }
 
@@ -71,6 +96,28 @@ impl<T: TableStore> TableLoader<T> {
             None => prebuild(file, path),
         };
         self.install(Some(key), prebuilt?)
+    }
+
+    /// The table of the object `key` (read from `file`, shown as `path`), built ahead or now,
+    /// not installed yet (see [`TableLoader::install_ref`]).
+    pub fn prepare(&mut self, key: &ObjectKey, file: &File, path: &Path) -> Result<Prebuilt, NoTable> {
+        match self.prebuilt.remove(key) {
+            Some((_, prebuilt)) => prebuilt,
+            None => prebuild(file, path),
+        }
+    }
+
+    /// [`TableLoader::install`] keeping `prebuilt` (to try again once room is made).
+    pub fn install_ref(&mut self, prebuilt: &Prebuilt) -> Result<Table, NoTable> {
+        let id = self
+            .tables
+            .add(&prebuilt.table)
+            .map_err(|e| NoTable::NoRoom(format!("{}: {e}", prebuilt.shown)))?;
+        Ok(Table {
+            id,
+            source: prebuilt.source,
+            rows: prebuilt.rows,
+        })
     }
 
     /// The table of an object without a file, built from its `image` and installed.
@@ -134,6 +181,9 @@ pub enum NoTable {
     /// The table maps have no room left (`--max-table-memory`, or the shared rule table); the
     /// message says which part is full.
     NoRoom(String),
+    /// The process that mapped it would hold more than its share of the table maps' rows
+    /// (`registry::share`); the message says how many.
+    OverShare(String),
 }
 
 /// Where an object's table came from.
@@ -165,6 +215,18 @@ pub struct Prebuilt {
     rows: u64,
     /// The object as messages show it.
     shown: String,
+}
+
+impl Prebuilt {
+    /// Rows it takes in the row space once installed.
+    pub fn space_rows(&self) -> u64 {
+        self.table.pages().iter().map(|(_, rows)| rows.len() as u64).sum()
+    }
+
+    /// The object as messages show it.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
 }
 
 /// Read (within bounds, see [`crate::objfile`]) and build the table of the object `file`, shown

@@ -15,7 +15,8 @@
 //!   image, a new process with the same pid).
 //!
 //! Each process gets the mapping table the kernel resolves its PCs with. Besides: `budget` (the
-//! room of the table maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
+//! room of the table maps), `share` (a process's fair share of that room, and room made from
+//! tables no process maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
 //! a jitdump describes).
 
 use std::{fs::File, path::PathBuf, sync::Arc, time::Duration};
@@ -75,6 +76,7 @@ impl<T: TableStore> Catalog<T> {
         let mut resolved = Vec::with_capacity(mappings.len());
         let mut exec = Vec::with_capacity(mappings.len());
         let dump = self.jit_dump(pid, mappings);
+        let mut claim = self.claim(pid, mappings);
         for m in mappings {
             let (object, bias) = match &m.kind {
                 MappingKind::File {
@@ -82,7 +84,7 @@ impl<T: TableStore> Catalog<T> {
                     bias,
                     build_id,
                     file,
-                } => (Some(self.object(m, key, build_id, file)), *bias),
+                } => (Some(self.object(m, key, build_id, file, &claim)), *bias),
                 MappingKind::Vdso => match self.vdso(pid, m) {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
@@ -94,7 +96,8 @@ impl<T: TableStore> Catalog<T> {
                 _ => (None, 0),
             };
             if let Some(i) = object {
-                self.hold(i);
+                self.hold(i, &claim);
+                self.count(&mut claim, i);
             }
             let table = object.and_then(|i| self.objects[i].table.as_ref().ok().map(|t| t.id));
             resolved.push(ResolvedMapping {
@@ -165,15 +168,24 @@ impl<T: TableStore> Catalog<T> {
     }
 
     /// Unload the tables of objects no process has mapped for `idle` (a program started
-    /// again and again keeps its table meanwhile); returns how many.
+    /// again and again keeps its table meanwhile), or maps at all when their file has no name
+    /// left (see `share`); returns how many.
     pub fn unload_unused(&mut self, idle: Duration) -> usize {
+        self.unload_unused_after(idle, store::UNLINKED_AFTER)
+    }
+
+    /// [`Catalog::unload_unused`], with the grace of unlinked files `unlinked` (tests).
+    pub fn unload_unused_after(&mut self, idle: Duration, unlinked: Duration) -> usize {
         let mut unloaded = 0;
-        for object in self.objects.unloadable(idle) {
+        for object in self.objects.unloadable(idle, unlinked) {
             if let Ok(table) = &object.table {
                 self.loader.unload(object.key.as_ref(), table);
                 object.unloaded = true;
                 unloaded += 1;
             }
+        }
+        if unloaded > 0 {
+            self.log_tables();
         }
         unloaded
     }
@@ -200,15 +212,24 @@ impl<T: TableStore> Catalog<T> {
         self.objects.table_counts()
     }
 
-    /// One more process maps object `i`: an unloaded table is built again.
-    fn hold(&mut self, i: usize) {
-        if self.objects.hold(i) {
+    /// One more process (`claim`'s) maps object `i`: an unloaded table is built again, and one
+    /// refused over a process's share tried again (for another process, or for the same once
+    /// no process mapped it meanwhile).
+    fn hold(&mut self, i: usize, claim: &share::Claim) {
+        let object = &self.objects[i];
+        let retry = matches!(object.table, Err(NoTable::OverShare(_)))
+            && (object.refused_for != Some(claim.pid) || (object.users == 0 && object.unused_since.is_some()));
+        if self.objects.hold(i) || retry {
             let object = &self.objects[i];
-            let table = match (&object.key, &object.file) {
-                (Some(key), Some(file)) => self.loader.load(key, file, &object.path),
+            let table = match (object.key.clone(), object.file.clone()) {
+                (Some(key), Some(file)) => {
+                    let path = object.path.clone();
+                    self.load_table(&key, &file, &path, claim)
+                }
                 _ => Err(NoTable::Unreadable(format!("{}: forgotten", object.path.display()))),
             };
             if let Some(object) = self.objects.get_mut(i) {
+                object.refused_for = matches!(table, Err(NoTable::OverShare(_))).then_some(claim.pid);
                 object.table = table;
                 object.unloaded = false;
             }
@@ -233,7 +254,14 @@ impl<T: TableStore> Catalog<T> {
     }
 
     /// The object of the file `key` that `m` maps, found or added (its table built).
-    fn object(&mut self, m: &Mapping, key: &ObjectKey, build_id: &Option<Box<[u8]>>, file: &Arc<File>) -> usize {
+    fn object(
+        &mut self,
+        m: &Mapping,
+        key: &ObjectKey,
+        build_id: &Option<Box<[u8]>>,
+        file: &Arc<File>,
+        claim: &share::Claim,
+    ) -> usize {
         if let Some(i) = self.objects.find(key) {
             return i;
         }
@@ -243,7 +271,8 @@ impl<T: TableStore> Catalog<T> {
             Some(Arc::clone(file)),
             build_id.clone(),
         );
-        object.table = self.loader.load(key, file, &m.path);
+        object.table = self.load_table(key, file, &m.path, claim);
+        object.refused_for = matches!(object.table, Err(NoTable::OverShare(_))).then_some(claim.pid);
         let index = self.objects.push(object);
         self.bind_file(index);
         index
@@ -378,6 +407,7 @@ mod maps;
 mod pycode;
 mod pymem;
 mod python;
+mod share;
 mod store;
 mod vdso;
 pub use counts::{NoTableKind, TableCounts};
@@ -386,5 +416,6 @@ pub use loader::{NoTable, Prebuilt, Table, TableLoader, TableSource, TableStore,
 pub use maps::ProcessMaps;
 pub use pycode::{PYTHON_OBJECT, PyCodes, PyFrame, PyFrameStats, PyFunction};
 pub use pymem::MemReader;
+pub use share::{SHARE_DIVISOR, TABLES_LOG, share_of};
 pub use store::{Object, ObjectStore};
 use vdso::{memory_file, read_memory};

@@ -19,6 +19,11 @@ use std::{
 use super::{NoTable, Table, TableCounts};
 use crate::procmaps::ObjectKey;
 
+/// How long the table of an object whose file has no name left stays loaded once no process
+/// maps it: time for a process that unmapped and maps its code again (its mappings read anew)
+/// to take it back, far less than a file's grace.
+pub const UNLINKED_AFTER: Duration = Duration::from_secs(1);
+
 /// One object the traced processes map.
 #[derive(Debug)]
 pub struct Object {
@@ -42,6 +47,9 @@ pub struct Object {
     pub unused_since: Option<Instant>,
     /// Its table was unloaded (no process mapped it any more).
     pub unloaded: bool,
+    /// The process whose share its table was refused over (`NoTable::OverShare`): another
+    /// process mapping it tries again.
+    pub refused_for: Option<u32>,
 }
 
 impl Object {
@@ -60,6 +68,7 @@ impl Object {
             users: 0,
             unused_since: None,
             unloaded: false,
+            refused_for: None,
         }
     }
 
@@ -74,6 +83,23 @@ impl Object {
     /// No process has mapped it for `idle`.
     fn idle_for(&self, idle: Duration) -> bool {
         self.users == 0 && self.unused_since.is_some_and(|t| t.elapsed() >= idle)
+    }
+
+    /// No process maps it now (it was mapped before).
+    pub(super) fn unused(&self) -> bool {
+        self.users == 0 && self.unused_since.is_some()
+    }
+
+    /// Its file has no name left (a memfd, a deleted file, the memory file of code without
+    /// one): no process can map it anew by a path, so its table, once unused, is not kept for
+    /// a program started again.
+    fn unlinked(&self) -> bool {
+        self.file.as_ref().is_some_and(|f| {
+            f.metadata().is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt as _;
+                m.nlink() == 0
+            })
+        })
     }
 }
 
@@ -167,11 +193,21 @@ impl ObjectStore {
         }
     }
 
-    /// Objects no process has mapped for `idle` whose table is still loaded.
-    pub(super) fn unloadable(&mut self, idle: Duration) -> impl Iterator<Item = &mut Object> {
+    /// Objects whose table is still loaded though no process has mapped them for `idle`, or
+    /// for `unlinked` ([`UNLINKED_AFTER`]) when their file is unlinked ([`Object::unlinked`]).
+    pub(super) fn unloadable(&mut self, idle: Duration, unlinked: Duration) -> impl Iterator<Item = &mut Object> {
+        let unlinked = idle.min(unlinked);
+        self.objects.iter_mut().filter(move |o| {
+            !o.unloaded && o.table.is_ok() && (o.idle_for(idle) || (o.idle_for(unlinked) && o.unlinked()))
+        })
+    }
+
+    /// Objects whose table is still loaded though no process maps them now: room to make
+    /// when the table maps are full.
+    pub(super) fn unused_loaded(&mut self) -> impl Iterator<Item = &mut Object> {
         self.objects
             .iter_mut()
-            .filter(move |o| o.idle_for(idle) && !o.unloaded && o.table.is_ok())
+            .filter(|o| !o.unloaded && o.table.is_ok() && o.unused())
     }
 
     /// The objects no process has mapped for `idle` whose table is unloaded (or which have

@@ -167,6 +167,7 @@ fn tables_built_ahead_for_nobody_expire() {
 }
 
 mod life;
+mod share;
 
 /// Why objects have no table is told once per message: an object loaded, unloaded and refused
 /// again (or many refused for one reason) does not fill the summary's notes with copies.

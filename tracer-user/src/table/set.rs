@@ -140,6 +140,11 @@ impl TableSet {
         self.capacity = Some(capacity);
     }
 
+    /// Rows loaded object `object` takes in the row space (0 when it is not loaded).
+    pub fn object_rows(&self, object: u32) -> u64 {
+        self.objects.get(&object).map_or(0, |r| u64::from(r.end - r.start))
+    }
+
     /// The capacity set; `None` when unbounded.
     pub fn capacity(&self) -> Option<Capacity> {
         self.capacity

@@ -238,6 +238,7 @@ pub(crate) fn object(path: &str, table: Result<Table, NoTable>) -> Object {
         users: 1,
         unused_since: None,
         unloaded: false,
+        refused_for: None,
     }
 }
 

@@ -297,6 +297,36 @@ impl Tracer {
         }
     }
 
+    /// [`Tracer::wait_for`] for at most `limit` (a tracer that keeps sampling always makes
+    /// progress): fails with its stderr when no line `until` accepts came by then.
+    pub fn wait_within(&mut self, what: &str, limit: std::time::Duration, mut until: impl FnMut(&str) -> bool) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left.min(std::time::Duration::from_secs(1))) {
+                Ok(line) => {
+                    let done = until(&line);
+                    self.stderr.push(line);
+                    if done {
+                        return;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait().expect("wait for sframe-trace");
+                    panic!(
+                        "sframe-trace ended ({status}) before it {what}:\n{}",
+                        self.stderr.join("\n")
+                    )
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if left.is_zero() => panic!(
+                    "sframe-trace had not {what} after {limit:?}:\n{}",
+                    self.stderr.join("\n")
+                ),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
     /// Keep the lines printed so far in `stderr`, without waiting.
     pub fn drain(&mut self) {
         self.stderr.extend(self.lines.try_iter());

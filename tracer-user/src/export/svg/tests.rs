@@ -164,3 +164,36 @@ fn title_names_the_trace_and_the_graph_opens_at_its_base() {
         "the script is inside the picture"
     );
 }
+
+/// Widths never add up past what inferno sums in a u64: real counts are drawn as they are,
+/// huge ones (a crafted profile) divided, a nonzero one staying drawn.
+#[test]
+fn huge_counts_are_divided_to_fit() {
+    assert_eq!(divisor([30, 10].into_iter()), 1);
+    assert_eq!(divisor([u64::MAX / 2].into_iter()), 1);
+    let counts = [u64::MAX, u64::MAX, u64::MAX, 1];
+    let d = divisor(counts.into_iter());
+    let total: u128 = counts.iter().map(|&c| u128::from(scaled(c, d))).sum();
+    assert!(total <= u128::from(u64::MAX), "{total}");
+    assert_eq!(scaled(1, d), 1);
+    assert_eq!(scaled(0, d), 0);
+    // And the picture is drawn.
+    let stack = |name| ResolvedStack {
+        pid: 1,
+        tid: 1,
+        comm: "app".to_owned(),
+        event: "cpu-clock".to_owned(),
+        frames: vec![named(name), named("main")],
+        count: u64::MAX,
+        weight_ns: 0,
+        truncated: None,
+    };
+    let resolved = Resolved {
+        stacks: vec![stack("a"), stack("b"), stack("c")],
+        ..Resolved::default()
+    };
+    let mut out = Vec::new();
+    write(&mut out, &resolved).expect("write");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(text.contains("widths divided by"), "the subtitle says so");
+}

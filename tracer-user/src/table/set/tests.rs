@@ -447,3 +447,5 @@ fn random_adds_and_removes_keep_the_kernel_in_step() {
     kernel.sync(&mut set, &loaded, &removed);
     assert!(refusals > 10 && reuses > 10, "refused {refusals}, reused {reuses}");
 }
+
+mod shares;

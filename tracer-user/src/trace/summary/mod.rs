@@ -222,7 +222,7 @@ pub struct Tables {
     pub kernel_bytes: u64,
     pub capacity_bytes: u64,
     /// Objects without a table, in total and by reason (only reasons seen): `no_unwind_info`,
-    /// `unreadable`, `too_large`, `no_room`.
+    /// `unreadable`, `too_large`, `no_room`, `over_share`.
     pub without: u64,
     pub without_by_reason: BTreeMap<&'static str, u64>,
 }
@@ -247,6 +247,7 @@ fn no_table_names(why: NoTableKind) -> (&'static str, &'static str) {
         NoTableKind::Unreadable => ("unreadable", "unreadable"),
         NoTableKind::TooLarge => ("too_large", "too large (over the per-object read limit)"),
         NoTableKind::NoRoom => ("no_room", "no room in the table maps (--max-table-memory)"),
+        NoTableKind::OverShare => ("over_share", "over its process's share (half the table maps' rows)"),
     }
 }
 

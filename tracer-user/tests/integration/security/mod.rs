@@ -8,6 +8,8 @@ mod jit;
 mod names;
 mod outputs;
 mod signals;
+mod symbolize;
+mod tables;
 
 use std::{
     io::{BufRead as _, BufReader},
