@@ -113,7 +113,7 @@ impl PerfMap {
             self.over_limit += 1;
             return;
         }
-        self.ranges.insert(start, (end, name.into()));
+        self.ranges.insert(start, (end, crate::names::capped_str(name).into()));
     }
 
     /// The name of the range holding `addr`.
