@@ -22,7 +22,9 @@ const ADDRESSES: usize = 16;
 fuzz_target!(|bytes: &[u8]| {
     let mut read = |offset: u64, size: u64| {
         let start = usize::try_from(offset).ok()?;
-        bytes.get(start..start.checked_add(usize::try_from(size).ok()?)?).map(<[u8]>::to_vec)
+        bytes
+            .get(start..start.checked_add(usize::try_from(size).ok()?)?)
+            .map(<[u8]>::to_vec)
     };
     if compressed::vet_file(bytes, &mut read, compressed::MAX_GNU_DEBUGDATA).is_err() {
         return;

@@ -31,7 +31,10 @@ fn nesting_is_measured() {
 fn nesting_past_the_bound_is_refused() {
     assert_eq!(depth_of(9, 8), Err(DwarfRefusal::TooDeep));
     assert_eq!(depth_of(MAX_INLINE_DEPTH, MAX_INLINE_DEPTH), Ok(MAX_INLINE_DEPTH));
-    assert_eq!(depth_of(MAX_INLINE_DEPTH + 1, MAX_INLINE_DEPTH), Err(DwarfRefusal::TooDeep));
+    assert_eq!(
+        depth_of(MAX_INLINE_DEPTH + 1, MAX_INLINE_DEPTH),
+        Err(DwarfRefusal::TooDeep)
+    );
     let deep = std::thread::Builder::new()
         .stack_size(64 << 10)
         .spawn(|| depth_of(20_000, MAX_INLINE_DEPTH))

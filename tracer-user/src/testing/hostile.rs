@@ -49,7 +49,11 @@ pub fn nested_inlines(depth: usize, name: &str, low: u64, high: u64) -> Vec<u8> 
 /// that nests `depth` inlined calls inside it; the program it is linked into must have no other
 /// DWARF. (blazesym looks for inlined calls only at an address its line program covers.)
 pub fn nested_inlines_asm(function: &str, depth: usize) -> String {
-    let spin = if cfg!(target_arch = "aarch64") { "1: b 1b" } else { "1: jmp 1b" };
+    let spin = if cfg!(target_arch = "aarch64") {
+        "1: b 1b"
+    } else {
+        "1: jmp 1b"
+    };
     let mut s = format!(
         ".file 1 \"{function}.c\"\n.text\n.globl {function}\n.type {function},@function\n{function}:\n.cfi_startproc\n.loc 1 1 0\n{spin}\n.cfi_endproc\n.L{function}_end:\n.size {function}, .-{function}\n.section .debug_line,\"\",@progbits\n.Lline_start:\n"
     );
@@ -59,9 +63,15 @@ pub fn nested_inlines_asm(function: &str, depth: usize) -> String {
     }
     s.push_str(".section .debug_info,\"\",@progbits\n.long .Linfo_end - .Linfo_start\n.Linfo_start:\n");
     s.push_str(".short 4\n.long .Labbrev_start\n.byte 8\n");
-    s.push_str(&format!(".byte 1\n.quad {function}\n.quad .L{function}_end\n.long .Lline_start\n"));
-    s.push_str(&format!(".byte 2\n.asciz \"{function}\"\n.quad {function}\n.quad .L{function}_end\n"));
-    s.push_str(&format!(".rept {depth}\n.byte 3\n.quad {function}\n.quad .L{function}_end\n.endr\n"));
+    s.push_str(&format!(
+        ".byte 1\n.quad {function}\n.quad .L{function}_end\n.long .Lline_start\n"
+    ));
+    s.push_str(&format!(
+        ".byte 2\n.asciz \"{function}\"\n.quad {function}\n.quad .L{function}_end\n"
+    ));
+    s.push_str(&format!(
+        ".rept {depth}\n.byte 3\n.quad {function}\n.quad .L{function}_end\n.endr\n"
+    ));
     s.push_str(&format!(".fill {}, 1, 0\n.Linfo_end:\n", depth + 2));
     s.push_str(NO_EXEC_STACK);
     s

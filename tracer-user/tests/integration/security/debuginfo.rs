@@ -23,8 +23,8 @@ use sframe_trace::{
 use super::{LIMIT, as_nobody, nobody_does, sticky_dir};
 use crate::hardening::{Verdicts, chain_of, read_folded, status_kib};
 use crate::support::{
-    Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, compile_fixture, gcc, own_name, privileged, read_pprof,
-    run_text, tracer_binary,
+    Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, compile_fixture, gcc, own_name, privileged, read_pprof, run_text,
+    tracer_binary,
 };
 
 /// How long the sessions sample.
@@ -84,7 +84,12 @@ struct Session {
 fn session(dir: &Path, attacker: &Running, extra: &[&str]) -> Session {
     let honest_comm = own_name(dir, "first");
     let honest_path = compile_fixture("hardening/chain", &dir.join(&honest_comm), &[]);
-    let mut honest = Running(Command::new(&honest_path).arg("0").spawn().expect("run the honest program"));
+    let mut honest = Running(
+        Command::new(&honest_path)
+            .arg("0")
+            .spawn()
+            .expect("run the honest program"),
+    );
     honest.wait_working(&honest_path);
     let out = |name: &str| dir.join(name);
     let (folded, json, pprof) = (out("out.folded"), out("out.json"), out("out.pb"));
@@ -186,7 +191,12 @@ impl Session {
             let output = dir.join(format!("offline.{format}"));
             let started = Instant::now();
             let out = Command::new(tracer_binary())
-                .args([OsStr::new("symbolize"), input.as_os_str(), OsStr::new("-f"), OsStr::new(format)])
+                .args([
+                    OsStr::new("symbolize"),
+                    input.as_os_str(),
+                    OsStr::new("-f"),
+                    OsStr::new(format),
+                ])
                 .args([OsStr::new("-o"), output.as_os_str(), OsStr::new("--offline")])
                 .env_remove("DEBUGINFOD_URLS")
                 .output()
@@ -215,7 +225,11 @@ fn offline_commands_take(path: &Path) {
             .args([OsStr::new(command), path.as_os_str()])
             .output()
             .expect("run");
-        assert!(out.status.code().is_some(), "{command}: ended by a signal: {}", out.status);
+        assert!(
+            out.status.code().is_some(),
+            "{command}: ended by a signal: {}",
+            out.status
+        );
         assert!(started.elapsed() < LIMIT, "{command} took {:?}", started.elapsed());
         assert!(
             out.stdout.len() + out.stderr.len() < MAX_OUTPUT as usize,
@@ -238,7 +252,10 @@ fn deeply_nested_inlines_cost_nobody_the_session() {
     let asm = hostile::nested_inlines_asm("deep_spin", 20_000);
     let built = build(dir.path(), "deep", "deep_spin", &asm, &[]);
     let size = std::fs::metadata(&built).expect("built").len();
-    assert!((300 << 10..1 << 20).contains(&size), "the attack program is {size} bytes");
+    assert!(
+        (300 << 10..1 << 20).contains(&size),
+        "the attack program is {size} bytes"
+    );
     let (attacker, path) = run_as_nobody(&built, dir.path(), "deep");
     let ran = session(dir.path(), &attacker, &[]);
     ran.assert_honest_exact_and_outputs_small();
