@@ -80,10 +80,12 @@ pub fn inline_depth(info: &[u8], abbrev: &[u8], endian: RunTimeEndian, limit: us
     let mut units = info.units();
     while let Some(header) = units.next().map_err(malformed)? {
         let offset = header.debug_abbrev_offset();
-        if !tables.contains_key(&offset) {
-            tables.insert(offset, header.abbreviations(&abbrev).map_err(malformed)?);
-        }
-        let abbreviations = &tables[&offset];
+        let abbreviations = match tables.entry(offset) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(header.abbreviations(&abbrev).map_err(malformed)?)
+            }
+        };
         let mut entries = header.entries_raw(abbreviations, None).map_err(malformed)?;
         open.clear();
         while !entries.is_empty() {
