@@ -338,6 +338,7 @@ fn a_minidebuginfo_bomb_is_refused_at_its_cap() {
         ran.stderr
     );
     // Before the cap it decompressed twice (vetting, then blazesym): 480 MiB at least.
+    eprintln!("peak {} KiB", ran.peak_kib);
     assert!(ran.peak_kib < 256 << 10, "peak {} KiB: {}", ran.peak_kib, ran.stderr);
     offline_commands_take(&path);
 }
