@@ -72,11 +72,21 @@ pub(crate) fn name_in_file(
             // DWARF nested deeper than blazesym's recursion takes is left unread: the file is
             // named from its symbol table (`symfiles::dwarf_usable`).
             let debug_syms = crate::symfiles::dwarf_usable(&path);
-            let mut elf = Elf::new(path);
+            let mut elf = Elf::new(path.clone());
             elf.debug_syms = debug_syms;
-            symbolizer
-                .symbolize(&Source::Elf(elf), Input::VirtOffset(offsets))
-                .unwrap_or_default()
+            // A panic in blazesym (arithmetic on a hostile file's values overflows in a build
+            // with overflow checks) costs that file its names, never the session: the file is
+            // refused from then on, counted (`naming_panicked`).
+            let named = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                symbolizer.symbolize(&Source::Elf(elf), Input::VirtOffset(offsets))
+            }));
+            match named {
+                Ok(found) => found.unwrap_or_default(),
+                Err(_) => {
+                    crate::symfiles::naming_panicked(&path);
+                    Vec::new()
+                }
+            }
         }
         None => Vec::new(),
     };

@@ -468,6 +468,16 @@ fn vet(path: &Path) -> bool {
     verdict.is_ok()
 }
 
+/// Naming from the file at `path` panicked (in blazesym): the file is refused from now on,
+/// counted as `naming_panicked`.
+pub fn naming_panicked(path: &Path) {
+    let Some((_, key, _)) = open(path) else { return };
+    with_state(|state| {
+        *state.figures.refused_by_reason.entry("naming_panicked").or_default() += 1;
+        state.vetted.insert(key, Err("naming_panicked"));
+    });
+}
+
 /// The summary's name for why a file was refused.
 fn refusal(error: &crate::compressed::DecompressError) -> &'static str {
     use crate::compressed::DecompressError as E;
