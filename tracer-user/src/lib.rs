@@ -6,6 +6,7 @@ pub mod cfi;
 pub mod check;
 pub mod compressed;
 pub mod dump;
+pub mod dwarfdepth;
 pub mod elf;
 pub mod heap;
 pub mod jit;

@@ -355,11 +355,13 @@ fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow
                 let f = functions
                     .get(&line.function_id)
                     .with_context(|| format!("function {} does not exist", line.function_id))?;
-                let file = Some(string(f.filename)?).filter(|s| !s.is_empty()).map(str::to_owned);
+                // Names the profile carries are cut like every name the tracer reads.
+                let file = Some(string(f.filename)?)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| crate::names::capped_str(s).into_owned());
                 let number = u32::try_from(line.line).ok().filter(|&n| n > 0);
-                stack
-                    .frames
-                    .push(frame(Some(string(f.name)?.to_owned()), file, number, i != last));
+                let name = crate::names::capped_str(string(f.name)?).into_owned();
+                stack.frames.push(frame(Some(name), file, number, i != last));
             }
         }
         unfolded = unfolded.saturating_add(stack.frames.len());

@@ -1,6 +1,7 @@
 //! Fuzzing as part of the test run: every cargo-fuzz target of `fuzz/` for a bounded time,
 //! starting from its corpus in `fuzz/corpus/TARGET` (git-ignored, so it grows from run to run
-//! on one machine) and the checked-in fixtures as seeds. Needs the nightly toolchain and
+//! on one machine), the checked-in fixtures and the target's own checked-in seeds
+//! (`fuzz/seeds/TARGET`, when there are), under a memory limit ([`RSS_LIMIT_MB`]). Needs the nightly toolchain and
 //! cargo-fuzz, which `cargo xtask setup` installs; without them the run says so loudly and
 //! skips fuzzing, or fails under `CI=true`.
 
@@ -12,6 +13,11 @@ use crate::cmd::{output, sh};
 
 /// Seconds each target runs for in `cargo xtask test`.
 pub const SECONDS: u64 = 20;
+
+/// The most memory (MiB) a target may hold: libFuzzer fails the run past it, and on a single
+/// allocation larger than it (a decompression bomb, a length taken from the input). libFuzzer's
+/// default, stated: a compressed section may decompress to 512 MiB, its buffer twice that.
+pub const RSS_LIMIT_MB: u64 = 2048;
 
 /// Whether nightly and cargo-fuzz are there to fuzz with.
 pub fn available() -> bool {
@@ -46,14 +52,22 @@ pub fn fuzz(root: &Path, seconds: u64) -> anyhow::Result<()> {
     for target in targets(root)? {
         let corpus = root.join("fuzz/corpus").join(&target);
         std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
+        let own_seeds = root.join("fuzz/seeds").join(&target);
         // `cargo` from PATH (rustup's proxy), which understands `+nightly`.
-        sh(Command::new("cargo")
+        let mut command = Command::new("cargo");
+        command
             .current_dir(root.join("fuzz"))
             .args(["+nightly", "fuzz", "run", &target])
             .arg(&corpus)
-            .arg(&seeds)
+            .arg(&seeds);
+        if own_seeds.is_dir() {
+            command.arg(&own_seeds);
+        }
+        sh(command
             .arg("--")
-            .arg(format!("-max_total_time={seconds}")))?;
+            .arg(format!("-max_total_time={seconds}"))
+            .arg(format!("-rss_limit_mb={RSS_LIMIT_MB}"))
+            .arg(format!("-malloc_limit_mb={RSS_LIMIT_MB}")))?;
     }
     Ok(())
 }

@@ -18,6 +18,11 @@ use std::io::{self, Read, Write};
 /// The most bytes one section may decompress to. The largest debug sections in use (a web
 /// browser's `.debug_info`) reach a few hundred MiB; unwind and symbol tables are far smaller.
 pub const MAX_DECOMPRESSED: u64 = 512 << 20;
+/// The most a MiniDebugInfo file (`.gnu_debugdata`, which states no size) may decompress to:
+/// real ones hold a symbol table of a few MiB; xz of zeros reaches [`MAX_DECOMPRESSED`] from
+/// 156 KB. The tracer bounds it lower still by `--max-symbol-memory` (see `symfiles`), as
+/// blazesym keeps what it reads from it.
+pub const MAX_GNU_DEBUGDATA: u64 = 32 << 20;
 
 /// The compression methods found in ELF files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

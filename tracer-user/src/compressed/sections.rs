@@ -89,13 +89,16 @@ struct Packed {
 
 /// Check that every compressed section of the ELF file whose headers `headers` reads (and of
 /// the MiniDebugInfo file inside it) decompresses to at most [`MAX_DECOMPRESSED`] bytes and
-/// exactly what it states. `read(offset, size)` gives a section's compressed bytes, one section
+/// exactly what it states, and its MiniDebugInfo file (`.gnu_debugdata`) to at most
+/// `debugdata_cap` bytes (at most [`super::MAX_GNU_DEBUGDATA`]). `read(offset, size)` gives a section's compressed bytes, one section
 /// at a time (so that memory holds at most one; `None`: unreadable). Returns how many compressed
 /// sections there are. A file that is not ELF passes (others refuse it).
 pub fn vet_file<'a, R: ReadRef<'a>>(
     headers: R,
     read: &mut dyn FnMut(u64, u64) -> Option<Vec<u8>>,
+    debugdata_cap: u64,
 ) -> Result<usize, DecompressError> {
+    let debugdata_cap = debugdata_cap.min(super::MAX_GNU_DEBUGDATA);
     let packed = packed_sections(headers, true)?;
     let stated: u64 = packed
         .iter()
@@ -113,19 +116,20 @@ pub fn vet_file<'a, R: ReadRef<'a>>(
         let bytes = read(p.offset, p.size).ok_or_else(|| DecompressError::BadHeader {
             section: p.name.clone(),
         })?;
-        count += check(p, &bytes)?;
+        count += check(p, &bytes, debugdata_cap)?;
     }
     Ok(count)
 }
 
 /// Decode `p` (its compressed bytes `bytes`) within bounds; a MiniDebugInfo file's own
-/// compressed sections too (their count is returned).
-fn check(p: &Packed, bytes: &[u8]) -> Result<usize, DecompressError> {
+/// compressed sections too (their count is returned); the MiniDebugInfo file itself to at most
+/// `debugdata_cap` bytes.
+fn check(p: &Packed, bytes: &[u8], debugdata_cap: u64) -> Result<usize, DecompressError> {
     if p.codec != Codec::Xz {
         measure(p.codec, bytes, p.stated, MAX_DECOMPRESSED, &p.name)?;
         return Ok(0);
     }
-    let inner = decompress(p.codec, bytes, p.stated, MAX_DECOMPRESSED, &p.name)?;
+    let inner = decompress(p.codec, bytes, p.stated, debugdata_cap, &p.name)?;
     let packed = packed_sections(inner.as_slice(), false)?;
     for q in &packed {
         let range = usize::try_from(q.offset).ok().zip(usize::try_from(q.size).ok());
@@ -134,7 +138,7 @@ fn check(p: &Packed, bytes: &[u8]) -> Result<usize, DecompressError> {
             .ok_or_else(|| DecompressError::BadHeader {
                 section: q.name.clone(),
             })?;
-        check(q, data)?;
+        check(q, data, debugdata_cap)?;
     }
     Ok(packed.len())
 }

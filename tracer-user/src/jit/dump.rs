@@ -25,8 +25,6 @@ const RECORD_HEADER: usize = 16;
 
 /// The most code loads kept from one file.
 pub const MAX_LOADS: usize = 1_000_000;
-/// The longest function name taken (longer ones are cut, on a character boundary).
-pub const MAX_NAME: usize = 4096;
 
 /// Why a jitdump cannot be read at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,14 +199,7 @@ fn code_load(body: &mut Fields<'_>, unwind: Option<Unwind>) -> Option<CodeLoad> 
     let (addr, size, _index) = (body.u64()?, body.u64()?, body.u64()?);
     let rest = body.bytes.get(body.at..)?;
     let nul = rest.iter().position(|&b| b == 0)?;
-    let mut name = String::from_utf8_lossy(&rest[..nul]).into_owned();
-    if name.len() > MAX_NAME {
-        let mut cut = MAX_NAME;
-        while !name.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        name.truncate(cut);
-    }
+    let name = crate::names::capped_lossy(&rest[..nul]);
     body.at += nul + 1;
     let code = body.take(usize::try_from(size).ok()?)?.to_vec();
     (size > 0 && addr.checked_add(size).is_some()).then_some(CodeLoad {

@@ -135,11 +135,12 @@ impl PerfMap {
             self.over_limit += 1;
             return;
         }
-        if self.room.is_some_and(|room| self.bytes + cost(name) > room) {
+        let name = crate::names::capped_str(name);
+        if self.room.is_some_and(|room| self.bytes + cost(&name) > room) {
             self.over_budget += 1;
             return;
         }
-        self.bytes += cost(name);
+        self.bytes += cost(&name);
         self.ranges.insert(start, (end, name.into()));
     }
 

@@ -19,8 +19,60 @@
 //! JSON and protobuf outputs (json, pprof, otlp) carry names as strings and need none of this
 //! (serde_json escapes control characters itself); text from invalid UTF-8 is made valid where it
 //! is read (`String::from_utf8_lossy`), before it reaches any output.
+//!
+//! Length ([`capped`], [`capped_str`]): every name, from every source (ELF and DWARF symbols,
+//! demangled names, source file names, perf maps, jitdumps, Python code objects), is cut to at
+//! most [`MAX_NAME_BYTES`] bytes where it enters the tracer, its end replaced by [`CUT_MARKER`]
+//! (so that a cut name is seen as one). A name is otherwise as long as its owner wants: one
+//! 4 MiB symbol written once per sample made a 2-second session write gigabytes.
 
 use std::{borrow::Cow, fmt::Write as _};
+
+/// The most bytes a name may have (UTF-8), [`CUT_MARKER`] included when it was cut.
+pub const MAX_NAME_BYTES: usize = 1024;
+/// What ends a name cut to [`MAX_NAME_BYTES`].
+pub const CUT_MARKER: &str = "…[cut]";
+
+/// `name`, cut to at most [`MAX_NAME_BYTES`] bytes (at a character boundary) and ending in
+/// [`CUT_MARKER`] if it was longer; as it is (no copy) otherwise.
+pub fn capped(mut name: String) -> String {
+    if name.len() > MAX_NAME_BYTES {
+        name.truncate(cut_at(&name));
+        name.push_str(CUT_MARKER);
+    }
+    name
+}
+
+/// [`capped`] of a borrowed name: borrowed when short enough, else the cut copy (the long
+/// name is never copied whole).
+pub fn capped_str(name: &str) -> Cow<'_, str> {
+    if name.len() <= MAX_NAME_BYTES {
+        return Cow::Borrowed(name);
+    }
+    let mut cut = String::with_capacity(MAX_NAME_BYTES);
+    cut.push_str(&name[..cut_at(name)]);
+    cut.push_str(CUT_MARKER);
+    Cow::Owned(cut)
+}
+
+/// [`capped`] of bytes read as the tracer reads names (invalid UTF-8 made valid, lossily),
+/// without converting more than the bound of a long name.
+pub fn capped_lossy(bytes: &[u8]) -> String {
+    // Making text valid never shortens it (each invalid sequence becomes U+FFFD, 3 bytes, and
+    // is at most 3 bytes long): a prefix of MAX_NAME_BYTES + 1 bytes is still too long, and cut.
+    let head = &bytes[..bytes.len().min(MAX_NAME_BYTES + 1)];
+    capped(String::from_utf8_lossy(head).into_owned())
+}
+
+/// Where a name longer than [`MAX_NAME_BYTES`] is cut: the last character boundary that
+/// leaves room for [`CUT_MARKER`].
+fn cut_at(name: &str) -> usize {
+    let mut at = (MAX_NAME_BYTES - CUT_MARKER.len()).min(name.len());
+    while !name.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
 
 /// Whether `c` is a control character: C0, DEL or C1.
 fn is_control(c: char) -> bool {

@@ -40,3 +40,33 @@ fn perf_script_fields_stay_fields() {
     assert_eq!(perf_script_object("/tmp/my lib.so"), "/tmp/my\\x20lib.so");
     assert_eq!(perf_script_object("/tmp/x\n(y)"), "/tmp/x\\x0a(y)");
 }
+
+/// Regression (a 4 MiB symbol made `-f json` write 2.3 GB in 2 s): a name past the bound is cut
+/// to exactly the bound, marker included, on a character boundary; a name at the bound is kept
+/// whole (and borrowed).
+#[test]
+fn names_are_cut_to_the_bound_and_marked() {
+    let at_bound = "a".repeat(MAX_NAME_BYTES);
+    assert_eq!(capped(at_bound.clone()), at_bound);
+    assert!(matches!(capped_str(&at_bound), Cow::Borrowed(_)));
+    let long = "b".repeat(4 << 20);
+    let cut = capped(long.clone());
+    assert_eq!(cut.len(), MAX_NAME_BYTES);
+    assert!(cut.ends_with(CUT_MARKER), "{cut}");
+    assert!(cut.starts_with(&"b".repeat(MAX_NAME_BYTES - CUT_MARKER.len())));
+    assert_eq!(capped_str(&long), cut);
+    assert_eq!(capped_lossy(long.as_bytes()), cut);
+    // Multi-byte characters are never split: 'é' is 2 bytes, '€' 3.
+    for c in ['é', '€', '𝄞'] {
+        let long: String = std::iter::repeat_n(c, MAX_NAME_BYTES).collect();
+        let cut = capped(long);
+        assert!(cut.len() <= MAX_NAME_BYTES && cut.len() > MAX_NAME_BYTES - CUT_MARKER.len() - 4);
+        assert!(cut.ends_with(CUT_MARKER));
+        assert!(cut.trim_end_matches(CUT_MARKER).chars().all(|x| x == c));
+    }
+    // Invalid UTF-8 grows when made valid (one byte, three of U+FFFD): still cut to the bound.
+    let invalid = vec![0xffu8; MAX_NAME_BYTES];
+    let cut = capped_lossy(&invalid);
+    assert!(cut.len() <= MAX_NAME_BYTES && cut.ends_with(CUT_MARKER));
+    assert_eq!(capped_lossy(b"short"), "short");
+}

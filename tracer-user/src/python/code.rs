@@ -107,8 +107,8 @@ pub fn read_code(
         return Err(CodeError::Unreadable);
     }
     Ok(CodeInfo {
-        qualname: read_str(layout, qualname, read)?,
-        filename: read_str(layout, filename, read)?,
+        qualname: crate::names::capped(read_str(layout, qualname, read)?),
+        filename: crate::names::capped(read_str(layout, filename, read)?),
         first_line,
         linetable: table,
         header,

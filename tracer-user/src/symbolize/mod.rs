@@ -77,7 +77,14 @@ pub struct SymbolCache {
 impl SymbolCache {
     /// A cache whose frames include inlined functions (when debug information has them) if
     /// `inline`, and whose naming may hold `max_bytes` (see [`DEFAULT_MAX_SYMBOL_MEMORY`]).
+    /// The bound also caps the MiniDebugInfo files naming reads (see `symfiles::bound_memory`).
     pub fn new(inline: bool, max_bytes: u64) -> SymbolCache {
+        super::symfiles::bound_memory(max_bytes);
+        SymbolCache::unbound(inline, max_bytes)
+    }
+
+    /// [`Self::new`] without bounding MiniDebugInfo files (the process-wide setting).
+    fn unbound(inline: bool, max_bytes: u64) -> SymbolCache {
         SymbolCache {
             symbolizer: symbolizer(inline),
             inline,
@@ -112,7 +119,7 @@ impl SymbolCache {
     pub fn with_naming_bound(inline: bool, max_naming_bytes: usize, heap: fn() -> usize) -> SymbolCache {
         SymbolCache {
             heap,
-            ..SymbolCache::new(inline, max_naming_bytes as u64)
+            ..SymbolCache::unbound(inline, max_naming_bytes as u64)
         }
     }
 

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use super::plt::Plt;
+use crate::names::{capped, capped_str};
 use blazesym::symbolize::{
     CodeInfo, Input, Symbolized, Symbolizer,
     source::{Elf, Source},
@@ -24,6 +25,13 @@ pub fn demangle(name: &str) -> String {
         return text;
     }
     name.to_owned()
+}
+
+/// A symbol as the outputs name it: demangled, cut to the bound of every name
+/// ([`crate::names::MAX_NAME_BYTES`]); a name past the bound is cut before it is demangled
+/// (then it no longer demangles and is kept as it is: the demangler never sees a long input).
+fn symbol_name(raw: &str) -> String {
+    capped(demangle(&capped_str(raw)))
 }
 
 /// One function at an address: the function itself, or one inlined into it.
@@ -60,9 +68,26 @@ pub(crate) fn name_in_file(
     offsets: &[u64],
 ) -> Vec<Vec<Named>> {
     let symbolized = match file {
-        Some(path) => symbolizer
-            .symbolize(&Source::Elf(Elf::new(path)), Input::VirtOffset(offsets))
-            .unwrap_or_default(),
+        Some(path) => {
+            // DWARF nested deeper than blazesym's recursion takes is left unread: the file is
+            // named from its symbol table (`symfiles::dwarf_usable`).
+            let debug_syms = crate::symfiles::dwarf_usable(&path);
+            let mut elf = Elf::new(path.clone());
+            elf.debug_syms = debug_syms;
+            // A panic in blazesym (arithmetic on a hostile file's values overflows in a build
+            // with overflow checks) costs that file its names, never the session: the file is
+            // refused from then on, counted (`naming_panicked`).
+            let named = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                symbolizer.symbolize(&Source::Elf(elf), Input::VirtOffset(offsets))
+            }));
+            match named {
+                Ok(found) => found.unwrap_or_default(),
+                Err(_) => {
+                    crate::symfiles::naming_panicked(&path);
+                    Vec::new()
+                }
+            }
+        }
         None => Vec::new(),
     };
     offsets
@@ -70,7 +95,7 @@ pub(crate) fn name_in_file(
         .enumerate()
         .map(|(i, &offset)| match plt.name(offset) {
             Some(stub) => vec![Named {
-                symbol: Some(stub.to_owned()),
+                symbol: Some(capped_str(stub).into_owned()),
                 ..Named::default()
             }],
             None => names_of(symbolized.get(i)),
@@ -103,7 +128,7 @@ pub(super) fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
     }
     let located = |code_info: Option<&CodeInfo<'_>>| {
         (
-            code_info.map(|c| c.to_path().display().to_string()),
+            code_info.map(|c| capped(c.to_path().display().to_string())),
             code_info.and_then(|c| c.line),
         )
     };
@@ -112,7 +137,7 @@ pub(super) fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
     for inlined in sym.inlined.iter().rev() {
         let (file, line) = located(inlined.code_info.as_ref());
         names.push(Named {
-            symbol: Some(demangle(&inlined.name)),
+            symbol: Some(symbol_name(&inlined.name)),
             file,
             line,
             inlined: true,
@@ -120,7 +145,7 @@ pub(super) fn names_of(symbolized: Option<&Symbolized<'_>>) -> Vec<Named> {
     }
     let (file, line) = located(sym.code_info.as_deref());
     names.push(Named {
-        symbol: Some(demangle(&sym.name)),
+        symbol: Some(symbol_name(&sym.name)),
         file,
         line,
         inlined: false,

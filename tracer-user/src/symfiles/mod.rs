@@ -19,6 +19,9 @@
 //! on a hot path.
 
 pub mod debuginfod;
+mod dwarf;
+
+pub use dwarf::dwarf_usable;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -88,6 +91,9 @@ pub struct SymbolFigures {
     /// Files not symbolized from, by reason (hostile or damaged compressed sections, a file
     /// that changed while it was copied).
     pub refused_by_reason: BTreeMap<&'static str, u64>,
+    /// Files named from their symbol tables only, their DWARF not read, by reason (inlined
+    /// calls nested deeper than [`crate::dwarfdepth::MAX_INLINE_DEPTH`], damaged DWARF).
+    pub symbol_table_only_by_reason: BTreeMap<&'static str, u64>,
     /// Files others than root could change, read through a sealed copy (see
     /// [`crate::objfile::sealed`]).
     pub sealed_copies: u64,
@@ -105,8 +111,13 @@ struct State {
     figures: SymbolFigures,
     /// Vetting verdicts by (device, inode): `Err` names the reason.
     vetted: HashMap<(u64, u64), Result<(), &'static str>>,
+    /// Whether blazesym may read a file's DWARF, by (device, inode) (see [`dwarf`]).
+    dwarf: HashMap<(u64, u64), bool>,
     /// Whether a file has symbols of its own, by (device, inode).
     own_symbols: HashMap<(u64, u64), bool>,
+    /// The most a MiniDebugInfo file may decompress to: [`crate::compressed::MAX_GNU_DEBUGDATA`],
+    /// or less under `--max-symbol-memory` ([`bound_memory`]).
+    debugdata_cap: u64,
     /// Sealed copies of files others than root could change, by (device, inode): the file as
     /// it was when first read, whatever it became since; `None`: the copy failed.
     copies: HashMap<(u64, u64), Option<std::sync::Arc<std::fs::File>>>,
@@ -130,7 +141,9 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
         sampling: false,
         figures: SymbolFigures::default(),
         vetted: HashMap::new(),
+        dwarf: HashMap::new(),
         own_symbols: HashMap::new(),
+        debugdata_cap: crate::compressed::MAX_GNU_DEBUGDATA,
         copies: HashMap::new(),
         deferred: std::collections::HashSet::new(),
         generation: 0,
@@ -148,6 +161,12 @@ pub fn configure(config: SymbolConfig, sampling: bool) {
         state.config = config;
         state.sampling = sampling;
     });
+}
+
+/// What naming may hold (`--max-symbol-memory`): a MiniDebugInfo file larger than that is
+/// refused (`minidebuginfo_too_large`) before blazesym decompresses and keeps it.
+pub fn bound_memory(max_bytes: u64) {
+    with_state(|state| state.debugdata_cap = max_bytes.min(crate::compressed::MAX_GNU_DEBUGDATA));
 }
 
 /// Sampling is over: missing debug files may be fetched now (the background fetch stops after
@@ -231,6 +250,7 @@ pub fn sizes(add: &mut dyn FnMut(&'static str, usize)) {
     let lengths = with_state(|state| {
         [
             ("symfiles.vetted", state.vetted.len()),
+            ("symfiles.dwarf", state.dwarf.len()),
             ("symfiles.own_symbols", state.own_symbols.len()),
             ("symfiles.deferred", state.deferred.len()),
             ("symfiles.tried", state.tried.len()),
@@ -400,6 +420,7 @@ pub fn forget_file(file: &std::fs::File) {
     with_state(|state| {
         state.own_symbols.remove(&key);
         state.vetted.remove(&key);
+        state.dwarf.remove(&key);
     });
 }
 
@@ -434,7 +455,8 @@ fn vet(path: &Path) -> bool {
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, offset).ok()?;
         Some(bytes)
     };
-    let verdict = crate::compressed::vet_file(&cache, &mut read)
+    let cap = with_state(|state| state.debugdata_cap);
+    let verdict = crate::compressed::vet_file(&cache, &mut read, cap)
         .map(drop)
         .map_err(|e| refusal(&e));
     with_state(|state| {
@@ -446,10 +468,23 @@ fn vet(path: &Path) -> bool {
     verdict.is_ok()
 }
 
+/// Naming from the file at `path` panicked (in blazesym): the file is refused from now on,
+/// counted as `naming_panicked`.
+pub fn naming_panicked(path: &Path) {
+    let Some((_, key, _)) = open(path) else { return };
+    with_state(|state| {
+        *state.figures.refused_by_reason.entry("naming_panicked").or_default() += 1;
+        state.vetted.insert(key, Err("naming_panicked"));
+    });
+}
+
 /// The summary's name for why a file was refused.
 fn refusal(error: &crate::compressed::DecompressError) -> &'static str {
     use crate::compressed::DecompressError as E;
     match error {
+        E::TooLarge { section, .. } | E::Unbounded { section, .. } if section == ".gnu_debugdata" => {
+            "minidebuginfo_too_large"
+        }
         E::TooLarge { .. } | E::Unbounded { .. } => "compressed_section_too_large",
         E::LongerThanStated { .. } | E::ShorterThanStated { .. } => "compressed_section_size_lies",
         _ => "compressed_section_corrupt",

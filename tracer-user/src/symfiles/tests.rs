@@ -54,3 +54,18 @@ fn refusals_have_summary_names() {
         "compressed_section_too_large"
     );
 }
+
+/// Regression (an xz bomb in `.gnu_debugdata` was decompressed to 512 MiB before it was refused):
+/// a MiniDebugInfo file over its cap has a reason of its own; the cap is lowered, never raised,
+/// by `--max-symbol-memory`.
+#[test]
+fn minidebuginfo_over_its_cap_is_named() {
+    assert_eq!(
+        refusal(&DecompressError::Unbounded {
+            section: ".gnu_debugdata".to_owned(),
+            cap: 1
+        }),
+        "minidebuginfo_too_large"
+    );
+    assert_eq!(crate::compressed::MAX_GNU_DEBUGDATA, 32 << 20);
+}

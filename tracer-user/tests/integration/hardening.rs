@@ -32,7 +32,7 @@ use std::{
 };
 
 use crate::support::own_name;
-use footprint::status_kib;
+pub(crate) use footprint::status_kib;
 
 /// Set to run the long variants.
 const LONG_VAR: &str = "SFRAME_TRACE_HARDENING_LONG";
@@ -75,7 +75,7 @@ fn comm(path: &Path) -> String {
 
 /// The call chain of `first` or `second` (`prefix`) with `depth` levels of recursion, from
 /// `_start`.
-fn chain_of(prefix: &str, depth: usize) -> Vec<String> {
+pub(crate) fn chain_of(prefix: &str, depth: usize) -> Vec<String> {
     let mut chain: Vec<String> = ["_start", "__libc_start_main", "__libc_start_call_main", "main"]
         .iter()
         .map(|s| s.to_string())

@@ -429,6 +429,7 @@ impl fmt::Display for Summary<'_> {
             for (what, by) in [
                 ("not fetched", &symbols.not_fetched_by_reason),
                 ("not read", &symbols.refused_by_reason),
+                ("symbol table only", &symbols.symbol_table_only_by_reason),
             ] {
                 if !by.is_empty() {
                     let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();

@@ -131,7 +131,7 @@ fn json_has_the_figures_of_the_text() {
         "stack_copies": {"copies": 6, "walked": 4, "unresolved": 1, "overflowed": 1},
         "notes": ["/bad.so: truncated \"quoted\" header"],
         "notes_left_out": 0,
-        "symbols": {"fetched": 0, "cached": 0, "not_fetched_by_reason": {}, "refused_by_reason": {}, "sealed_copies": 0},
+        "symbols": {"fetched": 0, "cached": 0, "not_fetched_by_reason": {}, "refused_by_reason": {}, "symbol_table_only_by_reason": {}, "sealed_copies": 0},
         "failed_outputs": [],
         "otlp": null,
         "jit": {

@@ -4,6 +4,7 @@
 //! and private. Privileged, like every tracing test.
 
 mod cli;
+mod debuginfo;
 mod jit;
 mod names;
 mod outputs;
