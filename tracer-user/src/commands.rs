@@ -116,6 +116,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         max_depth: args.max_depth,
         kernel_stacks: !args.no_kernel,
         python: !args.no_python,
+        drain_priority: args.drain_priority,
         outputs,
         inline: !args.no_inline,
         max_symbol_memory: args.max_symbol_memory,

@@ -69,6 +69,8 @@ pub struct TraceConfig {
     pub live: bool,
     /// `--summary-format`, `--summary-output`.
     pub summary: SummarySpec,
+    /// `--drain-priority`: how the session's thread is scheduled.
+    pub drain_priority: crate::priority::DrainPriority,
 }
 
 /// How a session that traced ended, for the exit status.
@@ -93,6 +95,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
     tune_allocator();
+    crate::priority::apply(config.drain_priority);
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
@@ -171,6 +174,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
                     sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
+                    follower.readmit_python(&mut catalog, &mut kernel);
                     catalog.jit.refresh(false, registry::monotonic_ns());
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
@@ -261,7 +265,11 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         follow: follower.stats,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
-        python: summary::python::PythonFigures::new(&kernel.python_counts()?, catalog.pycode.stats()),
+        python: summary::python::PythonFigures::new(
+            &kernel.python_counts()?,
+            catalog.pycode.stats(),
+            catalog.pycode.map_stats(),
+        ),
     };
     let mut ended = if failed_outputs.is_empty() {
         Ended::Complete
