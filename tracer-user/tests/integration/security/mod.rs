@@ -6,6 +6,7 @@
 mod cli;
 mod names;
 mod outputs;
+mod python;
 mod signals;
 
 use std::{
