@@ -6,12 +6,18 @@
 //! default the thread runs under `SCHED_FIFO` at priority 1, the lowest real-time one: ahead of
 //! every normal thread, behind all real-time work, and bounded by the kernel's real-time
 //! throttling (`kernel.sched_rt_runtime_us`, 95 % of each CPU by default) should it ever spin.
-//! `SCHED_RESET_ON_FORK` is set with it, so the threads the session starts (memory reads,
-//! table builds) and the commands it launches run at normal priority. `--drain-priority`
-//! picks another (`nice:N`, `none`); where `SCHED_FIFO` is not allowed (a cgroup without
-//! real-time time), the thread falls back to nice -20, with a warning.
+//! `SCHED_RESET_ON_FORK` is set with it, so the threads the session starts (table builds) and
+//! the commands it launches run at normal priority, but for the thread the session waits on
+//! to read processes' memory (`registry::pymem`), which takes the session's priority
+//! ([`inherit`]): at normal priority, behind the same busy threads, each of its reads kept the
+//! session waiting. `--drain-priority` picks another (`nice:N`, `none`); where `SCHED_FIFO` is
+//! not allowed (a cgroup without real-time time), the thread falls back to nice -20, with a
+//! warning.
 
-use std::fmt;
+use std::{fmt, sync::Mutex};
+
+/// The priority the session's thread was given, for the threads it waits on ([`inherit`]).
+static SESSION: Mutex<DrainPriority> = Mutex::new(DrainPriority::Unchanged);
 
 /// How the session's thread is scheduled (`--drain-priority`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,8 +66,21 @@ pub fn parse(text: &str) -> Result<DrainPriority, String> {
     }
 }
 
-/// Schedule the calling thread as `priority` says; what could not be done is a warning.
+/// Schedule the calling thread (the session's) as `priority` says; what could not be done is a
+/// warning.
 pub fn apply(priority: DrainPriority) {
+    *SESSION.lock().unwrap_or_else(|e| e.into_inner()) = priority;
+    set(priority);
+}
+
+/// Schedule the calling thread as the session's was ([`apply`]): for a thread the session
+/// waits on.
+pub fn inherit() {
+    let priority = *SESSION.lock().unwrap_or_else(|e| e.into_inner());
+    set(priority);
+}
+
+fn set(priority: DrainPriority) {
     match priority {
         DrainPriority::Unchanged => {}
         DrainPriority::Fifo(p) => {

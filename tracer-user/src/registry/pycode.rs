@@ -24,7 +24,7 @@
 //!   get no line), counted as `over_budget`: the session falls behind by dropping names, never
 //!   by stalling;
 //! - names: the session's functions ([`MAX_FUNCTIONS`], [`MAX_FUNCTION_BYTES`]), of which the
-//!   processes of one user (the owner of `/proc/PID`) take an eighth at most; past that, new
+//!   processes of one user (the owner of `/proc/PID`) take a sixteenth at most; past that, new
 //!   functions are not named, counted (`too_many_functions`, `over_user_budget`);
 //! - output: the Python frames of one sample carry [`MAX_SAMPLE_BYTES`] of names at most
 //!   (names are cut to `code::MAX_NAME_BYTES` each, [`FRAME_COST`] counted per frame); past
@@ -71,20 +71,20 @@ pub const MAX_CODE_BYTES: usize = 64 << 20;
 /// Reads of a process's memory (code objects, line tables, headers checked again) one sample
 /// makes at most, and one process's samples in a second.
 pub const MAX_READS_PER_SAMPLE: u32 = 128;
-pub const MAX_READS_PER_SECOND: u32 = 2048;
+pub const MAX_READS_PER_SECOND: u32 = 1024;
 /// Line-table bytes scanned for one sample's lines at most, and for one process's in a second.
 pub const MAX_SCAN_PER_SAMPLE: usize = 256 << 10;
 pub const MAX_SCAN_PER_SECOND: usize = 64 << 20;
 /// Bytes of names (qualified name and file, [`FRAME_COST`] per frame) one sample's Python
 /// frames carry at most.
-pub const MAX_SAMPLE_BYTES: usize = 32 << 10;
+pub const MAX_SAMPLE_BYTES: usize = 16 << 10;
 /// What a Python frame is counted as in a sample's output bound, besides its names.
-pub const FRAME_COST: usize = 32;
+pub const FRAME_COST: usize = 16;
 /// Functions named in a session at most, and the bytes of their names and files.
 const MAX_FUNCTIONS: usize = 1 << 18;
 const MAX_FUNCTION_BYTES: usize = 64 << 20;
 /// The share of those one user's processes may take: one part in this many.
-const USER_SHARE: usize = 8;
+const USER_SHARE: usize = 16;
 /// How long a cached code object is used before its header is read again.
 const RECHECK: Duration = Duration::from_secs(2);
 /// A Python function: its qualified name and the file it is defined in.

@@ -193,6 +193,8 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
     let spawned = std::thread::Builder::new()
         .name("sframe-trace-pymem".into())
         .spawn(move || {
+            // The session waits on this thread: it runs at the session's priority.
+            crate::priority::inherit();
             for job in job_rx {
                 let reply = match job {
                     Job::Forget(pid) => {

@@ -36,6 +36,10 @@ use tracer_common::notice::Notice;
 const BATCH: usize = 256;
 /// How often exited processes are forgotten and unused tables unloaded.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// How long the samples still in the ring buffer when sampling ends are taken at most: a
+/// session behind its samples (a host busier than it can follow) still ends on time, the rest
+/// counted as lost.
+const FINAL_DRAIN: Duration = Duration::from_secs(1);
 
 /// A validated tracing configuration.
 #[derive(Debug)]
@@ -236,8 +240,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // The terminal is back before anything else is printed.
     live.finish();
     kernel.detach();
+    let deadline = Instant::now() + FINAL_DRAIN;
+    let mut left_behind = 0u64;
     while let Some(sample) = events.try_next() {
-        sink.take(sample, &mut catalog);
+        if Instant::now() < deadline {
+            sink.take(sample, &mut catalog);
+        } else {
+            left_behind += 1;
+        }
     }
     sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
     targets.finish().await;
@@ -257,7 +267,20 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         why,
         profile: &sink.profile,
         catalog: &catalog,
-        counters: kernel.counters()?,
+        counters: kernel
+            .counters()?
+            .into_iter()
+            .map(|(c, n)| {
+                (
+                    c,
+                    if c == tracer_common::Counter::EventsLost {
+                        n + left_behind
+                    } else {
+                        n
+                    },
+                )
+            })
+            .collect(),
         stops,
         copies: sink.copies.stats,
         table_bytes: catalog.loader.tables.map_bytes(),
