@@ -73,11 +73,30 @@ pub fn apply(priority: DrainPriority) {
     set(priority);
 }
 
-/// Schedule the calling thread as the session's was ([`apply`]): for a thread the session
-/// waits on.
-pub fn inherit() {
-    let priority = *SESSION.lock().unwrap_or_else(|e| e.into_inner());
-    set(priority);
+/// Schedule `thread`, just spawned by the session's thread, as the session's was ([`apply`]):
+/// a thread the session waits on. Set from here, before the thread first runs (left to
+/// itself, it would first have to be scheduled at normal priority, behind the busy threads it
+/// is to run ahead of). A nice value can only be set by the thread itself ([`inherit_nice`]).
+pub fn inherit(thread: &std::thread::JoinHandle<()>) {
+    use std::os::unix::thread::JoinHandleExt as _;
+    if let DrainPriority::Fifo(p) = *SESSION.lock().unwrap_or_else(|e| e.into_inner()) {
+        let param = libc::sched_param {
+            sched_priority: i32::from(p),
+        };
+        // SAFETY: `thread` is a live thread of this process (its handle is held); `param`
+        // outlives the call.
+        let r = unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_FIFO, &param) };
+        if r != 0 {
+            log::debug!("cannot run a helper thread under SCHED_FIFO: error {r}");
+        }
+    }
+}
+
+/// In a thread the session waits on: its nice value as the session's (see [`inherit`]).
+pub fn inherit_nice() {
+    if let DrainPriority::Nice(n) = *SESSION.lock().unwrap_or_else(|e| e.into_inner()) {
+        nice(n);
+    }
 }
 
 fn set(priority: DrainPriority) {

@@ -194,7 +194,7 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
         .name("sframe-trace-pymem".into())
         .spawn(move || {
             // The session waits on this thread: it runs at the session's priority.
-            crate::priority::inherit();
+            crate::priority::inherit_nice();
             for job in job_rx {
                 let reply = match job {
                     Job::Forget(pid) => {
@@ -215,7 +215,10 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
             }
         });
     match spawned {
-        Ok(_) => Some(Worker { jobs, replies }),
+        Ok(thread) => {
+            crate::priority::inherit(&thread);
+            Some(Worker { jobs, replies })
+        }
         Err(err) => {
             log::warn!("cannot start a thread to read Python code objects: {err}");
             None

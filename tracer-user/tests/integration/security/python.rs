@@ -234,9 +234,12 @@ fn judge(session: &Session, end: End, honest: &Honest, what: &str) {
             .collect();
         tally.judge(&FIB, &python, true);
     }
-    tally.check(&format!("{what}: the honest Python program"), LEAST);
+    // Beside busy threads the honest program may run little in a 4-second session: that one
+    // has none wrong; the one ended by SIGTERM runs until the program has used CPU time.
+    let least = if end == End::Duration { 1 } else { LEAST };
+    tally.check(&format!("{what}: the honest Python program"), least);
     let native = Verdicts::of(&read_folded(&session.folded), chain_by_comm(&honest.programs, DEPTH));
-    native.assert_sound(&format!("{what}: the honest native program"), 10);
+    native.assert_sound(&format!("{what}: the honest native program"), least as u64);
 }
 
 /// Both sessions of an attack whose processes are `attack` (empty: traced with `-a`, the
