@@ -4,9 +4,11 @@
 //! Python program (`python::programs::FIB` on Debian's 3.11, root's) and an honest native one
 //! (`hardening`'s `first` chain). Each attack is traced twice: with `-d`, which must end within
 //! 2 s of its duration, and until SIGTERM, which must end it within 2 s; the tracer's peak
-//! memory (VmHWM) stays under [`MAX_HWM_KIB`], the honest program's Python frames are named and
-//! exact, the native one's stacks never wrong, and the bound that held the attack is counted in
-//! the summary.
+//! memory (VmHWM) stays under [`MAX_HWM_KIB`] (with `--pid`: system-wide it holds what the
+//! whole host runs), the honest program's Python frames are named and exact (at least
+//! [`LEAST`] of them in the session ended by SIGTERM, which lasts until the program used CPU
+//! time), the native one's stacks never wrong, and the bound that held the attack is counted
+//! in the summary.
 
 use std::{
     io::{BufRead as _, BufReader},
