@@ -170,6 +170,12 @@ pub struct TraceArgs {
     /// running one shows its Python functions in place of the interpreter's evaluation loop.
     #[arg(help_heading = SAMPLING, long)]
     pub no_python: bool,
+    /// How the thread that drains the samples is scheduled: `fifo:N` (SCHED_FIFO at priority
+    /// N, 1-99), `nice:N` (-20 to 19) or `none`. The default, `fifo:1`, the lowest real-time
+    /// priority, keeps the session on time however many threads other users keep busy; the
+    /// threads it starts and the command it launches run at normal priority.
+    #[arg(long, default_value = "fifo:1", value_name = "PRIORITY", value_parser = sframe_trace::priority::parse)]
+    pub drain_priority: sframe_trace::priority::DrainPriority,
     /// Do not show functions inlined by the compiler as frames of their own (by default they
     /// are, where debug information records them).
     #[arg(help_heading = SYMBOLS, long)]

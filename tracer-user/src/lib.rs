@@ -12,6 +12,7 @@ pub mod heap;
 pub mod jit;
 pub mod names;
 pub mod objfile;
+pub mod priority;
 pub mod procmaps;
 pub mod python;
 pub mod registry;

@@ -77,8 +77,11 @@ impl Stack {
                     match frame {
                         Merged::Native(i) => walk.push(self, sample, catalog, i, lookup(i)),
                         Merged::Python(frame) => {
-                            self.user.push(Frame::Python(catalog.pycode.frame(sample.tgid, frame)));
-                            self.sources.push(FrameSource::Python);
+                            // None: left out by the sample's output bound.
+                            if let Some(frame) = catalog.pycode.frame(sample.tgid, frame) {
+                                self.user.push(Frame::Python(frame));
+                                self.sources.push(FrameSource::Python);
+                            }
                         }
                     }
                 }

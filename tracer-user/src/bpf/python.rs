@@ -6,6 +6,7 @@ use aya::maps::hash_map::HashMap;
 use tracer_common::python::{MAP_PY_STOPS, MAP_PYTHON, PY_COUNT_FRAMES, PY_COUNT_WALKS, PyProcInfo, PyStop};
 
 use super::{Kernel, map_mut, per_cpu_u64, sum};
+use crate::registry::PythonMapFull;
 
 /// Totals of `PY_STOPS` over all CPUs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,11 +20,17 @@ pub struct PythonCounts {
 }
 
 impl Kernel {
-    /// Walk the Python frames of `tgid` with `info` (replacing what it had).
+    /// Walk the Python frames of `tgid` with `info` (replacing what it had); a full map is
+    /// the error [`PythonMapFull`].
     pub fn set_python(&mut self, tgid: u32, info: &PyProcInfo) -> anyhow::Result<()> {
+        const E2BIG: i32 = 7;
         let mut map: HashMap<_, u32, PyProcInfo> = HashMap::try_from(map_mut(&mut self.ebpf, MAP_PYTHON)?)?;
-        map.insert(tgid, info, 0)
-            .with_context(|| format!("adding process {tgid} to {MAP_PYTHON} (is it full?)"))
+        match map.insert(tgid, info, 0) {
+            Err(aya::maps::MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(E2BIG) => {
+                Err(PythonMapFull.into())
+            }
+            r => r.with_context(|| format!("adding process {tgid} to {MAP_PYTHON}")),
+        }
     }
 
     /// Stop walking the Python frames of `tgid` (nothing happens if they were not walked).

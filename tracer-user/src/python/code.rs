@@ -80,6 +80,20 @@ pub fn read_header(
     }))
 }
 
+/// What a code object says of itself but its line table, and where that table is: the
+/// table is read apart ([`read_table`]), once per table a process's code objects share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeMeta {
+    pub qualname: String,
+    pub filename: String,
+    pub first_line: i32,
+    pub header: CodeHeader,
+    /// The line table's bytes: their address in the process, and their length (at most
+    /// [`MAX_LINETABLE`]).
+    pub table_at: u64,
+    pub table_len: u64,
+}
+
 /// Read the code object at `code`. `read(addr, buf)` fills `buf` from the process (false:
 /// unreadable).
 pub fn read_code(
@@ -87,32 +101,54 @@ pub fn read_code(
     code: u64,
     read: &mut impl FnMut(u64, &mut [u8]) -> bool,
 ) -> Result<CodeInfo, CodeError> {
+    let meta = read_meta(layout, code, read)?;
+    let linetable = read_table(meta.table_at, meta.table_len, read)?;
+    Ok(CodeInfo {
+        qualname: meta.qualname,
+        filename: meta.filename,
+        first_line: meta.first_line,
+        linetable,
+        header: meta.header,
+    })
+}
+
+/// The code object at `code`, its line table's bytes not read (see [`CodeMeta`]).
+pub fn read_meta(
+    layout: &CodeLayout,
+    code: u64,
+    read: &mut impl FnMut(u64, &mut [u8]) -> bool,
+) -> Result<CodeMeta, CodeError> {
     let header = read_header(layout, code, read)?;
     let [qualname, filename, linetable, first_line] = header;
     let first_line = (first_line >> (8 * u64::from(layout.firstlineno & 7))) as u32 as i32;
-    let mut word = |addr: u64| -> Result<u64, CodeError> {
-        let mut b = [0u8; 8];
-        if read(addr, &mut b) {
-            Ok(u64::from_ne_bytes(b))
-        } else {
-            Err(CodeError::Unreadable)
-        }
-    };
-    let table_len = word(linetable.wrapping_add(u64::from(layout.bytes_size)))?;
+    let mut b = [0u8; 8];
+    if !read(linetable.wrapping_add(u64::from(layout.bytes_size)), &mut b) {
+        return Err(CodeError::Unreadable);
+    }
+    let table_len = u64::from_ne_bytes(b);
     if table_len > MAX_LINETABLE {
         return Err(CodeError::BadLineTable);
     }
-    let mut table = vec![0u8; table_len as usize];
-    if !read(linetable.wrapping_add(u64::from(layout.bytes_data)), &mut table) {
-        return Err(CodeError::Unreadable);
-    }
-    Ok(CodeInfo {
+    Ok(CodeMeta {
         qualname: crate::names::capped(read_str(layout, qualname, read)?),
         filename: crate::names::capped(read_str(layout, filename, read)?),
         first_line,
-        linetable: table,
         header,
+        table_at: linetable.wrapping_add(u64::from(layout.bytes_data)),
+        table_len,
     })
+}
+
+/// The `len` bytes of a line table at `at` (`len` at most [`MAX_LINETABLE`]).
+pub fn read_table(at: u64, len: u64, read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Result<Vec<u8>, CodeError> {
+    if len > MAX_LINETABLE {
+        return Err(CodeError::BadLineTable);
+    }
+    let mut table = vec![0u8; len as usize];
+    if !read(at, &mut table) {
+        return Err(CodeError::Unreadable);
+    }
+    Ok(table)
 }
 
 /// The compact string at `s`.
@@ -147,3 +183,4 @@ fn read_str(layout: &CodeLayout, s: u64, read: &mut impl FnMut(u64, &mut [u8]) -
     });
     Ok(chars.collect())
 }
+

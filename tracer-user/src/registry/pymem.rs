@@ -6,8 +6,11 @@
 //! wait for a `userfaultfd` handler (the kernel fails them), but a page of a file on a
 //! user's FUSE mount can still be made to take forever. A read that does not answer in time
 //! leaves its thread behind, blocked; that process is not read again, the next read gets a
-//! new thread, and after [`MAX_STUCK`] such threads no process is read any more (Python frames
-//! then stay unnamed, counted). The session's own thread never waits longer than the timeout.
+//! new thread, and after [`MAX_STUCK_PER_USER`] such threads left by the processes of one user
+//! (their owner's uid) no process of that user is read any more: one user's stuck reads cost
+//! that user's processes only. After [`MAX_STUCK`] threads left in all (as many users) no
+//! process is read (Python frames then stay unnamed, counted). The session's own thread never
+//! waits longer than the timeout.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -19,13 +22,16 @@ use std::{
 
 use crate::python::{
     CodeLayout,
-    code::{CodeError, CodeHeader, CodeInfo, read_code, read_header},
+    code::{CodeError, CodeHeader, CodeMeta, read_header, read_meta, read_table},
 };
 
 /// The longest a read is waited for.
 pub const TIMEOUT: Duration = Duration::from_millis(250);
-/// Reader threads left blocked at most; then reading stops.
-pub const MAX_STUCK: usize = 4;
+/// Reader threads left blocked by the processes of one user at most; then that user's
+/// processes are not read.
+pub const MAX_STUCK_PER_USER: usize = 2;
+/// Reader threads left blocked at most (by as many users); then reading stops.
+pub const MAX_STUCK: usize = 16;
 /// Processes whose memory file is kept open at most (past it, all are closed).
 const MAX_OPEN: usize = 512;
 
@@ -41,7 +47,7 @@ pub enum ReadError {
 
 /// What is asked of the reader thread.
 enum Job {
-    Code {
+    Meta {
         pid: u32,
         layout: CodeLayout,
         code: u64,
@@ -51,13 +57,19 @@ enum Job {
         layout: CodeLayout,
         code: u64,
     },
+    Table {
+        pid: u32,
+        at: u64,
+        len: u64,
+    },
     /// Close the process's memory file (it exited or exec'ed).
     Forget(u32),
 }
 
 enum Reply {
-    Code(Result<CodeInfo, CodeError>),
+    Meta(Result<CodeMeta, CodeError>),
     Header(Result<CodeHeader, CodeError>),
+    Table(Result<Vec<u8>, CodeError>),
 }
 
 /// Reads a process's memory: `read(pid, addr, buf)`, false when it cannot.
@@ -77,6 +89,8 @@ pub struct MemReader {
     make_read: MakeRead,
     /// Processes a read of which timed out: never read again.
     stuck_pids: HashSet<u32>,
+    /// Threads left blocked, by the uid of the process that blocked them.
+    stuck_users: HashMap<u32, usize>,
     /// Threads left blocked.
     pub stuck: usize,
 }
@@ -94,23 +108,32 @@ impl MemReader {
             worker: None,
             make_read,
             stuck_pids: HashSet::new(),
+            stuck_users: HashMap::new(),
             stuck: 0,
         }
     }
 
-    /// The code object at `code` in `pid`.
-    pub fn code(&mut self, pid: u32, layout: CodeLayout, code: u64) -> Result<CodeInfo, ReadError> {
-        match self.ask(pid, Job::Code { pid, layout, code })? {
-            Reply::Code(r) => r.map_err(ReadError::Code),
-            Reply::Header(_) => Err(ReadError::Stuck),
+    /// The code object at `code` in `pid` (owned by `uid`), but its line table's bytes.
+    pub fn meta(&mut self, pid: u32, uid: u32, layout: CodeLayout, code: u64) -> Result<CodeMeta, ReadError> {
+        match self.ask(pid, uid, Job::Meta { pid, layout, code })? {
+            Reply::Meta(r) => r.map_err(ReadError::Code),
+            _ => Err(ReadError::Stuck),
+        }
+    }
+
+    /// The `len` bytes of a line table at `at` in `pid`.
+    pub fn table(&mut self, pid: u32, uid: u32, at: u64, len: u64) -> Result<Vec<u8>, ReadError> {
+        match self.ask(pid, uid, Job::Table { pid, at, len })? {
+            Reply::Table(r) => r.map_err(ReadError::Code),
+            _ => Err(ReadError::Stuck),
         }
     }
 
     /// The header of the code object at `code` in `pid`.
-    pub fn header(&mut self, pid: u32, layout: CodeLayout, code: u64) -> Result<CodeHeader, ReadError> {
-        match self.ask(pid, Job::Header { pid, layout, code })? {
+    pub fn header(&mut self, pid: u32, uid: u32, layout: CodeLayout, code: u64) -> Result<CodeHeader, ReadError> {
+        match self.ask(pid, uid, Job::Header { pid, layout, code })? {
             Reply::Header(r) => r.map_err(ReadError::Code),
-            Reply::Code(_) => Err(ReadError::Stuck),
+            _ => Err(ReadError::Stuck),
         }
     }
 
@@ -125,8 +148,9 @@ impl MemReader {
         }
     }
 
-    fn ask(&mut self, pid: u32, job: Job) -> Result<Reply, ReadError> {
-        if self.stuck_pids.contains(&pid) || self.stuck >= MAX_STUCK {
+    fn ask(&mut self, pid: u32, uid: u32, job: Job) -> Result<Reply, ReadError> {
+        let user_stuck = self.stuck_users.get(&uid).copied().unwrap_or(0);
+        if self.stuck_pids.contains(&pid) || user_stuck >= MAX_STUCK_PER_USER || self.stuck >= MAX_STUCK {
             return Err(ReadError::Stuck);
         }
         let worker = match &mut self.worker {
@@ -141,11 +165,14 @@ impl MemReader {
             Ok(reply) => Ok(reply),
             Err(RecvTimeoutError::Timeout) => {
                 self.stuck += 1;
+                *self.stuck_users.entry(uid).or_default() += 1;
                 self.stuck_pids.insert(pid);
                 self.worker = None;
                 log::warn!(
                     "reading the memory of process {pid} took longer than {TIMEOUT:?}: its Python \
-                     frames are not named from now on ({} of {MAX_STUCK} reader threads stuck)",
+                     frames are not named from now on ({} of {MAX_STUCK_PER_USER} reader threads \
+                     stuck for uid {uid}, {} of {MAX_STUCK} in all)",
+                    user_stuck + 1,
                     self.stuck
                 );
                 Err(ReadError::Stuck)
@@ -166,15 +193,18 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
     let spawned = std::thread::Builder::new()
         .name("sframe-trace-pymem".into())
         .spawn(move || {
+            // The session waits on this thread: it runs at the session's priority.
+            crate::priority::inherit_nice();
             for job in job_rx {
                 let reply = match job {
                     Job::Forget(pid) => {
                         read(pid, 0, &mut []);
                         continue;
                     }
-                    Job::Code { pid, layout, code } => {
-                        Reply::Code(read_code(&layout, code, &mut |a, b| read(pid, a, b)))
+                    Job::Meta { pid, layout, code } => {
+                        Reply::Meta(read_meta(&layout, code, &mut |a, b| read(pid, a, b)))
                     }
+                    Job::Table { pid, at, len } => Reply::Table(read_table(at, len, &mut |a, b| read(pid, a, b))),
                     Job::Header { pid, layout, code } => {
                         Reply::Header(read_header(&layout, code, &mut |a, b| read(pid, a, b)))
                     }
@@ -185,7 +215,10 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
             }
         });
     match spawned {
-        Ok(_) => Some(Worker { jobs, replies }),
+        Ok(thread) => {
+            crate::priority::inherit(&thread);
+            Some(Worker { jobs, replies })
+        }
         Err(err) => {
             log::warn!("cannot start a thread to read Python code objects: {err}");
             None

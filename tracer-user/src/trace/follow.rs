@@ -177,7 +177,10 @@ impl<P: Processes> Follower<P> {
         log::debug!("notice {:?} for pid {pid}", NoticeKind::try_from(notice.kind));
         match NoticeKind::try_from(notice.kind) {
             // Done by `ended`, but for the interpreter record, which the kernel keeps.
-            Ok(NoticeKind::Exit) => kernel.set_python(pid, None),
+            Ok(NoticeKind::Exit) => {
+                catalog.pycode.set_in_map(pid, false);
+                kernel.set_python(pid, None)
+            }
             Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
                 self.stats.loaded += 1;
                 // A new image: the code objects read from the old one are not its own.
@@ -221,6 +224,7 @@ impl<P: Processes> Follower<P> {
             if !self.processes.alive(pid) {
                 self.exited.push_back((Instant::now(), pid));
                 kernel.remove_process(pid)?;
+                catalog.pycode.set_in_map(pid, false);
                 kernel.set_python(pid, None)?;
             }
             return Ok(());
@@ -253,15 +257,24 @@ impl<P: Processes> Follower<P> {
     }
 
     /// Tell the kernel whether `pid` (just loaded: started, exec'ed, remapped) runs a CPython
-    /// interpreter whose frames it walks. A full map is logged: the process keeps its native
-    /// stacks.
+    /// interpreter whose frames it walks. A full map makes room by the policy of
+    /// `registry::pymap` (the least recently sampled process gives way), else the process
+    /// keeps its native stacks, counted.
     fn set_python(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut impl KernelTables) {
         let info = if self.python { catalog.python_info(pid) } else { None };
         if info.is_none() && !self.python {
             return;
         }
-        if let Err(err) = kernel.set_python(pid, info.as_ref()) {
-            log::debug!("process {pid}: {err:#}");
+        python::place_python(pid, info.as_ref(), catalog, kernel);
+    }
+
+    /// Put back in the kernel's map of interpreters the processes sampled while out of it
+    /// (see `registry::pymap`).
+    pub fn readmit_python(&mut self, catalog: &mut Catalog, kernel: &mut impl KernelTables) {
+        for pid in catalog.pycode.take_readmit() {
+            if self.processes.alive(pid) {
+                self.set_python(pid, catalog, kernel);
+            }
         }
     }
 
@@ -306,6 +319,7 @@ impl<P: Processes> Follower<P> {
                 if !self.exited.iter().any(|&(_, p)| p == pid) {
                     self.exited.push_back((Instant::now(), pid));
                     kernel.remove_process(pid)?;
+                    catalog.pycode.set_in_map(pid, false);
                     kernel.set_python(pid, None)?;
                 }
             }
@@ -354,5 +368,6 @@ impl<P: Processes> Follower<P> {
     }
 }
 
+mod python;
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,10 @@ pub const END_LOG: &str = "sframe_trace::end";
 const BATCH: usize = 256;
 /// How often exited processes are forgotten and unused tables unloaded.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// How long the samples still in the ring buffer when sampling ends are taken at most: a
+/// session behind its samples (a host busier than it can follow) still ends on time, the rest
+/// counted as lost.
+const FINAL_DRAIN: Duration = Duration::from_secs(1);
 
 /// A validated tracing configuration.
 #[derive(Debug)]
@@ -84,6 +88,8 @@ pub struct TraceConfig {
     pub live: bool,
     /// `--summary-format`, `--summary-output`.
     pub summary: SummarySpec,
+    /// `--drain-priority`: how the session's thread is scheduled.
+    pub drain_priority: crate::priority::DrainPriority,
 }
 
 /// How a session that traced ended, for the exit status.
@@ -108,6 +114,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
     tune_allocator();
+    crate::priority::apply(config.drain_priority);
     crate::bpf::preflight()?;
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
@@ -189,6 +196,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
                     sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
+                    follower.readmit_python(&mut catalog, &mut kernel);
                     catalog.jit.refresh(false, registry::monotonic_ns());
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
@@ -255,8 +263,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     live.finish();
     kernel.detach();
     step.done("detach");
+    let deadline = Instant::now() + FINAL_DRAIN;
+    let mut left_behind = 0u64;
     while let Some(sample) = events.try_next() {
-        sink.take(sample, &mut catalog);
+        if Instant::now() < deadline {
+            sink.take(sample, &mut catalog);
+        } else {
+            left_behind += 1;
+        }
     }
     sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
     step.done("drain");
@@ -283,7 +297,20 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         why,
         profile: &sink.profile,
         catalog: &catalog,
-        counters: kernel.counters()?,
+        counters: kernel
+            .counters()?
+            .into_iter()
+            .map(|(c, n)| {
+                (
+                    c,
+                    if c == tracer_common::Counter::EventsLost {
+                        n + left_behind
+                    } else {
+                        n
+                    },
+                )
+            })
+            .collect(),
         stops,
         copies: sink.copies.stats,
         table_bytes: catalog.loader.tables.map_bytes(),
@@ -291,7 +318,11 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         follow: follower.stats,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
-        python: summary::python::PythonFigures::new(&kernel.python_counts()?, catalog.pycode.stats()),
+        python: summary::python::PythonFigures::new(
+            &kernel.python_counts()?,
+            catalog.pycode.stats(),
+            catalog.pycode.map_stats(),
+        ),
         diagnosis: Vec::new(),
     };
     let jit = catalog.jit.stats();

@@ -15,7 +15,7 @@
 //! `footprint` (the `/proc` readers `watch` and the bench share).
 
 mod files;
-mod footprint;
+pub(crate) mod footprint;
 mod hostile;
 mod load;
 mod reads;
@@ -60,7 +60,7 @@ fn compile(dir: &Path, source: &str, out: &str, extra: &[&str]) -> PathBuf {
 /// their code is at the same addresses and a frame resolved through the other's mappings
 /// shows as a foreign name. Their files (and so their command names) are `first-TAG` and
 /// `second-TAG`, names no other program uses (see `own_name`).
-fn chain_programs(dir: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn chain_programs(dir: &Path) -> (PathBuf, PathBuf) {
     (
         compile(dir, "chain", &own_name(dir, "first"), &["-no-pie"]),
         compile(dir, "chain", &own_name(dir, "second"), &["-no-pie", "-DSECOND"]),
@@ -204,7 +204,7 @@ impl Verdicts {
 /// `first_commutative_argument`), and our programs' samples outside their chain (the dynamic
 /// loader before `main`, `exit`; samples of a process gone before its mappings were read,
 /// which cannot be symbolized).
-fn chain_by_comm(programs: &(PathBuf, PathBuf), depth: usize) -> impl Fn(&Folded) -> Option<Vec<String>> {
+pub(crate) fn chain_by_comm(programs: &(PathBuf, PathBuf), depth: usize) -> impl Fn(&Folded) -> Option<Vec<String>> {
     let (first, second) = (comm(&programs.0), comm(&programs.1));
     move |line| {
         let in_chain = line

@@ -127,7 +127,8 @@ fn python_stack(sample: &Sample, catalog: &Catalog) -> (Vec<PyFrame>, bool) {
         .filter_map(|f| match f {
             merge::Merged::Native(_) => None,
             merge::Merged::Python(p) => {
-                let frame = catalog.pycode.frame(sample.tgid, *p);
+                // None: left out by the sample's output bound (not for these programs).
+                let frame = catalog.pycode.frame(sample.tgid, *p)?;
                 Some(match catalog.pycode.function(frame.function) {
                     Some(function) => (function.qualname.into(), (frame.line != 0).then_some(frame.line as i32)),
                     None => (format!("[python {:#x}]", frame.code), None),

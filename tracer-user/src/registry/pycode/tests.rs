@@ -111,7 +111,7 @@ fn runs_replace_their_evaluation_loop_frames() {
     let named: Vec<_> = merged
         .iter()
         .filter_map(|m| match m {
-            Merged::Python(p) => name(&codes, codes.frame(7, *p)),
+            Merged::Python(p) => name(&codes, codes.frame(7, *p).expect("not elided")),
             Merged::Native(_) => None,
         })
         .collect();
@@ -125,8 +125,8 @@ fn runs_replace_their_evaluation_loop_frames() {
         ]
     );
     assert_eq!(
-        codes.frame(8, key).function,
-        codes.frame(7, key).function,
+        codes.frame(8, key).expect("not elided").function,
+        codes.frame(7, key).expect("not elided").function,
         "one function"
     );
     let stats = codes.stats();
@@ -170,8 +170,13 @@ fn cached_code_objects_are_checked_again() {
         code,
         instr: instr(&c, code, 0),
     };
-    assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "first");
-    let missing = codes.frame(7, at(0x50_000));
+    assert_eq!(
+        name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
+            .unwrap()
+            .0,
+        "first"
+    );
+    let missing = codes.frame(7, at(0x50_000)).expect("not elided");
     assert_eq!(
         missing,
         PyFrame {
@@ -189,24 +194,48 @@ fn cached_code_objects_are_checked_again() {
         m.string(&c, 0x60_400, "/b.py", 1);
         m.bytes(&c, 0x60_800, &TABLE);
     }
-    assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "first", "cached");
+    assert_eq!(
+        name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
+            .unwrap()
+            .0,
+        "first",
+        "cached"
+    );
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(
-        name(&codes, codes.frame(7, at(0x10_000))).unwrap(),
+        name(&codes, codes.frame(7, at(0x10_000)).expect("not elided")).unwrap(),
         ("second".into(), "/b.py".into(), 9)
     );
     // Unchanged past the check: still named (the header read again matched).
     std::thread::sleep(Duration::from_millis(60));
-    assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "second");
+    assert_eq!(
+        name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
+            .unwrap()
+            .0,
+        "second"
+    );
     // Its process gone (the memory reads nothing), a cached code object still names the
     // samples that come in late.
     let saved = std::mem::take(&mut *memory.lock().unwrap());
     std::thread::sleep(Duration::from_millis(60));
-    assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "second");
+    assert_eq!(
+        name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
+            .unwrap()
+            .0,
+        "second"
+    );
     *memory.lock().unwrap() = saved;
     // A process not (or no longer) known: unnamed.
     codes.forget(7);
-    assert_eq!(codes.frame(7, at(0x10_000)).function, PyFrame::UNNAMED);
+    assert_eq!(
+        codes.frame(7, at(0x10_000)).expect("not elided").function,
+        PyFrame::UNNAMED
+    );
     codes.set(7, Some((info(), c)));
-    assert_eq!(name(&codes, codes.frame(7, at(0x10_000))).unwrap().0, "second");
+    assert_eq!(
+        name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
+            .unwrap()
+            .0,
+        "second"
+    );
 }

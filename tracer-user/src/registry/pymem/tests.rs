@@ -5,7 +5,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{MAX_STUCK, MemReader, ReadError, TIMEOUT};
+use super::{MAX_STUCK, MAX_STUCK_PER_USER, MemReader, ReadError, TIMEOUT};
 use crate::python::{layout::V3_11, testing::FakeMemory};
 
 /// A reader whose processes all have `memory`, but for `stuck` pids, whose reads block.
@@ -33,40 +33,69 @@ fn reads_code_objects() {
     let mut memory = FakeMemory::default();
     memory.function(&c, 0x10_000, "Kls.run", "/srv/app.py", 7, &[0xef, 0x00]);
     let mut reader = reader(memory, Vec::new());
-    let info = reader.code(40, c, 0x10_000).expect("read");
+    let info = reader.meta(40, 0, c, 0x10_000).expect("read");
     assert_eq!(
         (info.qualname.as_str(), info.filename.as_str(), info.first_line),
         ("Kls.run", "/srv/app.py", 7)
     );
-    assert_eq!(reader.header(40, c, 0x10_000), Ok(info.header));
-    assert!(matches!(reader.code(40, c, 0x90_000), Err(ReadError::Code(_))));
+    assert_eq!(reader.table(40, 0, info.table_at, info.table_len), Ok(vec![0xef, 0x00]));
+    assert_eq!(reader.header(40, 0, c, 0x10_000), Ok(info.header));
+    assert!(matches!(reader.meta(40, 0, c, 0x90_000), Err(ReadError::Code(_))));
     assert_eq!(reader.stuck, 0);
 }
 
 /// A read that never returns costs the session [`TIMEOUT`] once: the process is not read
-/// again, other processes are (through a new thread), a process given its pid later is; and
-/// after [`MAX_STUCK`] blocked threads nothing is read any more.
+/// again, other processes are (through a new thread), a process given its pid later is; after
+/// [`MAX_STUCK_PER_USER`] blocked threads of one user's processes, that user's processes are
+/// not read, other users' still are; after [`MAX_STUCK`] in all nothing is read any more.
 #[test]
-fn a_blocked_read_gives_up_on_its_process_only() {
+fn a_blocked_read_costs_its_user_only() {
     let c = V3_11.code;
     let mut memory = FakeMemory::default();
     memory.function(&c, 0x10_000, "f", "a.py", 1, &[]);
-    let mut reader = reader(memory, vec![1, 2, 3, 4]);
+    let stuck: Vec<u32> = (1..=MAX_STUCK as u32).collect();
+    let mut reader = reader(memory, stuck);
+    let (user, other) = (65534, 0);
     let started = Instant::now();
-    assert_eq!(reader.code(1, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.meta(1, user, c, 0x10_000), Err(ReadError::Stuck));
     assert!(started.elapsed() >= TIMEOUT);
     let again = Instant::now();
-    assert_eq!(reader.code(1, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.meta(1, user, c, 0x10_000), Err(ReadError::Stuck));
     assert!(again.elapsed() < TIMEOUT, "a stuck process is refused at once");
-    assert!(reader.code(9, c, 0x10_000).is_ok(), "another process is read");
+    assert!(
+        reader.meta(99, user, c, 0x10_000).is_ok(),
+        "another process of the user is read"
+    );
     assert_eq!(reader.stuck, 1);
-    for pid in 2..=4 {
-        assert_eq!(reader.code(pid, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.meta(2, user, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.stuck, MAX_STUCK_PER_USER);
+    let refused = Instant::now();
+    assert_eq!(
+        reader.meta(99, user, c, 0x10_000),
+        Err(ReadError::Stuck),
+        "the user's processes are not read"
+    );
+    assert!(refused.elapsed() < TIMEOUT, "refused at once");
+    assert!(
+        reader.meta(98, other, c, 0x10_000).is_ok(),
+        "another user's process is read"
+    );
+    // As many users as it takes to stop all reading.
+    for pid in 3..=MAX_STUCK as u32 {
+        assert_eq!(reader.meta(pid, 1000 + pid / 2, c, 0x10_000), Err(ReadError::Stuck));
     }
     assert_eq!(reader.stuck, MAX_STUCK);
-    assert_eq!(reader.code(9, c, 0x10_000), Err(ReadError::Stuck), "reading stopped");
+    assert_eq!(
+        reader.meta(98, other, c, 0x10_000),
+        Err(ReadError::Stuck),
+        "reading stopped"
+    );
     reader.forget(1);
-    assert_eq!(reader.code(9, c, 0x10_000), Err(ReadError::Stuck), "still stopped");
+    assert_eq!(
+        reader.meta(98, other, c, 0x10_000),
+        Err(ReadError::Stuck),
+        "still stopped"
+    );
 }
 
 /// Forgetting a stuck process lets a new process with its pid be read.
@@ -89,8 +118,8 @@ fn a_forgotten_pid_is_read_again() {
             memory.read(addr, buf)
         })
     }));
-    assert_eq!(reader.code(5, c, 0x10_000), Err(ReadError::Stuck));
-    assert_eq!(reader.code(5, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.meta(5, 0, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(reader.meta(5, 0, c, 0x10_000), Err(ReadError::Stuck));
     reader.forget(5);
-    assert!(reader.code(5, c, 0x10_000).is_ok());
+    assert!(reader.meta(5, 0, c, 0x10_000).is_ok());
 }

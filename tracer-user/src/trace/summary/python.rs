@@ -7,7 +7,10 @@ use std::{collections::BTreeMap, fmt};
 
 use serde::Serialize;
 
-use crate::{bpf::PythonCounts, registry::PyFrameStats};
+use crate::{
+    bpf::PythonCounts,
+    registry::{PyFrameStats, PyMapStats},
+};
 
 /// The kernel's Python walk counters, as the summary names them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -21,13 +24,16 @@ pub struct PythonFigures {
     pub cut_short_by_reason: BTreeMap<&'static str, u64>,
     /// The Python frames put into stacks, and those not named.
     pub stacks: PyFrameStats,
+    /// The processes given to the kernel's map of interpreters: added, evicted, refused.
+    pub map: PyMapStats,
 }
 
 impl PythonFigures {
     /// The kernel's `counts` and what became of the frames in the stacks.
-    pub fn new(counts: &PythonCounts, stacks: PyFrameStats) -> PythonFigures {
+    pub fn new(counts: &PythonCounts, stacks: PyFrameStats, map: PyMapStats) -> PythonFigures {
         PythonFigures {
             stacks,
+            map,
             ..PythonFigures::from(counts)
         }
     }
@@ -47,12 +53,27 @@ impl From<&PythonCounts> for PythonFigures {
             cut_short: cut_short_by_reason.values().sum(),
             cut_short_by_reason,
             stacks: PyFrameStats::default(),
+            map: PyMapStats::default(),
         }
     }
 }
 
-/// The text line, only when some Python chain was walked.
+/// The text line, only when some Python chain was walked; the map's line, only when a
+/// process was evicted or refused.
 pub fn write(f: &mut fmt::Formatter<'_>, python: &PythonFigures) -> fmt::Result {
+    let map = &python.map;
+    if map.evicted + map.refused_full + map.refused_error > 0 {
+        writeln!(
+            f,
+            "  python map: {} processes added, {} idle ones gave way, {} refused (full of processes \
+             sampled more recently {}, error {})",
+            map.added,
+            map.evicted,
+            map.refused_full + map.refused_error,
+            map.refused_full,
+            map.refused_error
+        )?;
+    }
     if python.walks == 0 {
         return Ok(());
     }
@@ -75,7 +96,16 @@ pub fn write(f: &mut fmt::Formatter<'_>, python: &PythonFigures) -> fmt::Result 
             f,
             "; {} Python frames in stacks, {} unnamed",
             stacks.frames,
-            stacks.unnamed + stacks.too_many_functions
+            stacks.unnamed + stacks.too_many_functions + stacks.over_user_budget + stacks.over_budget
+        )?;
+    }
+    let bounded = stacks.over_user_budget + stacks.over_budget + stacks.elided + stacks.caches_emptied;
+    if bounded > 0 {
+        write!(
+            f,
+            " (bounds: {} over their user's share of names, {} over their sample's work, {} elided, \
+             {} caches emptied)",
+            stacks.over_user_budget, stacks.over_budget, stacks.elided, stacks.caches_emptied
         )?;
     }
     let unmatched = stacks.eval_frames_without_run + stacks.runs_dropped;

@@ -8,6 +8,7 @@ mod debuginfo;
 mod jit;
 mod names;
 mod outputs;
+mod python;
 mod signals;
 mod symbolize;
 mod tables;
