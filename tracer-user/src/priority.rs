@@ -80,12 +80,12 @@ pub fn apply(priority: DrainPriority) {
 pub fn inherit(thread: &std::thread::JoinHandle<()>) {
     use std::os::unix::thread::JoinHandleExt as _;
     if let DrainPriority::Fifo(p) = *SESSION.lock().unwrap_or_else(|e| e.into_inner()) {
-        let param = libc::sched_param {
-            sched_priority: i32::from(p),
-        };
+        let param = fifo_param(p);
+        // std's raw handle is the C library's `pthread_t` (an integer in glibc, a pointer in musl).
+        let handle = thread.as_pthread_t() as libc::pthread_t;
         // SAFETY: `thread` is a live thread of this process (its handle is held); `param`
         // outlives the call.
-        let r = unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_FIFO, &param) };
+        let r = unsafe { libc::pthread_setschedparam(handle, libc::SCHED_FIFO, &param) };
         if r != 0 {
             log::debug!("cannot run a helper thread under SCHED_FIFO: error {r}");
         }
@@ -99,13 +99,19 @@ pub fn inherit_nice() {
     }
 }
 
+/// A `sched_param` of real-time priority `p` (musl's has more fields than glibc's, all zero).
+fn fifo_param(p: u8) -> libc::sched_param {
+    // SAFETY: sched_param is plain integers (and, in musl, timespecs): all zero is valid.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = i32::from(p);
+    param
+}
+
 fn set(priority: DrainPriority) {
     match priority {
         DrainPriority::Unchanged => {}
         DrainPriority::Fifo(p) => {
-            let param = libc::sched_param {
-                sched_priority: i32::from(p),
-            };
+            let param = fifo_param(p);
             // SAFETY: sets the calling thread's policy (pid 0); `param` outlives the call.
             let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
             if r != 0 {

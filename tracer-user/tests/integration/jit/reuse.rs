@@ -26,31 +26,7 @@ use std::{
 };
 
 use super::hostile::{Placed, build_jit};
-use crate::support::{Running, SUMMARY_JSON, Tracer, privileged, read_pprof};
-
-/// The busy neighbours: a shell loop burning a CPU, and fixtures/jit/jit.c's growing jitdump
-/// (filled to 32 MiB, a record more every 100 ms), in `dir`.
-fn busy_neighbours(program: &std::path::Path, dir: &std::path::Path) -> Vec<Running> {
-    let burner = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .expect("start a busy shell");
-    let mut grower = Command::new(program)
-        .args(["120", "grow", "32"])
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the growing jitdump");
-    let stdout = grower.stdout.take().expect("stdout");
-    let grower = Running(grower);
-    let line = BufReader::new(stdout)
-        .lines()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    assert!(line.starts_with("ready "), "the growing jitdump said {line:?}");
-    vec![Running(burner), grower]
-}
+use crate::support::{SUMMARY_JSON, Tracer, privileged, read_pprof};
 
 /// The JIT frame names of the samples of `pid` in a pprof, per command, with their counts.
 fn pprof_names(path: &std::path::Path, pid: u32) -> BTreeMap<(String, String), i64> {
@@ -103,8 +79,7 @@ fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
         json.to_str().expect("utf-8"),
     ];
     args.extend(SUMMARY_JSON);
-    let neighbours_dir = tempfile::tempdir().expect("tempdir");
-    let neighbours = busy_neighbours(&program, neighbours_dir.path());
+    let neighbours = crate::support::neighbours::start();
     let mut tracer = Tracer::start_logging(&args, sframe_trace::jit::WATCH_LOG);
     let mut jit = Command::new(&program)
         .args(["1", "reuse", "hold"])
