@@ -183,4 +183,3 @@ fn read_str(layout: &CodeLayout, s: u64, read: &mut impl FnMut(u64, &mut [u8]) -
     });
     Ok(chars.collect())
 }
-

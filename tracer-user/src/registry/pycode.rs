@@ -566,11 +566,7 @@ fn read(inner: &mut Inner, pid: u32, code: u64, now: Instant) -> Code {
         }
     };
     Code {
-        function: Some(
-            inner
-                .names
-                .intern(uid, meta.qualname, meta.filename),
-        ),
+        function: Some(inner.names.intern(uid, meta.qualname, meta.filename)),
         first_line: meta.first_line,
         linetable: table,
         header: meta.header,

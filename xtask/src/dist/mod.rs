@@ -162,21 +162,22 @@ fn tarball(stage: &Path) -> anyhow::Result<PathBuf> {
     let parent = stage.parent().context("the stage has a parent")?;
     let name = stage.file_name().context("the stage has a name")?;
     let tarball = parent.join(format!("{}.tar.gz", name.to_string_lossy()));
-    sh(Command::new("tar")
-        .current_dir(parent)
-        .args([
-            "--sort=name",
-            "--owner=0",
-            "--group=0",
-            "--numeric-owner",
-            "--mtime=@0",
-            "-I",
-            "gzip -n -9",
-            "-cf",
-        ])
-        .arg(&tarball)
-        .arg(name))?;
+    sh(&mut tar(parent, &tarball, &[name], true))?;
     Ok(tarball)
+}
+
+/// `tar` of `members` (relative to `dir`) into `archive`, reproducible: sorted, owned by root,
+/// time 0; gzipped (`gzip -n -9`, no name or time) when `gzip`.
+pub fn tar(dir: &Path, archive: &Path, members: &[&std::ffi::OsStr], gzip: bool) -> Command {
+    let mut command = Command::new("tar");
+    command
+        .current_dir(dir)
+        .args(["--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0"]);
+    if gzip {
+        command.args(["-I", "gzip -n -9"]);
+    }
+    command.arg("-cf").arg(archive).args(members);
+    command
 }
 
 /// `SHA256SUMS` of the tarballs, packages and images in `out`.

@@ -35,18 +35,12 @@ pub fn image(binary: &Path, version: &str, arch: Arch, out: &Path) -> anyhow::Re
     fs::copy(binary, rootfs.join("sframe-trace"))?;
     sh(Command::new("chmod").arg("1777").arg(rootfs.join("tmp")))?;
     let layer_tar = work.join("layer.tar");
-    sh(Command::new("tar")
-        .current_dir(&rootfs)
-        .args([
-            "--sort=name",
-            "--owner=0",
-            "--group=0",
-            "--numeric-owner",
-            "--mtime=@0",
-            "-cf",
-        ])
-        .arg(&layer_tar)
-        .args(["sframe-trace", "tmp"]))?;
+    sh(&mut super::tar(
+        &rootfs,
+        &layer_tar,
+        &["sframe-trace".as_ref(), "tmp".as_ref()],
+        false,
+    ))?;
     let diff_id = sha256(&layer_tar)?;
     sh(Command::new("gzip").args(["-9n", "-f"]).arg(&layer_tar))?;
     let layer = blob(&blobs, &work.join("layer.tar.gz"))?;
@@ -88,18 +82,8 @@ pub fn image(binary: &Path, version: &str, arch: Arch, out: &Path) -> anyhow::Re
     fs::write(layout.join("index.json"), serde_json::to_vec(&index)?)?;
     fs::write(layout.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#)?;
     let archive = out.join(format!("sframe-trace-{version}-{}.oci.tar", arch.name));
-    sh(Command::new("tar")
-        .current_dir(&layout)
-        .args([
-            "--sort=name",
-            "--owner=0",
-            "--group=0",
-            "--numeric-owner",
-            "--mtime=@0",
-            "-cf",
-        ])
-        .arg(&archive)
-        .args(["oci-layout", "index.json", "blobs"]))?;
+    let members = ["oci-layout".as_ref(), "index.json".as_ref(), "blobs".as_ref()];
+    sh(&mut super::tar(&layout, &archive, &members, false))?;
     fs::remove_dir_all(&work)?;
     Ok(archive)
 }
