@@ -1,6 +1,7 @@
 //! A Debian 11 (bullseye, glibc 2.31) root made with `debootstrap --variant=minbase`, cached
 //! in `rootfs/bullseye-debootstrap/` once: the oldest glibc the static executable is tested
-//! on, and a clean system for installing its Debian package with dpkg. A `complete` marker says
+//! on, and a clean system (with systemd and man-db) for installing its Debian package with
+//! dpkg. A `complete` marker (holding the extra packages) says
 //! it is done; a lock keeps two runs from building it at the same time.
 
 use std::{fs, path::PathBuf, process::Command};
@@ -15,18 +16,23 @@ use crate::{
 
 const NAME: &str = "bullseye-debootstrap";
 
+/// Packages besides the minimal base: systemd and man-db, so that the package's unit is
+/// verified (`systemd-analyze verify`, its `man:` documentation looked up) by bullseye's own.
+const INCLUDE: &str = "systemd,man-db";
+
 /// The root, made if not cached yet.
 pub fn root() -> anyhow::Result<PathBuf> {
     setup::apt(&["debootstrap", "debian-archive-keyring"])?;
     let parent = debian::cache_dir()?.join("rootfs");
     fs::create_dir_all(&parent)?;
     let dir = parent.join(NAME);
-    if dir.join("complete").exists() {
+    let complete = || fs::read_to_string(dir.join("complete")).is_ok_and(|c| c == INCLUDE);
+    if complete() {
         eprintln!("dist: bullseye root present ({})", dir.display());
         return Ok(dir);
     }
     let _lock = lock(&parent.join(format!("{NAME}.lock")))?;
-    if dir.join("complete").exists() {
+    if complete() {
         return Ok(dir);
     }
     let tmp = parent.join(format!("{NAME}.tmp"));
@@ -45,7 +51,7 @@ pub fn root() -> anyhow::Result<PathBuf> {
         .arg(&tmp)
         .arg(&mirror))
     .context("debootstrap of bullseye")?;
-    fs::write(tmp.join("complete"), "")?;
+    fs::write(tmp.join("complete"), INCLUDE)?;
     if dir.exists() {
         fs::remove_dir_all(&dir)?;
     }
