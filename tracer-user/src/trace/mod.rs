@@ -114,8 +114,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
     tune_allocator();
-    crate::priority::apply(config.drain_priority);
     crate::bpf::preflight()?;
+    // After the check of privileges (without them there is nothing to run ahead of).
+    crate::priority::apply(config.drain_priority);
     crate::bpf::check_events(&config.events)?;
     let started = Instant::now();
     let mut output = output::Outputs::open(&config)?;

@@ -44,13 +44,29 @@ fn sframe_trace(args: &[&str]) -> String {
 /// and svg (the svg written from the same stacks is the same text), for pprof the labels and
 /// names of each sample, for json and perf-script each record without its time, CPU and
 /// addresses.
+/// `line` with the text of an SVG's `<text id="title" ...>` element left out.
+fn without_title(line: &str) -> String {
+    let Some(start) = line.find("<text id=\"title\"") else {
+        return line.to_owned();
+    };
+    let end = line[start..].find("</text>").map_or(line.len(), |e| start + e);
+    format!("{}{}", &line[..start], &line[end..])
+}
+
 fn stacks(format: &str, path: &Path) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let text = || std::fs::read_to_string(path).expect("read the output");
     match format {
-        "folded" | "svg" => {
+        "folded" => {
             for line in text().lines() {
                 *out.entry(line.to_owned()).or_default() += 1;
+            }
+        }
+        // The title names the command traced on the host, which a profile does not carry:
+        // everything else must be the same.
+        "svg" => {
+            for line in text().lines() {
+                *out.entry(without_title(line)).or_default() += 1;
             }
         }
         "pprof" => {
