@@ -102,6 +102,8 @@ pub struct Follower<P = Live> {
     /// (`--no-python` turns it off).
     pub python: bool,
     pub stats: FollowStats,
+    /// Pids whose process exited or exec'd (their executable name is not trusted).
+    pub changed: super::inspect::Changed,
 }
 
 impl Follower {
@@ -128,6 +130,7 @@ impl<P: Processes> Follower<P> {
             freed: false,
             python: true,
             stats: FollowStats::default(),
+            changed: super::inspect::Changed::default(),
         };
         (follower, receiver)
     }
@@ -140,6 +143,9 @@ impl<P: Processes> Follower<P> {
     pub fn ended(&mut self, notice: &Notice, catalog: &mut Catalog) {
         let kind = NoticeKind::try_from(notice.kind);
         if matches!(kind, Ok(NoticeKind::Exit | NoticeKind::Exec | NoticeKind::Unmapped)) {
+            if matches!(kind, Ok(NoticeKind::Exit | NoticeKind::Exec)) {
+                self.changed.note(notice.tgid);
+            }
             let known = catalog.end_process(notice.tgid, notice.time_ns);
             if kind == Ok(NoticeKind::Exit) {
                 catalog.jit.exited(notice.tgid, notice.time_ns);

@@ -283,9 +283,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     catalog.jit.refresh(true, registry::monotonic_ns());
     step.done("perf maps");
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
-    let mut finished = sink
-        .output
-        .finish(&sink.profile, &catalog, &mut sink.symbols, &sink.runtimes.names);
+    let mut finished = sink.output.finish(
+        &sink.profile,
+        &catalog,
+        &mut sink.symbols,
+        &follower.changed.trusted(&sink.runtimes.names),
+    );
     step.done("outputs");
     let failed_outputs = std::mem::take(&mut finished.failed);
     let mut stops = kernel.stop_reasons()?;
