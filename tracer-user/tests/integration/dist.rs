@@ -44,7 +44,8 @@ fn static_binary(dist: &Path) -> PathBuf {
 }
 
 /// The demo (main -> run -> outer -> middle -> inner -> spin), built with SFrame, running for
-/// `seconds` on the host.
+/// `seconds` on the host (long enough for a slow tracer under emulation: it is killed when
+/// the test is done with it).
 fn demo(dir: &Path, seconds: &str) -> (PathBuf, Running) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo/demo.c");
     let exe = gcc(&src, &dir.join("demo"), &SFRAME_CFLAGS);
@@ -161,7 +162,7 @@ fn static_binary_traces_from_an_empty_root() {
     let root = work.path().join("root");
     std::fs::create_dir_all(&root).expect("mkdir root");
     std::fs::copy(&binary, root.join("sframe-trace")).expect("copy the binary");
-    let (_exe, demo) = demo(work.path(), "30");
+    let (_exe, demo) = demo(work.path(), "600");
     let pid = demo.pid().to_string();
     let out = in_root(&root, &["/sframe-trace", "--pid", &pid, "-d", "2", "-f", "folded"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -350,7 +351,7 @@ fn image_traces_a_host_process_under_podman() {
         .trim()
         .to_owned();
     let work = tempfile::tempdir().expect("tempdir");
-    let (_exe, demo) = demo(work.path(), "60");
+    let (_exe, demo) = demo(work.path(), "600");
     let pid = demo.pid().to_string();
     // This machine's limits, as they are: its root cannot raise them (no CAP_SYS_RESOURCE), and
     // podman would ask for more. runc, as crun refuses hybrid cgroup hierarchies. (docs/install
@@ -386,7 +387,7 @@ fn static_binary_traces_a_process_in_this_kernel() {
         std::env::var_os("SFRAME_TRACE_DIST_BINARY").expect("SFRAME_TRACE_DIST_BINARY names the static executable"),
     );
     let work = tempfile::tempdir().expect("tempdir");
-    let (_exe, demo) = demo(work.path(), "60");
+    let (_exe, demo) = demo(work.path(), "600");
     let pid = demo.pid().to_string();
     let out = Command::new(&binary)
         .args(["--pid", &pid, "-d", "3", "-f", "folded"])
