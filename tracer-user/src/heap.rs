@@ -6,7 +6,7 @@
 //! threads hold the heap ([`per_thread`]).
 
 use std::{
-    alloc::{GlobalAlloc, Layout, System},
+    alloc::{GlobalAlloc, Layout},
     cell::Cell,
     sync::atomic::{AtomicIsize, AtomicU32, Ordering},
 };
@@ -107,6 +107,14 @@ fn publish(net: usize, delta: isize) {
 /// The system allocator, each call counted on the calling thread.
 pub struct Counted;
 
+#[cfg(target_env = "musl")]
+use mimalloc::MiMalloc as Inner;
+/// The allocator underneath: glibc's where the tracer links glibc (tuned in `trace`), and
+/// mimalloc in the static (musl) build, whose own allocator made table builds and naming a
+/// third to a half slower (`cargo xtask bench --phase static`).
+#[cfg(not(target_env = "musl"))]
+use std::alloc::System as Inner;
+
 #[global_allocator]
 static ALLOCATOR: Counted = Counted;
 
@@ -131,7 +139,7 @@ fn shrank(bytes: usize) {
 unsafe impl GlobalAlloc for Counted {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
-        let ptr = unsafe { System.alloc(layout) };
+        let ptr = unsafe { Inner.alloc(layout) };
         if !ptr.is_null() {
             grew(layout.size());
         }
@@ -140,7 +148,7 @@ unsafe impl GlobalAlloc for Counted {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
+        let ptr = unsafe { Inner.alloc_zeroed(layout) };
         if !ptr.is_null() {
             grew(layout.size());
         }
@@ -149,13 +157,13 @@ unsafe impl GlobalAlloc for Counted {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { Inner.dealloc(ptr, layout) };
         shrank(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        let new = unsafe { Inner.realloc(ptr, layout, new_size) };
         if !new.is_null() {
             shrank(layout.size());
             grew(new_size);

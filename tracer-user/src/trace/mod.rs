@@ -343,7 +343,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         runtimes: &sink.runtimes.notes,
         jit_processes: jit.processes,
         perf_maps: jit.perf_maps,
-        unnamed: &finished.unnamed,
+        // With `--symbolize none` frames are unnamed on purpose: nothing to advise.
+        unnamed: if crate::symfiles::user_symbols() {
+            &finished.unnamed
+        } else {
+            &[]
+        },
         debuginfod: std::env::var_os("DEBUGINFOD_URLS").is_some_and(|v| !v.is_empty()),
     });
     let summary = summary::Summary { diagnosis, ..summary };
