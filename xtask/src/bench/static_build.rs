@@ -38,7 +38,8 @@ fn builds(b: &Bench) -> anyhow::Result<[(&'static str, PathBuf); 2]> {
 
 pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     let builds = builds(b)?;
-    let rounds = if b.plan.quick { 2 } else { 5 };
+    // Cheap (a few seconds a round), and the short commands need many to see past noise.
+    let rounds = 9;
     let work = b.scratch.join("static");
     std::fs::create_dir_all(&work)?;
     let demo = work.join("demo");
