@@ -4,8 +4,8 @@
 //! Python program (`python::programs::FIB` on Debian's 3.11, root's) and an honest native one
 //! (`hardening`'s `first` chain). Each attack is traced twice: with `-d`, which must end within
 //! 2 s of its duration, and until SIGTERM, which must end it within 2 s; the tracer's peak
-//! memory (VmHWM) stays under [`MAX_HWM_KIB`] (with `--pid`: system-wide it holds what the
-//! whole host runs), the honest program's Python frames are named and exact (at least
+//! memory (VmHWM) stays under [`MAX_HWM_KIB`] (with `--pid`; [`MAX_HWM_KIB_SYSTEM_WIDE`]
+//! system-wide, where it holds what the whole host runs), the honest program's Python frames are named and exact (at least
 //! [`LEAST`] of them in the session ended by SIGTERM, which lasts until the program used CPU
 //! time), the native one's stacks never wrong, and the bound that held the attack is counted
 //! in the summary.
@@ -30,6 +30,10 @@ use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, gcc, json_frames, j
 /// The tracer's peak resident memory at most (the forger of line tables took 0.9 GB; a
 /// system-wide session on a busy host here, 363 MiB).
 const MAX_HWM_KIB: u64 = 512 << 10;
+/// The same system-wide, where the tracer also holds the tables and names of everything else
+/// the host runs (406-792 MiB seen here beside other users' builds): bounded all the same, far
+/// below what 1,100 forgers' line tables once took.
+const MAX_HWM_KIB_SYSTEM_WIDE: u64 = 1536 << 10;
 /// How late a session may end: after its duration, or after SIGTERM.
 const LATE: Duration = Duration::from_secs(2);
 /// The `-d` of the sessions.
@@ -235,9 +239,14 @@ fn judge(session: &Session, end: End, honest: &Honest, what: &str) {
     );
     assert!(session.ended_in <= limit, "{what}: ended in {:?}", session.ended_in);
     // System-wide, the tracer also holds the tables and names of everything else the host
-    // runs (here, other users' compilers): its peak says nothing of the attack.
+    // runs (here, other users' compilers): a looser bound there.
+    let max = if session.system_wide {
+        MAX_HWM_KIB_SYSTEM_WIDE
+    } else {
+        MAX_HWM_KIB
+    };
     assert!(
-        session.hwm_kib > 0 && (session.system_wide || session.hwm_kib <= MAX_HWM_KIB),
+        session.hwm_kib > 0 && session.hwm_kib <= max,
         "{what}: VmHWM {} KiB",
         session.hwm_kib
     );
