@@ -6,8 +6,8 @@
 //! 2 s of its duration, and until SIGTERM, which must end it within 2 s; the tracer's peak
 //! memory (VmHWM) stays under [`MAX_HWM_KIB`] (with `--pid`; [`MAX_HWM_KIB_SYSTEM_WIDE`]
 //! system-wide, where it holds what the whole host runs), the honest program's Python frames
-//! are named and exact (at least [`LEAST`] of them in the session ended by SIGTERM, which lasts until the program used CPU
-//! time), the native one's stacks never wrong, and the bound that held the attack is counted
+//! are named and exact (at least [`LEAST`] of them in the session ended by SIGTERM, which
+//! lasts until the program used CPU time), the native one's stacks never wrong, and the bound that held the attack is counted
 //! in the summary.
 //!
 //! Against the release build, as users run it and as the attacks were made: `cargo xtask test`
