@@ -7,8 +7,8 @@
 //! memory (VmHWM) stays under [`MAX_HWM_KIB`] (with `--pid`; [`MAX_HWM_KIB_SYSTEM_WIDE`]
 //! system-wide, where it holds what the whole host runs), the honest program's Python frames
 //! are named and exact (at least [`LEAST`] of them in the session ended by SIGTERM, which
-//! lasts until the program used CPU time), the native one's stacks never wrong, and the bound that held the attack is counted
-//! in the summary.
+//! lasts until the program used CPU time), the native one's stacks never wrong, and the bound
+//! that held the attack is counted in the summary.
 //!
 //! Against the release build, as users run it and as the attacks were made: `cargo xtask test`
 //! runs these (`#[ignore]`d in a plain `cargo test`) with `SFRAME_TRACE_BIN` naming it. The
