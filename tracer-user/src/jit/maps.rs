@@ -8,7 +8,7 @@
 use std::{
     collections::BTreeSet,
     fs::File,
-    os::unix::fs::{FileExt as _, MetadataExt as _},
+    os::unix::fs::MetadataExt as _,
     path::PathBuf,
     time::{Duration, Instant},
 };
@@ -137,24 +137,15 @@ impl ProcessMaps {
     /// Parse `file` from where the last read stopped up to `size` (its size when checked), or
     /// until `until`: whether it got to `size`.
     fn read_from(&mut self, file: &File, size: u64, until: Instant) -> Result<bool, Refusal> {
-        let mut pending: Vec<u8> = Vec::new();
-        let mut at = self.read;
-        let mut buf = vec![0; CHUNK];
-        while at < size {
-            if Instant::now() >= until {
-                return Ok(false);
-            }
-            let want = usize::try_from(size - at).unwrap_or(CHUNK).min(CHUNK);
-            let got = file.read_at(&mut buf[..want], at).map_err(|_| Refusal::Unreadable)?;
-            if got == 0 {
-                break;
-            }
-            at += got as u64;
-            pending.extend_from_slice(&buf[..got]);
-            let used = self.map.add_text_from(&pending, &mut self.skipping);
-            self.read += used as u64;
-            pending.drain(..used);
-        }
-        Ok(true)
+        let (map, skipping) = (&mut self.map, &mut self.skipping);
+        super::appended::read_appended(
+            file,
+            &mut self.read,
+            size,
+            until,
+            CHUNK,
+            Refusal::Unreadable,
+            |pending, _| Ok((map.add_text_from(pending, skipping), false)),
+        )
     }
 }

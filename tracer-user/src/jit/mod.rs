@@ -23,6 +23,7 @@
 //! notice comes). Reading is incremental ([`maps`]) and bounded by the JIT-name budget
 //! ([`budget`]: memory across all processes, a share per process, time per period).
 
+pub(crate) mod appended;
 pub mod budget;
 pub mod dump;
 pub mod elf;

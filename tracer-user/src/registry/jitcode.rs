@@ -26,7 +26,7 @@ use std::{
     cell::RefCell,
     collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
-    os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _},
+    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, Instant},
@@ -304,42 +304,30 @@ impl DumpFile {
     /// Take the records appended to `file` from [`DumpFile::read`] up to `size`, or until
     /// `until`: whether it got to `size` (`Err` for a file that is no jitdump).
     fn read_more(&mut self, file: &File, size: u64, until: Instant) -> Result<bool, ()> {
-        let mut pending: Vec<u8> = Vec::new();
-        let mut at = self.read;
-        let mut buf = vec![0; CHUNK];
-        while at < size {
-            if Instant::now() >= until {
-                return Ok(false);
-            }
-            let want = usize::try_from(size - at).unwrap_or(CHUNK).min(CHUNK);
-            let got = file.read_at(&mut buf[..want], at).map_err(|_| ())?;
-            if got == 0 {
-                break;
-            }
-            at += got as u64;
-            pending.extend_from_slice(&buf[..got]);
-            if self.read == 0 {
-                match crate::jit::dump::header(&pending) {
-                    Ok((machine, header)) => {
-                        self.dump.machine = machine;
-                        self.read = header as u64;
-                        pending.drain(..header);
+        let (dump, stuck) = (&mut self.dump, &mut self.stuck);
+        let mut header_read = self.read != 0;
+        crate::jit::appended::read_appended(file, &mut self.read, size, until, CHUNK, (), |pending, at_end| {
+            let mut header = 0;
+            if !header_read {
+                match crate::jit::dump::header(pending) {
+                    Ok((machine, len)) => {
+                        dump.machine = machine;
+                        header = len;
+                        header_read = true;
                     }
                     // Not all written yet (read again when it grew).
-                    Err(_) if at >= size => return Ok(true),
+                    Err(_) if at_end => return Ok((0, true)),
                     Err(_) => return Err(()),
                 }
             }
-            let used = self.dump.add_records(&pending);
-            self.read += used as u64;
-            pending.drain(..used);
-            if pending.len() > MAX_RECORD {
-                self.dump.malformed += 1;
-                self.stuck = true;
-                return Ok(true);
+            let used = header + dump.add_records(&pending[header..]);
+            if pending.len() - used > MAX_RECORD {
+                dump.malformed += 1;
+                *stuck = true;
+                return Ok((used, true));
             }
-        }
-        Ok(true)
+            Ok((used, false))
+        })
     }
 }
 
