@@ -33,11 +33,17 @@ pub(crate) fn build_jit(dir: &Path) -> PathBuf {
 /// process and the address of its JIT function, once it is ready.
 pub(super) fn start_jit(program: &Path, dir: &Path, seconds: &str, dump: bool) -> (Running, u64) {
     let mut command = Command::new(program);
-    command.arg(seconds).current_dir(dir).stdout(Stdio::piped());
+    command.arg(seconds).current_dir(dir);
     if dump {
         command.arg("dump");
     }
-    let mut child = command.spawn().expect("start the JIT program");
+    ready(command)
+}
+
+/// `command` (the JIT program) started with its stdout piped, once it printed `ready ADDRESS`:
+/// the process and the address of its JIT function.
+pub(crate) fn ready(mut command: Command) -> (Running, u64) {
+    let mut child = command.stdout(Stdio::piped()).spawn().expect("start the JIT program");
     let stdout = child.stdout.take().expect("stdout");
     let running = Running(child);
     let line = std::io::BufReader::new(stdout)

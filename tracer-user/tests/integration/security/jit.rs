@@ -7,38 +7,23 @@
 
 use std::{
     ffi::OsStr,
-    io::{BufRead as _, BufReader},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
 use super::{as_nobody, sticky_dir, tracer, until_sampling};
 use crate::{
-    jit::{hostile::build_jit, jitdump::exact_through, user_stacks},
+    jit::{
+        hostile::{build_jit, ready},
+        jitdump::exact_through,
+        user_stacks,
+    },
     support::{Running, SUMMARY_JSON, Summary, privileged},
 };
 
 /// The size the attacker's jitdump is filled to before it starts growing, in MiB.
 const FILL_MIB: &str = "32";
-
-/// `command` started with its stdout piped, once it printed `ready ADDRESS`: the process and
-/// the address.
-fn ready(mut command: Command) -> (Running, u64) {
-    let mut child = command.stdout(Stdio::piped()).spawn().expect("start the JIT program");
-    let stdout = child.stdout.take().expect("stdout");
-    let running = Running(child);
-    let line = BufReader::new(stdout)
-        .lines()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let addr = line
-        .strip_prefix("ready 0x")
-        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-        .unwrap_or_else(|| panic!("the JIT program said {line:?}"));
-    (running, addr)
-}
 
 /// The honest JIT process: the program with its jitdump, by root, in `dir`.
 fn honest(program: &Path, dir: &Path) -> Running {
