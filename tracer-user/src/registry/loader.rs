@@ -107,7 +107,8 @@ impl<T: TableStore> TableLoader<T> {
         }
     }
 
-    /// [`TableLoader::install`] keeping `prebuilt` (to try again once room is made).
+    /// [`TableLoader::install`] keeping `prebuilt` (to try again once room is made). The one
+    /// place a table becomes loaded.
     pub fn install_ref(&mut self, prebuilt: &Prebuilt) -> Result<Table, NoTable> {
         let id = self
             .tables
@@ -131,18 +132,9 @@ impl<T: TableStore> TableLoader<T> {
     }
 
     /// Put `prebuilt`, the table of the file `key` (`None`: no file), into the kernel tables:
-    /// its id and where it came from, or no room (then nothing of it is installed). The one
-    /// place a table becomes loaded.
+    /// its id and where it came from, or no room (then nothing of it is installed).
     pub fn install(&mut self, _key: Option<&ObjectKey>, prebuilt: Prebuilt) -> Result<Table, NoTable> {
-        let id = self
-            .tables
-            .add(&prebuilt.table)
-            .map_err(|e| NoTable::NoRoom(format!("{}: {e}", prebuilt.shown)))?;
-        Ok(Table {
-            id,
-            source: prebuilt.source,
-            rows: prebuilt.rows,
-        })
+        self.install_ref(&prebuilt)
     }
 
     /// Take `table`, that of the file `key` (`None`: no file), out of the kernel tables. The
