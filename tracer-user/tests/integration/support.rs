@@ -271,41 +271,51 @@ impl Tracer {
     /// Wait until the tracer prints a line `until` accepts (kept in `stderr`, like every line
     /// before it): as long as it makes progress (see [`SILENCE`]), failing with its stderr when
     /// it ends first or is stuck. `what` names the awaited moment in that failure.
-    pub fn wait_for(&mut self, what: &str, mut until: impl FnMut(&str) -> bool) {
+    pub fn wait_for(&mut self, what: &str, until: impl FnMut(&str) -> bool) {
         let mut progress = Progress::new(self.child.id());
-        loop {
-            match self.lines.recv_timeout(std::time::Duration::from_secs(1)) {
-                Ok(line) => {
-                    let done = until(&line);
-                    self.stderr.push(line);
-                    if done {
-                        return;
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = self.child.wait().expect("wait for sframe-trace");
-                    panic!(
-                        "sframe-trace ended ({status}) before it {what}:\n{}",
-                        self.stderr.join("\n")
+        self.wait_line(
+            what,
+            until,
+            || std::time::Duration::from_secs(1),
+            |printed| {
+                progress.stuck(printed).then(|| {
+                    format!(
+                        "sframe-trace made no progress (no line, no CPU time) for {} s before it {what}",
+                        SILENCE.as_secs()
                     )
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if progress.stuck(self.stderr.len()) => panic!(
-                    "sframe-trace made no progress (no line, no CPU time) for {} s before it {what}:\n{}",
-                    SILENCE.as_secs(),
-                    self.stderr.join("\n")
-                ),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            }
-        }
+                })
+            },
+        );
     }
 
     /// [`Tracer::wait_for`] for at most `limit` (a tracer that keeps sampling always makes
     /// progress): fails with its stderr when no line `until` accepts came by then.
-    pub fn wait_within(&mut self, what: &str, limit: std::time::Duration, mut until: impl FnMut(&str) -> bool) {
+    pub fn wait_within(&mut self, what: &str, limit: std::time::Duration, until: impl FnMut(&str) -> bool) {
         let deadline = std::time::Instant::now() + limit;
+        let left = move || deadline.saturating_duration_since(std::time::Instant::now());
+        self.wait_line(
+            what,
+            until,
+            move || left().min(std::time::Duration::from_secs(1)),
+            |_| {
+                left()
+                    .is_zero()
+                    .then(|| format!("sframe-trace had not {what} after {limit:?}"))
+            },
+        );
+    }
+
+    /// The loop of [`Tracer::wait_for`] and [`Tracer::wait_within`]: each wait on a line lasts
+    /// `poll()`; after one that brought none, `given_up(lines so far)` says why to fail, if so.
+    fn wait_line(
+        &mut self,
+        what: &str,
+        mut until: impl FnMut(&str) -> bool,
+        mut poll: impl FnMut() -> std::time::Duration,
+        mut given_up: impl FnMut(usize) -> Option<String>,
+    ) {
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left.min(std::time::Duration::from_secs(1))) {
+            match self.lines.recv_timeout(poll()) {
                 Ok(line) => {
                     let done = until(&line);
                     self.stderr.push(line);
@@ -320,11 +330,11 @@ impl Tracer {
                         self.stderr.join("\n")
                     )
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if left.is_zero() => panic!(
-                    "sframe-trace had not {what} after {limit:?}:\n{}",
-                    self.stderr.join("\n")
-                ),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some(why) = given_up(self.stderr.len()) {
+                        panic!("{why}:\n{}", self.stderr.join("\n"))
+                    }
+                }
             }
         }
     }
