@@ -518,12 +518,7 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
         }
         Ok(lines) => lines,
     };
-    let received = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("samples_received: "))
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
-    let status = if received == 0 && pid.is_none() {
+    let status = if pid.is_none() && !perf_events_fired(&lines) {
         writeln!(
             out,
             "this host can trace: no: the eBPF program loaded and attached but took no cpu-clock sample in {} s \
@@ -540,6 +535,19 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
     }
     out.flush()?;
     Ok(status)
+}
+
+/// Whether the trial's cpu-clock events reached the program: a sample that was walked and
+/// received, or one the program counted and left (a process not traced, or a CPU that was in
+/// the kernel with no user registers, as every sample of an idle host is).
+#[cfg(any(feature = "ebpf", test))]
+fn perf_events_fired(lines: &[String]) -> bool {
+    const FIRED: [&str; 4] = ["samples_received", "sampled", "not_traced", "no_user_regs"];
+    lines.iter().any(|line| {
+        line.split_once(": ").is_some_and(|(name, value)| {
+            FIRED.contains(&name) && value.parse::<u64>().is_ok_and(|n| n > 0)
+        })
+    })
 }
 
 /// Load the program, sample for `duration`, and the counters as `name: value` lines.
@@ -603,4 +611,27 @@ fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration)
         }
         Ok(lines)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::perf_events_fired;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn an_idle_host_whose_samples_all_land_in_the_kernel_can_trace() {
+        let idle = lines("sampled: 0\nnot_traced: 0\nno_user_regs: 99\nsamples_received: 0\nstop_no_info: 0");
+        assert!(perf_events_fired(&idle));
+    }
+
+    #[test]
+    fn a_host_whose_perf_events_never_fire_cannot() {
+        let blocked = lines("sampled: 0\nnot_traced: 0\nno_user_regs: 0\nsamples_received: 0\nstop_no_info: 7\nverified_insns_on_sample: 8792");
+        assert!(!perf_events_fired(&blocked));
+        assert!(perf_events_fired(&lines("not_traced: 3")));
+        assert!(perf_events_fired(&lines("samples_received: 1")));
+    }
 }
