@@ -2,8 +2,6 @@
 //! as it is loaded, one line (or JSON object) per transition, each rule written as its
 //! equation. Pure: takes an [`ObjectTable`], returns values and strings.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 use tracer_common::unwind::{
     FLAG_FP_SAVED, FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_CFA_DEREF,
@@ -103,32 +101,45 @@ fn reg_name(reg: u8) -> String {
 }
 
 /// Text: `ADDRESS  CFA=SP+16  RA=*(CFA-8)  FP=*(CFA-16)  [flags]`.
+///
+/// Written character by character rather than through `format!`: a libc table has tens of
+/// thousands of rows, and each formatted piece is a `memcpy` call, which musl's static build
+/// makes several times dearer than glibc's (`cargo xtask bench --phase static`).
 pub fn render_table(rows: &[TableRow]) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(rows.len() * 64);
     for row in rows {
-        let mut line = format!("{:016x}  ", row.start);
+        let line = out.len();
+        push_hex16(&mut out, row.start);
+        push_ascii(&mut out, "  ");
         match &row.cfa {
             Some(cfa) => {
-                let base = format!("{}{:+}", cfa.base.to_uppercase(), cfa.offset);
-                let cfa = if row.kind == "cfa_deref" {
-                    format!("*({base})")
-                } else {
-                    base
-                };
-                let _ = write!(line, "CFA={cfa:<12}");
-                let ra = row
-                    .ra_offset
-                    .map_or_else(|| "LR".to_owned(), |o| format!("*(CFA{o:+})"));
-                let fp = row
-                    .fp_offset
-                    .map_or_else(|| "same".to_owned(), |o| format!("*(CFA{o:+})"));
-                let _ = write!(line, "RA={ra:<12}FP={fp}");
+                push_ascii(&mut out, "CFA=");
+                let column = out.len();
+                let deref = row.kind == "cfa_deref";
+                if deref {
+                    push_ascii(&mut out, "*(");
+                }
+                out.extend(cfa.base.chars().map(|c| c.to_ascii_uppercase()));
+                push_signed(&mut out, cfa.offset);
+                if deref {
+                    out.push(')');
+                }
+                pad_to(&mut out, column + 12);
+                push_ascii(&mut out, "RA=");
+                let column = out.len();
+                push_saved(&mut out, row.ra_offset, "LR");
+                pad_to(&mut out, column + 12);
+                push_ascii(&mut out, "FP=");
+                push_saved(&mut out, row.fp_offset, "same");
             }
-            None => line.push_str(if row.kind == "outermost" {
-                "outermost"
-            } else {
-                "no information"
-            }),
+            None => push_ascii(
+                &mut out,
+                if row.kind == "outermost" {
+                    "outermost"
+                } else {
+                    "no information"
+                },
+            ),
         }
         for (flag, name) in [
             (row.topmost_only, "topmost-only"),
@@ -136,11 +147,61 @@ pub fn render_table(rows: &[TableRow]) -> String {
             (row.signal, "signal"),
         ] {
             if flag {
-                let _ = write!(line, " [{name}]");
+                push_ascii(&mut out, " [");
+                push_ascii(&mut out, name);
+                out.push(']');
             }
         }
-        out.push_str(line.trim_end());
+        let end = out[line..].trim_end().len() + line;
+        out.truncate(end);
         out.push('\n');
     }
     out
+}
+
+/// `*(CFA+N)` for a register saved at CFA+N, else `otherwise`.
+fn push_saved(out: &mut String, offset: Option<i32>, otherwise: &str) {
+    match offset {
+        Some(offset) => {
+            push_ascii(out, "*(CFA");
+            push_signed(out, offset);
+            out.push(')');
+        }
+        None => push_ascii(out, otherwise),
+    }
+}
+
+fn push_ascii(out: &mut String, text: &str) {
+    out.extend(text.chars());
+}
+
+/// Spaces up to byte `column` (nothing when the text is already that long), as `{:<N}` pads.
+fn pad_to(out: &mut String, column: usize) {
+    while out.len() < column {
+        out.push(' ');
+    }
+}
+
+/// `{:016x}`.
+fn push_hex16(out: &mut String, value: u64) {
+    for shift in (0..16).rev() {
+        out.push(char::from(b"0123456789abcdef"[(value >> (shift * 4)) as usize & 0xf]));
+    }
+}
+
+/// `{:+}`: the sign always, then the decimal digits.
+fn push_signed(out: &mut String, value: i32) {
+    out.push(if value < 0 { '-' } else { '+' });
+    let mut digits = [0u8; 10];
+    let mut first = digits.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        first -= 1;
+        digits[first] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[first..].iter().map(|&d| char::from(d)));
 }

@@ -189,3 +189,83 @@ fn table_rows_of_the_worked_example() {
     assert_eq!(first, ["0000000000401000", "CFA=SP+8", "RA=*(CFA-8)", "FP=same"]);
     assert_eq!(text.lines().last(), Some("0000000000401019  no information"));
 }
+
+/// The text table, written by hand for speed, is what `format!` with the documented widths
+/// writes: every kind, register, sign, a CFA wider than its column, and each flag.
+#[test]
+fn table_text_matches_the_formatted_layout() {
+    use super::{TableCfa, TableRow};
+    let row = |start, kind, cfa: Option<(&str, i32)>, fp, ra, flags: [bool; 3]| TableRow {
+        start,
+        kind,
+        cfa: cfa.map(|(base, offset)| TableCfa {
+            base: base.to_owned(),
+            offset,
+        }),
+        fp_offset: fp,
+        ra_offset: ra,
+        topmost_only: flags[0],
+        mangled_ra: flags[1],
+        signal: flags[2],
+    };
+    let rows = [
+        row(0x401000, "cfa", Some(("sp", 8)), None, Some(-8), [false; 3]),
+        row(
+            0xffff_ffff_ffff_fff0,
+            "cfa",
+            Some(("fp", 0)),
+            Some(-16),
+            None,
+            [true, false, false],
+        ),
+        row(
+            7,
+            "cfa_deref",
+            Some(("r12", -2_147_483_648)),
+            Some(2_147_483_647),
+            Some(-8),
+            [true, true, true],
+        ),
+        row(0x20, "cfa", Some(("r6", 123_456)), None, None, [false, true, false]),
+        row(0x30, "outermost", None, None, None, [false, false, true]),
+        row(0x40, "no_info", None, None, None, [false; 3]),
+    ];
+    let mut expected = String::new();
+    for r in &rows {
+        let mut line = format!("{:016x}  ", r.start);
+        match &r.cfa {
+            Some(cfa) => {
+                let base = format!("{}{:+}", cfa.base.to_uppercase(), cfa.offset);
+                let cfa = if r.kind == "cfa_deref" {
+                    format!("*({base})")
+                } else {
+                    base
+                };
+                let ra = r.ra_offset.map_or_else(|| "LR".to_owned(), |o| format!("*(CFA{o:+})"));
+                let fp = r
+                    .fp_offset
+                    .map_or_else(|| "same".to_owned(), |o| format!("*(CFA{o:+})"));
+                line += &format!("CFA={cfa:<12}RA={ra:<12}FP={fp}");
+            }
+            None => {
+                line += if r.kind == "outermost" {
+                    "outermost"
+                } else {
+                    "no information"
+                }
+            }
+        }
+        for (flag, name) in [
+            (r.topmost_only, "topmost-only"),
+            (r.mangled_ra, "signed-ra"),
+            (r.signal, "signal"),
+        ] {
+            if flag {
+                line += &format!(" [{name}]");
+            }
+        }
+        expected += line.trim_end();
+        expected.push('\n');
+    }
+    assert_eq!(render_table(&rows), expected);
+}

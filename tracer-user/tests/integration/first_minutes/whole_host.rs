@@ -92,14 +92,14 @@ fn whole_host_stacks_group_by_process() {
 }
 
 /// Issue 31 (after `-d N`, a whole-host session took 1 to 7 s more to write its outputs and
-/// exit): once the outputs are written, the tracer exits within a second (freeing its
-/// catalog and unloading the kernel side one by one took 1.5 s of it). The steps before, the
-/// drain and the symbolization of the outputs, are timed in the `sframe_trace::end` log and
-/// printed here; in this unoptimized test build on a busy machine they took 1 to 9 s, so they
-/// are not bounded here.
+/// exit): from the end of sampling, the tracer as users run it (the release build) drains,
+/// names the whole host's profile, writes it and exits within a second. The steps, timed in
+/// the `sframe_trace::end` log, are printed with a failure. (Freeing the catalog object by
+/// object took 1.5 s of the old figure; it is now left to the exit.)
 #[test]
-fn whole_host_session_exits_soon_after_its_outputs() {
-    let Some(_serial) = privileged("whole_host_session_exits_soon_after_its_outputs") else {
+#[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
+fn whole_host_session_exits_within_a_second_of_its_end() {
+    let Some(_serial) = privileged("whole_host_session_exits_within_a_second_of_its_end") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -111,15 +111,15 @@ fn whole_host_session_exits_soon_after_its_outputs() {
     tracer.wait_for("wrote its outputs", |line| line.contains("] outputs: "));
     let written = Instant::now();
     let stderr = tracer.finish();
-    let took = written.elapsed();
+    let took = sampled.elapsed();
     eprintln!(
         "{:.2} s from the end of sampling to the outputs written, {:.2} s from there to exit",
         (written - sampled).as_secs_f64(),
-        took.as_secs_f64()
+        written.elapsed().as_secs_f64()
     );
     assert!(
         took < Duration::from_secs(1),
-        "{:.2} s from the outputs written to exit:\n{stderr}",
+        "{:.2} s from the end of sampling to exit:\n{stderr}",
         took.as_secs_f64()
     );
     assert!(std::fs::metadata(out).is_ok_and(|m| m.len() > 0), "no graph");
