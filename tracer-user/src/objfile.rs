@@ -381,6 +381,46 @@ fn elf_parts<Elf: FileHeader<Endian = Endianness>>(
     Ok(parts)
 }
 
+/// Sections through which a symbolizer goes on to read other files, named by the object:
+/// `.gnu_debuglink` (a file name looked up beside the object and in the debug directories),
+/// `.gnu_debugaltlink` and `.debug_sup` (any path).
+pub const LINK_SECTIONS: [&[u8]; 3] = [b".gnu_debuglink", b".gnu_debugaltlink", b".debug_sup"];
+
+/// The file offsets of the names of `file`'s [`LINK_SECTIONS`] in its section-name table (each
+/// one the first byte of a name its section header points at); empty when the file has none or
+/// its section headers cannot be read.
+pub fn link_section_names(file: &File, file_len: u64) -> Vec<u64> {
+    let cache = ReadCache::new(Pread::new(file, file_len));
+    match FileKind::parse(&cache) {
+        Ok(FileKind::Elf32) => link_names::<FileHeader32<Endianness>>(&cache).unwrap_or_default(),
+        Ok(FileKind::Elf64) => link_names::<FileHeader64<Endianness>>(&cache).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+fn link_names<Elf: FileHeader<Endian = Endianness>>(data: &ReadCache<Pread<'_>>) -> Option<Vec<u64>> {
+    let header = Elf::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let sections = header.sections(endian, data).ok()?;
+    let index = header.shstrndx(endian, data).ok()?;
+    let (strings, size) = sections
+        .section(object::SectionIndex(index as usize))
+        .ok()?
+        .file_range(endian)?;
+    let names = sections
+        .iter()
+        .filter(|sh| {
+            sections
+                .section_name(endian, sh)
+                .is_ok_and(|name| LINK_SECTIONS.contains(&name))
+        })
+        .map(|sh| u64::from(sh.sh_name(endian)))
+        .filter(|&offset| offset < size)
+        .map(|offset| strings + offset)
+        .collect();
+    Some(names)
+}
+
 pub mod sealed;
 
 #[cfg(test)]

@@ -68,6 +68,13 @@ pub fn sealed_copy(file: &File) -> Result<File, ObjectFileError> {
             done += n as u64;
         }
     }
+    // The copy names no other file: a symbolizer following its debug links would open what
+    // the file's owner chose (a FIFO that blocks the open, a descriptor of the tracer's,
+    // DWARF that was never checked). The link sections are renamed (`_gnu_debuglink`) and so
+    // no longer found; the copy's own symbols and DWARF are read as they are.
+    for name in super::link_section_names(&copy, file_len) {
+        copy.write_all_at(b"_", name)?;
+    }
     let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
     // SAFETY: F_ADD_SEALS on a descriptor this function owns, with an integer argument.
     if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {

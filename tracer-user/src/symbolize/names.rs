@@ -3,7 +3,7 @@
 //! kernel functions are the tracer's own machinery. Used by the session's [`super::SymbolCache`]
 //! and by offline symbolization.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::plt::Plt;
 use crate::names::{capped, capped_str};
@@ -74,19 +74,11 @@ pub(crate) fn name_in_file(
             let debug_syms = crate::symfiles::dwarf_usable(&path);
             let mut elf = Elf::new(path.clone());
             elf.debug_syms = debug_syms;
-            // A panic in blazesym (arithmetic on a hostile file's values overflows in a build
-            // with overflow checks) costs that file its names, never the session: the file is
-            // refused from then on, counted (`naming_panicked`).
-            let named = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                symbolizer.symbolize(&Source::Elf(elf), Input::VirtOffset(offsets))
-            }));
-            match named {
-                Ok(found) => found.unwrap_or_default(),
-                Err(_) => {
-                    crate::symfiles::naming_panicked(&path);
-                    Vec::new()
-                }
-            }
+            guarded(&path, || {
+                symbolizer
+                    .symbolize(&Source::Elf(elf), Input::VirtOffset(offsets))
+                    .unwrap_or_default()
+            })
         }
         None => Vec::new(),
     };
@@ -101,6 +93,17 @@ pub(crate) fn name_in_file(
             None => names_of(symbolized.get(i)),
         })
         .collect()
+}
+
+/// `name` run so that a panic in it (blazesym's arithmetic on a hostile file's values
+/// overflows in a build with overflow checks) costs the file `path` its names, never the
+/// session: nothing is named, and the file is refused from then on, counted
+/// (`naming_panicked`).
+pub(crate) fn guarded<T: Default>(path: &Path, name: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(name)).unwrap_or_else(|_| {
+        crate::symfiles::naming_panicked(path);
+        T::default()
+    })
 }
 
 /// Kernel functions that only run because the tracer does: the BPF program itself, the code
@@ -169,4 +172,120 @@ pub fn gnu_build_id(notes: &[u8]) -> Option<Vec<u8>> {
         at = next;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guarded;
+
+    /// Issue 29: a panic while naming from a hostile file (blazesym's arithmetic overflowing in
+    /// a build with overflow checks) costs that file its names, counted as `naming_panicked`,
+    /// and the file is not handed to the symbolizer again; the caller goes on.
+    #[test]
+    fn a_panic_while_naming_refuses_the_file_and_goes_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hostile");
+        std::fs::copy("/bin/true", &path).expect("a copy of /bin/true");
+        let panicked = || {
+            crate::symfiles::figures()
+                .refused_by_reason
+                .get("naming_panicked")
+                .copied()
+                .unwrap_or(0)
+        };
+        assert_eq!(
+            crate::symfiles::symbol_file(None, Some(&path)).as_deref(),
+            Some(path.as_path()),
+            "an ordinary ELF file is named from"
+        );
+        let before = panicked();
+        let named: Vec<u64> = guarded(&path, || panic!("overflow in a hostile file's values"));
+        assert!(named.is_empty());
+        assert_eq!(panicked(), before + 1, "counted as naming_panicked");
+        assert_eq!(
+            crate::symfiles::symbol_file(None, Some(&path)),
+            None,
+            "the file is refused from then on"
+        );
+        let after: Vec<u64> = guarded(&path, || vec![1]);
+        assert_eq!(after, [1], "naming goes on for the session");
+    }
+
+    /// A program (with DWARF) whose owner is not root, with a `.gnu_debuglink` and a
+    /// `.gnu_debugaltlink` naming FIFOs beside it: the symbolizer reads its sealed copy, which
+    /// names no other file (a symbolizer following those links would open what the owner
+    /// chose), and still finds the program's own symbols and DWARF in it.
+    #[test]
+    fn the_copy_of_a_users_file_names_no_other_file() {
+        use object::{Object as _, ObjectSection as _};
+        use std::{os::unix::fs::PermissionsExt as _, process::Command};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = |cmd: &mut Command| {
+            let status = cmd.status().expect("runs");
+            assert!(status.success(), "{cmd:?}: {status}");
+        };
+        let program = dir.path().join("linked");
+        let target = dir.path().join("linked.debug");
+        let alt = dir.path().join("alt.fifo");
+        std::fs::write(&target, b"not a debug file").expect("write");
+        let source = dir.path().join("linked.c");
+        std::fs::write(&source, "int main(void) { return 0; }\n").expect("write");
+        run(Command::new("cc").args(["-g", "-O0", "-o"]).arg(&program).arg(&source));
+        let mut altlink = alt.as_os_str().as_encoded_bytes().to_vec();
+        altlink.push(0);
+        altlink.extend([0xab; 20]);
+        std::fs::write(dir.path().join("altlink"), altlink).expect("write");
+        run(Command::new("objcopy")
+            .arg(format!("--add-gnu-debuglink={}", target.display()))
+            .arg(format!(
+                "--add-section=.altlink={}",
+                dir.path().join("altlink").display()
+            ))
+            .arg(&program));
+        // objcopy refuses to add this name directly: added, then renamed.
+        run(Command::new("objcopy")
+            .arg("--rename-section=.altlink=.gnu_debugaltlink")
+            .arg(&program));
+        std::fs::remove_file(&target).expect("rm");
+        run(Command::new("mkfifo").arg(&target).arg(&alt));
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = std::ffi::CString::new(program.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: chown of a path this test made, passed as a NUL-terminated string.
+        if unsafe { libc::chown(path.as_ptr(), 65534, 65534) } != 0 {
+            eprintln!("SKIPPED: chown needs root");
+            return;
+        }
+        let links = |file: &std::path::Path| {
+            let bytes = std::fs::read(file).expect("read");
+            let object = object::File::parse(&*bytes).expect("ELF");
+            let names: Vec<String> = object
+                .sections()
+                .filter_map(|s| s.name().ok().map(str::to_owned))
+                .collect();
+            crate::objfile::LINK_SECTIONS
+                .iter()
+                .filter(|link| names.iter().any(|n| n.as_bytes() == **link))
+                .count()
+        };
+        assert_eq!(links(&program), 2, "the program names its debug files");
+        let copy = crate::symfiles::symbol_file(None, Some(&program)).expect("a copy is read");
+        assert_ne!(
+            copy, program,
+            "a file its owner can change is read through a sealed copy"
+        );
+        assert_eq!(links(&copy), 0, "the copy names no other file");
+        let nm = Command::new("nm").arg(&program).output().expect("nm runs");
+        let main = String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .find_map(|l| l.strip_suffix(" T main").map(|a| u64::from_str_radix(a, 16)))
+            .expect("nm lists main")
+            .expect("a hex address");
+        let named = super::name_in_file(&super::symbolizer(false), Some(copy), &super::Plt::default(), &[main]);
+        let main = named.first().and_then(|n| n.first()).expect("one name");
+        assert_eq!(main.symbol.as_deref(), Some("main"));
+        assert!(
+            main.file.as_deref().is_some_and(|f| f.ends_with("linked.c")),
+            "its own DWARF is read: {main:?}"
+        );
+    }
 }
