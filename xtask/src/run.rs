@@ -204,6 +204,9 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         "security::python::idle_forged_interpreters_give_way_in_a_full_map",
         "security::python::a_users_busy_threads_do_not_delay_the_session",
         "security::python::forged_interpreter_structures_are_survived",
+        // CPython 3.6 to 3.10 launched and started system-wide (a session per program).
+        "python_session::python_session_launched_older",
+        "python_session::python_session_system_wide_older",
     ] {
         ignored_test(
             root,
