@@ -190,7 +190,11 @@ const CFRAME_PREVIOUS_AFTER_CURRENT: u64 = 8;
 /// be found. `thread` is what its thread state holds of it: its id, or its TLS base with
 /// [`PY_THREAD_PTHREAD`]. `read(addr)` reads one word of the process (`None`: unreadable).
 #[inline(always)]
-pub fn current_frame(info: &PyProcInfo, thread: u64, mut read: impl FnMut(u64) -> Option<u64>) -> Result<Start, PyStop> {
+pub fn current_frame(
+    info: &PyProcInfo,
+    thread: u64,
+    mut read: impl FnMut(u64) -> Option<u64>,
+) -> Result<Start, PyStop> {
     let o = &info.offsets;
     let interp = read(info.runtime.wrapping_add(u64::from(o.runtime_interpreters_head))).ok_or(PyStop::ReadFailed)?;
     let mut tstate = read(interp.wrapping_add(u64::from(o.interp_threads_head))).ok_or(PyStop::ReadFailed)?;

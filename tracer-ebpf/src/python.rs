@@ -18,7 +18,8 @@ use aya_ebpf::{
 use tracer_common::{
     python::{
         COMPLETE, CONTINUE, ChainWalk, MAX_PY_SAMPLE_FRAMES, MAX_PY_THREADS, PY_CHAIN_END, PY_COUNT_FRAMES,
-        PY_COUNT_WALKS, PY_COUNTERS, PY_THREAD_PTHREAD, PYTHON_ENTRIES, PyProcInfo, PyRecord, PyStop, current_frame, step,
+        PY_COUNT_WALKS, PY_COUNTERS, PY_THREAD_PTHREAD, PYTHON_ENTRIES, PyProcInfo, PyRecord, PyStop, current_frame,
+        step,
     },
     trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, WalkState},
 };

@@ -136,7 +136,14 @@ pub const V3_12: Layout = Layout {
 /// A `PyFrameObject` version (3.6-3.10): `interpreters_head` (in `_PyRuntime`, or 0 from
 /// 3.6's `interp_head`), `PyThreadState.thread_id`, `PyFrameObject.f_lasti`, and the code
 /// object's `co_firstlineno` and `co_filename` (`co_name` and the line table follow it).
-const fn frame_object(interpreters_head: u16, thread_id: u16, lasti: u16, first: u16, file: u16, format: CodeFormat) -> Layout {
+const fn frame_object(
+    interpreters_head: u16,
+    thread_id: u16,
+    lasti: u16,
+    first: u16,
+    file: u16,
+    format: CodeFormat,
+) -> Layout {
     Layout {
         kernel: PyOffsets {
             runtime_interpreters_head: interpreters_head,

@@ -220,7 +220,11 @@ fn judge_outputs(session: &Session, what: &str) {
     };
     assert!(
         session.folded.lines().any(|l| {
-            let l = if session.short_names { python_only(l) } else { l.to_owned() };
+            let l = if session.short_names {
+                python_only(l)
+            } else {
+                l.to_owned()
+            };
             l.contains("<module>;spin_py_walk;fib_py_walk;fib_py_walk")
         }),
         "{what}: no fib stack in the folded output"
@@ -335,6 +339,33 @@ fn python_session_system_wide_older() {
         let session = session(&python, Mode::SystemWide, &[]);
         judge(&session, &format!("-a, {}", python.join(" ")));
     }
+}
+
+/// pyenv's 2.7 launched with `--`: its interpreter is refused by name and counted, its
+/// process traced with native stacks only.
+#[test]
+fn python_session_refuses_2_7() {
+    let Some(_serial) = privileged("python_session_refuses_2_7") else {
+        return;
+    };
+    let Some(python) = crate::support::required(
+        "python_session_refuses_2_7",
+        programs::pyenv("2.7"),
+        "no pyenv python2.7",
+    ) else {
+        return;
+    };
+    let script = "import time\nend = time.time() + 1\nwhile time.time() < end: pass\n";
+    let mut args = SUMMARY_JSON.to_vec();
+    args.extend(["-f", "folded", "-o", "/dev/null", "--", &python, "-c", script]);
+    let summary = Summary::of(&Tracer::start(&args).finish());
+    let refused = &summary.0["python"]["refused"];
+    let reasons: Vec<&String> = refused.as_object().expect("refused by reason").keys().collect();
+    assert_eq!(reasons.len(), 1, "{refused}");
+    assert!(reasons[0].contains("2.7"), "{refused}");
+    assert_eq!(refused[reasons[0]], 1, "the interpreter counted once: {refused}");
+    assert_eq!(summary.count("python.walks"), 0, "{}", summary.0);
+    assert!(summary.count("samples") > 0, "{}", summary.0);
 }
 
 /// `--no-python`: no walk and no Python frame; the evaluation loop stays a native frame.

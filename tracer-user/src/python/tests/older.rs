@@ -138,7 +138,10 @@ fn pyenv_lib(minor: &str) -> Option<PathBuf> {
     let version = std::fs::read_dir(root.join("versions"))
         .ok()?
         .filter_map(|e| Some(e.ok()?.path()))
-        .find(|v| v.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{minor}."))))?;
+        .find(|v| {
+            v.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{minor}.")))
+        })?;
     std::fs::read_dir(version.join("lib"))
         .ok()?
         .filter_map(|e| Some(e.ok()?.path()))
@@ -168,7 +171,12 @@ fn dwarf(lib: &std::path::Path, exprs: &[String]) -> Vec<u64> {
                 .unwrap_or_else(|_| panic!("gdb printed {l}"))
         })
         .collect();
-    assert_eq!(values.len(), exprs.len(), "gdb: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        values.len(),
+        exprs.len(),
+        "gdb: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     values
 }
 

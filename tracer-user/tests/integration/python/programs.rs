@@ -220,10 +220,13 @@ impl Program {
     /// The line of the call `calls` gives for `function` (by its last part with
     /// `short_names`), if any.
     fn call_line(&self, function: &str, short_names: bool) -> Option<i32> {
-        let (_, text) = self
-            .calls
-            .iter()
-            .find(|(f, _)| if short_names { short(f) == function } else { *f == function })?;
+        let (_, text) = self.calls.iter().find(|(f, _)| {
+            if short_names {
+                short(f) == function
+            } else {
+                *f == function
+            }
+        })?;
         let at = self
             .script
             .lines()
@@ -255,9 +258,7 @@ fn against(py: &[&str], shape: &[&'static str], short_names: bool) -> Verdict {
     if let Some((&"*", outer)) = shape.split_first() {
         // Any frames, then the outer ones whole.
         return match py.len().checked_sub(outer.len()) {
-            Some(inner) if inner > 0 && py[inner..].iter().zip(outer).all(|(&p, &o)| p == name_of(o)) => {
-                Verdict::Exact
-            }
+            Some(inner) if inner > 0 && py[inner..].iter().zip(outer).all(|(&p, &o)| p == name_of(o)) => Verdict::Exact,
             _ => Verdict::Wrong,
         };
     }
@@ -302,14 +303,11 @@ impl Tally {
             return;
         }
         // Callers are on the line of their call.
-        let off_line = frames
-            .iter()
-            .skip(1)
-            .find(|(name, line)| {
-                program
-                    .call_line(name, self.short_names)
-                    .is_some_and(|want| *line != Some(want))
-            });
+        let off_line = frames.iter().skip(1).find(|(name, line)| {
+            program
+                .call_line(name, self.short_names)
+                .is_some_and(|want| *line != Some(want))
+        });
         if let Some(frame) = off_line {
             self.wrong
                 .push(format!("{frame:?} not on its call's line in {frames:?}"));
