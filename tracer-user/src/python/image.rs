@@ -60,7 +60,12 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
         newest_api = newest_api.max(7);
     }
     let Some(runtime) = runtime.or(interp_head) else {
-        return Ok(None);
+        // An evaluation loop of 3.6+ without `_PyRuntime`: 3.6 stripped of its `.symtab`.
+        return if eval.is_some() {
+            Err(PythonError::NoSymbolTable)
+        } else {
+            Ok(None)
+        };
     };
     let Some(eval) = eval else {
         return if eval_ex { Err(PythonError::TooOld) } else { Ok(None) };

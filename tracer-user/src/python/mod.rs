@@ -28,6 +28,8 @@ pub enum PythonError {
     Elf(String),
     #[error("CPython before 3.6 (2.7 or 3.5 and earlier: no _PyEval_EvalFrameDefault): not supported")]
     TooOld,
+    #[error("CPython 3.6 without its symbol table (no interp_head): not supported")]
+    NoSymbolTable,
     #[error("CPython {major}.{minor}: not supported (3.6 to 3.13 are)")]
     Unsupported { major: u8, minor: u8 },
     #[error("CPython {major}.{minor}: free-threaded builds are not supported")]

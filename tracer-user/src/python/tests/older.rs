@@ -259,3 +259,26 @@ fn python_2_7_is_refused() {
     assert_eq!(detect(&*bytes), Err(PythonError::TooOld));
     assert!(PythonError::TooOld.to_string().contains("2.7"));
 }
+
+/// pyenv's 3.6 stripped of its `.symtab` (where its `interp_head` is) is refused by name, not
+/// taken for an object without an interpreter.
+#[test]
+fn a_stripped_3_6_is_refused() {
+    let Some(lib) = required("pyenv's libpython3.6", pyenv_lib("3.6")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("libpython3.6m.so.1.0");
+    let status = std::process::Command::new("strip")
+        .arg("--strip-all")
+        .arg(&lib)
+        .arg("-o")
+        .arg(&stripped)
+        .status()
+        .expect("strip runs");
+    assert!(status.success());
+    assert_eq!(
+        detect(&*std::fs::read(&stripped).unwrap()),
+        Err(PythonError::NoSymbolTable)
+    );
+}
