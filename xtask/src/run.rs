@@ -17,6 +17,10 @@ fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
     command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);
+    command.env(
+        crate::setup::python_root::SID_VAR,
+        crate::setup::python_root::sid_path()?,
+    );
     Ok(command)
 }
 
