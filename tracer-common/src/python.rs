@@ -13,6 +13,12 @@
 //! the frame marked `is_entry`; from 3.12 on each call pushes a frame owned by the C stack
 //! ([`OWNER_CSTACK`]) below its run, which is skipped.
 //!
+//! 3.6 to 3.10 ([`PY_FRAME_OBJECT`]): the thread state is the one whose `thread_id`
+//! (`pthread_self()`) is the sampled thread's TLS base ([`PY_THREAD_PTHREAD`]; 3.6's list of
+//! interpreters is its static `interp_head`, read at offset 0), its current frame
+//! `tstate->frame`, frames `PyFrameObject`s linked by `f_back`, each one call of the
+//! evaluation loop: a run of its own, its instruction pointer the 32 bits of `f_lasti`.
+//!
 //! The kernel walks the whole chain of the sampled thread, run after run, once the native walk
 //! is over, and appends it to the record after the native frames, every word with
 //! [`PY_CODE_BIT`] set (no native frame has it): per Python frame, innermost first, the code
