@@ -13,6 +13,12 @@
 //! the frame marked `is_entry`; from 3.12 on each call pushes a frame owned by the C stack
 //! ([`OWNER_CSTACK`]) below its run, which is skipped.
 //!
+//! 3.6 to 3.10 ([`PY_FRAME_OBJECT`]): the thread state is the one whose `thread_id`
+//! (`pthread_self()`) is the sampled thread's TLS base ([`PY_THREAD_PTHREAD`]; 3.6's list of
+//! interpreters is its static `interp_head`, read at offset 0), its current frame
+//! `tstate->frame`, frames `PyFrameObject`s linked by `f_back`, each one call of the
+//! evaluation loop: a run of its own, its instruction pointer the 32 bits of `f_lasti`.
+//!
 //! The kernel walks the whole chain of the sampled thread, run after run, once the native walk
 //! is over, and appends it to the record after the native frames, every word with
 //! [`PY_CODE_BIT`] set (no native frame has it): per Python frame, innermost first, the code
@@ -22,6 +28,10 @@
 //! native stack, innermost first, and turns each instruction pointer into an offset into the
 //! code and, with the line table, a line.
 
+/// Read-only global: byte offset of the TLS base in the kernel's `task_struct` (x86-64:
+/// `thread.fsbase`, from the kernel's BTF; 0 when not found): the key of the sampled thread
+/// in interpreters laid out with [`PY_THREAD_PTHREAD`] (userspace registers none without it).
+pub const GLOBAL_TASK_FSBASE_OFFSET: &str = "TASK_FSBASE_OFFSET";
 /// Hash `tgid -> PyProcInfo`: the processes whose Python frames are walked.
 pub const MAP_PYTHON: &str = "PYTHON";
 /// Processes with an interpreter whose frames are walked at once.
@@ -78,8 +88,19 @@ pub struct PyOffsets {
     pub frame_owner: u16,
     /// `_PyInterpreterFrame.is_entry` (a byte, 3.11), or [`NO_FIELD`] (3.12+: [`OWNER_CSTACK`]).
     pub frame_is_entry: u16,
-    pub _pad: u16,
+    /// [`PY_FRAME_OBJECT`], [`PY_THREAD_PTHREAD`].
+    pub flags: u16,
 }
+
+/// [`PyOffsets::flags`]: frames are `PyFrameObject`s (3.6-3.10): `frame_previous` is
+/// `f_back`, `frame_code` `f_code`, `frame_instr` the `int f_lasti` (recorded as its 32 bits),
+/// and each frame is a run of its own (every Python call is one evaluation-loop call).
+pub const PY_FRAME_OBJECT: u16 = 1;
+/// [`PyOffsets::flags`]: `tstate_native_thread_id` is `PyThreadState.thread_id`, the thread's
+/// `pthread_self()` (before 3.11 no thread state holds the kernel's thread id), which the kernel
+/// compares with the sampled thread's TLS base (x86-64's `fsbase`: glibc's and musl's
+/// `pthread_self()` is that address).
+pub const PY_THREAD_PTHREAD: u16 = 2;
 
 /// The value of [`MAP_PYTHON`]: where one process's interpreter is and how it is laid out.
 #[repr(C)]
@@ -171,10 +192,15 @@ pub const NO_OUTER: u64 = u64::MAX;
 /// `_PyCFrame.previous` follows `_PyCFrame.current_frame` (3.11 and 3.12).
 const CFRAME_PREVIOUS_AFTER_CURRENT: u64 = 8;
 
-/// Where the walk of thread `tid` in the interpreter of `info` starts, or why it cannot be
-/// found. `read(addr)` reads one word of the process (`None`: unreadable).
+/// Where the walk of the sampled thread in the interpreter of `info` starts, or why it cannot
+/// be found. `thread` is what its thread state holds of it: its id, or its TLS base with
+/// [`PY_THREAD_PTHREAD`]. `read(addr)` reads one word of the process (`None`: unreadable).
 #[inline(always)]
-pub fn current_frame(info: &PyProcInfo, tid: u32, mut read: impl FnMut(u64) -> Option<u64>) -> Result<Start, PyStop> {
+pub fn current_frame(
+    info: &PyProcInfo,
+    thread: u64,
+    mut read: impl FnMut(u64) -> Option<u64>,
+) -> Result<Start, PyStop> {
     let o = &info.offsets;
     let interp = read(info.runtime.wrapping_add(u64::from(o.runtime_interpreters_head))).ok_or(PyStop::ReadFailed)?;
     let mut tstate = read(interp.wrapping_add(u64::from(o.interp_threads_head))).ok_or(PyStop::ReadFailed)?;
@@ -183,7 +209,7 @@ pub fn current_frame(info: &PyProcInfo, tid: u32, mut read: impl FnMut(u64) -> O
             return Err(PyStop::NoThreadState);
         }
         let id = read(tstate.wrapping_add(u64::from(o.tstate_native_thread_id))).ok_or(PyStop::ReadFailed)?;
-        if id == u64::from(tid) {
+        if id == thread {
             let frame = read(tstate.wrapping_add(u64::from(o.tstate_frame))).ok_or(PyStop::ReadFailed)?;
             if o.cframe_current_frame == NO_FIELD || frame == 0 {
                 return Ok(Start { frame, outer: NO_OUTER });
@@ -222,6 +248,16 @@ pub struct PyFrame {
 pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Option<u64>) -> Result<PyFrame, PyStop> {
     let o = &info.offsets;
     let previous = read(frame.wrapping_add(u64::from(o.frame_previous))).ok_or(PyStop::ReadFailed)?;
+    if o.flags & PY_FRAME_OBJECT != 0 {
+        let code = read(frame.wrapping_add(u64::from(o.frame_code))).ok_or(PyStop::ReadFailed)?;
+        let lasti = read(frame.wrapping_add(u64::from(o.frame_instr))).ok_or(PyStop::ReadFailed)?;
+        return Ok(PyFrame {
+            code,
+            instr: lasti & 0xffff_ffff,
+            previous,
+            last: true,
+        });
+    }
     let byte = |word: u64, field: u16| (word >> (8 * u64::from(field & 7))) as u8;
     let owner_word = read(frame.wrapping_add(u64::from(o.frame_owner & !7))).ok_or(PyStop::ReadFailed)?;
     if o.frame_is_entry == NO_FIELD && byte(owner_word, o.frame_owner) == OWNER_CSTACK {

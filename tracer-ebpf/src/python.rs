@@ -10,19 +10,25 @@
 //! early is counted in `PY_STOPS` by `PyStop`, with the walks and frames recorded.
 
 use aya_ebpf::{
-    helpers::bpf_probe_read_user,
+    Global,
+    helpers::{bpf_probe_read_kernel, bpf_probe_read_user, generated::bpf_get_current_task},
     macros::map,
     maps::{HashMap, PerCpuArray},
 };
 use tracer_common::{
     python::{
         COMPLETE, CONTINUE, ChainWalk, MAX_PY_SAMPLE_FRAMES, MAX_PY_THREADS, PY_CHAIN_END, PY_COUNT_FRAMES,
-        PY_COUNT_WALKS, PY_COUNTERS, PYTHON_ENTRIES, PyProcInfo, PyRecord, PyStop, current_frame, step,
+        PY_COUNT_WALKS, PY_COUNTERS, PY_THREAD_PTHREAD, PYTHON_ENTRIES, PyProcInfo, PyRecord, PyStop, current_frame,
+        step,
     },
     trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, WalkState},
 };
 
 use crate::SCRATCH;
+
+/// `tracer_common::python::GLOBAL_TASK_FSBASE_OFFSET`.
+#[unsafe(no_mangle)]
+static TASK_FSBASE_OFFSET: Global<u32> = Global::new(0);
 
 /// `tgid -> PyProcInfo` (`MAP_PYTHON`), written by userspace.
 #[map]
@@ -54,7 +60,10 @@ pub fn walk(state: &WalkState) {
     let walk = unsafe { &mut *walk };
     walk.info = *info;
     count(PY_COUNT_WALKS);
-    let start = match current_frame(&walk.info, state.record.header.tid, read_user) {
+    let Some(thread) = thread_key(&walk.info, state.record.header.tid) else {
+        return count(PyStop::NoThreadState as u32);
+    };
+    let start = match current_frame(&walk.info, thread, read_user) {
         Ok(start) => start,
         Err(stop) => return count(stop as u32),
     };
@@ -84,6 +93,25 @@ pub fn walk(state: &WalkState) {
         // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs.
         unsafe { *slot += u64::from(walk.chain.frames) }
     }
+}
+
+/// What the sampled thread's (`current`'s) thread state holds of it: its id, or with
+/// `PY_THREAD_PTHREAD` its TLS base (`pthread_self()`), read from its `task_struct`. The base
+/// is saved there when the thread's is set (`clone`, `arch_prctl`), which is how the C
+/// libraries set it.
+#[inline(always)]
+fn thread_key(info: &PyProcInfo, tid: u32) -> Option<u64> {
+    if info.offsets.flags & PY_THREAD_PTHREAD == 0 {
+        return Some(u64::from(tid));
+    }
+    let offset = TASK_FSBASE_OFFSET.load();
+    if offset == 0 {
+        return None;
+    }
+    // SAFETY: `bpf_get_current_task` has no preconditions.
+    let task = unsafe { bpf_get_current_task() };
+    // SAFETY: a probe read: a bad address fails instead of faulting.
+    unsafe { bpf_probe_read_kernel(task.wrapping_add(u64::from(offset)) as *const u64) }.ok()
 }
 
 /// One [`step`] of the walk in `PY_WALK`, appending to the record in `SCRATCH`.

@@ -166,7 +166,7 @@ pub struct TraceArgs {
     /// arguments and hashes (`std::vector::push_back`); pprof and json keep full names.
     #[arg(help_heading = OUTPUT, long)]
     pub short_names: bool,
-    /// Do not walk the frames of CPython interpreters (3.11 to 3.13): by default a process
+    /// Do not walk the frames of CPython interpreters (3.6 to 3.13): by default a process
     /// running one shows its Python functions in place of the interpreter's evaluation loop.
     #[arg(help_heading = SAMPLING, long)]
     pub no_python: bool,

@@ -17,6 +17,10 @@ fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
     command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);
+    command.env(
+        crate::setup::python_root::SID_VAR,
+        crate::setup::python_root::sid_path()?,
+    );
     Ok(command)
 }
 
@@ -206,6 +210,9 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         "security::python::forged_interpreter_structures_are_survived",
         // The time from the end of sampling to exit, for the build users run.
         "first_minutes::whole_host::whole_host_session_exits_within_a_second_of_its_end",
+        // CPython 3.6 to 3.10 launched and started system-wide (a session per program).
+        "python_session::python_session_launched_older",
+        "python_session::python_session_system_wide_older",
     ] {
         ignored_test(
             root,

@@ -55,6 +55,7 @@ pub fn setup() -> anyhow::Result<()> {
     bpf_linker()?;
     fuzz_tools()?;
     python_root::python_root()?;
+    python_root::sid_python_root()?;
     eprintln!("setup: done");
     Ok(())
 }

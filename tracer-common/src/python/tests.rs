@@ -20,7 +20,7 @@ const ENTRY_FLAG: PyOffsets = PyOffsets {
     frame_instr: 56,
     frame_owner: 69,
     frame_is_entry: 68,
-    _pad: 0,
+    flags: 0,
 };
 
 /// Offsets of a 3.13-style layout (the frame in the thread state, C-stack frames).
@@ -161,7 +161,7 @@ impl PyRecord for Words {
 /// `room` words holding 3 native frames: the runs (code objects, innermost first), why the
 /// walk stopped (`None`: complete), and whether the innermost run was dropped.
 fn walk_with_room(info: &PyProcInfo, m: &Memory, tid: u32, room: usize) -> (Vec<Vec<u64>>, Option<PyStop>, bool) {
-    let start = match current_frame(info, tid, |a| m.read(a)) {
+    let start = match current_frame(info, u64::from(tid), |a| m.read(a)) {
         Ok(start) => start,
         Err(e) => return (Vec::new(), Some(e), false),
     };
@@ -376,4 +376,47 @@ fn stop_codes_round_trip() {
         assert!(PyStop::ALL[..i].iter().all(|o| o.name() != s.name()));
     }
     assert_eq!(PyStop::try_from(PyStop::COUNT), Err(PyStop::COUNT));
+}
+
+/// Offsets of a 3.10-style layout (`PyFrameObject`s, threads matched by `pthread_self()`).
+const FRAME_OBJECT: PyOffsets = PyOffsets {
+    runtime_interpreters_head: 32,
+    interp_threads_head: 8,
+    tstate_next: 8,
+    tstate_native_thread_id: 176,
+    tstate_frame: 24,
+    cframe_current_frame: NO_FIELD,
+    frame_code: 32,
+    frame_previous: 24,
+    frame_instr: 96,
+    frame_owner: NO_FIELD,
+    frame_is_entry: NO_FIELD,
+    flags: PY_FRAME_OBJECT | PY_THREAD_PTHREAD,
+};
+
+/// 3.6-3.10: every `PyFrameObject` is a run of its own (each Python call is one
+/// evaluation-loop call), its instruction the 32 bits of `f_lasti` (a neighbour's bytes above
+/// them dropped, -1 kept as `0xffff_ffff`), no owner byte read; the thread state is the one
+/// holding the thread's key.
+#[test]
+fn frame_objects_are_one_run_each() {
+    let (info, mut m) = process(&FRAME_OBJECT, &[3, 4], 4, &[py(0xa0), py(0xa1), py(0xa2)]);
+    m.word(0x10000 + u64::from(FRAME_OBJECT.frame_instr), 0x1234_5678_ffff_ffff);
+    let (got, stop) = walk(&info, &m, 4);
+    assert_eq!(got, [vec![0xa0], vec![0xa1], vec![0xa2]]);
+    assert_eq!(stop, None);
+    let read = |a| m.read(a);
+    assert_eq!(
+        read_frame(&info, 0x10000, read),
+        Ok(PyFrame {
+            code: 0xa0,
+            instr: 0xffff_ffff,
+            previous: 0x10100,
+            last: true,
+        })
+    );
+    assert_eq!(read_frame(&info, 0x10100, read).map(|f| f.instr), Ok(0xa1 + 0x41));
+    // The other thread's state runs nothing; a key no thread state holds finds none.
+    assert_eq!(current_frame(&info, 3, read).map(|s| s.frame), Ok(0));
+    assert_eq!(current_frame(&info, 5, read), Err(PyStop::NoThreadState));
 }

@@ -181,6 +181,25 @@ pub fn task_offsets() -> anyhow::Result<TaskOffsets> {
     })
 }
 
+/// The offset of the TLS base in the running kernel's `task_struct` (x86-64:
+/// `thread.fsbase`), which `tracer_common::python::PY_THREAD_PTHREAD` interpreters are
+/// matched by; an error elsewhere (aarch64's `pthread_self()` is not its TLS register).
+pub fn fsbase_offset() -> anyhow::Result<u32> {
+    use anyhow::Context as _;
+    const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+    anyhow::ensure!(cfg!(target_arch = "x86_64"), "the TLS base is read on x86-64 only");
+    let blob = std::fs::read(VMLINUX).with_context(|| format!("reading {VMLINUX}"))?;
+    fsbase_offset_in(&Btf::parse(&blob)?)
+}
+
+/// [`fsbase_offset`] of `btf`.
+pub fn fsbase_offset_in(btf: &Btf<'_>) -> anyhow::Result<u32> {
+    let thread = btf.member_offset("task_struct", "thread")?;
+    let fsbase = btf.member_offset("thread_struct", "fsbase")?;
+    let offset = thread.checked_add(fsbase).filter(|&o| o > 0);
+    offset.ok_or_else(|| anyhow::anyhow!("task_struct.thread.fsbase at offset 0"))
+}
+
 /// The `tracer_common::vma::VmaOffsets` of the running kernel (`page_shift` left 0: the caller
 /// sets it).
 pub fn vma_offsets() -> anyhow::Result<tracer_common::vma::VmaOffsets> {

@@ -39,6 +39,7 @@ use tracer_common::{
         MAP_PARKED, PARKED_ENTRIES,
     },
     notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
+    python::GLOBAL_TASK_FSBASE_OFFSET,
     trace::{
         ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS, MAP_EVENTS,
         MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_STOPS, MAX_USER_FRAMES, PROG_WALK, PROG_WALK_SLOT,
@@ -145,6 +146,8 @@ pub struct Kernel {
     on_mmap_exit: &'static str,
     /// Where every tracepoint attaches, found or mounted once before the first attach.
     tracefs: tracefs::Tracefs,
+    /// `GLOBAL_TASK_FSBASE_OFFSET` as set (0: not found; see `Kernel::set_python`).
+    fsbase_offset: u32,
 }
 
 impl Kernel {
@@ -184,6 +187,10 @@ impl Kernel {
         let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
         let vma = vma_offsets(config);
         let task_regs = u32::from(task_regs);
+        let fsbase_offset = btf::fsbase_offset().unwrap_or_else(|err| {
+            log::debug!("CPython before 3.11 is not walked: {err:#}");
+            0
+        });
         let mut ebpf = EbpfLoader::new()
             .override_global(GLOBAL_MAX_DEPTH, &config.max_depth, true)
             .override_global(GLOBAL_ALL_PROCESSES, &all_processes, true)
@@ -194,6 +201,7 @@ impl Kernel {
             .override_global(GLOBAL_TASK_STATE_OFFSET, &task.state, true)
             .override_global(GLOBAL_TASK_FLAGS_OFFSET, &task.flags, true)
             .override_global(GLOBAL_VMA_OFFSETS, &vma.unwrap_or_default(), true)
+            .override_global(GLOBAL_TASK_FSBASE_OFFSET, &fsbase_offset, true)
             .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
             .map_max_entries(MAP_PAGES, sizes.pages)
@@ -257,6 +265,7 @@ impl Kernel {
             on_exec,
             on_mmap_exit,
             tracefs,
+            fsbase_offset,
         })
     }
 

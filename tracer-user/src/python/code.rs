@@ -8,7 +8,10 @@
 //! characters follow the object, after `PyASCIIObject` when ASCII, after
 //! `PyCompactUnicodeObject` otherwise, one to four bytes each (`state.kind`).
 
-use super::{layout::CodeLayout, linetable::line_of};
+use super::{
+    layout::{CodeFormat, CodeLayout},
+    linetable::line_in,
+};
 
 /// The longest name or file name read, in characters.
 pub const MAX_STR: u64 = 1024;
@@ -47,14 +50,27 @@ impl CodeInfo {
     /// The line of a frame of this code whose instruction pointer is `instr`, the code object
     /// being at `code`.
     pub fn line(&self, layout: &CodeLayout, code: u64, instr: u64) -> Option<i32> {
-        line_of(&self.linetable, self.first_line, instr_offset(layout, code, instr))
+        line(layout, &self.linetable, self.first_line, code, instr)
     }
 }
 
-/// How far into its code a frame of the code object at `code` is, its instruction pointer
-/// being `instr` (negative before the first instruction: see `linetable::line_of`).
+/// The line of a frame of the code object at `code` (line table `table`, first line
+/// `first_line`) whose recorded instruction is `instr`.
+pub fn line(layout: &CodeLayout, table: &[u8], first_line: i32, code: u64, instr: u64) -> Option<i32> {
+    line_in(layout.format, table, first_line, instr_offset(layout, code, instr))
+}
+
+/// How many bytes into its code a frame of the code object at `code` is, its recorded
+/// instruction being `instr` (negative before the first instruction: see
+/// `linetable::line_of`): 3.11+ an instruction pointer, before an `f_lasti` (32 bits, -1 when
+/// not started) counting code units (3.10) or bytes.
 pub fn instr_offset(layout: &CodeLayout, code: u64, instr: u64) -> i64 {
-    instr.wrapping_sub(code.wrapping_add(u64::from(layout.code_adaptive))) as i64
+    let lasti = i64::from(instr as u32 as i32);
+    match layout.format {
+        CodeFormat::Locations => instr.wrapping_sub(code.wrapping_add(u64::from(layout.code_adaptive))) as i64,
+        CodeFormat::Linetable310 => lasti * 2,
+        CodeFormat::Lnotab => lasti,
+    }
 }
 
 /// The [`CodeHeader`] of the code object at `code`: one read of its first bytes.

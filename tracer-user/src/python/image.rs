@@ -36,21 +36,52 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
     let mut eval = None;
     let mut cold = None;
     let mut version = None;
+    let (mut interp_head, mut eval_ex, mut newest_api) = (None, false, 6u8);
     for symbol in file.dynamic_symbols().chain(file.symbols()) {
         let Ok(name) = symbol.name_bytes() else { continue };
+        if symbol.is_undefined() {
+            continue;
+        }
         let range = (symbol.address(), symbol.address().saturating_add(symbol.size()));
         match name {
             b"_PyRuntime" => runtime = runtime.or(Some(range.0)),
             b"_PyEval_EvalFrameDefault" if symbol.size() > 0 => eval = eval.or(Some(range)),
             b"_PyEval_EvalFrameDefault.cold" if symbol.size() > 0 => cold = cold.or(Some(range)),
             b"Py_Version" => version = version.or(Some(range.0)),
+            b"interp_head" => interp_head = interp_head.or(Some(range.0)),
+            b"PyEval_EvalFrameEx" => eval_ex = true,
+            b"Py_IsNone" => newest_api = newest_api.max(10),
+            b"PyFrame_GetCode" => newest_api = newest_api.max(9),
+            b"PyThread_get_thread_native_id" => newest_api = newest_api.max(8),
             _ => {}
         }
     }
-    let (Some(runtime), Some(eval)) = (runtime, eval) else {
-        return Ok(None);
+    if runtime.is_some() {
+        newest_api = newest_api.max(7);
+    }
+    let Some(runtime) = runtime.or(interp_head) else {
+        // An evaluation loop of 3.6+ without `_PyRuntime`: 3.6 stripped of its `.symtab`.
+        return if eval.is_some() {
+            Err(PythonError::NoSymbolTable)
+        } else {
+            Ok(None)
+        };
     };
-    let version = version.ok_or(PythonError::NoVersion)?;
+    let Some(eval) = eval else {
+        return if eval_ex { Err(PythonError::TooOld) } else { Ok(None) };
+    };
+    let Some(version) = version else {
+        let layout = super::layout::for_version(3, newest_api, None)?;
+        return Ok(Some(PythonImage {
+            major: 3,
+            minor: newest_api,
+            micro: 0,
+            runtime,
+            eval,
+            cold,
+            layout,
+        }));
+    };
     let hex = read_at(&file, version, 4).ok_or(PythonError::Unreadable("Py_Version"))?;
     let hex: [u8; 4] = hex.try_into().expect("4 bytes");
     let hex = if file.is_little_endian() {

@@ -1,6 +1,14 @@
 //! Where CPython keeps what the tracer reads, per version: the offsets the kernel walk uses
 //! (`PyOffsets`) and those userspace reads code objects and strings with ([`CodeLayout`]).
 //!
+//! 3.6 to 3.10 keep their frames in `PyFrameObject`s (`tstate->frame`, `f_back`, `f_code`,
+//! `int f_lasti`) and their threads by `pthread_self()` (`PyThreadState.thread_id`): tables
+//! here, from the DWARF of pyenv's 3.6.15, 3.7.16, 3.8.18, 3.9.18 and 3.10.13 (`ptype /o` of
+//! `struct _is`, `struct _ts`, `struct _frame`, `PyCodeObject`, `_PyRuntimeState`; the
+//! strings' and bytes' layout is 3.11's). 3.6 has no `_PyRuntime`: its list of interpreters
+//! is the static `interp_head` (read from `.symtab`). Their code objects have no qualified
+//! name: frames are named by `co_name`.
+//!
 //! 3.11 and 3.12 publish nothing, so their offsets are tables here, taken from the DWARF of
 //! the interpreters (`ptype /o` of `PyThreadState`, `_PyCFrame`, `_PyInterpreterFrame`,
 //! `PyCodeObject`, `PyASCIIObject`, `PyCompactUnicodeObject`, `PyBytesObject` in 3.11.7 and
@@ -9,7 +17,7 @@
 //! them in `_Py_DebugOffsets`, the first bytes of `_PyRuntime`, which are initialized data
 //! and so read from the file ([`from_debug_offsets`]); its own layout is that of 3.13.
 
-use tracer_common::python::{NO_FIELD, PyOffsets};
+use tracer_common::python::{NO_FIELD, PY_FRAME_OBJECT, PY_THREAD_PTHREAD, PyOffsets};
 
 use super::PythonError;
 
@@ -36,6 +44,19 @@ pub struct CodeLayout {
     /// `PyBytesObject.ob_size` and `.ob_sval`.
     pub bytes_size: u16,
     pub bytes_data: u16,
+    /// What a frame's recorded instruction is and how the line table reads.
+    pub format: CodeFormat,
+}
+
+/// How a frame's instruction is recorded and its code object's line table is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodeFormat {
+    /// 3.11+: a pointer into `co_code_adaptive`; `co_linetable` of locations.
+    Locations,
+    /// 3.10: `f_lasti` in code units (two bytes); `co_linetable` of byte and line deltas.
+    Linetable310,
+    /// 3.6-3.9: `f_lasti` in bytes; `co_lnotab`.
+    Lnotab,
 }
 
 /// One version's layout.
@@ -60,7 +81,7 @@ pub const V3_11: Layout = Layout {
         frame_instr: 56,
         frame_owner: 69,
         frame_is_entry: 68,
-        _pad: 0,
+        flags: 0,
     },
     code: CodeLayout {
         filename: 112,
@@ -75,6 +96,7 @@ pub const V3_11: Layout = Layout {
         str_compact_size: 72,
         bytes_size: 16,
         bytes_data: 32,
+        format: CodeFormat::Locations,
     },
 };
 
@@ -92,7 +114,7 @@ pub const V3_12: Layout = Layout {
         frame_instr: 56,
         frame_owner: 70,
         frame_is_entry: NO_FIELD,
-        _pad: 0,
+        flags: 0,
     },
     code: CodeLayout {
         filename: 112,
@@ -107,8 +129,64 @@ pub const V3_12: Layout = Layout {
         str_compact_size: 56,
         bytes_size: 16,
         bytes_data: 32,
+        format: CodeFormat::Locations,
     },
 };
+
+/// A `PyFrameObject` version (3.6-3.10): `interpreters_head` (in `_PyRuntime`, or 0 from
+/// 3.6's `interp_head`), `PyThreadState.thread_id`, `PyFrameObject.f_lasti`, and the code
+/// object's `co_firstlineno` and `co_filename` (`co_name` and the line table follow it).
+const fn frame_object(
+    interpreters_head: u16,
+    thread_id: u16,
+    lasti: u16,
+    first: u16,
+    file: u16,
+    format: CodeFormat,
+) -> Layout {
+    Layout {
+        kernel: PyOffsets {
+            runtime_interpreters_head: interpreters_head,
+            interp_threads_head: 8,
+            tstate_next: 8,
+            tstate_native_thread_id: thread_id,
+            tstate_frame: 24,
+            cframe_current_frame: NO_FIELD,
+            frame_code: 32,
+            frame_previous: 24,
+            frame_instr: lasti,
+            frame_owner: NO_FIELD,
+            frame_is_entry: NO_FIELD,
+            flags: PY_FRAME_OBJECT | PY_THREAD_PTHREAD,
+        },
+        code: CodeLayout {
+            filename: file,
+            name: file + 8,
+            qualname: file + 8,
+            linetable: file + 16,
+            firstlineno: first,
+            code_adaptive: 0,
+            str_length: 16,
+            str_state: 32,
+            str_ascii_size: 48,
+            str_compact_size: 72,
+            bytes_size: 16,
+            bytes_data: 32,
+            format,
+        },
+    }
+}
+
+/// 3.6 (3.6.15's DWARF; `long thread_id` at 152).
+pub const V3_6: Layout = frame_object(0, 152, 120, 36, 96, CodeFormat::Lnotab);
+/// 3.7 (3.7.16's DWARF; `_PyRuntime.interpreters` at 16).
+pub const V3_7: Layout = frame_object(24, 176, 104, 36, 96, CodeFormat::Lnotab);
+/// 3.8 (3.8.18's DWARF; `_PyRuntime.interpreters` at 24).
+pub const V3_8: Layout = frame_object(32, 176, 104, 40, 104, CodeFormat::Lnotab);
+/// 3.9 (3.9.18's DWARF: 3.8's offsets).
+pub const V3_9: Layout = V3_8;
+/// 3.10 (3.10.13's DWARF; `f_lasti` at 96).
+pub const V3_10: Layout = frame_object(32, 176, 96, 40, 104, CodeFormat::Linetable310);
 
 /// `_Py_DebugOffsets.cookie`.
 pub const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
@@ -151,6 +229,11 @@ mod debug {
 /// bytes (needed from 3.13 on).
 pub fn for_version(major: u8, minor: u8, runtime: Option<&[u8]>) -> Result<Layout, PythonError> {
     match (major, minor) {
+        (3, 6) => Ok(V3_6),
+        (3, 7) => Ok(V3_7),
+        (3, 8) => Ok(V3_8),
+        (3, 9) => Ok(V3_9),
+        (3, 10) => Ok(V3_10),
         (3, 11) => Ok(V3_11),
         (3, 12) => Ok(V3_12),
         (3, 13) => {
@@ -207,7 +290,7 @@ pub fn from_debug_offsets(bytes: &[u8], major: u8, minor: u8) -> Result<Layout, 
             frame_instr: field(FRAME_INSTR_PTR, FRAME_SIZE, 8)?,
             frame_owner: field(FRAME_OWNER, FRAME_SIZE, 1)?,
             frame_is_entry: NO_FIELD,
-            _pad: 0,
+            flags: 0,
         },
         code: CodeLayout {
             filename: field(CODE_FILENAME, CODE_SIZE, 8)?,
@@ -223,6 +306,7 @@ pub fn from_debug_offsets(bytes: &[u8], major: u8, minor: u8) -> Result<Layout, 
             str_compact_size: field(STR_ASCII_SIZE, STR_SIZE, 0)?.saturating_add(16),
             bytes_size: field(BYTES_OB_SIZE, BYTES_SIZE, 8)?,
             bytes_data: field(BYTES_SVAL, BYTES_SIZE, 0)?,
+            format: CodeFormat::Locations,
         },
     })
 }

@@ -3,10 +3,10 @@
 //! a process running it (`tracer_common::python::PyProcInfo`), and how a code object and an
 //! instruction offset become a qualified name, a file and a line ([`linetable`]).
 //!
-//! Versions: 3.11 and 3.12 by per-version layout tables (checked against the interpreters'
+//! Versions: 3.6 to 3.12 by per-version layout tables (checked against the interpreters'
 //! DWARF), 3.13 by the `_Py_DebugOffsets` the interpreter publishes at the start of
-//! `_PyRuntime` (its layout of 3.13; 3.14 changed it and is refused). Earlier versions (no
-//! `Py_Version` symbol) and free-threaded builds are refused with a reason.
+//! `_PyRuntime` (its layout of 3.13; 3.14 changed it and is refused). Earlier versions (2.7,
+//! no `_PyEval_EvalFrameDefault`) and free-threaded builds are refused with a reason.
 //!
 //! Pure: every function here takes bytes (an object's image, memory read from a process) and
 //! never opens a file or a process.
@@ -26,9 +26,11 @@ pub use layout::{CodeLayout, Layout};
 pub enum PythonError {
     #[error("malformed ELF: {0}")]
     Elf(String),
-    #[error("CPython without a Py_Version symbol (before 3.11): not supported")]
-    NoVersion,
-    #[error("CPython {major}.{minor}: not supported (3.11 to 3.13 are)")]
+    #[error("CPython before 3.6 (2.7 or 3.5 and earlier: no _PyEval_EvalFrameDefault): not supported")]
+    TooOld,
+    #[error("CPython 3.6 without its symbol table (no interp_head): not supported")]
+    NoSymbolTable,
+    #[error("CPython {major}.{minor}: not supported (3.6 to 3.13 are)")]
     Unsupported { major: u8, minor: u8 },
     #[error("CPython {major}.{minor}: free-threaded builds are not supported")]
     FreeThreaded { major: u8, minor: u8 },

@@ -49,8 +49,7 @@ use tracer_common::python::PyProcInfo;
 use super::pymem::{MemReader, ReadError};
 use crate::python::{
     CodeLayout,
-    code::{CodeError, CodeHeader, instr_offset},
-    linetable::line_of,
+    code::{CodeError, CodeHeader, line as code_line},
     merge::{self, Merged, PyFrameRef},
 };
 
@@ -465,8 +464,8 @@ impl PyCodes {
                 0
             } else {
                 inner.sample.scanned += len;
-                let offset = instr_offset(&layout, frame.code, frame.instr);
-                line_of(&code.linetable, code.first_line, offset).map_or(0, |l| u32::try_from(l).unwrap_or(0))
+                code_line(&layout, &code.linetable, code.first_line, frame.code, frame.instr)
+                    .map_or(0, |l| u32::try_from(l).unwrap_or(0))
             };
         if let Some(proc) = inner.procs.get_mut(&pid) {
             proc.window.scanned += len;

@@ -2,9 +2,9 @@
 //! one named like `python3.X` or `libpython3.X.so` whose symbols make it an interpreter
 //! (`python::detect_file` over the object's already-open file, never a path opened again).
 //! Detection is done once per object identity and cached, the failures too (an unsupported
-//! version is logged once, not at every load).
+//! version is logged once, not at every load, and counted by reason: [`Catalog::python_refused`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tracer_common::python::PyProcInfo;
 
@@ -17,16 +17,26 @@ use crate::{
 /// Objects at most in the detection cache; past it the cache is emptied (named eviction:
 /// objects are detected again when a process maps them next).
 const MAX_DETECTED: usize = 4096;
+/// Reasons counted apart at most (the rest are counted as [`OTHER_REASON`]: a malformed file's
+/// reason carries its parser's words).
+const MAX_REASONS: usize = 16;
+/// The reason the reasons past [`MAX_REASONS`] are counted under.
+pub const OTHER_REASON: &str = "other reasons";
 
 /// The detection result of each interpreter-named object seen.
 #[derive(Default)]
 pub struct PythonObjects {
     detected: HashMap<ObjectKey, Option<PythonImage>>,
+    /// Interpreter objects found and not walked, by reason (each detection counted once).
+    refused: BTreeMap<String, u64>,
 }
 
-/// Whether a mapped file's name is one an interpreter is shipped under.
+/// Whether a mapped file's name is one an interpreter is shipped under (2.7's too: it is
+/// refused by name).
 fn interpreter_name(name: &str) -> bool {
-    name.starts_with("python3") || name.starts_with("libpython3")
+    ["python2", "python3", "libpython2", "libpython3"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
 }
 
 impl<T: TableStore> Catalog<T> {
@@ -38,6 +48,13 @@ impl<T: TableStore> Catalog<T> {
         let found = self.find_python(pid);
         self.pycode.set(pid, found);
         found.map(|(info, _)| info)
+    }
+
+    /// The interpreters found in mapped objects whose frames are not walked, by reason (a
+    /// version or build not supported, a file that cannot be read): objects, each counted
+    /// once per detection.
+    pub fn python_refused(&self) -> BTreeMap<String, u64> {
+        self.python.refused.clone()
     }
 
     fn find_python(&mut self, pid: u32) -> Option<(PyProcInfo, CodeLayout)> {
@@ -57,10 +74,18 @@ impl<T: TableStore> Catalog<T> {
                 log::debug!("python: detection cache full ({MAX_DETECTED}), emptied");
                 cache.clear();
             }
+            let refused = &mut self.python.refused;
             let image = *cache.entry(key.clone()).or_insert_with(|| match detect_file(file) {
                 Ok(image) => image,
                 Err(err) => {
                     log::warn!("{}: {err}; its Python frames are not shown", object.path.display());
+                    let reason = err.to_string();
+                    let reason = if refused.contains_key(&reason) || refused.len() < MAX_REASONS {
+                        reason
+                    } else {
+                        OTHER_REASON.to_owned()
+                    };
+                    *refused.entry(reason).or_default() += 1;
                     None
                 }
             });

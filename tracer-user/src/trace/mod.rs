@@ -322,11 +322,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         follow: follower.stats,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
-        python: summary::python::PythonFigures::new(
-            &kernel.python_counts()?,
-            catalog.pycode.stats(),
-            catalog.pycode.map_stats(),
-        ),
+        python: summary::python::PythonFigures {
+            refused: catalog.python_refused(),
+            ..summary::python::PythonFigures::new(
+                &kernel.python_counts()?,
+                catalog.pycode.stats(),
+                catalog.pycode.map_stats(),
+            )
+        },
         diagnosis: Vec::new(),
     };
     let jit = catalog.jit.stats();

@@ -12,7 +12,9 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::python::programs::{self, ALL, Program, PyFrame, Tally, dones, goings, interpreters, three_versions};
+use crate::python::programs::{
+    self, ALL, Program, PyFrame, Tally, dones, goings, interpreters, is_older, older, three_versions,
+};
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, read_pprof};
 
 /// Seconds of CPU each program works for.
@@ -45,6 +47,8 @@ struct Session {
     programs: HashMap<u32, (&'static Program, u64)>,
     /// When each program's work ended (Unix time), by pid.
     done: HashMap<u32, u64>,
+    /// The interpreter names frames by `co_name` (before 3.11).
+    short_names: bool,
 }
 
 /// Start every program on `python` (`PY_WALK_WAIT`: wait for a line on stdin first).
@@ -159,6 +163,7 @@ fn session(python: &[String], mode: Mode, extra: &[&str]) -> Session {
         summary: Summary::of(&stderr),
         programs,
         done: dones(&said_text),
+        short_names: is_older(python),
     }
 }
 
@@ -173,7 +178,10 @@ fn time_ns(sample: &serde_json::Value) -> u64 {
 /// Judge every program's samples in `session` (see the module's description).
 fn judge(session: &Session, what: &str) {
     for (&pid, &(program, went)) in &session.programs {
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            short_names: session.short_names,
+            ..Tally::default()
+        };
         let mut unbacked = 0;
         for sample in json_samples(&session.json, pid) {
             let done = session.done.get(&pid).copied().unwrap_or(u64::MAX);
@@ -204,19 +212,34 @@ fn judge(session: &Session, what: &str) {
 /// The folded output names the Python functions in their places (outermost first), and
 /// pprof has them as functions with their file and line.
 fn judge_outputs(session: &Session, what: &str) {
+    // Before 3.11 each Python call is a C call too: its native frames are between them.
+    let python_only = |line: &str| {
+        let frames = line.rsplit_once(' ').map_or(line, |(stack, _)| stack).split(';');
+        let python = frames.filter(|f| *f == "<module>" || f.ends_with("_py_walk"));
+        python.collect::<Vec<_>>().join(";")
+    };
     assert!(
-        session
-            .folded
-            .lines()
-            .any(|l| l.contains(";<module>;spin_py_walk;fib_py_walk;fib_py_walk")),
+        session.folded.lines().any(|l| {
+            let l = if session.short_names {
+                python_only(l)
+            } else {
+                l.to_owned()
+            };
+            l.contains("<module>;spin_py_walk;fib_py_walk;fib_py_walk")
+        }),
         "{what}: no fib stack in the folded output"
     );
     let Some(pprof) = &session.pprof else { return };
     let string = |i: i64| pprof.string_table[i as usize].as_str();
+    let lambda = if session.short_names {
+        "<lambda>"
+    } else {
+        "sort_py_walk.<locals>.<lambda>"
+    };
     let function = pprof
         .function
         .iter()
-        .find(|f| string(f.name) == "sort_py_walk.<locals>.<lambda>")
+        .find(|f| string(f.name) == lambda)
         .unwrap_or_else(|| panic!("{what}: no lambda function in the pprof"));
     assert_eq!(string(function.filename), "<string>", "{what}: the lambda's file");
     let lines: Vec<i64> = pprof
@@ -272,6 +295,105 @@ fn python_session_system_wide() {
     for python in three_versions("python_session_system_wide") {
         let session = session(&python, Mode::SystemWide, &[]);
         judge(&session, &format!("-a, {}", python.join(" ")));
+    }
+}
+
+/// pyenv's 3.6 to 3.10 (`PyFrameObject` frames, named by `co_name`), traced with `--pid`.
+#[test]
+fn python_session_pid_older() {
+    let Some(_serial) = privileged("python_session_pid_older") else {
+        return;
+    };
+    for python in older("python_session_pid_older") {
+        let session = session(&python, Mode::Pid, &[]);
+        let what = format!("--pid, {}", python.join(" "));
+        judge(&session, &what);
+        judge_outputs(&session, &what);
+    }
+}
+
+/// pyenv's 3.6 to 3.10 launched with `--` (with a pprof output). Run by `cargo xtask test`
+/// (`xtask/src/run.rs`), after the suite: a session per program and version.
+#[test]
+#[ignore = "run by cargo xtask test (external)"]
+fn python_session_launched_older() {
+    let Some(_serial) = privileged("python_session_launched_older") else {
+        return;
+    };
+    for python in older("python_session_launched_older") {
+        let session = session(&python, Mode::Launch, &[]);
+        let what = format!("--, {}", python.join(" "));
+        judge(&session, &what);
+        judge_outputs(&session, &what);
+    }
+}
+
+/// pyenv's 3.6 to 3.10 started while the whole host is traced. Run by `cargo xtask test`.
+#[test]
+#[ignore = "run by cargo xtask test (external)"]
+fn python_session_system_wide_older() {
+    let Some(_serial) = privileged("python_session_system_wide_older") else {
+        return;
+    };
+    for python in older("python_session_system_wide_older") {
+        let session = session(&python, Mode::SystemWide, &[]);
+        judge(&session, &format!("-a, {}", python.join(" ")));
+    }
+}
+
+/// pyenv's 2.7 launched with `--`: its interpreter is refused by name and counted, its
+/// process traced with native stacks only.
+#[test]
+fn python_session_refuses_2_7() {
+    let Some(_serial) = privileged("python_session_refuses_2_7") else {
+        return;
+    };
+    let Some(python) = crate::support::required(
+        "python_session_refuses_2_7",
+        programs::pyenv("2.7"),
+        "no pyenv python2.7",
+    ) else {
+        return;
+    };
+    let script = "import time\nend = time.time() + 1\nwhile time.time() < end: pass\n";
+    let mut args = SUMMARY_JSON.to_vec();
+    args.extend(["-f", "folded", "-o", "/dev/null", "--", &python, "-c", script]);
+    let summary = Summary::of(&Tracer::start(&args).finish());
+    let refused = &summary.0["python"]["refused"];
+    let reasons: Vec<&String> = refused.as_object().expect("refused by reason").keys().collect();
+    assert_eq!(reasons.len(), 1, "{refused}");
+    assert!(reasons[0].contains("2.7"), "{refused}");
+    assert_eq!(refused[reasons[0]], 1, "the interpreter counted once: {refused}");
+    assert_eq!(summary.count("python.walks"), 0, "{}", summary.0);
+    assert!(summary.count("samples") > 0, "{}", summary.0);
+}
+
+/// Debian unstable's 3.14 and 3.15 (chrooted into their private root), traced with `--pid`:
+/// each interpreter is refused by its version and counted, its process traced with native
+/// stacks only.
+#[test]
+fn python_session_refuses_3_14_and_3_15() {
+    let Some(_serial) = privileged("python_session_refuses_3_14_and_3_15") else {
+        return;
+    };
+    for minor in ["3.14", "3.15"] {
+        let test = "python_session_refuses_3_14_and_3_15";
+        let found = crate::support::sid_python_argv(minor);
+        let Some(python) = crate::support::required(test, found, crate::support::NO_SID_ROOT) else {
+            return;
+        };
+        let spin = "import time\nwhile True: time.time()\n";
+        let mut running = Running(programs::command(&python).args(["-c", spin]).spawn().expect("start it"));
+        let pid = running.pid().to_string();
+        let mut args = SUMMARY_JSON.to_vec();
+        args.extend(["-f", "folded", "-o", "/dev/null", "-d", "1", "--pid", &pid]);
+        let summary = Summary::of(&Tracer::start(&args).finish());
+        running.0.kill().expect("stop it");
+        let refused = &summary.0["python"]["refused"];
+        let reason = format!("CPython {minor}: not supported (3.6 to 3.13 are)");
+        assert_eq!(refused, &serde_json::json!({reason: 1}), "{minor}");
+        assert_eq!(summary.count("python.walks"), 0, "{}", summary.0);
+        assert!(summary.count("samples") > 0, "{}", summary.0);
     }
 }
 

@@ -8,7 +8,10 @@ pub mod neighbours;
 mod roots;
 
 #[cfg(feature = "ebpf")]
-pub use roots::{NO_ROOT, TRIXIE_PYTHON, in_root, required, trixie_python, trixie_python_argv, trixie_python_root};
+pub use roots::{
+    NO_ROOT, NO_SID_ROOT, TRIXIE_PYTHON, in_root, required, sid_python_argv, trixie_python, trixie_python_argv,
+    trixie_python_root,
+};
 
 #[cfg(feature = "ebpf")]
 use std::process::Child;

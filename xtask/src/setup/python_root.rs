@@ -66,3 +66,45 @@ pub fn python_root() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The variable that tells the integration tests where the unstable root is.
+pub const SID_VAR: &str = "SFRAME_TRACE_SID_PYTHON_ROOT";
+
+/// The root's directory name of Debian unstable's `python3.14` and `python3.15`, whose
+/// interpreters the tracer refuses by name (tracer-user/tests/integration/python_session.rs).
+const SID_NAME: &str = "sid-python3.14-3.15";
+
+/// Where the unstable root is (whether it is there or not).
+pub fn sid_path() -> anyhow::Result<PathBuf> {
+    Ok(debian::cache_dir()?.join("rootfs").join(SID_NAME))
+}
+
+/// Build the root of unstable's `python3.14` and `python3.15` if it is not there yet.
+pub fn sid_python_root() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let cache = debian::cache_dir()?;
+    let spec = root::Spec {
+        name: SID_NAME,
+        suite: "sid",
+        arch: "amd64",
+        packages: &["python3.14", "python3.15"],
+        needs: "usr/bin/python3.15",
+    };
+    let dir = root::fetch(&cache, &spec, |dir| {
+        if is_root() {
+            for python in ["/usr/bin/python3.14", "/usr/bin/python3.15"] {
+                sh(Command::new("chroot")
+                    .arg(dir)
+                    .args([python, "-c", "import sys; print(sys.version)"]))?;
+            }
+        }
+        Ok(())
+    })
+    .context("building the unstable root of python3.14 and python3.15")?;
+    eprintln!(
+        "setup: python3.14 and python3.15 root in {:.1} s ({})",
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+    Ok(())
+}

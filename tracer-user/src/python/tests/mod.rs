@@ -8,6 +8,7 @@ use tracer_common::python::NO_FIELD;
 use super::{layout::*, linetable::line_of, *};
 
 mod merge;
+mod older;
 
 /// A function of four branches over nine lines (first line 2), compiled by 3.11.
 const TABLE_3_11: &str = "8000d80c0d8045dd0d12903189588c58f000050517f0000505178801d80b0c8871893590418a3a883ad80c119061d81617f103011718f100010d1988458845f006000d129051894a88458845f006000c11804c";
@@ -183,16 +184,19 @@ fn hostile_debug_offsets_are_refused() {
     ));
 }
 
-/// Versions without a table or debug offsets are refused by name.
+/// Versions without a table or debug offsets are refused by name (3.14 and 3.15 changed
+/// their layouts and debug offsets; 3.5 and 2.7 keep frames otherwise).
 #[test]
 fn other_versions_are_refused() {
+    for (major, minor) in [(3, 5), (3, 14), (3, 15), (2, 7), (4, 0)] {
+        assert_eq!(
+            for_version(major, minor, None),
+            Err(PythonError::Unsupported { major, minor })
+        );
+    }
     assert_eq!(
-        for_version(3, 10, None),
-        Err(PythonError::Unsupported { major: 3, minor: 10 })
-    );
-    assert_eq!(
-        for_version(3, 14, None),
-        Err(PythonError::Unsupported { major: 3, minor: 14 })
+        PythonError::Unsupported { major: 3, minor: 14 }.to_string(),
+        "CPython 3.14: not supported (3.6 to 3.13 are)"
     );
     assert_eq!(for_version(3, 13, None), Err(PythonError::Unreadable("_PyRuntime")));
     assert_eq!(for_version(3, 11, None), Ok(V3_11));

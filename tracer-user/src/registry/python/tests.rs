@@ -4,10 +4,17 @@ use super::interpreter_name;
 
 #[test]
 fn interpreter_names() {
-    for name in ["python3.11", "python3", "libpython3.13.so.1.0", "python3.12d"] {
+    for name in [
+        "python3.11",
+        "python3",
+        "libpython3.13.so.1.0",
+        "python3.12d",
+        "libpython2.7.so",
+        "python2.7",
+    ] {
         assert!(interpreter_name(name), "{name}");
     }
-    for name in ["libc.so.6", "perl", "libpython2.7.so", "mypython3", "node"] {
+    for name in ["libc.so.6", "perl", "mypython3", "node"] {
         assert!(!interpreter_name(name), "{name}");
     }
 }

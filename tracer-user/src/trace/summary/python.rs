@@ -26,6 +26,9 @@ pub struct PythonFigures {
     pub stacks: PyFrameStats,
     /// The processes given to the kernel's map of interpreters: added, evicted, refused.
     pub map: PyMapStats,
+    /// Interpreters mapped by traced processes whose frames are not walked, by reason (the
+    /// version or build, named): objects.
+    pub refused: BTreeMap<String, u64>,
 }
 
 impl PythonFigures {
@@ -54,13 +57,18 @@ impl From<&PythonCounts> for PythonFigures {
             cut_short_by_reason,
             stacks: PyFrameStats::default(),
             map: PyMapStats::default(),
+            refused: BTreeMap::new(),
         }
     }
 }
 
 /// The text line, only when some Python chain was walked; the map's line, only when a
-/// process was evicted or refused.
+/// process was evicted or refused; the refused interpreters' line, only when one was.
 pub fn write(f: &mut fmt::Formatter<'_>, python: &PythonFigures) -> fmt::Result {
+    if !python.refused.is_empty() {
+        let reasons: Vec<String> = python.refused.iter().map(|(r, n)| format!("{r} ({n})")).collect();
+        writeln!(f, "  python interpreters not walked: {}", reasons.join(", "))?;
+    }
     let map = &python.map;
     if map.evicted + map.refused_full + map.refused_error > 0 {
         writeln!(

@@ -148,7 +148,7 @@ fn json_has_the_figures_of_the_text() {
             "stacks": {"frames": 0, "unnamed": 0, "too_many_functions": 0, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
                 "runs_dropped": 0, "reads_stuck": 0},
-            "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}},
+            "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}},
         "diagnosis": [],
     });
     assert_eq!(v, expected);
@@ -388,8 +388,31 @@ fn python_walks_in_both_forms() {
             "stacks": {"frames": 690, "unnamed": 4, "too_many_functions": 1, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 2,
                 "runs_dropped": 0, "reads_stuck": 0},
-            "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}})
+            "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}})
     );
+}
+
+/// Interpreters not walked are a line of the text, by reason, even when nothing was walked;
+/// the JSON counts them by reason.
+#[test]
+fn refused_interpreters_in_both_forms() {
+    let (catalog, profile) = session();
+    assert!(!summary(&catalog, &profile).to_string().contains("not walked"));
+    let reason = crate::python::PythonError::Unsupported { major: 3, minor: 14 }.to_string();
+    let summary = Summary {
+        python: super::python::PythonFigures {
+            refused: [(reason.clone(), 2)].into(),
+            ..Default::default()
+        },
+        ..summary(&catalog, &profile)
+    };
+    let text = summary.to_string();
+    assert!(
+        text.contains("\n  python interpreters not walked: CPython 3.14: not supported (3.6 to 3.13 are) (2)\n"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
+    assert_eq!(v["python"]["refused"], serde_json::json!({reason: 2}));
 }
 
 /// Issue 31: the diagnosis is the text's last lines, one per sentence (escaped), and the

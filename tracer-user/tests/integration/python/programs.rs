@@ -15,12 +15,12 @@ use std::collections::HashMap;
 /// The prologue every script starts with (its lines are counted in the scripts' lines).
 macro_rules! prologue {
     () => {
-        r#"import os, sys, time
+        r#"import os, sys, time; NS = getattr(time, "time_ns", lambda: int(time.time() * 1e9))
 def ready():
     print("ready", flush=True)
     if os.environ.get("PY_WALK_WAIT"): sys.stdin.readline()
     global END; END = time.process_time() + float(os.environ.get("PY_WALK_CPU", "inf"))
-    print("going", sys.argv[1] if len(sys.argv) > 1 else "-", os.getpid(), time.time_ns(), flush=True)
+    print("going", sys.argv[1] if len(sys.argv) > 1 else "-", os.getpid(), NS(), flush=True)
 "#
     };
 }
@@ -29,7 +29,7 @@ def ready():
 /// interpreter ending, not the program).
 macro_rules! epilogue {
     () => {
-        "print(\"done\", os.getpid(), time.time_ns(), flush=True)\n"
+        "print(\"done\", os.getpid(), NS(), flush=True)\n"
     };
 }
 
@@ -217,9 +217,16 @@ t.join()
 pub const ALL: [&Program; 5] = [&FIB, &SORTED, &GENERATOR, &METHOD, &THREAD];
 
 impl Program {
-    /// The line of the call `calls` gives for `function`, if any.
-    fn call_line(&self, function: &str) -> Option<i32> {
-        let (_, text) = self.calls.iter().find(|(f, _)| *f == function)?;
+    /// The line of the call `calls` gives for `function` (by its last part with
+    /// `short_names`), if any.
+    fn call_line(&self, function: &str, short_names: bool) -> Option<i32> {
+        let (_, text) = self.calls.iter().find(|(f, _)| {
+            if short_names {
+                short(f) == function
+            } else {
+                *f == function
+            }
+        })?;
         let at = self
             .script
             .lines()
@@ -238,18 +245,27 @@ pub enum Verdict {
     Wrong,
 }
 
-/// `py` (names, innermost first) against `shape` (see [`Program`]).
-fn against(py: &[&str], shape: &[&str]) -> Verdict {
+/// The name a frame of qualified name `name` has where names are `co_name`s (before 3.11: a
+/// code object has no qualified name): its last part.
+fn short(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// `py` (names, innermost first) against `shape` (see [`Program`]); `short_names`: the shape's
+/// names are compared by their last part ([`short`]).
+fn against(py: &[&str], shape: &[&'static str], short_names: bool) -> Verdict {
+    let name_of = |want: &'static str| if short_names { short(want) } else { want };
     if let Some((&"*", outer)) = shape.split_first() {
         // Any frames, then the outer ones whole.
         return match py.len().checked_sub(outer.len()) {
-            Some(inner) if inner > 0 && py[inner..] == *outer => Verdict::Exact,
+            Some(inner) if inner > 0 && py[inner..].iter().zip(outer).all(|(&p, &o)| p == name_of(o)) => Verdict::Exact,
             _ => Verdict::Wrong,
         };
     }
     let mut at = 0;
     for (i, want) in shape.iter().enumerate() {
         let (name, many) = want.strip_suffix('+').map_or((*want, false), |n| (n, true));
+        let name = name_of(name);
         if at == py.len() {
             return if i == 0 { Verdict::Wrong } else { Verdict::Truncated };
         }
@@ -270,6 +286,8 @@ pub type PyFrame = (String, Option<i32>);
 /// The verdicts on a program's samples.
 #[derive(Default)]
 pub struct Tally {
+    /// Names are `co_name`s, not qualified names (CPython before 3.11).
+    pub short_names: bool,
     pub exact: usize,
     pub truncated: usize,
     pub wrong: Vec<String>,
@@ -285,10 +303,11 @@ impl Tally {
             return;
         }
         // Callers are on the line of their call.
-        let off_line = frames
-            .iter()
-            .skip(1)
-            .find(|(name, line)| program.call_line(name).is_some_and(|want| *line != Some(want)));
+        let off_line = frames.iter().skip(1).find(|(name, line)| {
+            program
+                .call_line(name, self.short_names)
+                .is_some_and(|want| *line != Some(want))
+        });
         if let Some(frame) = off_line {
             self.wrong
                 .push(format!("{frame:?} not on its call's line in {frames:?}"));
@@ -298,7 +317,7 @@ impl Tally {
         let best = program
             .shapes
             .iter()
-            .map(|shape| against(&py, shape))
+            .map(|shape| against(&py, shape, self.short_names))
             .min()
             .expect("a shape");
         match best {
@@ -378,6 +397,21 @@ pub fn interpreters(test: &str) -> Vec<Interpreter> {
     }
     out.extend(trixie(test));
     out
+}
+
+/// pyenv's 3.6 to 3.10, whose frames are `PyFrameObject`s (the same skipping).
+pub fn older(test: &str) -> Vec<Interpreter> {
+    ["3.6", "3.7", "3.8", "3.9", "3.10"]
+        .iter()
+        .filter_map(|minor| pyenv_required(test, minor))
+        .collect()
+}
+
+/// Whether `python` is one of [`older`]'s: its frames are named by `co_name`.
+pub fn is_older(python: &[String]) -> bool {
+    ["3.6", "3.7", "3.8", "3.9", "3.10"]
+        .iter()
+        .any(|minor| python.first().is_some_and(|p| p.ends_with(&format!("/python{minor}"))))
 }
 
 /// Debian's 3.11, pyenv's 3.13 and trixie's 3.13 (the same skipping).

@@ -20,16 +20,39 @@ pub const TRIXIE_PYTHON: &str = "/usr/bin/python3.13";
 pub fn trixie_python_root() -> Option<PathBuf> {
     let root = match std::env::var_os(PYTHON_ROOT_VAR).filter(|v| !v.is_empty()) {
         Some(root) => PathBuf::from(root),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache")))?;
-            cache.join("sframe-trace/rootfs/trixie-python3.13")
-        }
+        None => trixie_python_root_default()?,
     };
     let complete = root.join("complete").is_file() && in_root(&root, TRIXIE_PYTHON).is_file();
     complete.then_some(root)
+}
+
+/// The variable `cargo xtask test` names the root of unstable's `python3.14` and `python3.15`
+/// with (xtask/src/setup/python_root.rs).
+pub const SID_PYTHON_ROOT_VAR: &str = "SFRAME_TRACE_SID_PYTHON_ROOT";
+
+/// What a test needing that root is missing without it.
+pub const NO_SID_ROOT: &str = "no private root of unstable's python3.14 and python3.15 (run `cargo xtask setup`)";
+
+/// `chroot ROOT /usr/bin/python3.MINOR` of unstable's root ([`SID_PYTHON_ROOT_VAR`], else
+/// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/rootfs/sid-python3.14-3.15`), or `None` when it
+/// is not there or not complete.
+pub fn sid_python_argv(minor: &str) -> Option<Vec<String>> {
+    let root = match std::env::var_os(SID_PYTHON_ROOT_VAR).filter(|v| !v.is_empty()) {
+        Some(root) => PathBuf::from(root),
+        None => trixie_python_root_default()?.with_file_name("sid-python3.14-3.15"),
+    };
+    let python = format!("/usr/bin/python{minor}");
+    let complete = root.join("complete").is_file() && in_root(&root, &python).is_file();
+    complete.then(|| vec!["chroot".to_owned(), root.display().to_string(), python])
+}
+
+/// Where `cargo xtask setup` puts trixie's root.
+fn trixie_python_root_default() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache")))?;
+    Some(cache.join("sframe-trace/rootfs/trixie-python3.13"))
 }
 
 /// `path` (absolute inside the root) as this machine sees it.
