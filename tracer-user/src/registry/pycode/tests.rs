@@ -164,7 +164,9 @@ fn cached_code_objects_are_checked_again() {
         .lock()
         .unwrap()
         .function(&c, 0x10_000, "first", "/a.py", 5, &TABLE);
-    let mut codes = codes(&memory, Duration::from_millis(50));
+    // Long enough that the steps before a sleep never span it, on a busy machine too.
+    let recheck = Duration::from_secs(1);
+    let mut codes = codes(&memory, recheck);
     codes.set(7, Some((info(), c)));
     let at = |code: u64| PyFrameRef {
         code,
@@ -201,13 +203,13 @@ fn cached_code_objects_are_checked_again() {
         "first",
         "cached"
     );
-    std::thread::sleep(Duration::from_millis(60));
+    std::thread::sleep(recheck + Duration::from_millis(100));
     assert_eq!(
         name(&codes, codes.frame(7, at(0x10_000)).expect("not elided")).unwrap(),
         ("second".into(), "/b.py".into(), 9)
     );
     // Unchanged past the check: still named (the header read again matched).
-    std::thread::sleep(Duration::from_millis(60));
+    std::thread::sleep(recheck + Duration::from_millis(100));
     assert_eq!(
         name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
             .unwrap()
@@ -217,7 +219,7 @@ fn cached_code_objects_are_checked_again() {
     // Its process gone (the memory reads nothing), a cached code object still names the
     // samples that come in late.
     let saved = std::mem::take(&mut *memory.lock().unwrap());
-    std::thread::sleep(Duration::from_millis(60));
+    std::thread::sleep(recheck + Duration::from_millis(100));
     assert_eq!(
         name(&codes, codes.frame(7, at(0x10_000)).expect("not elided"))
             .unwrap()
