@@ -101,10 +101,26 @@ pub struct Location {
     pub line: Option<u32>,
 }
 
-/// One `_func` record, as much of it as naming needs.
+/// One function's frame as Go's runtime unwinds it (see [`Table::frame`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub range: Range<u64>,
+    pub sp_deltas: Vec<(u64, i32)>,
+    /// Go's runtime ends its own tracebacks here (`TOPFRAME`: `runtime.goexit`,
+    /// `runtime.mstart`, `runtime.rt0_go`, `runtime.sigtramp`): nothing above it is a frame.
+    pub top: bool,
+}
+
+/// `abi.FuncFlagTopFrame` (Go 1.17 on, unchanged since).
+const FUNC_FLAG_TOP_FRAME: u64 = 1;
+
+/// One `_func` record, as much of it as naming and unwinding need.
 struct Func {
+    /// Where its `flag` byte is.
+    flag_at: u64,
     range: Range<u64>,
     name_off: u32,
+    pcsp: u32,
     pcfile: u32,
     pcln: u32,
     cu: u32,
@@ -228,6 +244,51 @@ impl Table {
         })
     }
 
+    /// How many functions the table lists.
+    pub fn functions(&self) -> u64 {
+        self.nfunc
+    }
+
+    /// Function `i`'s address range, its stack-pointer deltas (`pcsp`: bytes the function
+    /// has pushed since its entry, the return address not counted) as runs `(start, delta)`,
+    /// ascending, the first at the entry, and whether it is a top frame; at most `budget` steps
+    /// decoded, taken off it. `None` when the record or its table cannot be read, or the
+    /// budget runs out.
+    pub fn frame<B: Bytes + ?Sized>(&self, bytes: &B, i: u64, budget: &mut usize) -> Option<Frame> {
+        if i >= self.nfunc {
+            return None;
+        }
+        let func = self.func_at(bytes, i)?;
+        if func.range.start >= func.range.end || func.pcsp == 0 {
+            return None;
+        }
+        let mut cursor = Cursor::new(bytes, self.pctab.checked_add(u64::from(func.pcsp))?, self.size);
+        let (mut value, mut at) = (-1i32, func.range.start);
+        let mut runs = Vec::new();
+        for step in 0.. {
+            *budget = budget.checked_sub(1)?;
+            let delta = cursor.varint()?;
+            if delta == 0 && step > 0 {
+                break;
+            }
+            let delta = if delta & 1 != 0 { !(delta >> 1) } else { delta >> 1 };
+            value = value.wrapping_add(delta as i32);
+            runs.push((at, value));
+            at = at.checked_add(u64::from(cursor.varint()?).checked_mul(u64::from(self.quantum))?)?;
+            if at >= func.range.end || step >= MAX_PCVALUE_STEPS {
+                break;
+            }
+        }
+        let top = self
+            .uint(bytes, func.flag_at, 1)
+            .is_some_and(|flag| flag & FUNC_FLAG_TOP_FRAME != 0);
+        Some(Frame {
+            range: func.range,
+            sp_deltas: runs,
+            top,
+        })
+    }
+
     /// Bytes of one `functab` field.
     fn field(&self) -> u64 {
         match self.version {
@@ -259,11 +320,13 @@ impl Table {
                 hi = mid;
             }
         }
-        let i = lo.checked_sub(1)?;
-        let range = self.entry(bytes, i)?..self.entry(bytes, i + 1)?;
-        if !range.contains(&pc) {
-            return None;
-        }
+        let func = self.func_at(bytes, lo.checked_sub(1)?)?;
+        func.range.contains(&pc).then_some(func)
+    }
+
+    /// Function `i` of the function table.
+    fn func_at<B: Bytes + ?Sized>(&self, bytes: &B, i: u64) -> Option<Func> {
+        let range = self.entry(bytes, i)?..self.entry(bytes, i.checked_add(1)?)?;
         let field = self.field();
         let funcoff = self.uint(bytes, self.pcln + i * 2 * field + field, u8::try_from(field).ok()?)?;
         let func = self.pcln.checked_add(funcoff)?;
@@ -274,9 +337,14 @@ impl Table {
             Version::Go118 | Version::Go120 => 4,
         })?;
         let u32_at = |i: u64| self.uint(bytes, fields + 4 * i, 4).map(|v| v as u32);
+        // After the eight 32-bit fields (and 1.20's `startLine`): `funcID`, then `flag` (1.17
+        // on; a zero pad byte in 1.16).
+        let flag_at = fields + 4 * 8 + if self.version == Version::Go120 { 4 } else { 0 } + 1;
         Some(Func {
+            flag_at,
             range,
             name_off: u32_at(0)?,
+            pcsp: u32_at(3)?,
             pcfile: u32_at(4)?,
             pcln: u32_at(5)?,
             cu: u32_at(7)?,

@@ -263,7 +263,11 @@ fn unnamed_objects(resolved: &crate::export::model::Resolved) -> Vec<(String, u6
                 f.symbol.is_none()
                     && matches!(
                         f.source,
-                        FrameSource::Sframe | FrameSource::EhFrame | FrameSource::Fp | FrameSource::Leaf
+                        FrameSource::Sframe
+                            | FrameSource::EhFrame
+                            | FrameSource::Fp
+                            | FrameSource::Leaf
+                            | FrameSource::Gopclntab
                     )
             })
             .filter_map(|f| f.object)

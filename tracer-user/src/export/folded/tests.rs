@@ -113,6 +113,7 @@ fn truncated_stacks_show_a_marker_and_go_bases_are_complete() {
             cut("helper", "no_mapping"),
             cut("runtime.goexit.abi0", "zero_ra"),
             cut("runtime.mstart", "zero_ra"),
+            cut("runtime.clone", "zero_ra"),
             cut("caller", "zero_ra"),
             cut("runtime.goexit", "no_info"),
         ],
@@ -125,6 +126,7 @@ fn truncated_stacks_show_a_marker_and_go_bases_are_complete() {
             "app;[truncated: no_info];runtime.goexit;work",
             "app;[truncated: no_mapping];helper;work",
             "app;[truncated: zero_ra];caller;work",
+            "app;runtime.clone;work",
             "app;runtime.goexit.abi0;work",
             "app;runtime.mstart;work",
         ]

@@ -200,6 +200,9 @@ pub struct UserFrames {
     /// Through leaf functions proven from aarch64 code (only when there were some).
     #[serde(skip_serializing_if = "is_zero")]
     pub leaf: u64,
+    /// Through Go code's `.gopclntab` stack-pointer deltas (only when there were some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gopclntab: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -216,6 +219,9 @@ pub struct Tables {
     /// information (only when there were some).
     #[serde(skip_serializing_if = "is_zero")]
     pub leaves: u64,
+    /// Objects with a table of Go code from its `.gopclntab` (only when there were some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gopclntab: u64,
     /// Unwind rows the tables were built from.
     pub rows: u64,
     /// Bytes of kernel map memory the tables use, and the table maps' size.
@@ -289,11 +295,13 @@ impl Summary<'_> {
                 eh_frame: self.profile.cfi_frames,
                 frame_pointers: self.profile.fp_frames,
                 leaf: self.profile.leaf_frames,
+                gopclntab: self.profile.gopclntab_frames,
             },
             tables: Tables {
                 sframe: counts.sframe,
                 eh_frame: counts.cfi,
                 leaves: counts.leaves,
+                gopclntab: counts.gopclntab,
                 rows: counts.rows,
                 kernel_bytes: self.table_bytes,
                 capacity_bytes: self.table_capacity_bytes,
@@ -367,11 +375,16 @@ impl fmt::Display for Summary<'_> {
             .collect();
         writeln!(
             f,
-            "  tables: {} with SFrame, {} with .eh_frame{} ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
+            "  tables: {} with SFrame, {} with .eh_frame{}{} ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
             tables.sframe,
             tables.eh_frame,
             if tables.leaves > 0 {
                 format!(", {} of leaf functions", tables.leaves)
+            } else {
+                String::new()
+            },
+            if tables.gopclntab > 0 {
+                format!(", {} from .gopclntab", tables.gopclntab)
             } else {
                 String::new()
             },
