@@ -20,7 +20,8 @@ pub mod python_root;
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
-/// pprof output in the format tests; python3-venv: the OTLP tests' receiver runs in a venv with
+/// pprof output in the format tests, and the Go tests build their program with it and judge
+/// it with `go tool nm` and `go tool objdump`; python3-venv: the OTLP tests' receiver runs in a venv with
 /// the official opentelemetry-proto and grpcio packages; g++: cargo-fuzz builds libFuzzer;
 /// strace: a test counts the tracer's opens of a traced file; nodejs and openjdk-17-jdk-headless:
 /// the JIT tests read their perf maps).

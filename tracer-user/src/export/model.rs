@@ -214,10 +214,12 @@ pub struct ResolvedSample {
 /// first thread's at `runtime.rt0_go`, a thread the runtime made itself (`newosproc`) at
 /// `runtime.clone`, whose child side calls `mstart` on the new stack, and the system stack
 /// entered by `runtime.mcall` or `runtime.morestack` at them (what they call there never
-/// returns; as a caller frame they are always on that side of the switch). Above them is nothing,
-/// and the walk meets a zero return address: the stack is complete, not cut (`zero_ra`). In a
-/// Go object the names come from its `.gopclntab`, the runtime's own table, so a stripped
-/// binary's stacks are judged alike.
+/// returns; as a caller frame they are always on that side of the switch). Above them is
+/// nothing: the walk meets a zero return address (`zero_ra`) or, in a Go object's own table, a
+/// function that switches stacks, whose rule holds in the innermost frame only
+/// (`topmost_only_rule`: `table::gopcsp`), and the stack is complete, not cut. In a Go object
+/// the names come from its `.gopclntab`, the runtime's own table, so a stripped binary's
+/// stacks are judged alike.
 const GO_STACK_BASES: [&str; 8] = [
     "runtime.goexit",
     "runtime.mstart",
@@ -233,8 +235,9 @@ const GO_STACK_BASES: [&str; 8] = [
 /// user: `truncated` from the walk, except a Go stack that ends at the base its runtime gives
 /// it (see [`GO_STACK_BASES`]), which is complete.
 pub fn truncation(truncated: Option<&'static str>, frames: &[ResolvedFrame]) -> Option<&'static str> {
+    use tracer_common::walk::StopReason;
     truncated.filter(|&why| {
-        why != tracer_common::walk::StopReason::ZeroRa.name()
+        (why != StopReason::ZeroRa.name() && why != StopReason::TopmostOnlyRule.name())
             || !frames
                 .last()
                 .and_then(|f| f.symbol.as_deref())

@@ -109,10 +109,15 @@ pub struct Frame {
     /// Go's runtime ends its own tracebacks here (`TOPFRAME`: `runtime.goexit`,
     /// `runtime.mstart`, `runtime.rt0_go`, `runtime.sigtramp`): nothing above it is a frame.
     pub top: bool,
+    /// It writes SP in ways its deltas do not say (`SPWRITE`: a switch to another stack, as
+    /// in `runtime.mcall`, `runtime.systemstack`, `time.now`): Go's runtime unwinds it only as
+    /// the innermost frame.
+    pub sp_write: bool,
 }
 
-/// `abi.FuncFlagTopFrame` (Go 1.17 on, unchanged since).
+/// `abi.FuncFlagTopFrame` and `abi.FuncFlagSPWrite` (Go 1.17 on, unchanged since).
 const FUNC_FLAG_TOP_FRAME: u64 = 1;
+const FUNC_FLAG_SP_WRITE: u64 = 2;
 
 /// One `_func` record, as much of it as naming and unwinding need.
 struct Func {
@@ -279,13 +284,12 @@ impl Table {
                 break;
             }
         }
-        let top = self
-            .uint(bytes, func.flag_at, 1)
-            .is_some_and(|flag| flag & FUNC_FLAG_TOP_FRAME != 0);
+        let flag = self.uint(bytes, func.flag_at, 1).unwrap_or(0);
         Some(Frame {
             range: func.range,
             sp_deltas: runs,
-            top,
+            top: flag & FUNC_FLAG_TOP_FRAME != 0,
+            sp_write: flag & FUNC_FLAG_SP_WRITE != 0,
         })
     }
 

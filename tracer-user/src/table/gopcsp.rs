@@ -17,12 +17,20 @@
 //! 4. A function the table flags as a top frame (`runtime.goexit`, `runtime.mstart`,
 //!    `runtime.rt0_go`, `runtime.sigtramp`), where Go's own tracebacks end, is `OUTERMOST`:
 //!    the stack is complete there, whatever its name.
+//! 5. A function the table flags as writing SP (`SPWRITE`: `runtime.mcall`,
+//!    `runtime.systemstack`, `runtime.morestack`, `time.now`, ... switch stacks) has its rules
+//!    in the innermost frame only (`FLAG_TOPMOST_ONLY`): as a caller it is on the other side of
+//!    the switch, where the deltas say nothing, and the walk stops there, as Go's runtime's
+//!    does (`topmost_only_rule`; the summary counts a stack that stops at one of Go's stack
+//!    bases complete, see `export::model::truncation`).
 //!
 //! A delta that is negative, not a multiple of 8 or past [`MAX_DELTA`] gives `NO_INFO` there.
 //! Decoding is bounded by [`MAX_STEPS`] for the whole table: a hostile table gives fewer rules.
 
 use object::{Architecture, Object as _};
-use tracer_common::unwind::{FLAG_FP_SAVED, FLAG_RA_SAVED, KIND_CFA, KIND_OUTERMOST, REG_SP, UnwindRule};
+use tracer_common::unwind::{
+    FLAG_FP_SAVED, FLAG_RA_SAVED, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_OUTERMOST, REG_SP, UnwindRule,
+};
 
 use super::{padding::Code, transitions::Flat};
 use crate::gopclntab::{Section, Table, Version};
@@ -109,6 +117,15 @@ pub(crate) fn flatten(file: &[u8]) -> Option<Flat> {
             flat.functions += 1;
             continue;
         }
+        // Step 5: valid in the innermost frame only.
+        let only_topmost = if frame.sp_write { FLAG_TOPMOST_ONLY } else { 0 };
+        let rule = |d: i32, fp: bool| {
+            let rule = rule(d, fp);
+            UnwindRule {
+                flags: rule.flags | if rule.kind == KIND_CFA { only_topmost } else { 0 },
+                ..rule
+            }
+        };
         let mut saved: Option<u64> = None;
         let mut decided = false;
         for (k, &(start, d)) in runs.iter().enumerate() {

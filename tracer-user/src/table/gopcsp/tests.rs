@@ -128,12 +128,64 @@ fn top_frames_are_outermost() {
             let frame = table.frame(data, i, &mut budget).expect("frame");
             if frame.top {
                 let name = table.locate(data, frame.range.start).expect("named").function;
-                assert_eq!(at(&flat, frame.range.start).kind, tracer_common::unwind::KIND_OUTERMOST, "{name}");
+                assert_eq!(
+                    at(&flat, frame.range.start).kind,
+                    tracer_common::unwind::KIND_OUTERMOST,
+                    "{name}"
+                );
                 tops.push(name);
             }
         }
         for base in ["runtime.goexit", "runtime.mstart", "runtime.rt0_go", "runtime.sigtramp"] {
-            assert!(tops.iter().any(|t| t.strip_suffix(".abi0").unwrap_or(t) == base), "{version}: {tops:?}");
+            assert!(
+                tops.iter().any(|t| t.strip_suffix(".abi0").unwrap_or(t) == base),
+                "{version}: {tops:?}"
+            );
         }
+    }
+}
+
+#[test]
+/// Functions that switch stacks (`runtime.mcall`, `runtime.systemstack`, `runtime.morestack`)
+/// have rules for the innermost frame only; the program's own functions have ordinary ones.
+fn stack_switches_hold_in_the_innermost_frame_only() {
+    use tracer_common::unwind::FLAG_TOPMOST_ONLY;
+    let Some(built) = programs() else { return };
+    for (_, stripped, version) in built {
+        let section = crate::gopclntab::Section::find(&stripped[..]).expect("section");
+        let data = &stripped[section.offset as usize..(section.offset + section.size) as usize];
+        let mut table = crate::gopclntab::Table::parse(data, section.size).expect("parse");
+        table.relocate(section.text_start(table.text_start()).expect("text start"));
+        let flat = flatten(&stripped).expect("rules");
+        let mut budget = usize::MAX;
+        let mut seen = Vec::new();
+        for i in 0..table.functions() {
+            let frame = table.frame(data, i, &mut budget).expect("frame");
+            let name = table.locate(data, frame.range.start).expect("named").function;
+            let name = name.strip_suffix(".abi0").unwrap_or(&name).to_owned();
+            // The rule in effect at its entry (an equal rule before it is not repeated), then
+            // those inside it.
+            let inside = flat
+                .transitions
+                .iter()
+                .filter(|(a, _)| frame.range.contains(a))
+                .map(|&(_, r)| r);
+            let topmost_only = std::iter::once(at(&flat, frame.range.start))
+                .chain(inside)
+                .filter(|r| r.kind == KIND_CFA)
+                .all(|r| r.flags & FLAG_TOPMOST_ONLY != 0);
+            match name.as_str() {
+                "runtime.mcall" | "runtime.systemstack" | "runtime.morestack" => {
+                    assert!(frame.sp_write && topmost_only, "{version}: {name}");
+                    seen.push(name);
+                }
+                "main.leaf" | "main.middle" | "main.outer" | "main.worker" => {
+                    assert!(!frame.sp_write && !topmost_only, "{version}: {name}");
+                    seen.push(name);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(seen.len(), 7, "{version}: {seen:?}");
     }
 }

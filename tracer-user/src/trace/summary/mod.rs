@@ -233,13 +233,17 @@ pub struct Tables {
     pub without_by_reason: BTreeMap<&'static str, u64>,
 }
 
-/// Count `n` walks the kernel ended at a zero return address (`zero_ra`) as complete: their
-/// stacks end at the base Go's runtime gives a stack (`export::model::truncation`).
-pub fn count_go_bases_complete(stops: &mut [(StopReason, u64)], n: u64) {
+/// Count the walks the kernel ended early, `bases` by the name of their stop reason
+/// (`zero_ra`, `topmost_only_rule`), as complete: their stacks end at the base Go's runtime
+/// gives a stack (`export::model::truncation`).
+pub fn count_go_bases_complete(stops: &mut [(StopReason, u64)], bases: &std::collections::BTreeMap<&'static str, u64>) {
     let mut moved = 0;
-    if let Some((_, zero_ra)) = stops.iter_mut().find(|(r, _)| *r == StopReason::ZeroRa) {
-        moved = n.min(*zero_ra);
-        *zero_ra -= moved;
+    for (reason, count) in stops.iter_mut() {
+        if let Some(&n) = bases.get(reason.name()) {
+            let n = n.min(*count);
+            *count -= n;
+            moved += n;
+        }
     }
     if let Some((_, complete)) = stops.iter_mut().find(|(r, _)| *r == StopReason::Outermost) {
         *complete += moved;
