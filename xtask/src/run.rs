@@ -12,11 +12,13 @@ const SKIPPED_FILE: &str = "target/skipped-tests";
 const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
 /// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`], the private root of
-/// `python3.13` named.
+/// `python3.13` and sid's Go toolchains named.
 fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
     command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);
+    let go = std::env::join_paths(crate::setup::go_roots::paths()?)?;
+    command.env(crate::setup::go_roots::VAR, go);
     Ok(command)
 }
 

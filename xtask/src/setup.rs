@@ -14,6 +14,7 @@ use anyhow::{Context as _, bail};
 
 use crate::cmd::{output, sh};
 
+pub mod go_roots;
 pub mod python_root;
 
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
@@ -56,6 +57,7 @@ pub fn setup() -> anyhow::Result<()> {
     bpf_linker()?;
     fuzz_tools()?;
     python_root::python_root()?;
+    go_roots::go_roots()?;
     eprintln!("setup: done");
     Ok(())
 }

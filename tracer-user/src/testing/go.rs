@@ -11,18 +11,38 @@ use std::{
 /// The source of the test program.
 pub const SPIN_SOURCE: &str = include_str!("../../../fixtures/src/go/spin.go");
 
-/// The Go toolchains to test with: `go` on the `PATH` (Debian's), then every
-/// `target/go-toolchains/*/bin/go` (newer releases fetched by `fixtures/toolchains.sh`).
+/// The variable `cargo xtask test` names sid's newer Go toolchains in (`go` executables,
+/// `:`-separated; `cargo xtask setup` unpacks them).
+pub const TOOLCHAINS_VAR: &str = "SFRAME_TRACE_GO_TOOLCHAINS";
+
+/// The Go toolchains to test with: `go` on the `PATH` (Debian's), then those
+/// [`TOOLCHAINS_VAR`] names, or else those `cargo xtask setup` unpacked into
+/// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/rootfs/sid-golang-*/usr/lib/go-*/bin/go`.
 pub fn toolchains() -> Vec<PathBuf> {
     let mut found = vec![PathBuf::from("go")];
-    if let Ok(dirs) = std::fs::read_dir(target_dir().join("go-toolchains")) {
-        let mut more: Vec<PathBuf> = dirs
-            .filter_map(Result::ok)
-            .map(|d| d.path().join("bin/go"))
-            .filter(|go| go.is_file())
-            .collect();
-        more.sort();
-        found.extend(more);
+    match std::env::var_os(TOOLCHAINS_VAR) {
+        Some(list) => found.extend(std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty())),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")));
+            let rootfs = cache.map(|c| c.join("sframe-trace/rootfs"));
+            let mut more: Vec<PathBuf> = rootfs
+                .and_then(|dir| std::fs::read_dir(dir).ok())
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .filter_map(|d| {
+                    let name = d.file_name().to_str()?.to_owned();
+                    let release = name.strip_prefix("sid-golang-")?;
+                    Some(d.path().join(format!("usr/lib/go-{release}/bin/go")))
+                })
+                .filter(|go| go.is_file())
+                .collect();
+            more.sort();
+            found.extend(more);
+        }
     }
     found
 }

@@ -125,7 +125,8 @@ fn top_frames_are_outermost() {
         let mut budget = usize::MAX;
         let mut tops = Vec::new();
         for i in 0..table.functions() {
-            let frame = table.frame(data, i, &mut budget).expect("frame");
+            // A record without deltas (no code of its own) has no frame.
+            let Some(frame) = table.frame(data, i, &mut budget) else { continue };
             if frame.top {
                 let name = table.locate(data, frame.range.start).expect("named").function;
                 assert_eq!(
@@ -160,7 +161,8 @@ fn stack_switches_hold_in_the_innermost_frame_only() {
         let mut budget = usize::MAX;
         let mut seen = Vec::new();
         for i in 0..table.functions() {
-            let frame = table.frame(data, i, &mut budget).expect("frame");
+            // A record without deltas (no code of its own) has no frame.
+            let Some(frame) = table.frame(data, i, &mut budget) else { continue };
             let name = table.locate(data, frame.range.start).expect("named").function;
             let name = name.strip_suffix(".abi0").unwrap_or(&name).to_owned();
             // The rule in effect at its entry (an equal rule before it is not repeated), then
