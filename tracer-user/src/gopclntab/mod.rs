@@ -24,6 +24,8 @@
 
 use std::ops::Range;
 
+use cursor::{Cursor, Runs};
+
 /// Pc-value steps decoded at most for one lookup (a function of 64 KiB of code has fewer).
 pub const MAX_PCVALUE_STEPS: usize = 1 << 16;
 /// The largest table read (the largest Go programs in use have tables of a few tens of MiB).
@@ -267,22 +269,12 @@ impl Table {
         if func.range.start >= func.range.end || func.pcsp == 0 {
             return None;
         }
-        let mut cursor = Cursor::new(bytes, self.pctab.checked_add(u64::from(func.pcsp))?, self.size);
-        let (mut value, mut at) = (-1i32, func.range.start);
-        let mut runs = Vec::new();
-        for step in 0.. {
-            *budget = budget.checked_sub(1)?;
-            let delta = cursor.varint()?;
-            if delta == 0 && step > 0 {
-                break;
-            }
-            let delta = if delta & 1 != 0 { !(delta >> 1) } else { delta >> 1 };
-            value = value.wrapping_add(delta as i32);
-            runs.push((at, value));
-            at = at.checked_add(u64::from(cursor.varint()?).checked_mul(u64::from(self.quantum))?)?;
-            if at >= func.range.end || step >= MAX_PCVALUE_STEPS {
-                break;
-            }
+        let cursor = Cursor::new(bytes, self.pctab.checked_add(u64::from(func.pcsp))?, self.size);
+        let mut steps = Runs::new(cursor, func.range.start, func.range.end, self.quantum);
+        let runs: Vec<(u64, i32)> = steps.by_ref().take(*budget).map(|(start, _, d)| (start, d)).collect();
+        *budget = budget.checked_sub(steps.steps).filter(|&left| left > 0)?;
+        if steps.failed {
+            return None;
         }
         let flag = self.uint(bytes, func.flag_at, 1).unwrap_or(0);
         Some(Frame {
@@ -361,25 +353,10 @@ impl Table {
         if table == 0 {
             return None;
         }
-        let mut cursor = Cursor::new(bytes, self.pctab.checked_add(u64::from(table))?, self.size);
-        let (mut value, mut at) = (-1i32, range.start);
-        for step in 0..MAX_PCVALUE_STEPS {
-            let delta = cursor.varint()?;
-            if delta == 0 && step > 0 {
-                return None;
-            }
-            // Zig-zag: the low bit is the sign.
-            let delta = if delta & 1 != 0 { !(delta >> 1) } else { delta >> 1 };
-            value = value.wrapping_add(delta as i32);
-            at = at.checked_add(u64::from(cursor.varint()?).checked_mul(u64::from(self.quantum))?)?;
-            if pc < at {
-                return Some(value);
-            }
-            if at >= range.end {
-                return None;
-            }
-        }
-        None
+        let cursor = Cursor::new(bytes, self.pctab.checked_add(u64::from(table))?, self.size);
+        Runs::new(cursor, range.start, range.end, self.quantum)
+            .find(|&(_, end, _)| pc < end)
+            .map(|(_, _, value)| value)
     }
 
     /// The name of file `index` of compilation unit `cu`.
@@ -431,56 +408,7 @@ fn version_of(magic: u32) -> Option<Version> {
     }
 }
 
-/// Reads forward from an offset in chunks, never past `end`.
-struct Cursor<'a, B: Bytes + ?Sized> {
-    bytes: &'a B,
-    at: u64,
-    end: u64,
-    buf: [u8; 64],
-    filled: usize,
-    used: usize,
-}
-
-impl<'a, B: Bytes + ?Sized> Cursor<'a, B> {
-    fn new(bytes: &'a B, at: u64, end: u64) -> Self {
-        Cursor {
-            bytes,
-            at,
-            end,
-            buf: [0; 64],
-            filled: 0,
-            used: 0,
-        }
-    }
-
-    fn byte(&mut self) -> Option<u8> {
-        if self.used == self.filled {
-            let left = self.end.checked_sub(self.at).filter(|&n| n > 0)?;
-            let n = usize::try_from(left).unwrap_or(usize::MAX).min(self.buf.len());
-            if !self.bytes.read_at(self.at, &mut self.buf[..n]) {
-                return None;
-            }
-            self.at += n as u64;
-            (self.filled, self.used) = (n, 0);
-        }
-        self.used += 1;
-        Some(self.buf[self.used - 1])
-    }
-
-    /// An unsigned LEB128 of at most 32 bits.
-    fn varint(&mut self) -> Option<u32> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let b = self.byte()?;
-            value |= u32::from(b & 0x7f).checked_shl(shift)?;
-            if b & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-        None
-    }
-}
-
+mod cursor;
 mod elf;
 #[cfg(test)]
 mod tests;

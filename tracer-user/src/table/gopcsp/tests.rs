@@ -19,9 +19,11 @@ fn at(flat: &Flat, addr: u64) -> UnwindRule {
     i.checked_sub(1).map_or(UnwindRule::NO_INFO, |i| flat.transitions[i].1)
 }
 
-/// `(normal, stripped)` bytes of the test program for each toolchain, `None` outside CI when
-/// there is no Go.
-fn programs() -> Option<Vec<(Vec<u8>, Vec<u8>, String)>> {
+/// The test program built by one toolchain: its bytes, normal and stripped, and the version.
+type Built = (Vec<u8>, Vec<u8>, String);
+
+/// The test program built by each toolchain, `None` outside CI when there is no Go.
+fn programs() -> Option<Vec<Built>> {
     let mut built = Vec::new();
     for toolchain in go::toolchains() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -126,7 +128,9 @@ fn top_frames_are_outermost() {
         let mut tops = Vec::new();
         for i in 0..table.functions() {
             // A record without deltas (no code of its own) has no frame.
-            let Some(frame) = table.frame(data, i, &mut budget) else { continue };
+            let Some(frame) = table.frame(data, i, &mut budget) else {
+                continue;
+            };
             if frame.top {
                 let name = table.locate(data, frame.range.start).expect("named").function;
                 assert_eq!(
@@ -162,7 +166,9 @@ fn stack_switches_hold_in_the_innermost_frame_only() {
         let mut seen = Vec::new();
         for i in 0..table.functions() {
             // A record without deltas (no code of its own) has no frame.
-            let Some(frame) = table.frame(data, i, &mut budget) else { continue };
+            let Some(frame) = table.frame(data, i, &mut budget) else {
+                continue;
+            };
             let name = table.locate(data, frame.range.start).expect("named").function;
             let name = name.strip_suffix(".abi0").unwrap_or(&name).to_owned();
             // The rule in effect at its entry (an equal rule before it is not repeated), then
