@@ -8,6 +8,7 @@ pub mod compressed;
 pub mod dump;
 pub mod dwarfdepth;
 pub mod elf;
+pub mod gopclntab;
 pub mod heap;
 pub mod jit;
 pub mod names;

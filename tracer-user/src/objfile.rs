@@ -7,7 +7,7 @@
 //!    `/proc/self/fd` so that it is the very inode checked ([`reopen_regular`]).
 //! 2. Only the parts the unwind tables are built from are read: the ELF header, the program and
 //!    section header tables, the section names, the unwind sections (`.sframe`, `.eh_frame`,
-//!    `.eh_frame_hdr`, `.debug_frame` or `.zdebug_frame`), the executable segments (alignment
+//!    `.eh_frame_hdr`, `.debug_frame` or `.zdebug_frame`, Go's `.gopclntab`), the executable segments (alignment
 //!    padding is recognised in them) and, in relocatable objects, everything (they are small and
 //!    their `.sframe` is relocated from their symbol tables). Each range is checked against the
 //!    file's size.
@@ -285,13 +285,16 @@ fn needed_parts(file: &File, file_len: u64, wanted: Wanted) -> Result<Vec<(u64, 
     Ok(merged)
 }
 
-const UNWIND_SECTIONS: [&[u8]; 6] = [
+const UNWIND_SECTIONS: [&[u8]; 8] = [
     b".sframe",
     b".eh_frame",
     b".eh_frame_hdr",
     b".debug_frame",
     b".zdebug_frame",
     b".text",
+    // Go's function table: its stack-pointer deltas unwind Go code without CFI.
+    b".gopclntab",
+    b".data.rel.ro.gopclntab",
 ];
 
 /// Which parts of an ELF file are read: those unwind tables are built from, or those symbols

@@ -267,12 +267,15 @@ fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow
             .then_some(local.as_path())
             .filter(|p| p.is_absolute());
         let file = symfiles::symbol_file(info.build_id.as_deref(), own);
-        let plt = own
-            .and_then(|path| crate::objfile::open_regular(path).ok())
-            .map_or_else(symbolize::Plt::default, |f| symbolize::Plt::of_file(&f));
-        for (offset, names) in offsets
-            .iter()
-            .zip(symbolize::name_in_file(&symbolizer, file, &plt, &offsets))
+        let own_file = own.and_then(|path| crate::objfile::open_regular(path).ok());
+        let plt = own_file
+            .as_ref()
+            .map_or_else(symbolize::Plt::default, symbolize::Plt::of_file);
+        let go = own_file.as_ref().and_then(symbolize::GoText::of_file);
+        for (offset, names) in
+            offsets
+                .iter()
+                .zip(symbolize::name_in_file(&symbolizer, file, &plt, go.as_ref(), &offsets))
         {
             named.insert((object, *offset), names);
         }

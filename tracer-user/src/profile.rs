@@ -166,6 +166,7 @@ impl NativeWalk {
                 Some(TableSource::Cfi) => FrameSource::EhFrame,
                 Some(TableSource::Sframe) => FrameSource::Sframe,
                 Some(TableSource::Leaves) => FrameSource::Leaf,
+                Some(TableSource::Gopclntab) => FrameSource::Gopclntab,
                 None if i == 0 => FrameSource::Fp,
                 None => FrameSource::Sframe,
             }
@@ -222,6 +223,8 @@ pub struct Profile {
     pub cfi_frames: u64,
     pub fp_frames: u64,
     pub leaf_frames: u64,
+    /// Caller frames found with a Go table's rule (`FrameSource::Gopclntab`).
+    pub gopclntab_frames: u64,
     /// Samples the kernel walked with mappings it found through the process's VMAs
     /// (`tracer_common::vma`: code of a process userspace had not read).
     pub vma_samples: u64,
@@ -292,6 +295,7 @@ impl Profile {
                 FrameSource::Fp => self.fp_frames += 1,
                 FrameSource::EhFrame => self.cfi_frames += 1,
                 FrameSource::Leaf => self.leaf_frames += 1,
+                FrameSource::Gopclntab => self.gopclntab_frames += 1,
                 // Kernel and JIT sources are given when symbolizing, never while walking.
                 FrameSource::Sframe | FrameSource::Kernel | FrameSource::Jit | FrameSource::JitDump => {
                     self.sframe_frames += 1

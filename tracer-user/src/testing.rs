@@ -2,6 +2,7 @@
 //! random numbers (xorshift64*, fixed seeds, no extra crate), so that a failing random case
 //! comes back on every run, and hostile inputs ([`hostile`]). Not part of the library's interface, and not used by the tracer.
 
+pub mod go;
 pub mod hostile;
 
 /// xorshift64*: a deterministic stream of numbers from a seed (a seed of 0 is replaced: the

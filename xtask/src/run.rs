@@ -12,7 +12,7 @@ const SKIPPED_FILE: &str = "target/skipped-tests";
 const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
 /// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`], the private root of
-/// `python3.13` named.
+/// `python3.13` and sid's Go toolchains named.
 fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
@@ -21,6 +21,8 @@ fn cargo_test(root: &Path) -> anyhow::Result<Command> {
         crate::setup::python_root::SID_VAR,
         crate::setup::python_root::sid_path()?,
     );
+    let go = std::env::join_paths(crate::setup::go_roots::paths()?)?;
+    command.env(crate::setup::go_roots::VAR, go);
     Ok(command)
 }
 

@@ -14,13 +14,15 @@ use anyhow::{Context as _, bail};
 
 use crate::cmd::{output, sh};
 
+pub mod go_roots;
 pub mod python_root;
 
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the build, the demo and the tests use (golang-go: `go tool pprof` reads the
-/// pprof output in the format tests; python3-venv: the OTLP tests' receiver runs in a venv with
+/// pprof output in the format tests, and the Go tests build their program with it and judge
+/// it with `go tool nm` and `go tool objdump`; python3-venv: the OTLP tests' receiver runs in a venv with
 /// the official opentelemetry-proto and grpcio packages; g++: cargo-fuzz builds libFuzzer;
 /// strace: a test counts the tracer's opens of a traced file; nodejs and openjdk-17-jdk-headless:
 /// the JIT tests read their perf maps).
@@ -56,6 +58,7 @@ pub fn setup() -> anyhow::Result<()> {
     fuzz_tools()?;
     python_root::python_root()?;
     python_root::sid_python_root()?;
+    go_roots::go_roots()?;
     eprintln!("setup: done");
     Ok(())
 }

@@ -18,6 +18,8 @@ pub enum FrameSource {
     /// Its callee was unwound as a leaf function its code proves one (aarch64 code without
     /// unwind information: the return address in the link register).
     Leaf,
+    /// Its callee was unwound with the stack-pointer deltas of a Go object's `.gopclntab`.
+    Gopclntab,
     /// A kernel frame.
     Kernel,
     /// JIT-compiled code named by its process's perf map (however it was found).
@@ -30,14 +32,15 @@ pub enum FrameSource {
 }
 
 impl FrameSource {
-    /// The name formats print: `sframe`, `eh_frame`, `fp`, `leaf`, `kernel`, `jit`, `jitdump`,
-    /// `python`.
+    /// The name formats print: `sframe`, `eh_frame`, `fp`, `leaf`, `gopclntab`, `kernel`, `jit`,
+    /// `jitdump`, `python`.
     pub fn name(self) -> &'static str {
         match self {
             FrameSource::Sframe => "sframe",
             FrameSource::EhFrame => "eh_frame",
             FrameSource::Fp => "fp",
             FrameSource::Leaf => "leaf",
+            FrameSource::Gopclntab => "gopclntab",
             FrameSource::Kernel => "kernel",
             FrameSource::Jit => "jit",
             FrameSource::JitDump => "jitdump",
@@ -46,13 +49,14 @@ impl FrameSource {
     }
 
     /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `l`,
-    /// `k`, `j`, `d`, `p`), so that a profile symbolized elsewhere says how each frame was found.
+    /// `g`, `k`, `j`, `d`, `p`), so that a profile symbolized elsewhere says how each frame was found.
     pub fn letter(self) -> char {
         match self {
             FrameSource::Sframe => 's',
             FrameSource::EhFrame => 'e',
             FrameSource::Fp => 'f',
             FrameSource::Leaf => 'l',
+            FrameSource::Gopclntab => 'g',
             FrameSource::Kernel => 'k',
             FrameSource::Jit => 'j',
             FrameSource::JitDump => 'd',
@@ -67,6 +71,7 @@ impl FrameSource {
             'e' => FrameSource::EhFrame,
             'f' => FrameSource::Fp,
             'l' => FrameSource::Leaf,
+            'g' => FrameSource::Gopclntab,
             'k' => FrameSource::Kernel,
             'j' => FrameSource::Jit,
             'd' => FrameSource::JitDump,
@@ -206,22 +211,33 @@ pub struct ResolvedSample {
 /// The functions Go's runtime starts its stacks with: a goroutine's stack ends at
 /// `runtime.goexit` (the return address its function was started with), a system stack at
 /// `runtime.mstart` or `runtime.systemstack` (a thread's g0 stack, entered by a switch), the
-/// first thread's at `runtime.rt0_go`. Above them is nothing, and the walk meets a zero return
-/// address: the stack is complete, not cut (`zero_ra`).
-const GO_STACK_BASES: [&str; 5] = [
+/// first thread's at `runtime.rt0_go`, a thread the runtime made itself (`newosproc`) at
+/// `runtime.clone`, whose child side calls `mstart` on the new stack, and the system stack
+/// entered by `runtime.mcall` or `runtime.morestack` at them (what they call there never
+/// returns; as a caller frame they are always on that side of the switch). Above them is
+/// nothing: the walk meets a zero return address (`zero_ra`) or, in a Go object's own table, a
+/// function that switches stacks, whose rule holds in the innermost frame only
+/// (`topmost_only_rule`: `table::gopcsp`), and the stack is complete, not cut. In a Go object
+/// the names come from its `.gopclntab`, the runtime's own table, so a stripped binary's
+/// stacks are judged alike.
+const GO_STACK_BASES: [&str; 8] = [
     "runtime.goexit",
     "runtime.mstart",
     "runtime.systemstack",
     "runtime.systemstack_switch",
     "runtime.rt0_go",
+    "runtime.clone",
+    "runtime.mcall",
+    "runtime.morestack",
 ];
 
 /// Why a stack's user frames (innermost first, outermost last) end early, as shown to the
 /// user: `truncated` from the walk, except a Go stack that ends at the base its runtime gives
 /// it (see [`GO_STACK_BASES`]), which is complete.
 pub fn truncation(truncated: Option<&'static str>, frames: &[ResolvedFrame]) -> Option<&'static str> {
+    use tracer_common::walk::StopReason;
     truncated.filter(|&why| {
-        why != tracer_common::walk::StopReason::ZeroRa.name()
+        (why != StopReason::ZeroRa.name() && why != StopReason::TopmostOnlyRule.name())
             || !frames
                 .last()
                 .and_then(|f| f.symbol.as_deref())

@@ -15,6 +15,8 @@ pub struct TableCounts {
     pub cfi: u64,
     /// Tables of leaf functions proven from aarch64 code without unwind information.
     pub leaves: u64,
+    /// Tables of Go code from its `.gopclntab` (with or without call-frame information).
+    pub gopclntab: u64,
     /// Rows the tables were built from.
     pub rows: u64,
     /// Objects without a table, by why.
@@ -56,6 +58,7 @@ impl TableCounts {
                     TableSource::Sframe => self.sframe += 1,
                     TableSource::Cfi => self.cfi += 1,
                     TableSource::Leaves => self.leaves += 1,
+                    TableSource::Gopclntab => self.gopclntab += 1,
                 }
                 self.rows += table.rows;
             }

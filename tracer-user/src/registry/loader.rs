@@ -187,6 +187,9 @@ pub enum TableSource {
     Cfi,
     /// Neither: the leaf functions of aarch64 code, proven from the code (`table::leaf`).
     Leaves,
+    /// Go code's stack-pointer deltas from its `.gopclntab` (`table::gopcsp`), before any
+    /// other source.
+    Gopclntab,
 }
 
 /// An object's table in the kernel maps.
@@ -236,7 +239,10 @@ fn prebuild_bytes(path: &Path, bytes: &[u8]) -> Result<Prebuilt, NoTable> {
     let (table, built) = build_object(bytes)
         .map_err(|e| NoTable::Unreadable(format!("{}: {e}", path.display())))?
         .ok_or(NoTable::NoUnwindInfo)?;
-    let source = if built.sframe {
+    // Go code is walked by its own table first, CFI or not (`table::object`).
+    let source = if built.go {
+        TableSource::Gopclntab
+    } else if built.sframe {
         TableSource::Sframe
     } else if built.cfi {
         TableSource::Cfi

@@ -59,6 +59,8 @@ pub struct SymbolCache {
     kernel: HashMap<u64, Vec<Named>>,
     /// The PLT stubs of each catalog object named so far.
     plt: HashMap<usize, Plt>,
+    /// The `.gopclntab` of each catalog object named so far (`None`: not Go, or unreadable).
+    go: HashMap<usize, Option<GoText>>,
     /// The objects frames have been resolved in: indices handed out stay valid until the
     /// object is forgotten, when its slot goes to the next object (see `free_slots`).
     objects: Vec<ObjectInfo>,
@@ -95,6 +97,7 @@ impl SymbolCache {
             user: HashMap::new(),
             kernel: HashMap::new(),
             plt: HashMap::new(),
+            go: HashMap::new(),
             objects: Vec::new(),
             by_catalog: HashMap::new(),
             free_slots: Vec::new(),
@@ -133,6 +136,7 @@ impl SymbolCache {
         add("symbols.user", self.user.len());
         add("symbols.kernel", self.kernel.len());
         add("symbols.plt", self.plt.len());
+        add("symbols.go", self.go.len());
         add("symbols.objects", self.objects.len());
         add("symbols.by_catalog", self.by_catalog.len());
         add("symbols.free_slots", self.free_slots.len());
@@ -151,6 +155,7 @@ impl SymbolCache {
             self.user = HashMap::new();
             self.kernel = HashMap::new();
             self.plt = HashMap::new();
+            self.go = HashMap::new();
             self.symbolizer = symbolizer(self.inline);
             self.naming_bytes = 0;
             self.dropped = true;
@@ -188,6 +193,7 @@ impl SymbolCache {
         self.user.retain(|(object, _), _| !gone_set.contains(object));
         for &object in gone {
             self.plt.remove(&object);
+            self.go.remove(&object);
             if let Some(slot) = self.by_catalog.remove(&object) {
                 self.objects[slot] = ObjectInfo {
                     path: String::new(),
@@ -261,7 +267,18 @@ impl SymbolCache {
                     .and_then(|o| o.file.as_deref())
                     .map_or_else(Plt::default, Plt::of_file)
             });
-            let named = name_in_file(&self.symbolizer, file, plt, &offsets);
+            let go = self
+                .go
+                .entry(object)
+                .or_insert_with(|| {
+                    catalog
+                        .objects
+                        .get(object)
+                        .and_then(|o| o.file.as_deref())
+                        .and_then(GoText::of_file)
+                })
+                .as_ref();
+            let named = name_in_file(&self.symbolizer, file, plt, go, &offsets);
             self.log_cost(&self.objects[info].path, offsets.len(), at);
             for (&offset, names) in offsets.iter().zip(named) {
                 self.user.insert((object, offset), names);
@@ -516,10 +533,12 @@ impl SymbolCache {
     }
 }
 
+mod go;
 mod names;
 mod plt;
 mod resolve;
 
+pub(crate) use go::GoText;
 #[cfg(test)]
 pub(crate) use names::demangle;
 pub use names::gnu_build_id;

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::plt::Plt;
+use super::{go::GoText, plt::Plt};
 use crate::names::{capped, capped_str};
 use blazesym::symbolize::{
     CodeInfo, Input, Symbolized, Symbolizer,
@@ -60,13 +60,43 @@ pub(crate) fn symbolizer(inline: bool) -> Symbolizer {
 
 /// The functions at each of `offsets` (object-relative addresses) in the ELF file `file`
 /// (`None`: no file, every frame unnamed), one entry per offset; an offset in one of the
-/// object's PLT stubs (`plt`) is named after the stub.
+/// object's PLT stubs (`plt`) is named after the stub, one in the Go code of its `.gopclntab`
+/// (`go`) from that table.
 pub(crate) fn name_in_file(
     symbolizer: &Symbolizer,
     file: Option<PathBuf>,
     plt: &Plt,
+    go: Option<&GoText>,
     offsets: &[u64],
 ) -> Vec<Vec<Named>> {
+    let mut named: Vec<Option<Vec<Named>>> = offsets
+        .iter()
+        .map(|&offset| match plt.name(offset) {
+            Some(stub) => Some(vec![Named {
+                symbol: Some(capped_str(stub).into_owned()),
+                ..Named::default()
+            }]),
+            None => go.and_then(|go| go.name(offset)),
+        })
+        .collect();
+    let rest: Vec<u64> = offsets
+        .iter()
+        .zip(&named)
+        .filter(|(_, named)| named.is_none())
+        .map(|(&offset, _)| offset)
+        .collect();
+    let mut from_file = symbolize_in_file(symbolizer, file, &rest).into_iter();
+    for slot in named.iter_mut().filter(|named| named.is_none()) {
+        *slot = Some(from_file.next().unwrap_or_else(|| vec![Named::default()]));
+    }
+    named.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// The functions blazesym finds at each of `offsets` in `file` (see [`name_in_file`]).
+fn symbolize_in_file(symbolizer: &Symbolizer, file: Option<PathBuf>, offsets: &[u64]) -> Vec<Vec<Named>> {
+    if offsets.is_empty() {
+        return Vec::new();
+    }
     let symbolized = match file {
         Some(path) => {
             // DWARF nested deeper than blazesym's recursion takes is left unread: the file is
@@ -82,17 +112,7 @@ pub(crate) fn name_in_file(
         }
         None => Vec::new(),
     };
-    offsets
-        .iter()
-        .enumerate()
-        .map(|(i, &offset)| match plt.name(offset) {
-            Some(stub) => vec![Named {
-                symbol: Some(capped_str(stub).into_owned()),
-                ..Named::default()
-            }],
-            None => names_of(symbolized.get(i)),
-        })
-        .collect()
+    (0..offsets.len()).map(|i| names_of(symbolized.get(i))).collect()
 }
 
 /// `name` run so that a panic in it (blazesym's arithmetic on a hostile file's values

@@ -21,6 +21,7 @@
 mod cfi;
 pub mod files;
 mod global;
+mod gopcsp;
 mod leaf;
 mod object;
 mod padding;

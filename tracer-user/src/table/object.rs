@@ -6,8 +6,10 @@
 //! 1. Flatten each source into `(address, rule)` transitions (`transitions`, `cfi`), both with
 //!    the entry point's function outermost.
 //! 2. Merge: at every address the SFrame rule applies unless it is `NO_INFO`, then the CFI rule.
-//!    An aarch64 object with neither gets the rules of the leaf functions its code proves
-//!    (`leaf`), if any.
+//!    In a Go object, the rules of its `.gopclntab`'s stack-pointer deltas (`gopcsp`) come
+//!    first: the same rules a stripped build keeps, with where the frame pointer is saved and
+//!    where Go's runtime ends its stacks, which Go's `.debug_frame` does not say. An aarch64
+//!    object with none of these gets the rules of the leaf functions its code proves (`leaf`).
 //! 3. Fill alignment padding: the rule before a gap between functions that holds nothing but
 //!    padding instructions runs on through it (`padding`, which says why that is safe).
 //! 4. Page the merged list like any other (`finish`).
@@ -33,6 +35,8 @@ pub struct BuiltFrom {
     pub cfi: bool,
     /// Neither: the leaf functions of aarch64 code without unwind information (`leaf`).
     pub leaves: bool,
+    /// Go code's stack-pointer deltas from its `.gopclntab` (`gopcsp`).
+    pub go: bool,
 }
 
 /// Why an object's table could not be built.
@@ -80,13 +84,20 @@ pub(crate) fn flatten_sources(file: &[u8], evaluator: Evaluator) -> Result<Optio
         None => None,
     };
     let cfi = cfi::flatten_file_with(file, entry, evaluator)?;
+    let go = super::gopcsp::flatten(file);
     let mut built = BuiltFrom {
         sframe: sframe.is_some(),
         cfi: cfi.is_some(),
         leaves: false,
+        go: go.is_some(),
     };
-    let flat = match (sframe, cfi) {
-        (Some(primary), Some(fallback)) => merge(primary, fallback),
+    let others = match (sframe, cfi) {
+        (Some(primary), Some(fallback)) => Some(merge(primary, fallback)),
+        (Some(only), None) | (None, Some(only)) => Some(only),
+        (None, None) => None,
+    };
+    let flat = match (go, others) {
+        (Some(go), Some(others)) => merge(go, others),
         (Some(only), None) | (None, Some(only)) => only,
         (None, None) => match super::leaf::flatten(file) {
             Some(leaves) => {

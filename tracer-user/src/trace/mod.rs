@@ -293,7 +293,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let failed_outputs = std::mem::take(&mut finished.failed);
     let mut stops = kernel.stop_reasons()?;
     sink.copies.stats.adjust(&mut stops);
-    summary::count_go_bases_complete(&mut stops, finished.go_bases);
+    summary::count_go_bases_complete(&mut stops, &finished.go_bases);
     // The exports are flushed first: the summary counts what reached the collector.
     let exported = otlp.finish().await;
     let summary = summary::Summary {

@@ -62,6 +62,10 @@ impl Sink {
     }
 }
 
+/// Samples counted complete though the kernel stopped them early, by the stop reason's name
+/// (see [`Finished::go_bases`]).
+pub type GoBases = std::collections::BTreeMap<&'static str, u64>;
+
 /// The open outputs of a session (none: `--live` without `--output`, or otlp only).
 pub struct Outputs {
     sinks: Vec<Sink>,
@@ -70,9 +74,9 @@ pub struct Outputs {
     started: Instant,
     /// `CLOCK_REALTIME - CLOCK_MONOTONIC`: turns sample times (`bpf_ktime_get_ns`) into Unix time.
     realtime_offset_ns: i128,
-    /// Streamed samples whose walk met a zero return address at the base Go's runtime gives a
-    /// stack: complete, though the kernel counted them `zero_ra`.
-    streamed_go_bases: u64,
+    /// Streamed samples whose walk stopped at the base Go's runtime gives a stack, by the
+    /// reason the kernel counted (`zero_ra`, `topmost_only_rule`): complete.
+    streamed_go_bases: GoBases,
     /// What the flame graph's title says was traced, and where (see [`Outputs::set_title`]).
     title: String,
     /// Folded and SVG stacks rooted at their process's executable name (whole host, without
@@ -85,9 +89,10 @@ pub struct Outputs {
 pub struct Finished {
     /// The outputs that failed, each as `PATH: why`.
     pub failed: Vec<String>,
-    /// Samples the kernel counted `zero_ra` whose stack ends at a Go stack base: complete (from
-    /// the whole profile when one was symbolized, else from the streamed samples).
-    pub go_bases: u64,
+    /// Samples the kernel counted `zero_ra` or `topmost_only_rule` whose stack ends at a Go
+    /// stack base, by reason: complete (from the whole profile when one was symbolized, else
+    /// from the streamed samples).
+    pub go_bases: GoBases,
     /// Objects user frames were left unnamed in (no symbol found), with their samples, most
     /// first (from the whole profile, when one was symbolized).
     pub unnamed: Vec<(String, u64)>,
@@ -124,7 +129,7 @@ impl Outputs {
             started: Instant::now(),
             realtime_offset_ns: i128::from(clock_ns(libc::CLOCK_REALTIME))
                 - i128::from(clock_ns(libc::CLOCK_MONOTONIC)),
-            streamed_go_bases: 0,
+            streamed_go_bases: GoBases::new(),
             title: String::new(),
             by_process: config.all && !config.per_thread,
             short_names: config.short_names,
@@ -151,8 +156,10 @@ impl Outputs {
         let frames = symbols.frames(stack, catalog);
         let truncated = stack.truncated.map(tracer_common::walk::StopReason::name);
         let shown = crate::export::model::truncation(truncated, &frames);
-        if shown.is_none() && truncated.is_some() {
-            self.streamed_go_bases += 1;
+        if shown.is_none()
+            && let Some(why) = truncated
+        {
+            *self.streamed_go_bases.entry(why).or_default() += 1;
         }
         let resolved = ResolvedSample {
             time_ns: sample.time_ns,
@@ -227,14 +234,18 @@ impl Outputs {
                 sink.fail(&err);
             }
         }
-        let go_bases = resolved.as_ref().map_or(self.streamed_go_bases, |resolved| {
-            resolved
-                .stacks
-                .iter()
-                .filter(|s| s.truncated.is_some() && s.truncation().is_none())
-                .map(|s| s.count)
-                .sum()
-        });
+        let go_bases = resolved.as_ref().map_or_else(
+            || self.streamed_go_bases.clone(),
+            |resolved| {
+                let mut bases = GoBases::new();
+                for s in &resolved.stacks {
+                    if let Some(why) = s.truncated.filter(|_| s.truncation().is_none()) {
+                        *bases.entry(why).or_default() += s.count;
+                    }
+                }
+                bases
+            },
+        );
         let unnamed = resolved.as_ref().map(unnamed_objects).unwrap_or_default();
         let failed = self
             .sinks
@@ -263,7 +274,11 @@ fn unnamed_objects(resolved: &crate::export::model::Resolved) -> Vec<(String, u6
                 f.symbol.is_none()
                     && matches!(
                         f.source,
-                        FrameSource::Sframe | FrameSource::EhFrame | FrameSource::Fp | FrameSource::Leaf
+                        FrameSource::Sframe
+                            | FrameSource::EhFrame
+                            | FrameSource::Fp
+                            | FrameSource::Leaf
+                            | FrameSource::Gopclntab
                     )
             })
             .filter_map(|f| f.object)

@@ -27,6 +27,8 @@ mod formats;
 mod generated_docs;
 #[cfg(feature = "ebpf")]
 mod glibc_start;
+#[cfg(feature = "ebpf")]
+mod golang;
 mod golden;
 #[cfg(feature = "ebpf")]
 mod hardening;

@@ -92,8 +92,9 @@ fn lines_of(resolved: &Resolved) -> Vec<(String, u64)> {
 
 /// Issue 31 (a cut stack looked like a whole one): a truncated stack has
 /// `[truncated: REASON]` as its outermost frame, right under the command name; a Go stack that
-/// ends at `runtime.goexit` or `runtime.mstart` with a zero return address is complete and has
-/// none, while a C stack cut the same way has it.
+/// ends at `runtime.goexit` or `runtime.mstart` with a zero return address, or at a stack switch
+/// (`runtime.mcall`) whose rule holds in the innermost frame only, is complete and has none,
+/// while a C stack cut the same way has it.
 #[test]
 fn truncated_stacks_show_a_marker_and_go_bases_are_complete() {
     let cut = |outermost: &str, why: &'static str| {
@@ -113,7 +114,10 @@ fn truncated_stacks_show_a_marker_and_go_bases_are_complete() {
             cut("helper", "no_mapping"),
             cut("runtime.goexit.abi0", "zero_ra"),
             cut("runtime.mstart", "zero_ra"),
+            cut("runtime.clone", "zero_ra"),
+            cut("runtime.mcall", "topmost_only_rule"),
             cut("caller", "zero_ra"),
+            cut("helper", "topmost_only_rule"),
             cut("runtime.goexit", "no_info"),
         ],
         ..Resolved::default()
@@ -124,8 +128,11 @@ fn truncated_stacks_show_a_marker_and_go_bases_are_complete() {
         [
             "app;[truncated: no_info];runtime.goexit;work",
             "app;[truncated: no_mapping];helper;work",
+            "app;[truncated: topmost_only_rule];helper;work",
             "app;[truncated: zero_ra];caller;work",
+            "app;runtime.clone;work",
             "app;runtime.goexit.abi0;work",
+            "app;runtime.mcall;work",
             "app;runtime.mstart;work",
         ]
     );

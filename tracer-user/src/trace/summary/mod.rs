@@ -200,6 +200,9 @@ pub struct UserFrames {
     /// Through leaf functions proven from aarch64 code (only when there were some).
     #[serde(skip_serializing_if = "is_zero")]
     pub leaf: u64,
+    /// Through Go code's `.gopclntab` stack-pointer deltas (only when there were some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gopclntab: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -216,6 +219,9 @@ pub struct Tables {
     /// information (only when there were some).
     #[serde(skip_serializing_if = "is_zero")]
     pub leaves: u64,
+    /// Objects with a table of Go code from its `.gopclntab` (only when there were some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gopclntab: u64,
     /// Unwind rows the tables were built from.
     pub rows: u64,
     /// Bytes of kernel map memory the tables use, and the table maps' size.
@@ -227,13 +233,17 @@ pub struct Tables {
     pub without_by_reason: BTreeMap<&'static str, u64>,
 }
 
-/// Count `n` walks the kernel ended at a zero return address (`zero_ra`) as complete: their
-/// stacks end at the base Go's runtime gives a stack (`export::model::truncation`).
-pub fn count_go_bases_complete(stops: &mut [(StopReason, u64)], n: u64) {
+/// Count the walks the kernel ended early, `bases` by the name of their stop reason
+/// (`zero_ra`, `topmost_only_rule`), as complete: their stacks end at the base Go's runtime
+/// gives a stack (`export::model::truncation`).
+pub fn count_go_bases_complete(stops: &mut [(StopReason, u64)], bases: &std::collections::BTreeMap<&'static str, u64>) {
     let mut moved = 0;
-    if let Some((_, zero_ra)) = stops.iter_mut().find(|(r, _)| *r == StopReason::ZeroRa) {
-        moved = n.min(*zero_ra);
-        *zero_ra -= moved;
+    for (reason, count) in stops.iter_mut() {
+        if let Some(&n) = bases.get(reason.name()) {
+            let n = n.min(*count);
+            *count -= n;
+            moved += n;
+        }
     }
     if let Some((_, complete)) = stops.iter_mut().find(|(r, _)| *r == StopReason::Outermost) {
         *complete += moved;
@@ -289,11 +299,13 @@ impl Summary<'_> {
                 eh_frame: self.profile.cfi_frames,
                 frame_pointers: self.profile.fp_frames,
                 leaf: self.profile.leaf_frames,
+                gopclntab: self.profile.gopclntab_frames,
             },
             tables: Tables {
                 sframe: counts.sframe,
                 eh_frame: counts.cfi,
                 leaves: counts.leaves,
+                gopclntab: counts.gopclntab,
                 rows: counts.rows,
                 kernel_bytes: self.table_bytes,
                 capacity_bytes: self.table_capacity_bytes,
@@ -367,11 +379,16 @@ impl fmt::Display for Summary<'_> {
             .collect();
         writeln!(
             f,
-            "  tables: {} with SFrame, {} with .eh_frame{} ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
+            "  tables: {} with SFrame, {} with .eh_frame{}{} ({} rows, {} KiB of {} KiB of table maps in use), {} without{}",
             tables.sframe,
             tables.eh_frame,
             if tables.leaves > 0 {
                 format!(", {} of leaf functions", tables.leaves)
+            } else {
+                String::new()
+            },
+            if tables.gopclntab > 0 {
+                format!(", {} from .gopclntab", tables.gopclntab)
             } else {
                 String::new()
             },

@@ -450,3 +450,26 @@ fn diagnosis_is_in_both_forms() {
     let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");
     assert_eq!(v["diagnosis"][0], said.as_str());
 }
+
+/// Walks stopped at a Go stack base move from their reason (`zero_ra`, `topmost_only_rule`) to
+/// the complete count, never more than the reason counted; other reasons stay.
+#[test]
+fn go_bases_are_counted_complete_by_reason() {
+    let mut stops = vec![
+        (StopReason::Outermost, 10),
+        (StopReason::ZeroRa, 3),
+        (StopReason::TopmostOnlyRule, 2),
+        (StopReason::NoMapping, 4),
+    ];
+    let bases = [("zero_ra", 2), ("topmost_only_rule", 5)].into_iter().collect();
+    super::count_go_bases_complete(&mut stops, &bases);
+    assert_eq!(
+        stops,
+        [
+            (StopReason::Outermost, 14),
+            (StopReason::ZeroRa, 1),
+            (StopReason::TopmostOnlyRule, 0),
+            (StopReason::NoMapping, 4),
+        ]
+    );
+}
