@@ -9,6 +9,7 @@ pub mod arch;
 mod guest;
 mod initramfs;
 mod kernel;
+mod progress;
 mod report;
 mod rootfs;
 #[cfg(test)]
@@ -242,6 +243,10 @@ pub fn vm_test(
     };
     let memory = std::env::var("VMTEST_MEM").unwrap_or_else(|_| GUEST_MEMORY.to_owned());
     let accel = std::env::var("VMTEST_ACCEL").unwrap_or_else(|_| "tcg".to_owned());
+    let watchdog = match std::env::var("VMTEST_WATCHDOG") {
+        Ok(secs) => Duration::from_secs(secs.parse().context("VMTEST_WATCHDOG must be a number of seconds")?),
+        Err(_) => progress::WATCHDOG,
+    };
     let date = report::date(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_secs());
     let commit = commit();
     let matrix = Matrix {
@@ -255,6 +260,7 @@ pub fn vm_test(
         memory: &memory,
         accel: &accel,
         timeout,
+        watchdog,
         workloads: workloads.as_deref(),
         date: &date,
         commit: &commit,
@@ -329,6 +335,8 @@ struct Matrix<'a> {
     memory: &'a str,
     accel: &'a str,
     timeout: Duration,
+    /// How long a guest may print nothing (`progress::WATCHDOG`).
+    watchdog: Duration,
     /// The accuracy workloads cross-built for the guest ([`prebuilt_workloads`]).
     workloads: Option<&'a Path>,
     date: &'a str,
@@ -391,6 +399,7 @@ impl Matrix<'_> {
             cpus: self.cpus,
             memory: self.memory,
             timeout: self.timeout,
+            watchdog: self.watchdog,
             accel: self.accel,
         };
         let line = guest::command_line(self.arch.console(), &dir, self.root, &kernel.dir)?;
