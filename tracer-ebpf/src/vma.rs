@@ -20,8 +20,8 @@ use tracer_common::{
 
 use crate::{FILES, NEXT_VMAS, PROC_VMAS, SCRATCH, VMA_OFFSETS, VMA_READ};
 
-/// What the callback reads out of a VMA and its file (zero when there is no file): this CPU's
-/// slot of `VMA_READ`.
+/// What the callback reads out of a VMA and its file (zero when there is no file): a slot of
+/// this CPU's `VMA_READ`, [`SLOT_SAMPLE`] or [`SLOT_TASK`].
 #[repr(C)]
 pub struct Vma {
     start: u64,
@@ -57,8 +57,17 @@ fn copy<T>(dst: &mut T, addr: u64) {
     }
 }
 
-/// The `bpf_find_vma` callback: copy what [`Vma`] holds out of `vma` into this CPU's
-/// `VMA_READ` slot. A static function (the verifier takes no global one as a callback).
+/// `VMA_READ`'s slot of the cpu-clock walker (a perf_event program: it may interrupt a program
+/// running in the task, so it has a slot of its own).
+pub const SLOT_SAMPLE: u32 = 0;
+/// `VMA_READ`'s slot of the programs that run in the task (exec, mmap).
+pub const SLOT_TASK: u32 = 1;
+/// Slots of `VMA_READ`.
+pub const VMA_SLOTS: u32 = 2;
+
+/// The `bpf_find_vma` callback: copy what [`Vma`] holds out of `vma` into the slot of this
+/// CPU's `VMA_READ` that `slot` (a `u32` on the caller's stack, only read) names. A static
+/// function (the verifier takes no global one as a callback).
 ///
 /// Straight-line on purpose (regression: on Linux 6.7+, whose verifier explores a callback as
 /// a loop until the caller's state stops changing, the version that branched on each read's
@@ -67,8 +76,10 @@ fn copy<T>(dst: &mut T, addr: u64) {
 /// file, inode or superblock does, since each read through a null pointer fails), and no write
 /// to the caller's stack, so every path through it leaves the caller in one state.
 #[inline(never)]
-extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, _ctx: *mut c_void) -> i64 {
-    let Some(out) = VMA_READ.get_ptr_mut(0) else {
+extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, slot: *mut c_void) -> i64 {
+    // SAFETY: `slot` is the `u32` on the stack of `find`, valid for the whole helper call.
+    let slot = unsafe { *slot.cast::<u32>() };
+    let Some(out) = VMA_READ.get_ptr_mut(slot) else {
         return 0;
     };
     // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs and used by
@@ -133,7 +144,7 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
         keep(state, n, m);
         return 1;
     }
-    let mapping = match find(pc) {
+    let mapping = match find(pc, SLOT_SAMPLE) {
         Found::Mapping(mapping) => mapping,
         Found::NoVma => return NO_VMA_AT_PC,
         Found::Unusable => return 0,
@@ -166,24 +177,26 @@ pub const NO_VMA_AT_PC: u64 = 2;
 const ENOENT: i64 = -2;
 
 /// The mapping holding `pc` in the current process, from its VMA and the table loaded for the
-/// VMA's file.
+/// VMA's file, read through `VMA_READ`'s `slot` ([`SLOT_SAMPLE`] or [`SLOT_TASK`]).
 #[inline(always)]
-pub fn find(pc: u64) -> Found {
-    let Some(read) = VMA_READ.get_ptr_mut(0) else {
+pub fn find(pc: u64, slot: u32) -> Found {
+    let Some(read) = VMA_READ.get_ptr_mut(slot) else {
         return Found::Unusable;
     };
-    // SAFETY: this CPU's slot of a per-CPU map (see `read_vma`); forgotten first, so that a
-    // lookup whose callback never ran leaves nothing of an earlier one.
+    // SAFETY: a slot of this CPU's per-CPU map that no program that may interrupt this one
+    // uses (see `SLOT_SAMPLE`); forgotten first, so that a lookup whose callback never ran
+    // leaves nothing of an earlier one.
     unsafe { (*read).flags = 0 };
+    let mut slot = slot;
     // SAFETY: the helper finds the VMA of `pc` in the current task's memory map and calls
-    // `read_vma` with it (which writes this CPU's `VMA_READ` slot; no context: null); flags
-    // must be 0.
+    // `read_vma` with it and `&mut slot` (on this stack, valid for the call; it writes the
+    // `VMA_READ` slot named there); flags must be 0.
     let found = unsafe {
         bpf_find_vma(
             bpf_get_current_task_btf(),
             pc,
             read_vma as *mut c_void,
-            core::ptr::null_mut(),
+            core::ptr::addr_of_mut!(slot).cast(),
             0,
         )
     };
@@ -289,7 +302,7 @@ pub fn remember(next: &mut ProcVmas, tgid: u32, mapping: ExecMapping) {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn remember_code_at(tgid: u32, pc: u64) -> u64 {
-    let Found::Mapping(mapping) = find(pc) else {
+    let Found::Mapping(mapping) = find(pc, SLOT_TASK) else {
         return 0;
     };
     let mut next = ProcVmas {
