@@ -107,8 +107,10 @@ const TESTS_AARCH64: &[&str] = &[
 /// The tests of the static executable (`SFRAME_TRACE_DIST_BINARY`), run in a guest when asked.
 pub const DIST_TESTS: &str = "dist::static_binary_traces_a_process_in_this_kernel";
 
-/// The x86-64 tests CI runs in the oldest kernel (`cargo xtask test` under CI=true): loading every program (the event programs face the verifier), a walk, an event
-/// with stacks, the memlock limit, and the static executable.
+/// The x86-64 tests CI runs in the oldest and the newest kernels (`cargo xtask test` under
+/// CI=true): loading every program (the event programs face the verifier, and the cpu-clock
+/// walker must be the one with VMA lookups where the kernel has them), a walk, an event with
+/// stacks, the memlock limit, and the static executable.
 pub const CI_TESTS_X86_64: &[&str] = &[
     "walker::sframe_stacks_are_exact",
     "events::event_programs_load_within_limits",
