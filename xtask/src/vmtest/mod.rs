@@ -381,7 +381,11 @@ impl Matrix<'_> {
             command.push("--include-ignored".to_owned());
         }
         command.push("--test-threads=1".to_owned());
+        // Each test's time, measured in the guest (`progress.rs`): an unstable option of
+        // libtest, which `RUSTC_BOOTSTRAP` allows (as it allows `build-std` for the program).
+        command.extend(["-Z", "unstable-options", "--report-time"].map(str::to_owned));
         let mut env = guest::passed_env();
+        env.push(("RUSTC_BOOTSTRAP".to_owned(), "1".to_owned()));
         if let Some(workloads) = self.workloads {
             env.push((WORKLOADS_VAR.to_owned(), workloads.display().to_string()));
         }

@@ -1,7 +1,8 @@
 //! What the guest's tests are doing, read from the test binary's output as it arrives
-//! (`guest::boot` copies `output.log` to stdout and feeds it here): each test's time, taken
-//! on the host from the moment libtest names it (`test NAME ... `) to its result (`ok`,
-//! `FAILED`, `ignored`), and the watchdog: a guest that prints nothing for the watchdog's time
+//! (`guest::boot` copies `output.log` to stdout and feeds it here): each test's time, as
+//! libtest measured it in the guest (`ok <12.345s>`: `--report-time`), else taken on the host
+//! from the moment libtest names it (`test NAME ... `) to its result (`ok`, `FAILED`,
+//! `ignored`; the shared file reaches the host in bursts, so that is coarse), and the watchdog: a guest that prints nothing for the watchdog's time
 //! is stuck, in the test named last (or before any test: the boot or the guest's set-up).
 //! Pure: text and instants in, lines to print out; the caller reads the file and keeps time.
 
@@ -74,9 +75,12 @@ impl Progress {
             }
             None => line,
         };
-        if let (Some(result), Some(running)) = (result(rest), &self.running) {
-            let secs = now.saturating_duration_since(running.since).as_secs();
-            done.push(format!("vm-test: {}: {result} in {secs} s", running.name));
+        if let (Some((result, reported)), Some(running)) = (result(rest), &self.running) {
+            let took = match reported {
+                Some(secs) => format!("{secs} s"),
+                None => format!("{} s", now.saturating_duration_since(running.since).as_secs()),
+            };
+            done.push(format!("vm-test: {}: {result} in {took}", running.name));
             self.running = None;
         }
     }
@@ -109,8 +113,13 @@ fn started(line: &str) -> Option<(&str, &str)> {
     (!name.is_empty() && !name.contains(' ')).then_some((name, rest))
 }
 
-/// The result a line (or the text after a test's dots) gives, if it is one.
-fn result(text: &str) -> Option<&str> {
+/// The result a line (or the text after a test's dots) gives, if it is one, and the seconds
+/// libtest measured in the guest when it reports them (`ok <12.345s>`, `--report-time`).
+fn result(text: &str) -> Option<(&str, Option<&str>)> {
     let text = text.trim();
-    (text == "ok" || text == "FAILED" || text.starts_with("ignored")).then_some(text)
+    let (text, reported) = match text.strip_suffix("s>").and_then(|t| t.rsplit_once(" <")) {
+        Some((text, secs)) if secs.parse::<f64>().is_ok() => (text, Some(secs)),
+        _ => (text, None),
+    };
+    (text == "ok" || text == "FAILED" || text.starts_with("ignored")).then_some((text, reported))
 }
