@@ -259,8 +259,8 @@ pub fn watch(guest: &mut Child, output: &Path, limits: Limits, out: &mut dyn Wri
     Ok(watched)
 }
 
-/// Copy what `path` gained since byte `from` to `out`, and feed it to `progress` (whose lines
-/// go to stderr); return the new length.
+/// Copy what `path` gained since byte `from` to `out`, and feed it to `progress`, whose lines
+/// go to `out` after the line that ended each test; return the new length.
 fn copy_new(path: &Path, from: u64, progress: &mut Progress, out: &mut dyn Write) -> u64 {
     let Ok(mut file) = fs::File::open(path) else {
         return from;
@@ -272,11 +272,15 @@ fn copy_new(path: &Path, from: u64, progress: &mut Progress, out: &mut dyn Write
     if file.read_to_end(&mut new).is_err() {
         return from;
     }
-    let _ = out.write_all(&new);
-    let _ = out.flush();
-    for line in progress.feed(&String::from_utf8_lossy(&new), Instant::now()) {
-        eprintln!("{line}");
+    // Line by line, so that what `progress` says follows the line it is about.
+    let now = Instant::now();
+    for piece in new.split_inclusive(|b| *b == b'\n') {
+        let _ = out.write_all(piece);
+        for line in progress.feed(&String::from_utf8_lossy(piece), now) {
+            let _ = writeln!(out, "{line}");
+        }
     }
+    let _ = out.flush();
     from + new.len() as u64
 }
 

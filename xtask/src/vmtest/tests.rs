@@ -338,7 +338,8 @@ fn a_stuck_guest_test_ends_with_its_name_within_the_watchdog() {
     assert!(String::from_utf8_lossy(&copied).contains("test fake::quick ... ok"));
 }
 
-/// A guest that ends by itself is watched to its end, its whole output copied.
+/// A guest that ends by itself is watched to its end, its whole output copied, each test's
+/// time said after its line.
 #[test]
 fn a_guest_that_exits_is_watched_to_its_end() {
     let dir = std::env::temp_dir().join(format!("vmtest-exits-{}", std::process::id()));
@@ -346,7 +347,7 @@ fn a_guest_that_exits_is_watched_to_its_end() {
     let output = dir.join("output.log");
     let mut guest = std::process::Command::new("sh")
         .arg("-c")
-        .arg("printf 'test fake::a ... ok\\n' > \"$1\"")
+        .arg("printf 'test fake::a ... ok <0.250s>\\n' > \"$1\"")
         .arg("sh")
         .arg(&output)
         .spawn()
@@ -360,5 +361,8 @@ fn a_guest_that_exits_is_watched_to_its_end() {
     let watched = guest::watch(&mut guest, &output, limits, &mut copied).expect("watch the guest");
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(watched, guest::Watched::Exited);
-    assert_eq!(String::from_utf8_lossy(&copied), "test fake::a ... ok\n");
+    assert_eq!(
+        String::from_utf8_lossy(&copied),
+        "test fake::a ... ok <0.250s>\nvm-test: fake::a: ok in 0.250 s\n"
+    );
 }
