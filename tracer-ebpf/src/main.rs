@@ -110,6 +110,10 @@ static PROC_VMAS: HashMap<u32, ProcVmas> = HashMap::with_max_entries(PROC_VMAS_E
 /// Where `vma.rs` builds a new `PROC_VMAS` entry (too large for the stack the calls share).
 #[map]
 static NEXT_VMAS: PerCpuArray<ProcVmas> = PerCpuArray::with_max_entries(1, 0);
+/// Kernel-only: what `vma::read_vma` read out of the VMA `bpf_find_vma` found, on each CPU, a
+/// slot for the sampling walker and one for the programs of the task (`vma::SLOT_SAMPLE`).
+#[map]
+static VMA_READ: PerCpuArray<vma::Vma> = PerCpuArray::with_max_entries(vma::VMA_SLOTS, 0);
 /// Tables of files by identity (`tracer_common::vma::MAP_FILES`).
 #[map]
 static FILES: HashMap<FileKey, FileTable> = HashMap::with_max_entries(FILES_ENTRIES, 0);

@@ -12,25 +12,25 @@
 
 use core::ffi::c_void;
 
-use aya_ebpf::helpers::{
-    bpf_probe_read_kernel,
-    generated::{bpf_find_vma, bpf_get_current_task_btf},
-};
+use aya_ebpf::helpers::generated::{self, bpf_find_vma, bpf_get_current_task_btf};
 use tracer_common::{
     trace::{ExecMapping, MAX_KERNEL_FRAMES, MAX_USER_FRAMES, NO_VMA, VMA_WORDS, WalkState},
     vma::{FileKey, MAX_FILE_SEGMENTS, MAX_VMAS, NSEC_MASK, ProcVmas, VM_EXEC},
 };
 
-use crate::{FILES, NEXT_VMAS, PROC_VMAS, SCRATCH, VMA_OFFSETS};
+use crate::{FILES, NEXT_VMAS, PROC_VMAS, SCRATCH, VMA_OFFSETS, VMA_READ};
 
-/// What the callback reads out of a VMA and its file (zero when there is no file).
+/// What the callback reads out of a VMA and its file (zero when there is no file): a slot of
+/// this CPU's `VMA_READ`, [`SLOT_SAMPLE`] or [`SLOT_TASK`].
 #[repr(C)]
-#[derive(Default)]
-struct Vma {
+pub struct Vma {
     start: u64,
     end: u64,
     pgoff: u64,
     flags: u64,
+    file: u64,
+    inode_ptr: u64,
+    sb: u64,
     inode: u64,
     size: u64,
     mtime_sec: i64,
@@ -41,52 +41,67 @@ struct Vma {
     _pad: u32,
 }
 
-/// A kernel word at `addr` (0 when it cannot be read).
+/// Copy the kernel value of `size_of::<T>()` bytes at `addr` into `dst`; where it cannot be
+/// read (an address that is not mapped kernel memory, such as a null pointer plus a member's
+/// offset) the helper zeroes `dst`. No branch on the outcome: see [`read_vma`].
 #[inline(always)]
-fn word(addr: u64) -> u64 {
-    // SAFETY: a probe read: an address that is not mapped kernel memory fails instead of
-    // faulting.
-    unsafe { bpf_probe_read_kernel(addr as *const u64) }.unwrap_or(0)
+fn copy<T>(dst: &mut T, addr: u64) {
+    // SAFETY: a probe read of exactly `size_of::<T>()` bytes into `dst` (plain data): an
+    // address that is not mapped kernel memory fails, and then the helper zeroes `dst`.
+    unsafe {
+        generated::bpf_probe_read_kernel(
+            core::ptr::from_mut(dst).cast(),
+            size_of::<T>() as u32,
+            addr as *const c_void,
+        );
+    }
 }
 
-/// A kernel 32-bit word at `addr` (0 when it cannot be read).
-#[inline(always)]
-fn half(addr: u64) -> u32 {
-    // SAFETY: as in `word`.
-    unsafe { bpf_probe_read_kernel(addr as *const u32) }.unwrap_or(0)
-}
+/// `VMA_READ`'s slot of the cpu-clock walker (a perf_event program: it may interrupt a program
+/// running in the task, so it has a slot of its own).
+pub const SLOT_SAMPLE: u32 = 0;
+/// `VMA_READ`'s slot of the programs that run in the task (exec, mmap).
+pub const SLOT_TASK: u32 = 1;
+/// Slots of `VMA_READ`.
+pub const VMA_SLOTS: u32 = 2;
 
-/// The `bpf_find_vma` callback: copy what [`Vma`] holds out of `vma` into `out` (a [`Vma`] on
-/// the caller's stack). A static function (the verifier takes no global one as a callback).
+/// The `bpf_find_vma` callback: copy what [`Vma`] holds out of `vma` into the slot of this
+/// CPU's `VMA_READ` that `slot` (a `u32` on the caller's stack, only read) names. A static
+/// function (the verifier takes no global one as a callback).
+///
+/// Straight-line on purpose (regression: on Linux 6.7+, whose verifier explores a callback as
+/// a loop until the caller's state stops changing, the version that branched on each read's
+/// outcome and stored into the caller's stack made `walk_user_vma` exceed the 1M-instruction
+/// limit on 7.2, after 53 s): no branch on what is read (a failed read yields zero, as a null
+/// file, inode or superblock does, since each read through a null pointer fails), and no write
+/// to the caller's stack, so every path through it leaves the caller in one state.
 #[inline(never)]
-extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, out: *mut c_void) -> i64 {
+extern "C" fn read_vma(_task: *mut c_void, vma: *mut c_void, slot: *mut c_void) -> i64 {
+    // SAFETY: `slot` is the `u32` on the stack of `find`, valid for the whole helper call.
+    let slot = unsafe { *slot.cast::<u32>() };
+    let Some(out) = VMA_READ.get_ptr_mut(slot) else {
+        return 0;
+    };
+    // SAFETY: this CPU's slot of a per-CPU map, valid while the program runs and used by
+    // nothing else meanwhile (programs do not nest on a CPU).
+    let out = unsafe { &mut *out };
     let o = VMA_OFFSETS.load();
     let vma = vma as u64;
-    let out = out.cast::<Vma>();
-    let file = word(vma + u64::from(o.vm_file));
-    let inode = if file == 0 {
-        0
-    } else {
-        word(file + u64::from(o.f_inode))
-    };
-    // SAFETY: `out` is the caller's `Vma` (the callback context `find` passes), valid for the
-    // whole helper call; plain stores.
-    unsafe {
-        (*out).start = word(vma + u64::from(o.vm_start));
-        (*out).end = word(vma + u64::from(o.vm_end));
-        (*out).pgoff = word(vma + u64::from(o.vm_pgoff));
-        (*out).flags = word(vma + u64::from(o.vm_flags));
-        if inode != 0 {
-            let sb = word(inode + u64::from(o.i_sb));
-            (*out).dev = if sb == 0 { 0 } else { half(sb + u64::from(o.s_dev)) };
-            (*out).inode = word(inode + u64::from(o.i_ino));
-            (*out).size = word(inode + u64::from(o.i_size));
-            (*out).mtime_sec = word(inode + u64::from(o.i_mtime_sec)) as i64;
-            (*out).ctime_sec = word(inode + u64::from(o.i_ctime_sec)) as i64;
-            (*out).mtime_nsec = half(inode + u64::from(o.i_mtime_nsec)) & NSEC_MASK;
-            (*out).ctime_nsec = half(inode + u64::from(o.i_ctime_nsec)) & NSEC_MASK;
-        }
-    }
+    copy(&mut out.start, vma + u64::from(o.vm_start));
+    copy(&mut out.end, vma + u64::from(o.vm_end));
+    copy(&mut out.pgoff, vma + u64::from(o.vm_pgoff));
+    copy(&mut out.flags, vma + u64::from(o.vm_flags));
+    copy(&mut out.file, vma + u64::from(o.vm_file));
+    copy(&mut out.inode_ptr, out.file.wrapping_add(u64::from(o.f_inode)));
+    let inode = out.inode_ptr;
+    copy(&mut out.sb, inode.wrapping_add(u64::from(o.i_sb)));
+    copy(&mut out.dev, out.sb.wrapping_add(u64::from(o.s_dev)));
+    copy(&mut out.inode, inode.wrapping_add(u64::from(o.i_ino)));
+    copy(&mut out.size, inode.wrapping_add(u64::from(o.i_size)));
+    copy(&mut out.mtime_sec, inode.wrapping_add(u64::from(o.i_mtime_sec)));
+    copy(&mut out.ctime_sec, inode.wrapping_add(u64::from(o.i_ctime_sec)));
+    copy(&mut out.mtime_nsec, inode.wrapping_add(u64::from(o.i_mtime_nsec)));
+    copy(&mut out.ctime_nsec, inode.wrapping_add(u64::from(o.i_ctime_nsec)));
     0
 }
 
@@ -129,7 +144,7 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
         keep(state, n, m);
         return 1;
     }
-    let mapping = match find(pc) {
+    let mapping = match find(pc, SLOT_SAMPLE) {
         Found::Mapping(mapping) => mapping,
         Found::NoVma => return NO_VMA_AT_PC,
         Found::Unusable => return 0,
@@ -162,32 +177,40 @@ pub const NO_VMA_AT_PC: u64 = 2;
 const ENOENT: i64 = -2;
 
 /// The mapping holding `pc` in the current process, from its VMA and the table loaded for the
-/// VMA's file.
+/// VMA's file, read through `VMA_READ`'s `slot` ([`SLOT_SAMPLE`] or [`SLOT_TASK`]).
 #[inline(always)]
-pub fn find(pc: u64) -> Found {
-    let mut vma = Vma::default();
+pub fn find(pc: u64, slot: u32) -> Found {
+    let Some(read) = VMA_READ.get_ptr_mut(slot) else {
+        return Found::Unusable;
+    };
+    // SAFETY: a slot of this CPU's per-CPU map that no program that may interrupt this one
+    // uses (see `SLOT_SAMPLE`); forgotten first, so that a lookup whose callback never ran
+    // leaves nothing of an earlier one.
+    unsafe { (*read).flags = 0 };
+    let mut slot = slot;
     // SAFETY: the helper finds the VMA of `pc` in the current task's memory map and calls
-    // `read_vma` with it and `&mut vma` (on this stack, valid for the call); flags must be 0.
+    // `read_vma` with it and `&mut slot` (on this stack, valid for the call; it writes the
+    // `VMA_READ` slot named there); flags must be 0.
     let found = unsafe {
         bpf_find_vma(
             bpf_get_current_task_btf(),
             pc,
             read_vma as *mut c_void,
-            core::ptr::addr_of_mut!(vma).cast(),
+            core::ptr::addr_of_mut!(slot).cast(),
             0,
         )
     };
     if found == ENOENT {
         return Found::NoVma;
     }
-    if found != 0 || vma.flags & VM_EXEC == 0 || vma.inode == 0 || !(vma.start <= pc && pc < vma.end) {
+    // SAFETY: as above; read in place.
+    let vma = unsafe { &*read };
+    let (inode, dev) = (vma.inode, vma.dev);
+    // No file or no inode: the inode number read through the null pointer is zero.
+    if found != 0 || vma.flags & VM_EXEC == 0 || inode == 0 || !(vma.start <= pc && pc < vma.end) {
         return Found::Unusable;
     }
-    let key = FileKey {
-        dev: vma.dev,
-        _pad: 0,
-        inode: vma.inode,
-    };
+    let key = FileKey { dev, _pad: 0, inode };
     // Read in place (a copy would take 136 bytes of the 512 the calls share).
     let Some(table) = FILES.get_ptr(key) else {
         return Found::Unusable;
@@ -197,9 +220,9 @@ pub fn find(pc: u64) -> Found {
     let table = unsafe { &*table };
     let same = table.size == vma.size
         && table.mtime_sec == vma.mtime_sec
-        && table.mtime_nsec == vma.mtime_nsec
+        && table.mtime_nsec == vma.mtime_nsec & NSEC_MASK
         && table.ctime_sec == vma.ctime_sec
-        && table.ctime_nsec == vma.ctime_nsec;
+        && table.ctime_nsec == vma.ctime_nsec & NSEC_MASK;
     if !same {
         return Found::Unusable;
     }
@@ -279,7 +302,7 @@ pub fn remember(next: &mut ProcVmas, tgid: u32, mapping: ExecMapping) {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn remember_code_at(tgid: u32, pc: u64) -> u64 {
-    let Found::Mapping(mapping) = find(pc) else {
+    let Found::Mapping(mapping) = find(pc, SLOT_TASK) else {
         return 0;
     };
     let mut next = ProcVmas {

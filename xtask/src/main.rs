@@ -66,8 +66,10 @@ enum Task {
     ///
     /// Kernels are cached under ${XDG_CACHE_HOME:-~/.cache}/sframe-trace/vmtest; each guest's
     /// output, exit status and console are in target/vm-test/KERNEL/. Settings: VMTEST_CPUS
-    /// (1), VMTEST_MEM (1G), VMTEST_ACCEL (tcg; kvm where it works), VMTEST_MIRROR and
-    /// VMTEST_SECURITY_MIRROR (deb.debian.org).
+    /// (1), VMTEST_MEM (1G), VMTEST_ACCEL (tcg; kvm where it works), VMTEST_WATCHDOG (600:
+    /// seconds a guest may print nothing before it is stopped, naming the test it was in),
+    /// VMTEST_MIRROR and VMTEST_SECURITY_MIRROR (deb.debian.org). Each test's time is printed
+    /// as it ends.
     VmTest {
         /// Debian suites (or kernel ABI names) to boot, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "bullseye,bookworm,trixie,sid")]

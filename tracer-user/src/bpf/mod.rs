@@ -408,16 +408,14 @@ impl Drop for Kernel {
 
 fn load_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut PerfEvent> {
     let program = perf_event_mut(ebpf, name)?;
-    program
-        .load()
-        .with_context(|| format!("the kernel verifier rejected {name}"))?;
+    program.load().map_err(|err| runtime::rejected(name, err))?;
     Ok(program)
 }
 
 fn load_raw_tracepoint(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<()> {
     raw_tracepoint_mut(ebpf, name)?
         .load()
-        .with_context(|| format!("the kernel verifier rejected {name}"))
+        .map_err(|err| runtime::rejected(name, err))
 }
 
 fn raw_tracepoint_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut RawTracePoint> {

@@ -111,7 +111,7 @@ fn load_one(program: &mut Program, name: &str) -> anyhow::Result<()> {
         Program::RawTracePoint(p) => p.load(),
         _ => bail!("program {name} is not of an event's program type"),
     };
-    loaded.with_context(|| format!("the kernel verifier rejected {name}"))
+    loaded.map_err(|err| super::runtime::rejected(name, err))
 }
 
 fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut Program> {

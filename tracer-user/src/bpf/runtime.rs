@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd as _;
 
 use aya::{
     Ebpf,
-    programs::ProgramType,
+    programs::{ProgramError, ProgramType},
     sys::{BpfHelper, is_helper_supported},
 };
 use tokio::io::{Interest, unix::AsyncFd};
@@ -52,6 +52,45 @@ pub(super) fn explain_load_failure(err: anyhow::Error, memlock: Option<u64>) -> 
         ),
         _ => err.context("loading the eBPF object (creating its maps)"),
     }
+}
+
+/// Lines of the verifier's log a rejection's message keeps: its end, where the verifier says
+/// why it gave up (`BPF program is too large. Processed 1000001 insn`, the instruction that
+/// failed and its registers).
+const VERIFIER_LINES: usize = 8;
+
+/// Program `name`'s failure to load as one readable message: the kernel's answer and the end
+/// of the verifier's log, not the whole log (hundreds of kilobytes when the verifier gives up
+/// at its limit), which goes to the debug log.
+pub(super) fn rejected(name: &str, err: ProgramError) -> anyhow::Error {
+    match err {
+        ProgramError::LoadError { io_error, verifier_log } => {
+            let log = verifier_log.to_string();
+            log::debug!("the verifier's log of {name}:\n{log}");
+            anyhow::anyhow!(
+                "the kernel verifier rejected {name} ({io_error}); the end of its log:\n{}",
+                log_tail(&log, VERIFIER_LINES)
+            )
+        }
+        other => anyhow::Error::new(other).context(format!("the kernel verifier rejected {name}")),
+    }
+}
+
+/// The last `lines` non-empty lines of `log`, said to be the end when there were more.
+pub(super) fn log_tail(log: &str, lines: usize) -> String {
+    let all: Vec<&str> = log.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
+    let kept = &all[all.len().saturating_sub(lines)..];
+    let mut out = String::new();
+    if kept.len() < all.len() {
+        out.push_str(&format!("  ({} lines before)\n", all.len() - kept.len()));
+    }
+    for line in kept {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.truncate(out.trim_end().len());
+    out
 }
 
 /// SIGINT and SIGTERM blocked for the current thread while it lives. The verifier gives up

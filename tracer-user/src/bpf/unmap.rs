@@ -30,7 +30,7 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePo
 fn load_one(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<()> {
     program(ebpf, name)?
         .load()
-        .with_context(|| format!("the kernel verifier rejected {name}"))
+        .map_err(|err| super::runtime::rejected(name, err))
 }
 
 /// Load the programs: with `lookups` (the cpu-clock walker looks PCs up in VMAs), the mmap

@@ -100,7 +100,10 @@ fn count(lines: &[(String, u64)], pick: impl Fn(&str) -> bool) -> u64 {
 }
 
 /// Every event's programs load (each kind's entry program and walker copy; offcpu where the
-/// kernel has `bpf_task_pt_regs`) and stay far from the verifier's limits.
+/// kernel has `bpf_task_pt_regs`) and stay far from the verifier's limits, and the cpu-clock
+/// walker is the one with VMA lookups wherever the kernel has `bpf_find_vma` (regression: on
+/// 7.2 the verifier gave up on `walk_user_vma` at its 1M-instruction limit after 53 s, and the
+/// tracer silently fell back to the walker without lookups).
 #[test]
 fn event_programs_load_within_limits() {
     let Some(_serial) = privileged("event_programs_load_within_limits") else {
@@ -111,6 +114,14 @@ fn event_programs_load_within_limits() {
         aya::sys::BpfHelper::BPF_FUNC_task_pt_regs,
     )
     .expect("probe bpf_task_pt_regs");
+    let find_vma = [
+        aya::sys::BpfHelper::BPF_FUNC_get_current_task_btf,
+        aya::sys::BpfHelper::BPF_FUNC_find_vma,
+    ]
+    .into_iter()
+    .all(|helper| {
+        aya::sys::is_helper_supported(aya::programs::ProgramType::PerfEvent, helper).expect("probe a helper")
+    });
     let mut specs: Vec<String> = [
         "cpu-clock",
         "uprobe:/bin/true:main",
@@ -139,6 +150,12 @@ fn event_programs_load_within_limits() {
         };
         let kernel = Kernel::load(&config, &mut TableSet::new()).expect("load every event's programs");
         let sizes = kernel.program_sizes().expect("program info");
+        if find_vma && std::env::var_os(sframe_trace::bpf::NO_FIND_VMA).is_none() {
+            assert!(
+                sizes.iter().any(|(name, _)| *name == tracer_common::vma::PROG_WALK_VMA),
+                "the kernel has bpf_find_vma, yet the walker with VMA lookups did not load: {sizes:?}"
+            );
+        }
         // cpu-clock's two; the walkers of probes and tracepoints; four entry programs; offcpu's two.
         assert_eq!(sizes.len(), 2 + 2 + 4 + 2 * usize::from(task_regs), "{sizes:?}");
         for (program, instructions) in sizes {

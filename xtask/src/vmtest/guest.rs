@@ -7,17 +7,17 @@
 
 use std::{
     fs,
-    io::{Read as _, Seek as _, SeekFrom, Write as _},
+    io::{Read as _, Seek as _, SeekFrom, Write},
     os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
 
-use super::{arch::GuestArch, kernel::Kernel, report::Outcome};
+use super::{arch::GuestArch, kernel::Kernel, progress::Progress, report::Outcome};
 
 /// Environment variables the command inside the guest keeps from the host (besides `PATH`,
 /// `HOME` and the `SFRAME_TRACE_*` settings of the tests).
@@ -39,6 +39,8 @@ pub struct Run<'a> {
     pub cpus: u32,
     pub memory: &'a str,
     pub timeout: Duration,
+    /// How long the guest may print nothing (`progress::WATCHDOG`).
+    pub watchdog: Duration,
     /// `kvm` or `tcg` (software emulation).
     pub accel: &'a str,
 }
@@ -151,7 +153,7 @@ pub fn passed_env() -> Vec<(String, String)> {
     env
 }
 
-/// Boot the guest and wait for it, copying its output to stdout as it grows.
+/// Boot the guest and wait for it, copying its output to stdout as it grows ([`watch`]).
 pub fn boot(run: &Run, command_line: &str) -> anyhow::Result<Outcome> {
     let status_file = run.dir.join("status");
     let output_file = run.dir.join("output.log");
@@ -182,34 +184,84 @@ pub fn boot(run: &Run, command_line: &str) -> anyhow::Result<Outcome> {
         .stderr(fs::File::create(run.dir.join("qemu.log"))?)
         .spawn()
         .with_context(|| format!("starting {program}"))?;
-    let started = Instant::now();
-    let mut shown = 0u64;
-    let exited = loop {
-        shown = copy_new(&output_file, shown);
-        if qemu.try_wait()?.is_some() {
-            break true;
-        }
-        if started.elapsed() > run.timeout {
-            // The pid is qemu's own, started above and not yet reaped.
-            let _ = qemu.kill();
-            let _ = qemu.wait();
-            break false;
-        }
-        thread::sleep(Duration::from_millis(500));
-    };
-    copy_new(&output_file, shown);
+    let watched = watch(
+        &mut qemu,
+        &output_file,
+        Limits {
+            timeout: run.timeout,
+            watchdog: run.watchdog,
+            poll: Duration::from_millis(500),
+        },
+        &mut std::io::stdout(),
+    )?;
     let status = fs::read_to_string(&status_file)
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
-    Ok(match (status, exited) {
+    Ok(match (status, watched) {
         (Some(code), _) => Outcome::Exited(code),
-        (None, false) => Outcome::Timeout,
-        (None, true) => Outcome::BootFailure,
+        (None, Watched::Stuck(what)) => Outcome::Stuck(what),
+        (None, Watched::TimedOut) => Outcome::Timeout,
+        (None, Watched::Exited) => Outcome::BootFailure,
     })
 }
 
-/// Print what `path` gained since byte `from`; return the new length.
-fn copy_new(path: &Path, from: u64) -> u64 {
+/// How long [`watch`] lets a guest run, and how often it looks.
+pub struct Limits {
+    /// The whole run.
+    pub timeout: Duration,
+    /// Without output (`progress::WATCHDOG`).
+    pub watchdog: Duration,
+    pub poll: Duration,
+}
+
+/// How [`watch`] saw the guest end.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Watched {
+    /// It exited by itself.
+    Exited,
+    /// It ran past the time limit and was killed.
+    TimedOut,
+    /// It printed nothing for the watchdog's time and was killed: what it was stuck in.
+    Stuck(String),
+}
+
+/// Wait for `guest` (a child process: qemu, or a stand-in in the tests), copying what its
+/// `output` file gains to `out` as it grows, with each test's time when it ends
+/// (`progress.rs`); kill it (and reap it) when it runs past `limits.timeout` or prints nothing
+/// for `limits.watchdog`, which is then said on stderr with the test it was stuck in.
+pub fn watch(guest: &mut Child, output: &Path, limits: Limits, out: &mut dyn Write) -> anyhow::Result<Watched> {
+    let started = Instant::now();
+    let mut progress = Progress::new(started);
+    let mut shown = 0u64;
+    let watched = loop {
+        shown = copy_new(output, shown, &mut progress, out);
+        if guest.try_wait()?.is_some() {
+            break Watched::Exited;
+        }
+        let now = Instant::now();
+        let ended = if now.duration_since(started) > limits.timeout {
+            Some(Watched::TimedOut)
+        } else {
+            progress.stuck(now, limits.watchdog).map(Watched::Stuck)
+        };
+        if let Some(ended) = ended {
+            // The pid is the child's own, started by the caller and not yet reaped.
+            let _ = guest.kill();
+            let _ = guest.wait();
+            if let Watched::Stuck(what) = &ended {
+                eprintln!("vm-test: watchdog: {what}; the guest was stopped");
+            }
+            break ended;
+        }
+        thread::sleep(limits.poll);
+    };
+    copy_new(output, shown, &mut progress, out);
+    Ok(watched)
+}
+
+/// Copy what `path` gained since byte `from` to `out`, and feed it to `progress`, whose lines
+/// go to `out` after the line that ended each test; return the new length.
+fn copy_new(path: &Path, from: u64, progress: &mut Progress, out: &mut dyn Write) -> u64 {
     let Ok(mut file) = fs::File::open(path) else {
         return from;
     };
@@ -220,9 +272,15 @@ fn copy_new(path: &Path, from: u64) -> u64 {
     if file.read_to_end(&mut new).is_err() {
         return from;
     }
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(&new);
-    let _ = stdout.flush();
+    // Line by line, so that what `progress` says follows the line it is about.
+    let now = Instant::now();
+    for piece in new.split_inclusive(|b| *b == b'\n') {
+        let _ = out.write_all(piece);
+        for line in progress.feed(&String::from_utf8_lossy(piece), now) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let _ = out.flush();
     from + new.len() as u64
 }
 

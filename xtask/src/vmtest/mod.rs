@@ -9,6 +9,7 @@ pub mod arch;
 mod guest;
 mod initramfs;
 mod kernel;
+mod progress;
 mod report;
 mod rootfs;
 #[cfg(test)]
@@ -106,8 +107,10 @@ const TESTS_AARCH64: &[&str] = &[
 /// The tests of the static executable (`SFRAME_TRACE_DIST_BINARY`), run in a guest when asked.
 pub const DIST_TESTS: &str = "dist::static_binary_traces_a_process_in_this_kernel";
 
-/// The x86-64 tests CI runs in the oldest kernel (`cargo xtask test` under CI=true): loading every program (the event programs face the verifier), a walk, an event
-/// with stacks, the memlock limit, and the static executable.
+/// The x86-64 tests CI runs in the oldest and the newest kernels (`cargo xtask test` under
+/// CI=true): loading every program (the event programs face the verifier, and the cpu-clock
+/// walker must be the one with VMA lookups where the kernel has them), a walk, an event with
+/// stacks, the memlock limit, and the static executable.
 pub const CI_TESTS_X86_64: &[&str] = &[
     "walker::sframe_stacks_are_exact",
     "events::event_programs_load_within_limits",
@@ -242,6 +245,10 @@ pub fn vm_test(
     };
     let memory = std::env::var("VMTEST_MEM").unwrap_or_else(|_| GUEST_MEMORY.to_owned());
     let accel = std::env::var("VMTEST_ACCEL").unwrap_or_else(|_| "tcg".to_owned());
+    let watchdog = match std::env::var("VMTEST_WATCHDOG") {
+        Ok(secs) => Duration::from_secs(secs.parse().context("VMTEST_WATCHDOG must be a number of seconds")?),
+        Err(_) => progress::WATCHDOG,
+    };
     let date = report::date(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_secs());
     let commit = commit();
     let matrix = Matrix {
@@ -255,6 +262,7 @@ pub fn vm_test(
         memory: &memory,
         accel: &accel,
         timeout,
+        watchdog,
         workloads: workloads.as_deref(),
         date: &date,
         commit: &commit,
@@ -329,6 +337,8 @@ struct Matrix<'a> {
     memory: &'a str,
     accel: &'a str,
     timeout: Duration,
+    /// How long a guest may print nothing (`progress::WATCHDOG`).
+    watchdog: Duration,
     /// The accuracy workloads cross-built for the guest ([`prebuilt_workloads`]).
     workloads: Option<&'a Path>,
     date: &'a str,
@@ -371,7 +381,11 @@ impl Matrix<'_> {
             command.push("--include-ignored".to_owned());
         }
         command.push("--test-threads=1".to_owned());
+        // Each test's time, measured in the guest (`progress.rs`): an unstable option of
+        // libtest, which `RUSTC_BOOTSTRAP` allows (as it allows `build-std` for the program).
+        command.extend(["-Z", "unstable-options", "--report-time"].map(str::to_owned));
         let mut env = guest::passed_env();
+        env.push(("RUSTC_BOOTSTRAP".to_owned(), "1".to_owned()));
         if let Some(workloads) = self.workloads {
             env.push((WORKLOADS_VAR.to_owned(), workloads.display().to_string()));
         }
@@ -391,6 +405,7 @@ impl Matrix<'_> {
             cpus: self.cpus,
             memory: self.memory,
             timeout: self.timeout,
+            watchdog: self.watchdog,
             accel: self.accel,
         };
         let line = guest::command_line(self.arch.console(), &dir, self.root, &kernel.dir)?;

@@ -21,6 +21,8 @@ pub enum Outcome {
     Exited(i32),
     /// The guest ran past the time limit and was stopped.
     Timeout,
+    /// The guest printed nothing for the watchdog's time and was stopped: what it was stuck in.
+    Stuck(String),
     /// The guest never reported a status: the kernel did not boot, or the guest's set-up failed.
     BootFailure,
 }
@@ -44,6 +46,7 @@ impl Row {
             Outcome::Exited(0) => "pass".to_owned(),
             Outcome::Exited(code) => format!("fail (exit status {code})"),
             Outcome::Timeout => "timeout".to_owned(),
+            Outcome::Stuck(what) => format!("stuck: {what}"),
             Outcome::BootFailure => "boot or guest set-up failure".to_owned(),
         };
         Row {

@@ -1,11 +1,16 @@
 //! The pure parts of the kernel matrix: naming and resolving kernel packages, the guest's
-//! command line and script, the initramfs archive, and the report and the table of docs/kernels.md.
+//! command line and script, the initramfs archive, the report and the table of docs/kernels.md,
+//! the tests' progress and the watchdog (with a stand-in guest: a shell that hangs).
 
-use std::path::Path;
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use super::{
     arch::GuestArch,
     guest, initramfs, kernel,
+    progress::Progress,
     report::{self, BEGIN, END, Outcome, Row},
 };
 
@@ -240,4 +245,124 @@ fn kernel_table_lives_in_docs_kernels() {
     );
     let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
     assert!(!readme.contains(BEGIN), "README.md holds no generated kernel table");
+}
+
+/// Each test's time runs from libtest naming it to its result, on the host's clock, also
+/// when the test's own output leaks between its name and its result.
+#[test]
+fn progress_times_each_test_from_its_name_to_its_result() {
+    let t0 = Instant::now();
+    let at = |secs| t0 + Duration::from_secs(secs);
+    let mut progress = Progress::new(t0);
+    assert!(
+        progress
+            .feed("\nrunning 2 tests\ntest events::a ... ", at(1))
+            .is_empty()
+    );
+    assert_eq!(progress.feed("ok\n", at(4)), ["vm-test: events::a: ok in 3 s"]);
+    assert!(progress.feed("test dist::b ... demo: done (1", at(5)).is_empty());
+    assert!(progress.feed("5)\n", at(6)).is_empty());
+    assert_eq!(
+        progress.feed("FAILED\ntest c::d ... ignored, needs root\n", at(12)),
+        [
+            "vm-test: dist::b: FAILED in 7 s",
+            "vm-test: c::d: ignored, needs root in 0 s"
+        ]
+    );
+}
+
+/// The watchdog names the test that printed nothing for its time, and the boot or set-up when
+/// no test has started; output of any kind resets it.
+#[test]
+fn progress_names_what_a_quiet_guest_is_stuck_in() {
+    let t0 = Instant::now();
+    let at = |secs| t0 + Duration::from_secs(secs);
+    let limit = Duration::from_secs(60);
+    let mut progress = Progress::new(t0);
+    assert_eq!(progress.stuck(at(59), limit), None);
+    let boot = progress.stuck(at(60), limit).expect("stuck before any test");
+    assert!(boot.contains("no test running"), "{boot}");
+    progress.feed("test trace::sframe_v3_workloads_unwind_exactly ... ", at(70));
+    assert_eq!(progress.stuck(at(129), limit), None);
+    let stuck = progress.stuck(at(130), limit).expect("stuck in the test");
+    assert!(
+        stuck.starts_with("test trace::sframe_v3_workloads_unwind_exactly printed nothing for 60 s"),
+        "{stuck}"
+    );
+    progress.feed("ok\n", at(200));
+    assert_eq!(progress.stuck(at(259), limit), None);
+}
+
+/// Regression (a guest test ran silently for 30 minutes): a guest whose test prints nothing is
+/// stopped by the watchdog, within its time, with the test's name; the guest here is a shell
+/// that names a test as libtest does and then hangs, watched by the code that watches qemu.
+#[test]
+fn a_stuck_guest_test_ends_with_its_name_within_the_watchdog() {
+    let dir = std::env::temp_dir().join(format!("vmtest-watchdog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let output = dir.join("output.log");
+    let mut guest = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("printf 'running 2 tests\\ntest fake::quick ... ok\\ntest fake::stuck ... ' > \"$1\"; exec sleep 120")
+        .arg("sh")
+        .arg(&output)
+        .spawn()
+        .expect("start the stand-in guest");
+    let watchdog = Duration::from_secs(3);
+    let limits = guest::Limits {
+        timeout: Duration::from_secs(120),
+        watchdog,
+        poll: Duration::from_millis(100),
+    };
+    let started = Instant::now();
+    let mut copied = Vec::new();
+    let watched = guest::watch(&mut guest, &output, limits, &mut copied).expect("watch the guest");
+    let took = started.elapsed();
+    let _ = std::fs::remove_dir_all(&dir);
+    let guest::Watched::Stuck(what) = watched else {
+        panic!("the stuck guest was not stopped by the watchdog: {watched:?}");
+    };
+    assert!(what.starts_with("test fake::stuck printed nothing"), "{what}");
+    assert!(
+        took >= watchdog,
+        "stopped after {took:?}, before the watchdog's {watchdog:?}"
+    );
+    assert!(
+        took < watchdog + Duration::from_secs(10),
+        "stopped after {took:?}, long after the watchdog's {watchdog:?}"
+    );
+    assert!(
+        guest.try_wait().expect("the guest's status").is_some(),
+        "the guest still runs"
+    );
+    assert!(String::from_utf8_lossy(&copied).contains("test fake::quick ... ok"));
+}
+
+/// A guest that ends by itself is watched to its end, its whole output copied, each test's
+/// time said after its line.
+#[test]
+fn a_guest_that_exits_is_watched_to_its_end() {
+    let dir = std::env::temp_dir().join(format!("vmtest-exits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let output = dir.join("output.log");
+    let mut guest = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("printf 'test fake::a ... ok <0.250s>\\n' > \"$1\"")
+        .arg("sh")
+        .arg(&output)
+        .spawn()
+        .expect("start the stand-in guest");
+    let limits = guest::Limits {
+        timeout: Duration::from_secs(120),
+        watchdog: Duration::from_secs(60),
+        poll: Duration::from_millis(50),
+    };
+    let mut copied = Vec::new();
+    let watched = guest::watch(&mut guest, &output, limits, &mut copied).expect("watch the guest");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(watched, guest::Watched::Exited);
+    assert_eq!(
+        String::from_utf8_lossy(&copied),
+        "test fake::a ... ok <0.250s>\nvm-test: fake::a: ok in 0.250 s\n"
+    );
 }
