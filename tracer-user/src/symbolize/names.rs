@@ -300,7 +300,13 @@ mod tests {
             .find_map(|l| l.strip_suffix(" T main").map(|a| u64::from_str_radix(a, 16)))
             .expect("nm lists main")
             .expect("a hex address");
-        let named = super::name_in_file(&super::symbolizer(false), Some(copy), &super::Plt::default(), &[main]);
+        let named = super::name_in_file(
+            &super::symbolizer(false),
+            Some(copy),
+            &super::Plt::default(),
+            None,
+            &[main],
+        );
         let main = named.first().and_then(|n| n.first()).expect("one name");
         assert_eq!(main.symbol.as_deref(), Some("main"));
         assert!(
