@@ -91,6 +91,12 @@ fn process_resource(pid: u32, events: &BTreeMap<&str, Vec<&ResolvedStack>>, reso
     if let Some(path) = path {
         attributes.push(key_value("process.executable.path", Value::StringValue(path)));
     }
+    // The configured ones never replace what was read of the process.
+    for (key, value) in &resource.attributes {
+        if !attributes.iter().any(|kv| kv.key == *key) {
+            attributes.push(key_value(key, Value::StringValue(value.clone())));
+        }
+    }
     Resource {
         attributes,
         ..Default::default()

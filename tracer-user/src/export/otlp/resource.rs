@@ -37,18 +37,22 @@ pub struct ResourceInfo {
     pub host_name: String,
     /// `--service-name`; `None`: each process's executable name.
     pub service_name: Option<String>,
+    /// `OTEL_RESOURCE_ATTRIBUTES`: on every resource, after those sframe-trace sets.
+    pub attributes: Vec<(String, String)>,
     pub processes: HashMap<u32, ProcessInfo>,
 }
 
 impl ResourceInfo {
-    /// This host's name (the kernel's `hostname`), with the configured service name.
-    pub fn for_host(service_name: Option<String>) -> ResourceInfo {
+    /// This host's name (the kernel's `hostname`), with the configured service name and
+    /// attributes.
+    pub fn for_host(service_name: Option<String>, attributes: Vec<(String, String)>) -> ResourceInfo {
         let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_default();
         ResourceInfo {
             host_name,
             service_name,
+            attributes,
             processes: HashMap::new(),
         }
     }

@@ -101,6 +101,7 @@ fn resource() -> ResourceInfo {
     ResourceInfo {
         host_name: "host-1".to_owned(),
         service_name: None,
+        attributes: Vec::new(),
         processes: HashMap::from([(
             100,
             ProcessInfo {
@@ -337,6 +338,25 @@ fn resources_describe_each_process() {
     }
 }
 
+/// `OTEL_RESOURCE_ATTRIBUTES` land on every resource, but never in place of what sframe-trace
+/// read of the process (a configured `process.pid` does not relabel a process).
+#[test]
+fn configured_attributes_join_every_resource() {
+    let mut configured = resource();
+    configured.attributes = vec![
+        ("deployment.environment.name".to_owned(), "prod".to_owned()),
+        ("process.pid".to_owned(), "1".to_owned()),
+    ];
+    let request = round_trip(&sample_profile(), &configured);
+    assert_eq!(request.resource_profiles.len(), 2);
+    for r in &request.resource_profiles {
+        let attributes = resource_attributes(&r.resource.as_ref().expect("a resource").attributes);
+        assert_eq!(attributes["deployment.environment.name"], text("prod"));
+        assert_ne!(attributes["process.pid"], Value::IntValue(1));
+        assert_ne!(attributes["process.pid"], text("1"));
+    }
+}
+
 /// cpu-clock profiles count samples with the sampling period, per thread (`thread.id`,
 /// `thread.name`), over the collection's time window.
 #[test]
@@ -410,3 +430,4 @@ fn identical_samples_merge_and_offcpu_weighs_time() {
 }
 
 mod exporter;
+mod settings;
