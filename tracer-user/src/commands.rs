@@ -292,7 +292,9 @@ fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| k.starts_with("OTEL_"))
         .collect();
-    Ok(Some(OtlpConfig::resolve(&flags, &env)?))
+    let config = OtlpConfig::resolve(&flags, &env)?;
+    config.check_tls()?;
+    Ok(Some(config))
 }
 
 /// The headers of an `--otlp-header-file` (at most 64 KiB), one `name=value` a line.

@@ -113,6 +113,16 @@ pub fn client_config(files: &TlsFiles) -> Result<ClientConfig, TlsError> {
     }
 }
 
+impl super::OtlpConfig {
+    /// Read the TLS files (https:// only), so that a bad one is refused before tracing starts.
+    pub fn check_tls(&self) -> Result<(), TlsError> {
+        if self.destination.tls() {
+            client_config(&self.tls)?;
+        }
+        Ok(())
+    }
+}
+
 /// The TLS error somewhere in `error`'s chain of causes (io errors looked into), if any.
 pub fn find_tls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(error);

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::export::otlp::{Compression, DEFAULT_TIMEOUT, HeaderArg, OtlpFlags, SettingsError};
+use crate::export::otlp::{Compression, DEFAULT_TIMEOUT, HeaderArg, OtlpFlags, SettingsError, TlsFiles};
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
