@@ -124,13 +124,17 @@ fn run(bin: &Path, endpoint: &str, interval: &str, secs: u32, extra: &[&str], en
     traced
 }
 
-/// Every request the receiver recorded carried the required header, compressed as `encoding`.
+/// Every request the receiver recorded carried the required header, and over HTTP was
+/// compressed as `encoding` (grpcio decompresses a gRPC message before the servicer sees it,
+/// and hides its `grpc-encoding`).
 fn check_headers(receiver: &Receiver, encoding: Option<&str>) {
     let requests = receiver.requests();
     assert!(!requests.is_empty());
     for request in requests {
         assert_eq!(request["header_matched"], true, "{request}");
-        assert_eq!(request["content_encoding"].as_str(), encoding, "{request}");
+        if request["transport"] == "http" {
+            assert_eq!(request["content_encoding"].as_str(), encoding, "{request}");
+        }
     }
 }
 
@@ -216,26 +220,30 @@ fn exports_over_mutual_tls() {
 }
 
 /// A session whose every export was refused: it says so and exits 1, sends nothing, and the
-/// summary counts the failures under `reason`.
-fn check_refused(traced: &Traced, reason: &str, what: &str) {
+/// summary counts the failures, all under `reason` when given.
+fn check_refused(traced: &Traced, reason: Option<&str>, what: &str) {
     let context = || format!("{what}: {}\n{}", traced.command, traced.stderr);
     assert_eq!(traced.status.code(), Some(1), "{}", context());
     let summary = traced.summary();
     assert_eq!(summary.count("otlp.sent"), 0, "{}", context());
     let failed = summary.count("otlp.failed");
     assert!(failed >= 1, "{}", context());
-    assert_eq!(
-        summary.count(&format!("otlp.failed_by_reason.{reason}")),
-        failed,
-        "every failure is {reason}: {}",
-        context()
-    );
+    if let Some(reason) = reason {
+        assert_eq!(
+            summary.count(&format!("otlp.failed_by_reason.{reason}")),
+            failed,
+            "every failure is {reason}: {}",
+            context()
+        );
+    }
 }
 
 /// What cannot be trusted is refused and counted, over both protocols, and never gets the
 /// request: a server certificate from another CA (`tls-unknown-issuer`), an expired one
 /// (`tls-certificate-expired`), a session without the header (`unauthenticated`), and one
-/// without a client certificate where mutual TLS is required.
+/// without a client certificate where mutual TLS is required (counted, by no single name: with
+/// TLS 1.3 the server refuses after the client's handshake is done, and the client may see only
+/// a closed connection).
 #[test]
 fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
     let Some(_serial) = privileged("untrusted_collectors_and_missing_credentials_are_refused_and_counted") else {
@@ -246,11 +254,11 @@ fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
     let pki = Pki::new();
     let (ca, wrong_ca, token) = (pki.arg("ca.pem"), pki.arg("wrong-ca.pem"), pki.arg("token"));
     for protocol in ["grpc", "http"] {
-        let cases: [(&str, bool, &[&str], &str); 4] = [
-            ("server", false, &["--otlp-ca", &wrong_ca, "--otlp-header-file", &token], "tls-unknown-issuer"),
-            ("expired", false, &["--otlp-ca", &ca, "--otlp-header-file", &token], "tls-certificate-expired"),
-            ("server", false, &["--otlp-ca", &ca], "unauthenticated"),
-            ("server", true, &["--otlp-ca", &ca, "--otlp-header-file", &token], "tls-client-certificate-refused"),
+        let cases: [(&str, bool, &[&str], Option<&str>); 4] = [
+            ("server", false, &["--otlp-ca", &wrong_ca, "--otlp-header-file", &token], Some("tls-unknown-issuer")),
+            ("expired", false, &["--otlp-ca", &ca, "--otlp-header-file", &token], Some("tls-certificate-expired")),
+            ("server", false, &["--otlp-ca", &ca], Some("unauthenticated")),
+            ("server", true, &["--otlp-ca", &ca, "--otlp-header-file", &token], None),
         ];
         for (cert, mutual, flags, reason) in cases {
             let receiver = pki.receiver(protocol, cert, mutual);
@@ -258,8 +266,9 @@ fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
             let mut flags = flags.to_vec();
             flags.extend(["--otlp-protocol", protocol]);
             let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
-            check_refused(&traced, reason, &format!("{reason} over {protocol}"));
-            assert!(receiver.requests().is_empty(), "{reason} over {protocol}: a request got through");
+            let what = format!("{} over {protocol}", reason.unwrap_or("no client certificate"));
+            check_refused(&traced, reason, &what);
+            assert!(receiver.requests().is_empty(), "{what}: a request got through");
         }
     }
 }
@@ -307,7 +316,7 @@ fn https_never_falls_back_to_clear_text() {
         let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
         done.store(true, Ordering::Relaxed);
         let connections = server.join().expect("the plain server");
-        check_refused(&traced, "tls-not-tls", &format!("a plain server over {protocol}"));
+        check_refused(&traced, Some("tls-not-tls"), &format!("a plain server over {protocol}"));
         assert!(!connections.is_empty(), "{protocol}: no connection");
         for received in connections {
             assert!(

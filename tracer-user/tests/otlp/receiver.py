@@ -9,8 +9,8 @@ Prints `PORT <n>` on stdout once it listens on 127.0.0.1:<n>. With --stall it ac
 requests and never answers (a collector that hangs). With --tls-cert it speaks TLS only, and
 with --client-ca it also requires a client certificate signed by that CA (mutual TLS). With
 --require-header a request without that exact header is refused (gRPC UNAUTHENTICATED, HTTP 401)
-and not recorded. Each line records whether the header matched and how the body was
-compressed (gzip bodies are decompressed first)."""
+and not recorded. Each line records whether the header matched and, over HTTP, how the body
+was compressed (gzip bodies are decompressed first; grpcio does that itself for gRPC)."""
 
 import argparse
 import gzip
@@ -151,11 +151,7 @@ def serve_grpc(sink, stall, tls, required):
             metadata = dict(context.invocation_metadata())
             if required and metadata.get(required[0]) != required[1]:
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
-            sink.record(
-                request.SerializeToString(),
-                header_matched=bool(required),
-                content_encoding=metadata.get("grpc-encoding"),
-            )
+            sink.record(request.SerializeToString(), header_matched=bool(required))
             return service.ExportProfilesServiceResponse()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))

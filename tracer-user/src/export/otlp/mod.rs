@@ -16,6 +16,7 @@ mod resource;
 mod settings;
 mod tls;
 mod transport;
+mod watch;
 
 #[cfg(test)]
 mod tests;

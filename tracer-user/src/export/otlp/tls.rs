@@ -123,21 +123,20 @@ impl super::OtlpConfig {
     }
 }
 
-/// The TLS error somewhere in `error`'s chain of causes (io errors looked into), if any.
+/// The TLS error somewhere in `error`'s chain of causes, if any. An `io::Error` is looked
+/// into (its `source()` skips the error it wraps, and hyper-rustls wraps tokio-rustls's
+/// `io::Error` in another one); the walk is bounded.
 pub fn find_tls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(error);
-    while let Some(error) = next {
+    for _ in 0..32 {
+        let error = next?;
         if let Some(tls) = error.downcast_ref::<rustls::Error>() {
             return Some(tls);
         }
-        if let Some(inner) = error
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(inner);
-        }
-        next = error.source();
+        next = match error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => error.source(),
+        };
     }
     None
 }

@@ -25,7 +25,10 @@ use tonic::{
     transport::Channel,
 };
 
-use super::{Compression, OtlpConfig, Protocol, tls};
+use super::{
+    Compression, OtlpConfig, Protocol, tls,
+    watch::{Slot, Watched},
+};
 
 /// How long connecting to the collector may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -79,8 +82,15 @@ pub struct Collector {
     timeout: Duration,
 }
 
+/// A gRPC client, the headers of its calls, and where its connector keeps the last TLS failure.
+struct Grpc {
+    client: ProfilesServiceClient<Channel>,
+    metadata: Vec<(AsciiMetadataKey, AsciiMetadataValue)>,
+    tls_failure: Slot,
+}
+
 enum Kind {
-    Grpc(ProfilesServiceClient<Channel>, Vec<(AsciiMetadataKey, AsciiMetadataValue)>),
+    Grpc(Grpc),
     Http(Client<HttpsConnector<HttpConnector>, Full<Bytes>>, hyper::Uri),
 }
 
@@ -107,7 +117,11 @@ impl Collector {
         tcp.enforce_http(false);
         let kind = match destination.protocol {
             Protocol::Grpc => {
-                let connector = schemes.enable_http2().wrap_connector(tcp);
+                let tls_failure = Slot::default();
+                let connector = Watched {
+                    inner: schemes.enable_http2().wrap_connector(tcp),
+                    slot: std::sync::Arc::clone(&tls_failure),
+                };
                 let channel = tonic::transport::Endpoint::from_shared(destination.url.clone())
                     .map_err(|e| unusable(&e))?
                     .connect_timeout(CONNECT_TIMEOUT)
@@ -125,7 +139,11 @@ impl Collector {
                     value.set_sensitive(true);
                     metadata.push((key, value));
                 }
-                Kind::Grpc(client, metadata)
+                Kind::Grpc(Grpc {
+                    client,
+                    metadata,
+                    tls_failure,
+                })
             }
             Protocol::Http => {
                 let uri = destination.url.parse().map_err(|e| unusable(&e))?;
@@ -146,7 +164,7 @@ impl Collector {
 impl Transport for Collector {
     async fn send(&mut self, request: &ExportProfilesServiceRequest) -> Result<Accepted, SendError> {
         let response = match &mut self.kind {
-            Kind::Grpc(client, metadata) => send_grpc(client, metadata, request).await?,
+            Kind::Grpc(grpc) => grpc.send(request).await?,
             Kind::Http(client, uri) => {
                 let http = Http {
                     client,
@@ -166,43 +184,38 @@ impl Transport for Collector {
     }
 }
 
-/// The summary's name of a failure that is not an answer: a TLS handshake's, else `unreachable`.
-fn connection_reason(error: &(dyn std::error::Error + 'static)) -> &'static str {
-    tls::find_tls_error(error).map_or("unreachable", tls::reason)
-}
-
-async fn send_grpc(
-    client: &mut ProfilesServiceClient<Channel>,
-    metadata: &[(AsciiMetadataKey, AsciiMetadataValue)],
-    request: &ExportProfilesServiceRequest,
-) -> Result<ExportProfilesServiceResponse, SendError> {
-    let mut call = tonic::Request::new(request.clone());
-    for (key, value) in metadata {
-        call.metadata_mut().insert(key.clone(), value.clone());
+impl Grpc {
+    async fn send(&mut self, request: &ExportProfilesServiceRequest) -> Result<ExportProfilesServiceResponse, SendError> {
+        let mut call = tonic::Request::new(request.clone());
+        for (key, value) in &self.metadata {
+            call.metadata_mut().insert(key.clone(), value.clone());
+        }
+        let last_failure = || self.tls_failure.lock().ok().and_then(|mut last| last.take());
+        // What an earlier call left is not this one's.
+        last_failure();
+        let status = match self.client.export(call).await {
+            Ok(response) => return Ok(response.into_inner()),
+            Err(status) => status,
+        };
+        let tls = last_failure().filter(|_| matches!(status.code(), Code::Unavailable | Code::Unknown));
+        let reason = match (&tls, status.code()) {
+            (Some(failure), _) => failure.reason,
+            (None, Code::Unauthenticated | Code::PermissionDenied) => "unauthenticated",
+            (None, Code::DeadlineExceeded) => "timeout",
+            (None, Code::Unavailable) => "unreachable",
+            (None, code) if retryable_code(code) => "unavailable",
+            (None, _) => "refused",
+        };
+        Err(SendError {
+            message: match &tls {
+                Some(failure) => format!("gRPC: TLS: {}", failure.message),
+                None => format!("gRPC {:?}: {}", status.code(), status.message()),
+            },
+            // A handshake that failed fails again: the certificates do not change.
+            retryable: tls.is_none() && retryable_code(status.code()),
+            reason,
+        })
     }
-    let status = match client.export(call).await {
-        Ok(response) => return Ok(response.into_inner()),
-        Err(status) => status,
-    };
-    let tls = tls::find_tls_error(&status);
-    let reason = match (tls, status.code()) {
-        (Some(error), _) => tls::reason(error),
-        (None, Code::Unauthenticated | Code::PermissionDenied) => "unauthenticated",
-        (None, Code::DeadlineExceeded) => "timeout",
-        (None, Code::Unavailable) if std::error::Error::source(&status).is_some() => connection_reason(&status),
-        (None, code) if retryable_code(code) => "unavailable",
-        (None, _) => "refused",
-    };
-    let message = match tls {
-        Some(error) => format!("gRPC: TLS: {error}"),
-        None => format!("gRPC {:?}: {}", status.code(), status.message()),
-    };
-    Err(SendError {
-        message,
-        // A handshake that failed fails again: the certificates do not change.
-        retryable: tls.is_none() && retryable_code(status.code()),
-        reason,
-    })
 }
 
 /// The gRPC codes worth retrying, per the OTLP specification.
@@ -257,7 +270,7 @@ impl Http<'_> {
         let exchange = async {
             let response = self.client.request(post).await.map_err(|e| match tls::find_tls_error(&e) {
                 Some(tls) => fail(format!("HTTP: TLS: {tls}"), false, tls::reason(tls)),
-                None => fail(format!("HTTP: {e}"), true, connection_reason(&e)),
+                None => fail(format!("HTTP: {e}"), true, "unreachable"),
             })?;
             let status = response.status();
             let body = response

@@ -431,3 +431,4 @@ fn identical_samples_merge_and_offcpu_weighs_time() {
 
 mod exporter;
 mod settings;
+mod tls;
