@@ -307,7 +307,11 @@ fn header_file(path: &Path) -> anyhow::Result<Vec<sframe_trace::export::otlp::He
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
         .with_context(context)?;
-    anyhow::ensure!(text.len() as u64 <= MAX_BYTES, "{}: larger than {MAX_BYTES} bytes", context());
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_BYTES,
+        "{}: larger than {MAX_BYTES} bytes",
+        context()
+    );
     Ok(text
         .lines()
         .enumerate()
@@ -604,9 +608,8 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
 fn perf_events_fired(lines: &[String]) -> bool {
     const FIRED: [&str; 4] = ["samples_received", "sampled", "not_traced", "no_user_regs"];
     lines.iter().any(|line| {
-        line.split_once(": ").is_some_and(|(name, value)| {
-            FIRED.contains(&name) && value.parse::<u64>().is_ok_and(|n| n > 0)
-        })
+        line.split_once(": ")
+            .is_some_and(|(name, value)| FIRED.contains(&name) && value.parse::<u64>().is_ok_and(|n| n > 0))
     })
 }
 
@@ -689,7 +692,9 @@ mod tests {
 
     #[test]
     fn a_host_whose_perf_events_never_fire_cannot() {
-        let blocked = lines("sampled: 0\nnot_traced: 0\nno_user_regs: 0\nsamples_received: 0\nstop_no_info: 7\nverified_insns_on_sample: 8792");
+        let blocked = lines(
+            "sampled: 0\nnot_traced: 0\nno_user_regs: 0\nsamples_received: 0\nstop_no_info: 7\nverified_insns_on_sample: 8792",
+        );
         assert!(!perf_events_fired(&blocked));
         assert!(perf_events_fired(&lines("not_traced: 3")));
         assert!(perf_events_fired(&lines("samples_received: 1")));

@@ -42,8 +42,8 @@ impl Pki {
         pki.write("ca.pem", &ca.pem());
         pki.write("wrong-ca.pem", &Pki::ca("another CA").pem());
         for (name, expired) in [("server", false), ("expired", true)] {
-            let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-                .expect("server params");
+            let mut params =
+                CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("server params");
             if expired {
                 params.not_before = date_time_ymd(2020, 1, 1);
                 params.not_after = date_time_ymd(2021, 1, 1);
@@ -52,7 +52,10 @@ impl Pki {
         }
         let client = CertificateParams::new(vec!["sframe-trace-agent".to_owned()]).expect("client params");
         pki.leaf("client", &client, &ca);
-        pki.write("token", &format!("# the fleet's collector\nauthorization=Bearer {TOKEN}\n"));
+        pki.write(
+            "token",
+            &format!("# the fleet's collector\nauthorization=Bearer {TOKEN}\n"),
+        );
         pki
     }
 
@@ -182,7 +185,10 @@ fn exports_over_https_with_a_bearer_header() {
     check_headers(&receiver, Some("gzip"));
     for request in receiver.requests() {
         for resource in request["resources"].as_array().expect("resources") {
-            assert_eq!(resource["attributes"]["deployment.environment.name"], "test", "{resource}");
+            assert_eq!(
+                resource["attributes"]["deployment.environment.name"], "test",
+                "{resource}"
+            );
         }
     }
 }
@@ -197,7 +203,12 @@ fn exports_over_mutual_tls() {
     let workloads = build_workloads(&["v1"]);
     let bin = workloads.path().join("v1");
     let pki = Pki::new();
-    let (ca, token, cert, key) = (pki.arg("ca.pem"), pki.arg("token"), pki.arg("client.pem"), pki.arg("client.key"));
+    let (ca, token, cert, key) = (
+        pki.arg("ca.pem"),
+        pki.arg("token"),
+        pki.arg("client.pem"),
+        pki.arg("client.key"),
+    );
     for protocol in ["grpc", "http"] {
         let receiver = pki.receiver(protocol, "server", true);
         let endpoint = format!("https://127.0.0.1:{}", receiver.port);
@@ -255,8 +266,18 @@ fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
     let (ca, wrong_ca, token) = (pki.arg("ca.pem"), pki.arg("wrong-ca.pem"), pki.arg("token"));
     for protocol in ["grpc", "http"] {
         let cases: [(&str, bool, &[&str], Option<&str>); 4] = [
-            ("server", false, &["--otlp-ca", &wrong_ca, "--otlp-header-file", &token], Some("tls-unknown-issuer")),
-            ("expired", false, &["--otlp-ca", &ca, "--otlp-header-file", &token], Some("tls-certificate-expired")),
+            (
+                "server",
+                false,
+                &["--otlp-ca", &wrong_ca, "--otlp-header-file", &token],
+                Some("tls-unknown-issuer"),
+            ),
+            (
+                "expired",
+                false,
+                &["--otlp-ca", &ca, "--otlp-header-file", &token],
+                Some("tls-certificate-expired"),
+            ),
             ("server", false, &["--otlp-ca", &ca], Some("unauthenticated")),
             ("server", true, &["--otlp-ca", &ca, "--otlp-header-file", &token], None),
         ];
@@ -326,7 +347,10 @@ fn https_never_falls_back_to_clear_text() {
             );
             let text = String::from_utf8_lossy(&received);
             for clear in ["POST", "PRI * HTTP/2", TOKEN, "authorization"] {
-                assert!(!text.contains(clear), "{protocol}: `{clear}` was sent in clear: {text:?}");
+                assert!(
+                    !text.contains(clear),
+                    "{protocol}: `{clear}` was sent in clear: {text:?}"
+                );
             }
         }
     }

@@ -68,7 +68,9 @@ impl fmt::Display for Protocol {
 pub enum EndpointError {
     #[error("`{0}` is not a URL: {1}")]
     Malformed(String, String),
-    #[error("`{0}` is not an endpoint: give http://HOST:PORT[/PATH] or https://HOST[:PORT][/PATH] (e.g. http://localhost:4317)")]
+    #[error(
+        "`{0}` is not an endpoint: give http://HOST:PORT[/PATH] or https://HOST[:PORT][/PATH] (e.g. http://localhost:4317)"
+    )]
     Shape(String),
     #[error("`{0}`: a gRPC endpoint has no path (give http[s]://HOST:PORT)")]
     GrpcPath(String),

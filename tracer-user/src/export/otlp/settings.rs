@@ -80,7 +80,9 @@ pub struct OtlpFlags {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SettingsError {
-    #[error("-f otlp needs --otlp-endpoint URL or OTEL_EXPORTER_OTLP_ENDPOINT (the collector, e.g. http://localhost:4317)")]
+    #[error(
+        "-f otlp needs --otlp-endpoint URL or OTEL_EXPORTER_OTLP_ENDPOINT (the collector, e.g. http://localhost:4317)"
+    )]
     NoEndpoint,
     #[error("{0}: {1}")]
     Endpoint(&'static str, EndpointError),
@@ -108,17 +110,41 @@ pub enum SettingsError {
 
 /// Each `OTEL_EXPORTER_OTLP_*` setting: the signal's own variable, then the general one.
 const VARIABLES: &[(&str, &str, &str)] = &[
-    ("ENDPOINT", "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
-    ("PROTOCOL", "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
-    ("CERTIFICATE", "OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+    (
+        "ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ),
+    (
+        "PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ),
+    (
+        "CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    ),
     (
         "CLIENT_CERTIFICATE",
         "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_CERTIFICATE",
         "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
     ),
-    ("CLIENT_KEY", "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
-    ("COMPRESSION", "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"),
-    ("TIMEOUT", "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"),
+    (
+        "CLIENT_KEY",
+        "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_KEY",
+        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    ),
+    (
+        "COMPRESSION",
+        "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+    ),
+    (
+        "TIMEOUT",
+        "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ),
 ];
 
 /// The setting `what` from the environment (the signal's own variable first): the variable's
@@ -159,7 +185,11 @@ fn header(text: &str, origin: &str, decode: bool) -> Result<Header, SettingsErro
     }
     let (name, value) = text.split_once('=').ok_or_else(bad)?;
     let name = name.trim().to_ascii_lowercase();
-    let value = if decode { percent_decode(value.trim()).ok_or_else(bad)? } else { value.trim().to_owned() };
+    let value = if decode {
+        percent_decode(value.trim()).ok_or_else(bad)?
+    } else {
+        value.trim().to_owned()
+    };
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(token) || !value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
         return Err(bad());
@@ -295,7 +325,11 @@ impl OtlpConfig {
         let service_name = flags
             .service_name
             .clone()
-            .or_else(|| env.get("OTEL_SERVICE_NAME").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()))
+            .or_else(|| {
+                env.get("OTEL_SERVICE_NAME")
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+            })
             .or(from_attributes);
 
         Ok(OtlpConfig {

@@ -147,7 +147,9 @@ pub fn reason(error: &rustls::Error) -> &'static str {
         rustls::Error::InvalidCertificate(cert) => match cert {
             CertificateError::UnknownIssuer => "tls-unknown-issuer",
             CertificateError::Expired | CertificateError::ExpiredContext { .. } => "tls-certificate-expired",
-            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => "tls-certificate-not-yet-valid",
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                "tls-certificate-not-yet-valid"
+            }
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => "tls-wrong-name",
             CertificateError::Revoked => "tls-certificate-revoked",
             _ => "tls-bad-certificate",

@@ -91,7 +91,7 @@ struct Grpc {
 
 enum Kind {
     Grpc(Grpc),
-    Http(Client<HttpsConnector<HttpConnector>, Full<Bytes>>, hyper::Uri),
+    Http(Box<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>, hyper::Uri),
 }
 
 impl Collector {
@@ -111,7 +111,11 @@ impl Collector {
                 .with_no_client_auth()
         };
         let schemes = HttpsConnectorBuilder::new().with_tls_config(tls_config);
-        let schemes = if destination.tls() { schemes.https_only() } else { schemes.https_or_http() };
+        let schemes = if destination.tls() {
+            schemes.https_only()
+        } else {
+            schemes.https_or_http()
+        };
         let mut tcp = HttpConnector::new();
         tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
         tcp.enforce_http(false);
@@ -149,12 +153,16 @@ impl Collector {
                 let uri = destination.url.parse().map_err(|e| unusable(&e))?;
                 let connector = schemes.enable_http1().wrap_connector(tcp);
                 let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-                Kind::Http(client, uri)
+                Kind::Http(Box::new(client), uri)
             }
         };
         Ok(Collector {
             kind,
-            headers: config.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            headers: config
+                .headers
+                .iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect(),
             gzip: config.compression == Compression::Gzip,
             timeout: config.timeout,
         })
@@ -185,7 +193,10 @@ impl Transport for Collector {
 }
 
 impl Grpc {
-    async fn send(&mut self, request: &ExportProfilesServiceRequest) -> Result<ExportProfilesServiceResponse, SendError> {
+    async fn send(
+        &mut self,
+        request: &ExportProfilesServiceRequest,
+    ) -> Result<ExportProfilesServiceResponse, SendError> {
         let mut call = tonic::Request::new(request.clone());
         for (key, value) in &self.metadata {
             call.metadata_mut().insert(key.clone(), value.clone());
@@ -249,7 +260,8 @@ impl Http<'_> {
             reason,
         };
         let mut body = request.encode_to_vec();
-        let mut post = hyper::Request::post(self.uri.clone()).header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
+        let mut post =
+            hyper::Request::post(self.uri.clone()).header(hyper::header::CONTENT_TYPE, "application/x-protobuf");
         if self.gzip {
             let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             body = encoder
@@ -268,10 +280,14 @@ impl Http<'_> {
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| fail(e.to_string(), false, "refused"))?;
         let exchange = async {
-            let response = self.client.request(post).await.map_err(|e| match tls::find_tls_error(&e) {
-                Some(tls) => fail(format!("HTTP: TLS: {tls}"), false, tls::reason(tls)),
-                None => fail(format!("HTTP: {e}"), true, "unreachable"),
-            })?;
+            let response = self
+                .client
+                .request(post)
+                .await
+                .map_err(|e| match tls::find_tls_error(&e) {
+                    Some(tls) => fail(format!("HTTP: TLS: {tls}"), false, tls::reason(tls)),
+                    None => fail(format!("HTTP: {e}"), true, "unreachable"),
+                })?;
             let status = response.status();
             let body = response
                 .into_body()

@@ -25,7 +25,11 @@ fn arg(text: &str) -> HeaderArg {
 }
 
 fn headers(config: &OtlpConfig) -> Vec<(String, String)> {
-    config.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect()
+    config
+        .headers
+        .iter()
+        .map(|h| (h.name.clone(), h.value.clone()))
+        .collect()
 }
 
 fn pair(name: &str, value: &str) -> (String, String) {
@@ -40,18 +44,27 @@ fn every_variable_is_honoured() {
     let env = env(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otlp.example.com/otlp"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
-        ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20abc,x-scope=team%2Ca"),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "Authorization=Bearer%20abc,x-scope=team%2Ca",
+        ),
         ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/otel/ca.pem"),
         ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/etc/otel/client.pem"),
         ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/etc/otel/client.key"),
         ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
         ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
         ("OTEL_SERVICE_NAME", "checkout"),
-        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=prod,team=a%3Db"),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment.name=prod,team=a%3Db",
+        ),
         ("UNRELATED", "x"),
     ]);
     let config = OtlpConfig::resolve(&flags(), &env).expect("a configuration");
-    assert_eq!(config.destination.url, "https://otlp.example.com/otlp/v1development/profiles");
+    assert_eq!(
+        config.destination.url,
+        "https://otlp.example.com/otlp/v1development/profiles"
+    );
     assert_eq!(config.destination.protocol, Protocol::Http);
     assert_eq!(
         headers(&config),
@@ -136,13 +149,14 @@ fn flags_override_variables() {
     assert_eq!(config.timeout, Duration::from_secs(5));
     assert_eq!(config.service_name.as_deref(), Some("flag-service"));
     // Without the flag and OTEL_SERVICE_NAME, the attribute names the service.
-    let env_only = env
-        .into_iter()
-        .filter(|(k, _)| k != "OTEL_SERVICE_NAME")
-        .collect();
+    let env_only = env.into_iter().filter(|(k, _)| k != "OTEL_SERVICE_NAME").collect();
     let config = OtlpConfig::resolve(&self::flags(), &env_only).expect("a configuration");
     assert_eq!(config.service_name.as_deref(), Some("attr-service"));
-    assert!(config.resource_attributes.is_empty(), "{:?}", config.resource_attributes);
+    assert!(
+        config.resource_attributes.is_empty(),
+        "{:?}",
+        config.resource_attributes
+    );
 }
 
 /// Nothing set: no endpoint is an error; an endpoint alone gets the defaults.
@@ -175,17 +189,54 @@ fn bad_values_are_refused_and_secrets_never_shown() {
         ..flags()
     };
     let https = endpoint("https://collector:4317");
-    let cases: Vec<(OtlpFlags, Vec<(&str, String)>, &str)> = vec![
-        (flags(), vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json".into())], "http/json"),
-        (https.clone(), vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd".into())], "COMPRESSION"),
-        (https.clone(), vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "10s".into())], "TIMEOUT"),
-        (https.clone(), vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "0".into())], "TIMEOUT"),
-        (https.clone(), vec![("OTEL_EXPORTER_OTLP_HEADERS", format!("Bearer {SECRET}"))], "OTEL_EXPORTER_OTLP_HEADERS"),
-        (https.clone(), vec![("OTEL_EXPORTER_OTLP_HEADERS", format!("a=%zz{SECRET}"))], "OTEL_EXPORTER_OTLP_HEADERS"),
-        (https.clone(), vec![("OTEL_EXPORTER_OTLP_HEADERS", format!("a=x\r\nhost: {SECRET}"))], "HEADERS"),
-        (https.clone(), vec![("OTEL_RESOURCE_ATTRIBUTES", "novalue".into())], "OTEL_RESOURCE_ATTRIBUTES"),
+    type Case<'a> = (OtlpFlags, Vec<(&'a str, String)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            flags(),
+            vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json".into())],
+            "http/json",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd".into())],
+            "COMPRESSION",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "10s".into())],
+            "TIMEOUT",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "0".into())],
+            "TIMEOUT",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_EXPORTER_OTLP_HEADERS", format!("Bearer {SECRET}"))],
+            "OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_EXPORTER_OTLP_HEADERS", format!("a=%zz{SECRET}"))],
+            "OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_EXPORTER_OTLP_HEADERS", format!("a=x\r\nhost: {SECRET}"))],
+            "HEADERS",
+        ),
+        (
+            https.clone(),
+            vec![("OTEL_RESOURCE_ATTRIBUTES", "novalue".into())],
+            "OTEL_RESOURCE_ATTRIBUTES",
+        ),
         (endpoint("ftp://x"), vec![], "--otlp-endpoint"),
-        (flags(), vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://x".into())], "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        (
+            flags(),
+            vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://x".into())],
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ),
     ];
     let mut cases = cases;
     cases.push((
@@ -236,7 +287,9 @@ fn bad_values_are_refused_and_secrets_never_shown() {
     ));
     for (flags, vars, expected) in cases {
         let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let error = OtlpConfig::resolve(&flags, &env(&vars)).expect_err(expected).to_string();
+        let error = OtlpConfig::resolve(&flags, &env(&vars))
+            .expect_err(expected)
+            .to_string();
         assert!(error.contains(expected), "`{error}` should name {expected}");
         assert!(!error.contains(SECRET), "`{error}` shows the secret");
         assert!(!format!("{flags:?}").contains(SECRET), "{flags:?}");

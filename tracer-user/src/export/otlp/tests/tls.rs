@@ -31,12 +31,30 @@ fn tls_errors_are_found_through_nested_io_errors() {
 #[test]
 fn failures_have_names() {
     let cases = [
-        (TlsError::InvalidCertificate(CertificateError::UnknownIssuer), "tls-unknown-issuer"),
-        (TlsError::InvalidCertificate(CertificateError::Expired), "tls-certificate-expired"),
-        (TlsError::InvalidCertificate(CertificateError::NotValidForName), "tls-wrong-name"),
-        (TlsError::AlertReceived(AlertDescription::CertificateRequired), "tls-client-certificate-refused"),
-        (TlsError::AlertReceived(AlertDescription::HandshakeFailure), "tls-refused-by-server"),
-        (TlsError::InvalidMessage(InvalidMessage::InvalidContentType), "tls-not-tls"),
+        (
+            TlsError::InvalidCertificate(CertificateError::UnknownIssuer),
+            "tls-unknown-issuer",
+        ),
+        (
+            TlsError::InvalidCertificate(CertificateError::Expired),
+            "tls-certificate-expired",
+        ),
+        (
+            TlsError::InvalidCertificate(CertificateError::NotValidForName),
+            "tls-wrong-name",
+        ),
+        (
+            TlsError::AlertReceived(AlertDescription::CertificateRequired),
+            "tls-client-certificate-refused",
+        ),
+        (
+            TlsError::AlertReceived(AlertDescription::HandshakeFailure),
+            "tls-refused-by-server",
+        ),
+        (
+            TlsError::InvalidMessage(InvalidMessage::InvalidContentType),
+            "tls-not-tls",
+        ),
         (TlsError::General("x".to_owned()), "tls-other"),
     ];
     for (error, name) in cases {
