@@ -134,6 +134,7 @@ impl Exporter {
         self.resource.refresh(&pids);
         let resource = ResourceInfo {
             host_name: self.resource.host_name.clone(),
+            host_id: self.resource.host_id.clone(),
             service_name: self.resource.service_name.clone(),
             attributes: self.resource.attributes.clone(),
             processes: pids

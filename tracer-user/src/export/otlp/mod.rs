@@ -10,6 +10,7 @@
 //! snapshots, never samples: what cannot be queued or sent is counted in the [`ExportReport`].
 //! This module does no symbolization and reads no kernel records.
 
+mod container;
 mod encode;
 mod exporter;
 mod resource;
@@ -23,6 +24,7 @@ mod tests;
 
 use std::{fmt, time::Duration};
 
+pub use container::{Container, parse_cgroup};
 pub use encode::encode;
 pub use exporter::{ExportReport, Exporter, Ticker};
 pub use resource::{ProcessInfo, ResourceInfo};
