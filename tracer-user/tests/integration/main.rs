@@ -43,6 +43,8 @@ mod oracle;
 #[cfg(feature = "ebpf")]
 mod otlp;
 #[cfg(feature = "ebpf")]
+mod otlp_container;
+#[cfg(feature = "ebpf")]
 mod otlp_tls;
 #[cfg(feature = "ebpf")]
 mod privileged;
