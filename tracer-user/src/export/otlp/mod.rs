@@ -110,7 +110,9 @@ impl Destination {
     }
 
     fn parse_as(endpoint: &str, protocol: Option<Protocol>, base: bool) -> Result<Destination, EndpointError> {
-        let shape = || EndpointError::Shape(endpoint.to_owned());
+        // Errors show the endpoint without a password it may carry (it is refused anyway).
+        let shown = redacted(endpoint);
+        let shape = || EndpointError::Shape(shown.clone());
         let (scheme, rest) = if let Some(rest) = endpoint.strip_prefix("https://") {
             ("https", rest)
         } else {
@@ -118,9 +120,9 @@ impl Destination {
         };
         let uri: hyper::Uri = endpoint
             .parse()
-            .map_err(|e: hyper::http::uri::InvalidUri| EndpointError::Malformed(endpoint.to_owned(), e.to_string()))?;
+            .map_err(|e: hyper::http::uri::InvalidUri| EndpointError::Malformed(shown.clone(), e.to_string()))?;
         let Some(authority) = uri.authority() else {
-            return Err(EndpointError::Malformed(endpoint.to_owned(), "no host".to_owned()));
+            return Err(EndpointError::Malformed(shown.clone(), "no host".to_owned()));
         };
         let host = authority.host();
         let host_ok = if host.starts_with('[') {
@@ -150,7 +152,7 @@ impl Destination {
             Protocol::Grpc
         });
         let url = match protocol {
-            Protocol::Grpc if !path.is_empty() => return Err(EndpointError::GrpcPath(endpoint.to_owned())),
+            Protocol::Grpc if !path.is_empty() => return Err(EndpointError::GrpcPath(shown.clone())),
             Protocol::Grpc => format!("{scheme}://{authority}"),
             Protocol::Http if path.is_empty() || (base && !path.ends_with(HTTP_PATH)) => {
                 format!("{scheme}://{authority}{path}{HTTP_PATH}")
@@ -158,6 +160,18 @@ impl Destination {
             Protocol::Http => format!("{scheme}://{authority}{path}"),
         };
         Ok(Destination { url, protocol })
+    }
+}
+
+/// `endpoint` with what lies between `://` and an `@` (a user and password) replaced by `***`.
+fn redacted(endpoint: &str) -> String {
+    let Some((scheme, rest)) = endpoint.split_once("://") else {
+        return endpoint.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => endpoint.to_owned(),
     }
 }
 

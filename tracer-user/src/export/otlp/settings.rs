@@ -102,7 +102,9 @@ pub enum SettingsError {
     Attribute(String),
     #[error("OTEL_RESOURCE_ATTRIBUTES: more than {MAX_ATTRIBUTES} attributes")]
     TooManyAttributes,
-    #[error("{0} and {1} go together (a client certificate and its key)")]
+    #[error(
+        "{0} and {1} go together (a client certificate and its key, by flags or by OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY)"
+    )]
     ClientPair(&'static str, &'static str),
     #[error("{0} is for an https:// collector, but the endpoint is `{1}`")]
     TlsWithoutHttps(&'static str, String),

@@ -67,6 +67,14 @@ fn endpoints_parse() {
         parse("http://[::1]:4317", None),
         dest("http://[::1]:4317", Protocol::Grpc)
     );
+    // A password in the URL is refused and not shown.
+    let error = parse("https://user:pa55word@collector:4317/x", None)
+        .expect_err("userinfo")
+        .to_string();
+    assert!(
+        error.contains("https://***@collector:4317/x") && !error.contains("pa55word"),
+        "{error}"
+    );
     for garbage in [
         "garbage",
         "localhost:4317",
