@@ -228,6 +228,10 @@ pub struct TraceArgs {
     /// OTEL_EXPORTER_OTLP_TIMEOUT in milliseconds, else 10 s; at most 60 s).
     #[arg(help_heading = EXPORT, long, value_name = "SECS", value_parser = parse_secs)]
     pub otlp_timeout: Option<Duration>,
+    /// Serve `/healthz` (200 while sampling) and `/metrics` (Prometheus text) on this address,
+    /// e.g. 127.0.0.1:9464, for a DaemonSet's probes.
+    #[arg(help_heading = EXPORT, long, value_name = "ADDR")]
+    pub health_listen: Option<std::net::SocketAddr>,
     /// `-f otlp`: the `service.name` of every traced process (default: OTEL_SERVICE_NAME, else
     /// `service.name` in OTEL_RESOURCE_ATTRIBUTES, else its executable name).
     #[arg(help_heading = EXPORT, long, value_name = "NAME")]

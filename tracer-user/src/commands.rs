@@ -148,6 +148,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         otlp,
         events,
         live: args.live,
+        health_listen: args.health_listen,
         summary: sframe_trace::trace::SummarySpec {
             format: match args.summary_format {
                 crate::cli::SummaryFormat::Text => sframe_trace::trace::SummaryFormat::Text,

@@ -31,6 +31,8 @@ mod golden;
 #[cfg(feature = "ebpf")]
 mod hardening;
 #[cfg(feature = "ebpf")]
+mod health;
+#[cfg(feature = "ebpf")]
 mod jit;
 #[cfg(feature = "ebpf")]
 mod lifecycle;

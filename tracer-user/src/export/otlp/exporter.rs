@@ -118,6 +118,14 @@ impl Exporter {
         }
     }
 
+    /// Snapshots sent, failed and still queued or in flight, so far.
+    pub fn progress(&self) -> (u64, u64, u64) {
+        let get = |counter: &AtomicU64| counter.load(Relaxed);
+        let (sent, failed) = (get(&self.stats.sent), get(&self.stats.failed));
+        let queued = get(&self.stats.submitted).saturating_sub(sent + failed + get(&self.stats.queue_full));
+        (sent, failed, queued)
+    }
+
     /// The export interval, for a [`Ticker`].
     pub fn interval(&self) -> Duration {
         self.interval
