@@ -46,6 +46,14 @@ pub struct Figures {
     updated_ms: AtomicU64,
 }
 
+impl Figures {
+    /// Note that the figures were published `at` (since the server started).
+    pub fn published_at(&self, at: Duration) {
+        // Never 0: 0 is "never published".
+        self.updated_ms.store((at.as_millis() as u64).max(1), Relaxed);
+    }
+}
+
 /// The session's handle; inert without `--health-listen`.
 pub struct Health(Option<(Arc<Figures>, Instant)>);
 
@@ -68,7 +76,7 @@ impl Health {
     pub fn publish(&self, update: impl FnOnce(&Figures)) {
         if let Some((figures, started)) = &self.0 {
             update(figures);
-            figures.updated_ms.store(started.elapsed().as_millis() as u64, Relaxed);
+            figures.published_at(started.elapsed());
         }
     }
 
