@@ -191,14 +191,49 @@ pub struct TraceArgs {
     /// a quarter of it, and names past it are dropped, counted in the summary.
     #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
     pub max_jit_memory: u64,
-    /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (plain HTTP, no TLS).
-    /// Port 4318 or a path ending in /v1development/profiles means OTLP/HTTP, else OTLP/gRPC.
+    /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (clear text) or
+    /// `https://HOST[:PORT][/PATH]` (TLS only, never clear text). Port 4318 or a path ending in
+    /// /v1development/profiles means OTLP/HTTP, else OTLP/gRPC. Default:
+    /// OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT.
     #[arg(help_heading = EXPORT, long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
-    /// `-f otlp`: the transport, overriding the guess from --otlp-endpoint.
+    /// `-f otlp`: the transport, overriding the guess from --otlp-endpoint (and
+    /// OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf).
     #[arg(help_heading = EXPORT, long, value_enum, value_name = "PROTOCOL")]
     pub otlp_protocol: Option<OtlpProtocol>,
-    /// `-f otlp`: the `service.name` of every traced process (default: its executable name).
+    /// `-f otlp`: a header sent with every export, `name=value` (repeatable; over those of
+    /// OTEL_EXPORTER_OTLP_HEADERS). Visible to `ps`: give secrets with --otlp-header-file.
+    #[arg(help_heading = EXPORT, long, value_name = "NAME=VALUE")]
+    pub otlp_header: Vec<String>,
+    /// `-f otlp`: headers from a file, one `name=value` a line (`#` comments and blank lines
+    /// skipped; repeatable), e.g. a mounted secret holding `authorization=Bearer TOKEN`.
+    #[arg(help_heading = EXPORT, long, value_name = "FILE")]
+    pub otlp_header_file: Vec<PathBuf>,
+    /// `-f otlp`, https:// only: PEM certificates to trust besides the system's (default:
+    /// OTEL_EXPORTER_OTLP_CERTIFICATE).
+    #[arg(help_heading = EXPORT, long, value_name = "FILE")]
+    pub otlp_ca: Option<PathBuf>,
+    /// `-f otlp`, https:// only: the client certificate for mutual TLS, PEM, with --otlp-key
+    /// (default: OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE).
+    #[arg(help_heading = EXPORT, long, value_name = "FILE")]
+    pub otlp_cert: Option<PathBuf>,
+    /// `-f otlp`, https:// only: the client certificate's private key, PEM (default:
+    /// OTEL_EXPORTER_OTLP_CLIENT_KEY).
+    #[arg(help_heading = EXPORT, long, value_name = "FILE")]
+    pub otlp_key: Option<PathBuf>,
+    /// `-f otlp`: compress the exports (default: OTEL_EXPORTER_OTLP_COMPRESSION, else none).
+    #[arg(help_heading = EXPORT, long, value_enum, value_name = "WHAT")]
+    pub otlp_compression: Option<OtlpCompression>,
+    /// `-f otlp`: how long one export may take, connecting included (default:
+    /// OTEL_EXPORTER_OTLP_TIMEOUT in milliseconds, else 10 s; at most 60 s).
+    #[arg(help_heading = EXPORT, long, value_name = "SECS", value_parser = parse_secs)]
+    pub otlp_timeout: Option<Duration>,
+    /// Serve `/healthz` (200 while sampling) and `/metrics` (Prometheus text) on this address,
+    /// e.g. 127.0.0.1:9464, for a DaemonSet's probes.
+    #[arg(help_heading = EXPORT, long, value_name = "ADDR")]
+    pub health_listen: Option<std::net::SocketAddr>,
+    /// `-f otlp`: the `service.name` of every traced process (default: OTEL_SERVICE_NAME, else
+    /// `service.name` in OTEL_RESOURCE_ATTRIBUTES, else its executable name).
     #[arg(help_heading = EXPORT, long, value_name = "NAME")]
     pub service_name: Option<String>,
     /// `-f otlp`: seconds between exports; what the collector cannot take in time is dropped
@@ -277,6 +312,15 @@ pub enum SummaryFormat {
     Text,
     /// One JSON object for scripts.
     Json,
+}
+
+/// The OTLP compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OtlpCompression {
+    /// Gzip request bodies (gRPC message compression, or HTTP `Content-Encoding: gzip`).
+    Gzip,
+    /// Send them as they are.
+    None,
 }
 
 /// The OTLP transport.

@@ -148,6 +148,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         otlp,
         events,
         live: args.live,
+        health_listen: args.health_listen,
         summary: sframe_trace::trace::SummarySpec {
             format: match args.summary_format {
                 crate::cli::SummaryFormat::Text => sframe_trace::trace::SummaryFormat::Text,
@@ -234,29 +235,93 @@ fn outputs(args: &TraceArgs, stdout_is_terminal: bool) -> anyhow::Result<Vec<sfr
         .collect())
 }
 
-/// The `-f otlp` flags, validated: an endpoint with `-f otlp` only, and a positive interval.
+/// The `-f otlp` flags over the `OTEL_*` variables, validated (see `OtlpConfig::resolve`): the
+/// flags with `-f otlp` only, the header files read here.
 #[cfg(feature = "ebpf")]
 fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::otlp::OtlpConfig>> {
-    use sframe_trace::export::otlp::{Destination, OtlpConfig, Protocol};
+    use sframe_trace::export::otlp::{Compression, HeaderArg, OtlpConfig, OtlpFlags, Protocol, TlsFiles};
     if !args.format.contains(&crate::cli::Format::Otlp) {
         anyhow::ensure!(
-            args.otlp_endpoint.is_none() && args.otlp_protocol.is_none() && args.service_name.is_none(),
-            "--otlp-endpoint, --otlp-protocol and --service-name go with -f otlp"
+            args.otlp_endpoint.is_none()
+                && args.otlp_protocol.is_none()
+                && args.service_name.is_none()
+                && args.otlp_header.is_empty()
+                && args.otlp_header_file.is_empty()
+                && args.otlp_ca.is_none()
+                && args.otlp_cert.is_none()
+                && args.otlp_key.is_none()
+                && args.otlp_compression.is_none()
+                && args.otlp_timeout.is_none(),
+            "--otlp-endpoint, --otlp-* and --service-name go with -f otlp"
         );
         return Ok(None);
     }
-    let Some(endpoint) = &args.otlp_endpoint else {
-        anyhow::bail!("-f otlp needs --otlp-endpoint URL (the collector, e.g. http://localhost:4317)")
-    };
-    let protocol = args.otlp_protocol.map(|p| match p {
-        crate::cli::OtlpProtocol::Grpc => Protocol::Grpc,
-        crate::cli::OtlpProtocol::Http => Protocol::Http,
-    });
-    Ok(Some(OtlpConfig {
-        destination: Destination::parse(endpoint, protocol).context("--otlp-endpoint")?,
-        interval: args.export_interval,
+    let mut headers: Vec<HeaderArg> = args
+        .otlp_header
+        .iter()
+        .enumerate()
+        .map(|(i, text)| HeaderArg {
+            origin: format!("--otlp-header #{}", i + 1),
+            text: text.clone(),
+        })
+        .collect();
+    for path in &args.otlp_header_file {
+        headers.extend(header_file(path)?);
+    }
+    let flags = OtlpFlags {
+        endpoint: args.otlp_endpoint.clone(),
+        protocol: args.otlp_protocol.map(|p| match p {
+            crate::cli::OtlpProtocol::Grpc => Protocol::Grpc,
+            crate::cli::OtlpProtocol::Http => Protocol::Http,
+        }),
+        headers,
+        tls: TlsFiles {
+            ca: args.otlp_ca.clone(),
+            cert: args.otlp_cert.clone(),
+            key: args.otlp_key.clone(),
+        },
+        compression: args.otlp_compression.map(|c| match c {
+            crate::cli::OtlpCompression::Gzip => Compression::Gzip,
+            crate::cli::OtlpCompression::None => Compression::None,
+        }),
+        timeout: args.otlp_timeout,
         service_name: args.service_name.clone(),
-    }))
+        interval: args.export_interval,
+    };
+    // Variables that are not UTF-8 are not OpenTelemetry's.
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k.starts_with("OTEL_"))
+        .collect();
+    let config = OtlpConfig::resolve(&flags, &env)?;
+    config.check_tls()?;
+    Ok(Some(config))
+}
+
+/// The headers of an `--otlp-header-file` (at most 64 KiB), one `name=value` a line.
+#[cfg(feature = "ebpf")]
+fn header_file(path: &Path) -> anyhow::Result<Vec<sframe_trace::export::otlp::HeaderArg>> {
+    use std::io::Read as _;
+    const MAX_BYTES: u64 = 64 << 10;
+    let context = || format!("--otlp-header-file {}", path.display());
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
+        .with_context(context)?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_BYTES,
+        "{}: larger than {MAX_BYTES} bytes",
+        context()
+    );
+    Ok(text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
+        .map(|(i, line)| sframe_trace::export::otlp::HeaderArg {
+            origin: format!("{} line {}", context(), i + 1),
+            text: line.to_owned(),
+        })
+        .collect())
 }
 
 /// The async runtime of a session: one thread, which reads the ring buffers itself. (A

@@ -309,7 +309,7 @@ fn check_protobufs(resolved: &Resolved) {
         .read_to_end(&mut raw)
         .expect("gunzip");
     let profile = pprof::Profile::decode(raw.as_slice()).expect("decode pprof");
-    let request = otlp::encode(resolved, &ResourceInfo::for_host(None));
+    let request = otlp::encode(resolved, &ResourceInfo::for_host(None, Vec::new()));
     let decoded = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(
         request.encode_to_vec().as_slice(),
     )

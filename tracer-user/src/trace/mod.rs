@@ -4,6 +4,7 @@
 //! Parsing and table building live in their own modules; this one only sequences them.
 
 mod follow;
+mod health;
 mod inspect;
 mod kernel;
 mod launch;
@@ -90,6 +91,8 @@ pub struct TraceConfig {
     pub summary: SummarySpec,
     /// `--drain-priority`: how the session's thread is scheduled.
     pub drain_priority: crate::priority::DrainPriority,
+    /// `--health-listen`: where `/healthz` and `/metrics` are served.
+    pub health_listen: Option<std::net::SocketAddr>,
 }
 
 /// How a session that traced ended, for the exit status.
@@ -158,6 +161,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     ));
 
     let mut otlp = otlp::Otlp::start(&config, targets.pids())?;
+    let health = health::Health::start(config.health_listen).await?;
     let (mut live, mut quit) = live::Live::start(&config)?;
     // Each sample is resolved once, by the profile, and symbolized once per session, through
     // one cache every consumer shares; the profile keeps only the stacks a consumer reads.
@@ -206,6 +210,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                         release_freed_memory();
                     }
                     sizes.tick(&catalog, &follower, &sink);
+                    if health.active() {
+                        publish_health(&health, &kernel, &sink, &catalog, &otlp)?;
+                    }
                 }
                 () = otlp.due() => {
                     // Idle before the window is taken: no stack after it refers to them.
@@ -486,6 +493,33 @@ fn tune_allocator() {
 }
 
 /// The next notice: one held back by [`notices_first`], else the next sent.
+/// The figures `/healthz` and `/metrics` serve, as they are now.
+fn publish_health(
+    health: &health::Health,
+    kernel: &crate::bpf::Kernel,
+    sink: &Sink,
+    catalog: &crate::registry::Catalog,
+    otlp: &otlp::Otlp,
+) -> anyhow::Result<()> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let lost = kernel
+        .counters()?
+        .into_iter()
+        .find(|(c, _)| *c == tracer_common::Counter::EventsLost)
+        .map_or(0, |c| c.1);
+    let (sent, failed, queued) = otlp.progress();
+    health.publish(|f| {
+        f.samples.store(sink.profile.samples, Relaxed);
+        f.lost.store(lost, Relaxed);
+        f.exports_sent.store(sent, Relaxed);
+        f.exports_failed.store(failed, Relaxed);
+        f.exports_queued.store(queued, Relaxed);
+        f.rss_bytes.store(health::rss_bytes(), Relaxed);
+        f.table_bytes.store(catalog.loader.tables.map_bytes(), Relaxed);
+    });
+    Ok(())
+}
+
 async fn next_notice(held: &mut Option<Notice>, notices: &mut crate::bpf::Notices) -> Option<Notice> {
     match held.take() {
         Some(notice) => Some(notice),

@@ -83,6 +83,11 @@ impl Otlp {
         active.exporter.submit(resolved);
     }
 
+    /// Exports sent, failed and queued so far (none without an exporter).
+    pub fn progress(&self) -> (u64, u64, u64) {
+        self.0.as_ref().map_or((0, 0, 0), |active| active.exporter.progress())
+    }
+
     /// Let the exporter flush for a bounded time (after the last [`Otlp::export`]), and report.
     pub async fn finish(self) -> Option<ExportReport> {
         Some(self.0?.exporter.shutdown(FLUSH_TIMEOUT).await)

@@ -500,3 +500,44 @@ fn frames_found_through_vmas_resolve_without_the_process() {
         ]
     );
 }
+
+/// `/healthz` is 503 before the session publishes and once its figures are older than 10 s,
+/// 200 in between; `/metrics` carries each figure with its type; other paths are 404, other
+/// methods 405.
+#[test]
+fn health_answers_follow_the_published_figures() {
+    use std::{sync::atomic::Ordering::Relaxed, time::Duration};
+
+    use super::health::{Figures, respond};
+    let figures = Figures::default();
+    let at = |s: u64| Duration::from_secs(s);
+    assert_eq!(
+        respond(b"GET", b"/healthz", &figures, at(1)).0,
+        "503 Service Unavailable"
+    );
+    figures.published_at(at(5));
+    assert_eq!(
+        respond(b"GET", b"/healthz", &figures, at(6)),
+        ("200 OK", "ok\n".to_owned())
+    );
+    assert_eq!(respond(b"GET", b"/healthz", &figures, at(15)).0, "200 OK");
+    assert_eq!(
+        respond(b"GET", b"/healthz", &figures, at(16)).0,
+        "503 Service Unavailable"
+    );
+    figures.samples.store(1234, Relaxed);
+    figures.exports_failed.store(2, Relaxed);
+    let (status, text) = respond(b"GET", b"/metrics", &figures, at(16));
+    assert_eq!(status, "200 OK");
+    assert!(
+        text.contains("# TYPE sframe_trace_samples_total counter\nsframe_trace_samples_total 1234\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nsframe_trace_otlp_exports_failed_total 2\n"), "{text}");
+    assert!(text.contains("# TYPE sframe_trace_resident_bytes gauge\n"), "{text}");
+    assert_eq!(respond(b"GET", b"/", &figures, at(6)).0, "404 Not Found");
+    assert_eq!(
+        respond(b"POST", b"/healthz", &figures, at(6)).0,
+        "405 Method Not Allowed"
+    );
+}

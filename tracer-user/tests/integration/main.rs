@@ -33,6 +33,8 @@ mod golden;
 #[cfg(feature = "ebpf")]
 mod hardening;
 #[cfg(feature = "ebpf")]
+mod health;
+#[cfg(feature = "ebpf")]
 mod jit;
 #[cfg(feature = "ebpf")]
 mod lifecycle;
@@ -44,6 +46,10 @@ mod offline;
 mod oracle;
 #[cfg(feature = "ebpf")]
 mod otlp;
+#[cfg(feature = "ebpf")]
+mod otlp_container;
+#[cfg(feature = "ebpf")]
+mod otlp_tls;
 #[cfg(feature = "ebpf")]
 mod privileged;
 mod procmaps;

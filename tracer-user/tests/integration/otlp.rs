@@ -77,6 +77,11 @@ pub(crate) struct Receiver {
 impl Receiver {
     /// Start `receiver.py --protocol PROTOCOL` (never answering with `stall`).
     pub(crate) fn start(protocol: &str, stall: bool) -> Receiver {
+        Receiver::start_with(protocol, if stall { &["--stall"] } else { &[] })
+    }
+
+    /// Start `receiver.py --protocol PROTOCOL EXTRA...` (e.g. its TLS options).
+    pub(crate) fn start_with<S: AsRef<std::ffi::OsStr>>(protocol: &str, extra: &[S]) -> Receiver {
         let scratch = tempfile::tempdir().expect("tempdir");
         let out = scratch.path().join("requests.jsonl");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
@@ -85,12 +90,10 @@ impl Receiver {
             .arg(script)
             .args(["--protocol", protocol, "--out"])
             .arg(&out)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(File::create(scratch.path().join("stderr")).expect("create the receiver's stderr"));
-        if stall {
-            command.arg("--stall");
-        }
         let mut process = Running(command.spawn().expect("start the OTLP receiver"));
         let mut line = String::new();
         BufReader::new(process.0.stdout.take().expect("the receiver's stdout"))
@@ -195,7 +198,7 @@ fn host_name() -> String {
 
 /// What a successful export of the plt workload run as `pid` (None: launched, pid unknown) must
 /// hold, checked on what the receiver decoded.
-fn check_export(traced: &Traced, receiver: &Receiver, bin_dir: &Path, pid: Option<u32>, service: &str) {
+pub(crate) fn check_export(traced: &Traced, receiver: &Receiver, bin_dir: &Path, pid: Option<u32>, service: &str) {
     let context = || format!("{}\n{}", traced.command, traced.stderr);
     assert!(traced.status.success(), "{} exited with {}", context(), traced.status);
     let requests = receiver.requests();
@@ -276,7 +279,7 @@ fn check_export(traced: &Traced, receiver: &Receiver, bin_dir: &Path, pid: Optio
 }
 
 /// `-F HZ -f otlp --otlp-endpoint ENDPOINT --export-interval INTERVAL EXTRA...`.
-fn otlp_args(endpoint: &str, interval: &str, extra: &[&str]) -> Vec<String> {
+pub(crate) fn otlp_args(endpoint: &str, interval: &str, extra: &[&str]) -> Vec<String> {
     let hz = HZ.to_string();
     let mut args = vec![
         "-F",
@@ -446,7 +449,40 @@ fn bad_otlp_flags_are_refused() {
     let cases: &[(&[&str], &str)] = &[
         (&["-f", "otlp"], "needs --otlp-endpoint"),
         (&["--otlp-endpoint", "http://localhost:4317"], "go with -f otlp"),
-        (&["-f", "otlp", "--otlp-endpoint", "https://collector:4317"], "no TLS"),
+        (
+            &[
+                "-f",
+                "otlp",
+                "--otlp-endpoint",
+                "http://collector:4317",
+                "--otlp-ca",
+                "ca.pem",
+            ],
+            "--otlp-ca is for an https:// collector",
+        ),
+        (
+            &[
+                "-f",
+                "otlp",
+                "--otlp-endpoint",
+                "https://collector:4317",
+                "--otlp-header",
+                "Bearer s3cret",
+            ],
+            "--otlp-header #1: a header is not `name=value`",
+        ),
+        (
+            &[
+                "-f",
+                "otlp",
+                "--otlp-endpoint",
+                "https://collector:4317",
+                "--otlp-ca",
+                "/nonexistent/ca.pem",
+            ],
+            "--otlp-ca /nonexistent/ca.pem",
+        ),
+        (&["--otlp-header", "a=b", "--", "true"], "go with -f otlp"),
         (
             &["-f", "otlp", "--otlp-endpoint", "http://collector:4317/v1/x"],
             "no path",

@@ -4,11 +4,18 @@ protoc) decodes each request, which is then resolved through its dictionary into
 one line per request, in the --out file.
 
 Usage: receiver.py --protocol grpc|http --out FILE [--stall]
+                   [--tls-cert PEM --tls-key PEM [--client-ca PEM]] [--require-header NAME=VALUE]
 Prints `PORT <n>` on stdout once it listens on 127.0.0.1:<n>. With --stall it accepts
-requests and never answers (a collector that hangs)."""
+requests and never answers (a collector that hangs). With --tls-cert it speaks TLS only, and
+with --client-ca it also requires a client certificate signed by that CA (mutual TLS). With
+--require-header a request without that exact header is refused (gRPC UNAUTHENTICATED, HTTP 401)
+and not recorded. Each line records whether the header matched and, over HTTP, how the body
+was compressed (gzip bodies are decompressed first; grpcio does that itself for gRPC)."""
 
 import argparse
+import gzip
 import json
+import ssl
 import sys
 import threading
 import time
@@ -131,7 +138,7 @@ class Sink:
             out.write(json.dumps(line) + "\n")
 
 
-def serve_grpc(sink, stall):
+def serve_grpc(sink, stall, tls, required):
     import grpc
     from opentelemetry.proto.collector.profiles.v1development import (
         profiles_service_pb2_grpc as service_grpc,
@@ -141,27 +148,58 @@ def serve_grpc(sink, stall):
         def Export(self, request, context):
             if stall:
                 time.sleep(STALL_SECONDS)
-            sink.record(request.SerializeToString())
+            metadata = dict(context.invocation_metadata())
+            if required and metadata.get(required[0]) != required[1]:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
+            sink.record(request.SerializeToString(), header_matched=bool(required))
             return service.ExportProfilesServiceResponse()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     service_grpc.add_ProfilesServiceServicer_to_server(Servicer(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    if tls:
+        cert, key, client_ca = tls
+        credentials = grpc.ssl_server_credentials(
+            [(read(key), read(cert))],
+            root_certificates=read(client_ca) if client_ca else None,
+            require_client_auth=bool(client_ca),
+        )
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+    else:
+        port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return port, server.wait_for_termination
 
 
-def serve_http(sink, stall):
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def serve_http(sink, stall, tls, required):
     class Handler(BaseHTTPRequestHandler):
+        def refuse(self, status):
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def do_POST(self):
             if stall:
                 time.sleep(STALL_SECONDS)
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.path != HTTP_PATH:
-                self.send_response(404)
-                self.end_headers()
-                return
-            sink.record(body, path=self.path, content_type=self.headers.get("Content-Type"))
+                return self.refuse(404)
+            if required and self.headers.get(required[0]) != required[1]:
+                return self.refuse(401)
+            encoding = self.headers.get("Content-Encoding")
+            if encoding == "gzip":
+                body = gzip.decompress(body)
+            sink.record(
+                body,
+                path=self.path,
+                content_type=self.headers.get("Content-Type"),
+                content_encoding=encoding,
+                header_matched=bool(required),
+            )
             reply = service.ExportProfilesServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
@@ -174,6 +212,15 @@ def serve_http(sink, stall):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if tls:
+        cert, key, client_ca = tls
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        if client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(client_ca)
+        # A failed handshake raises in accept(), which the server shrugs off (an OSError).
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     return server.server_address[1], server.serve_forever
 
 
@@ -182,10 +229,19 @@ def main():
     parser.add_argument("--protocol", choices=["grpc", "http"], required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--stall", action="store_true")
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
+    parser.add_argument("--client-ca")
+    parser.add_argument("--require-header")
     args = parser.parse_args()
     sink = Sink(args.out, args.protocol)
     serve = serve_grpc if args.protocol == "grpc" else serve_http
-    port, wait = serve(sink, args.stall)
+    tls = (args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None
+    required = None
+    if args.require_header:
+        name, value = args.require_header.split("=", 1)
+        required = (name.lower(), value)
+    port, wait = serve(sink, args.stall, tls, required)
     print(f"PORT {port}", flush=True)
     wait()
 

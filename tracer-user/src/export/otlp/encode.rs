@@ -28,7 +28,7 @@ use opentelemetry_proto::tonic::{
     resource::v1::Resource,
 };
 
-use super::resource::ResourceInfo;
+use super::{container::host_arch, resource::ResourceInfo};
 use crate::export::model::{FrameSource, ObjectInfo, Resolved, ResolvedFrame, ResolvedStack};
 
 /// The request carrying `profile`: one resource per process, one profile per event.
@@ -71,25 +71,50 @@ pub fn encode(profile: &Resolved, resource: &ResourceInfo) -> ExportProfilesServ
 /// The resource of one process: host, service, pid and executable.
 fn process_resource(pid: u32, events: &BTreeMap<&str, Vec<&ResolvedStack>>, resource: &ResourceInfo) -> Resource {
     let stacks = || events.values().flatten();
-    let (executable, path) = match resource.processes.get(&pid) {
-        Some(info) => (info.executable_name.clone(), info.executable_path.clone()),
+    let (executable, path, container) = match resource.processes.get(&pid) {
+        Some(info) => (
+            info.executable_name.clone(),
+            info.executable_path.clone(),
+            info.container.clone(),
+        ),
         // Gone before it could be looked up: the main thread's command name is the executable's
         // (truncated to 15 bytes by the kernel).
         None => {
             let main = stacks().find(|s| s.tid == pid).or_else(|| stacks().next());
-            (main.map(|s| s.comm.clone()).unwrap_or_default(), None)
+            (
+                main.map(|s| s.comm.clone()).unwrap_or_default(),
+                None,
+                Default::default(),
+            )
         }
     };
     let mut attributes = Vec::new();
     if !resource.host_name.is_empty() {
         attributes.push(key_value("host.name", Value::StringValue(resource.host_name.clone())));
     }
+    if let Some(id) = &resource.host_id {
+        attributes.push(key_value("host.id", Value::StringValue(id.clone())));
+    }
+    attributes.push(key_value("host.arch", Value::StringValue(host_arch().to_owned())));
+    attributes.push(key_value("os.type", Value::StringValue("linux".to_owned())));
     let service = resource.service_name.clone().unwrap_or_else(|| executable.clone());
     attributes.push(key_value("service.name", Value::StringValue(service)));
     attributes.push(key_value("process.pid", Value::IntValue(i64::from(pid))));
     attributes.push(key_value("process.executable.name", Value::StringValue(executable)));
     if let Some(path) = path {
         attributes.push(key_value("process.executable.path", Value::StringValue(path)));
+    }
+    if let Some(id) = container.id {
+        attributes.push(key_value("container.id", Value::StringValue(id)));
+    }
+    if let Some(uid) = container.pod_uid {
+        attributes.push(key_value("k8s.pod.uid", Value::StringValue(uid)));
+    }
+    // The configured ones never replace what was read of the process.
+    for (key, value) in &resource.attributes {
+        if !attributes.iter().any(|kv| kv.key == *key) {
+            attributes.push(key_value(key, Value::StringValue(value.clone())));
+        }
     }
     Resource {
         attributes,

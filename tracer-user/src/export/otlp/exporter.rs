@@ -6,10 +6,10 @@
 //! was sent and what was lost.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     fmt,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering::Relaxed},
     },
     time::Duration,
@@ -22,10 +22,10 @@ use tokio::{
 };
 
 use super::{
-    Destination, EndpointError, OtlpConfig,
+    Destination, OtlpConfig,
     encode::encode,
     resource::ResourceInfo,
-    transport::{Collector, Transport},
+    transport::{Collector, CollectorError, Transport},
 };
 use crate::export::model::Resolved;
 
@@ -70,6 +70,8 @@ struct Stats {
     failed: AtomicU64,
     retries: AtomicU64,
     rejected_profiles: AtomicU64,
+    /// Failed snapshots by the reason of their last attempt.
+    failed_by_reason: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// The handle the session holds.
@@ -87,8 +89,8 @@ pub struct Exporter {
 impl Exporter {
     /// Start exporting to the configured collector; `pids` are the processes traced so far
     /// (their executables are read now, while they run). Needs a tokio runtime.
-    pub fn start(config: &OtlpConfig, pids: &[u32]) -> Result<Exporter, EndpointError> {
-        let collector = Collector::new(&config.destination)?;
+    pub fn start(config: &OtlpConfig, pids: &[u32]) -> Result<Exporter, CollectorError> {
+        let collector = Collector::new(config)?;
         Ok(Exporter::with_transport(collector, config, pids, Retry::default()))
     }
 
@@ -99,7 +101,7 @@ impl Exporter {
         pids: &[u32],
         retry: Retry,
     ) -> Exporter {
-        let mut resource = ResourceInfo::for_host(config.service_name.clone());
+        let mut resource = ResourceInfo::for_host(config.service_name.clone(), config.resource_attributes.clone());
         resource.refresh(&pids.iter().copied().collect());
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         let (closing, closed) = watch::channel(false);
@@ -114,6 +116,14 @@ impl Exporter {
             destination: config.destination.clone(),
             interval: config.interval,
         }
+    }
+
+    /// Snapshots sent, failed and still queued or in flight, so far.
+    pub fn progress(&self) -> (u64, u64, u64) {
+        let get = |counter: &AtomicU64| counter.load(Relaxed);
+        let (sent, failed) = (get(&self.stats.sent), get(&self.stats.failed));
+        let queued = get(&self.stats.submitted).saturating_sub(sent + failed + get(&self.stats.queue_full));
+        (sent, failed, queued)
     }
 
     /// The export interval, for a [`Ticker`].
@@ -132,7 +142,9 @@ impl Exporter {
         self.resource.refresh(&pids);
         let resource = ResourceInfo {
             host_name: self.resource.host_name.clone(),
+            host_id: self.resource.host_id.clone(),
             service_name: self.resource.service_name.clone(),
+            attributes: self.resource.attributes.clone(),
             processes: pids
                 .iter()
                 .filter_map(|pid| Some((*pid, self.resource.processes.get(pid)?.clone())))
@@ -183,6 +195,7 @@ impl Exporter {
             lost_samples,
             retries: get(&stats.retries),
             rejected_profiles: get(&stats.rejected_profiles),
+            failed_by_reason: stats.failed_by_reason.lock().map(|m| m.clone()).unwrap_or_default(),
         }
     }
 }
@@ -242,6 +255,9 @@ async fn drain(
                         warned = true;
                     }
                     stats.failed.fetch_add(1, Relaxed);
+                    if let Ok(mut reasons) = stats.failed_by_reason.lock() {
+                        *reasons.entry(err.reason).or_default() += 1;
+                    }
                     break;
                 }
             }
@@ -267,6 +283,9 @@ pub struct ExportReport {
     pub retries: u64,
     /// Profiles the collector took but reported as rejected (partial success).
     pub rejected_profiles: u64,
+    /// The failed snapshots by why their last attempt failed (`tls-unknown-issuer`,
+    /// `unauthenticated`, `unreachable`, ...; only reasons seen).
+    pub failed_by_reason: BTreeMap<&'static str, u64>,
 }
 
 impl ExportReport {
@@ -289,8 +308,17 @@ impl fmt::Display for ExportReport {
         if self.dropped() > 0 {
             write!(
                 f,
-                ", {} samples ({} queue full, {} failed, {} unsent at exit)",
-                self.lost_samples, self.queue_full, self.failed, self.unsent
+                ", {} samples ({} queue full, {} failed{}, {} unsent at exit)",
+                self.lost_samples,
+                self.queue_full,
+                self.failed,
+                if self.failed_by_reason.is_empty() {
+                    String::new()
+                } else {
+                    let reasons: Vec<String> = self.failed_by_reason.iter().map(|(r, n)| format!("{n} {r}")).collect();
+                    format!(": {}", reasons.join(", "))
+                },
+                self.unsent
             )?;
         }
         if self.retries > 0 {

@@ -1,5 +1,7 @@
 //! `-f otlp`: OpenTelemetry profiles (the `opentelemetry.proto.profiles.v1development` protos of
-//! opentelemetry-proto 1.10) sent to a collector over gRPC or HTTP/protobuf.
+//! opentelemetry-proto 1.10) sent to a collector over gRPC or HTTP/protobuf, in clear text to an
+//! `http://` endpoint or over TLS (rustls) to an `https://` one, never the one in place of the
+//! other. Its configuration comes from flags and the `OTEL_*` variables ([`settings`]).
 //!
 //! The session hands a [`Resolved`](super::model::Resolved) snapshot of each export interval to
 //! [`Exporter::submit`], which never waits: the snapshot goes into a bounded queue that a tokio
@@ -8,19 +10,26 @@
 //! snapshots, never samples: what cannot be queued or sent is counted in the [`ExportReport`].
 //! This module does no symbolization and reads no kernel records.
 
+mod container;
 mod encode;
 mod exporter;
 mod resource;
+mod settings;
+mod tls;
 mod transport;
+mod watch;
 
 #[cfg(test)]
 mod tests;
 
 use std::{fmt, time::Duration};
 
+pub use container::{Container, parse_cgroup};
 pub use encode::encode;
 pub use exporter::{ExportReport, Exporter, Ticker};
 pub use resource::{ProcessInfo, ResourceInfo};
+pub use settings::{Compression, DEFAULT_TIMEOUT, Header, HeaderArg, OtlpFlags, SettingsError, TlsFiles};
+pub use tls::TlsError;
 
 /// The path an HTTP/protobuf collector receives profiles on (the OTLP/HTTP default).
 pub const HTTP_PATH: &str = "/v1development/profiles";
@@ -61,11 +70,11 @@ impl fmt::Display for Protocol {
 pub enum EndpointError {
     #[error("`{0}` is not a URL: {1}")]
     Malformed(String, String),
-    #[error("`{0}`: only plain http:// collectors are supported (no TLS); point it at the host's collector")]
-    Scheme(String),
-    #[error("`{0}` is not an endpoint: give http://HOST:PORT[/PATH] (e.g. http://localhost:4317)")]
+    #[error(
+        "`{0}` is not an endpoint: give http://HOST:PORT[/PATH] or https://HOST[:PORT][/PATH] (e.g. http://localhost:4317)"
+    )]
     Shape(String),
-    #[error("`{0}`: a gRPC endpoint has no path (give http://HOST:PORT)")]
+    #[error("`{0}`: a gRPC endpoint has no path (give http[s]://HOST:PORT)")]
     GrpcPath(String),
 }
 
@@ -78,23 +87,42 @@ pub struct Destination {
 }
 
 impl Destination {
-    /// Validate an endpoint: `http://HOST:PORT[/PATH]` and nothing else (a host name or an IP
-    /// address, an explicit port, no user, query or fragment), so that a mistyped flag is
-    /// refused at once rather than looked up at the first export. The protocol is `protocol`
-    /// when given, else HTTP when the port is 4318 or the path ends in [`HTTP_PATH`], else gRPC
-    /// (the collector's 4317). An HTTP endpoint without a path gets [`HTTP_PATH`]; one with a
-    /// path is used as it is (like `OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT`).
+    /// Validate an endpoint: `http://HOST:PORT[/PATH]` or `https://HOST[:PORT][/PATH]` (443 by
+    /// default) and nothing else (a host name or an IP address, no user, query or fragment), so
+    /// that a mistyped flag is refused at once rather than looked up at the first export. The
+    /// protocol is `protocol` when given, else HTTP when the port is 4318 or the path ends in
+    /// [`HTTP_PATH`], else gRPC (the collector's 4317). An HTTP endpoint without a path gets
+    /// [`HTTP_PATH`]; one with a path is used as it is (like
+    /// `OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT`).
     pub fn parse(endpoint: &str, protocol: Option<Protocol>) -> Result<Destination, EndpointError> {
-        let shape = || EndpointError::Shape(endpoint.to_owned());
-        if endpoint.starts_with("https://") {
-            return Err(EndpointError::Scheme(endpoint.to_owned()));
-        }
-        let rest = endpoint.strip_prefix("http://").ok_or_else(shape)?;
+        Destination::parse_as(endpoint, protocol, false)
+    }
+
+    /// [`Destination::parse`] of a base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`): an HTTP endpoint
+    /// gets [`HTTP_PATH`] appended to its path.
+    pub fn parse_base(endpoint: &str, protocol: Option<Protocol>) -> Result<Destination, EndpointError> {
+        Destination::parse_as(endpoint, protocol, true)
+    }
+
+    /// Whether the collector is reached over TLS.
+    pub fn tls(&self) -> bool {
+        self.url.starts_with("https://")
+    }
+
+    fn parse_as(endpoint: &str, protocol: Option<Protocol>, base: bool) -> Result<Destination, EndpointError> {
+        // Errors show the endpoint without a password it may carry (it is refused anyway).
+        let shown = redacted(endpoint);
+        let shape = || EndpointError::Shape(shown.clone());
+        let (scheme, rest) = if let Some(rest) = endpoint.strip_prefix("https://") {
+            ("https", rest)
+        } else {
+            ("http", endpoint.strip_prefix("http://").ok_or_else(shape)?)
+        };
         let uri: hyper::Uri = endpoint
             .parse()
-            .map_err(|e: hyper::http::uri::InvalidUri| EndpointError::Malformed(endpoint.to_owned(), e.to_string()))?;
+            .map_err(|e: hyper::http::uri::InvalidUri| EndpointError::Malformed(shown.clone(), e.to_string()))?;
         let Some(authority) = uri.authority() else {
-            return Err(EndpointError::Malformed(endpoint.to_owned(), "no host".to_owned()));
+            return Err(EndpointError::Malformed(shown.clone(), "no host".to_owned()));
         };
         let host = authority.host();
         let host_ok = if host.starts_with('[') {
@@ -110,9 +138,11 @@ impl Destination {
                         && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 })
         };
-        let explicit_port = authority.port_u16().is_some_and(|port| port > 0);
-        if !host_ok || !explicit_port || authority.as_str().contains('@') || uri.query().is_some() || rest.contains('#')
-        {
+        let port_ok = match authority.port_u16() {
+            Some(port) => port > 0,
+            None => scheme == "https" && !authority.as_str().ends_with(':'),
+        };
+        if !host_ok || !port_ok || authority.as_str().contains('@') || uri.query().is_some() || rest.contains('#') {
             return Err(shape());
         }
         let path = uri.path_and_query().map_or("", |p| p.as_str()).trim_end_matches('/');
@@ -122,12 +152,26 @@ impl Destination {
             Protocol::Grpc
         });
         let url = match protocol {
-            Protocol::Grpc if !path.is_empty() => return Err(EndpointError::GrpcPath(endpoint.to_owned())),
-            Protocol::Grpc => format!("http://{authority}"),
-            Protocol::Http if path.is_empty() => format!("http://{authority}{HTTP_PATH}"),
-            Protocol::Http => format!("http://{authority}{path}"),
+            Protocol::Grpc if !path.is_empty() => return Err(EndpointError::GrpcPath(shown.clone())),
+            Protocol::Grpc => format!("{scheme}://{authority}"),
+            Protocol::Http if path.is_empty() || (base && !path.ends_with(HTTP_PATH)) => {
+                format!("{scheme}://{authority}{path}{HTTP_PATH}")
+            }
+            Protocol::Http => format!("{scheme}://{authority}{path}"),
         };
         Ok(Destination { url, protocol })
+    }
+}
+
+/// `endpoint` with what lies between `://` and an `@` (a user and password) replaced by `***`.
+fn redacted(endpoint: &str) -> String {
+    let Some((scheme, rest)) = endpoint.split_once("://") else {
+        return endpoint.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => endpoint.to_owned(),
     }
 }
 
@@ -145,4 +189,13 @@ pub struct OtlpConfig {
     pub interval: Duration,
     /// `service.name` of every resource; `None`: the executable name of each process.
     pub service_name: Option<String>,
+    /// Sent with every request (secrets: never printed).
+    pub headers: Vec<Header>,
+    /// Extra roots and the client's certificate (an https:// destination only).
+    pub tls: TlsFiles,
+    pub compression: Compression,
+    /// How long one request may take, connecting included.
+    pub timeout: std::time::Duration,
+    /// `OTEL_RESOURCE_ATTRIBUTES` (without `service.name`), added to every resource.
+    pub resource_attributes: Vec<(String, String)>,
 }

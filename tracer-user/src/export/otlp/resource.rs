@@ -1,11 +1,14 @@
-//! What the resource attributes say about the host and each traced process: the host name, the
-//! service name, and each process's executable, read from `/proc` while the process is alive
-//! (snapshots of exited processes fall back to the main thread's command name).
+//! What the resource attributes say about the host and each traced process: the host name and
+//! id, the service name, and each process's executable and container, read from `/proc` while
+//! the process is alive (snapshots of exited processes fall back to the main thread's command
+//! name, without a container).
 
 use std::{
     collections::{BTreeSet, HashMap},
     path::Path,
 };
+
+use super::container::Container;
 
 /// The executable of one process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +17,8 @@ pub struct ProcessInfo {
     pub executable_name: String,
     /// `process.executable.path`, when `/proc/PID/exe` could be read.
     pub executable_path: Option<String>,
+    /// `container.id` and `k8s.pod.uid`, from `/proc/PID/cgroup`.
+    pub container: Container,
 }
 
 impl ProcessInfo {
@@ -27,6 +32,7 @@ impl ProcessInfo {
         Some(ProcessInfo {
             executable_name,
             executable_path: Some(path),
+            container: super::container::read_container(pid),
         })
     }
 }
@@ -35,20 +41,27 @@ impl ProcessInfo {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResourceInfo {
     pub host_name: String,
+    /// `host.id`: the machine-id, when there is one.
+    pub host_id: Option<String>,
     /// `--service-name`; `None`: each process's executable name.
     pub service_name: Option<String>,
+    /// `OTEL_RESOURCE_ATTRIBUTES`: on every resource, after those sframe-trace sets.
+    pub attributes: Vec<(String, String)>,
     pub processes: HashMap<u32, ProcessInfo>,
 }
 
 impl ResourceInfo {
-    /// This host's name (the kernel's `hostname`), with the configured service name.
-    pub fn for_host(service_name: Option<String>) -> ResourceInfo {
+    /// This host's name (the kernel's `hostname`), with the configured service name and
+    /// attributes.
+    pub fn for_host(service_name: Option<String>, attributes: Vec<(String, String)>) -> ResourceInfo {
         let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_default();
         ResourceInfo {
             host_name,
+            host_id: super::container::read_host_id(),
             service_name,
+            attributes,
             processes: HashMap::new(),
         }
     }

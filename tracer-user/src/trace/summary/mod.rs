@@ -155,6 +155,9 @@ pub struct Exports {
     pub dropped_samples: u64,
     pub queue_full: u64,
     pub failed: u64,
+    /// The failed snapshots by why (`tls-unknown-issuer`, `unauthenticated`, ...; only reasons
+    /// seen).
+    pub failed_by_reason: BTreeMap<&'static str, u64>,
     pub unsent: u64,
     pub retries: u64,
     pub rejected_profiles: u64,
@@ -171,6 +174,7 @@ impl From<&ExportReport> for Exports {
             dropped_samples: report.lost_samples,
             queue_full: report.queue_full,
             failed: report.failed,
+            failed_by_reason: report.failed_by_reason.clone(),
             unsent: report.unsent,
             retries: report.retries,
             rejected_profiles: report.rejected_profiles,

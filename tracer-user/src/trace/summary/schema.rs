@@ -22,11 +22,12 @@ pub fn schema() -> String {
             sent: 1,
             sent_samples: 2,
             queue_full: 0,
-            failed: 0,
+            failed: 1,
             unsent: 0,
             lost_samples: 0,
             retries: 0,
             rejected_profiles: 0,
+            failed_by_reason: [("tls-unknown-issuer", 1)].into(),
         });
     let failed = ["out.folded: No space left on device".to_owned()];
     let examples = [

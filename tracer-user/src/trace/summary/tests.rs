@@ -284,7 +284,8 @@ fn failed_outputs_are_named() {
 }
 
 /// With `-f otlp` the text's `otlp:` line and the JSON's `otlp` object carry the same export
-/// figures (sent, dropped by why, with their samples); without it the JSON's `otlp` is null.
+/// figures (sent, dropped by why, failures by reason, with their samples); without it the
+/// JSON's `otlp` is null.
 #[test]
 fn exports_are_in_both_forms() {
     let (catalog, profile) = session();
@@ -300,6 +301,7 @@ fn exports_are_in_both_forms() {
         lost_samples: 77,
         retries: 5,
         rejected_profiles: 6,
+        failed_by_reason: [("tls-certificate-expired", 1), ("unauthenticated", 1)].into(),
     };
     let summary = Summary {
         otlp: Some(&report),
@@ -309,7 +311,7 @@ fn exports_are_in_both_forms() {
     assert!(
         text.contains(
             "  otlp: 4 exports sent to http://127.0.0.1:4318/v1development/profiles (HTTP), 900 samples; 6 dropped, \
-             77 samples (1 queue full, 2 failed, 3 unsent at exit); 5 retries; 6 profiles rejected by the collector\n"
+             77 samples (1 queue full, 2 failed: 1 tls-certificate-expired, 1 unauthenticated, 3 unsent at exit); 5 retries; 6 profiles rejected by the collector\n"
         ),
         "{text}"
     );
@@ -330,6 +332,10 @@ fn exports_are_in_both_forms() {
     ] {
         assert_eq!(otlp[field], want, "{field}: {otlp}");
     }
+    assert_eq!(
+        otlp["failed_by_reason"],
+        serde_json::json!({"tls-certificate-expired": 1, "unauthenticated": 1})
+    );
 }
 
 /// Objects forgotten during a long session are counted, not kept: the summary still counts

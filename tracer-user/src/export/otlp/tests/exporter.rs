@@ -4,8 +4,8 @@
 use super::*;
 
 /// Endpoints: the protocol follows the port or path unless given, HTTP endpoints without a path
-/// get the profiles path, and TLS, paths on gRPC and anything but `http://HOST:PORT[/PATH]` are
-/// refused.
+/// get the profiles path, https:// means TLS (port 443 unless given), and paths on gRPC and
+/// anything but `http://HOST:PORT[/PATH]` or `https://HOST[:PORT][/PATH]` are refused.
 #[test]
 fn endpoints_parse() {
     let parse = |e: &str, p| Destination::parse(e, p);
@@ -39,10 +39,25 @@ fn endpoints_parse() {
         parse("http://collector:4318", Some(Protocol::Grpc)),
         dest("http://collector:4318", Protocol::Grpc)
     );
-    assert!(matches!(
+    assert_eq!(
         parse("https://collector:4317", None),
-        Err(EndpointError::Scheme(_))
-    ));
+        dest("https://collector:4317", Protocol::Grpc)
+    );
+    assert_eq!(
+        parse("https://otlp.example.com/otlp/v1development/profiles", None),
+        dest("https://otlp.example.com/otlp/v1development/profiles", Protocol::Http)
+    );
+    assert!(parse("https://collector:4317", None).expect("https").tls());
+    assert!(!parse("http://collector:4317", None).expect("http").tls());
+    // A base URL (OTEL_EXPORTER_OTLP_ENDPOINT) gets the signal's path after its own.
+    assert_eq!(
+        Destination::parse_base("https://otlp.example.com/otlp", Some(Protocol::Http)),
+        dest("https://otlp.example.com/otlp/v1development/profiles", Protocol::Http)
+    );
+    assert_eq!(
+        Destination::parse_base("http://collector:4318", None),
+        dest("http://collector:4318/v1development/profiles", Protocol::Http)
+    );
     assert!(matches!(
         parse("http://c:4317/x", None),
         Err(EndpointError::GrpcPath(_))
@@ -52,11 +67,21 @@ fn endpoints_parse() {
         parse("http://[::1]:4317", None),
         dest("http://[::1]:4317", Protocol::Grpc)
     );
+    // A password in the URL is refused and not shown.
+    let error = parse("https://user:pa55word@collector:4317/x", None)
+        .expect_err("userinfo")
+        .to_string();
+    assert!(
+        error.contains("https://***@collector:4317/x") && !error.contains("pa55word"),
+        "{error}"
+    );
     for garbage in [
         "garbage",
         "localhost:4317",
         "http://garbage",
         "http://collector:0",
+        "http://collector",
+        "https://collector:",
         "http://user@collector:4317",
         "http://collector:4317/?q=1",
         "http://-collector:4317",
@@ -99,6 +124,7 @@ fn unavailable(retryable: bool) -> Result<Accepted, SendError> {
     Err(SendError {
         message: "unavailable".to_owned(),
         retryable,
+        reason: "unavailable",
     })
 }
 
@@ -107,6 +133,11 @@ fn config() -> OtlpConfig {
         destination: Destination::parse("http://localhost:4317", None).expect("an endpoint"),
         interval: Duration::from_secs(10),
         service_name: None,
+        headers: Vec::new(),
+        tls: Default::default(),
+        compression: Default::default(),
+        timeout: crate::export::otlp::DEFAULT_TIMEOUT,
+        resource_attributes: Vec::new(),
     }
 }
 

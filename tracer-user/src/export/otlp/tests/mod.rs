@@ -16,7 +16,7 @@ use opentelemetry_proto::tonic::{
 use prost::Message as _;
 
 use super::{
-    Destination, EndpointError, OtlpConfig, ProcessInfo, Protocol, ResourceInfo, encode,
+    Container, Destination, EndpointError, OtlpConfig, ProcessInfo, Protocol, ResourceInfo, encode,
     exporter::{Exporter, Retry},
     transport::{Accepted, SendError, Transport},
 };
@@ -97,15 +97,24 @@ fn sample_profile() -> Resolved {
     }
 }
 
+const CONTAINER: &str = "4e1f6b2a9c3d5e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7";
+const POD: &str = "0f2d7a9e-1b3c-4d5e-8f6a-7b8c9d0e1f2a";
+
 fn resource() -> ResourceInfo {
     ResourceInfo {
         host_name: "host-1".to_owned(),
+        host_id: Some("3d1219c7c4c5404aaa1f6d2a48adfda4".to_owned()),
         service_name: None,
+        attributes: Vec::new(),
         processes: HashMap::from([(
             100,
             ProcessInfo {
                 executable_name: "app".to_owned(),
                 executable_path: Some("/usr/bin/app".to_owned()),
+                container: Container {
+                    id: Some(CONTAINER.to_owned()),
+                    pod_uid: Some(POD.to_owned()),
+                },
             },
         )]),
     }
@@ -308,8 +317,9 @@ fn mappings_carry_build_ids() {
     assert!(by_path.contains_key("[kernel.kallsyms]"));
 }
 
-/// One resource per process with host, service, pid and executable; a process whose executable
-/// was never read is named after its main thread; `--service-name` overrides the executable.
+/// One resource per process with host (name, id, arch, OS), service, pid, executable and
+/// container; a process whose executable was never read is named after its main thread (and has
+/// no container); `--service-name` overrides the executable.
 #[test]
 fn resources_describe_each_process() {
     let request = round_trip(&sample_profile(), &resource());
@@ -324,9 +334,18 @@ fn resources_describe_each_process() {
     assert_eq!(resources[0]["process.pid"], Value::IntValue(100));
     assert_eq!(resources[0]["process.executable.name"], text("app"));
     assert_eq!(resources[0]["process.executable.path"], text("/usr/bin/app"));
+    assert_eq!(resources[0]["container.id"], text(CONTAINER));
+    assert_eq!(resources[0]["k8s.pod.uid"], text(POD));
     assert_eq!(resources[1]["process.pid"], Value::IntValue(200));
     assert_eq!(resources[1]["process.executable.name"], text("other"));
     assert!(!resources[1].contains_key("process.executable.path"));
+    assert!(!resources[1].contains_key("container.id"));
+    for r in &resources {
+        assert_eq!(r["host.id"], text("3d1219c7c4c5404aaa1f6d2a48adfda4"));
+        assert_eq!(r["os.type"], text("linux"));
+        let arch = if cfg!(target_arch = "x86_64") { "amd64" } else { "arm64" };
+        assert_eq!(r["host.arch"], text(arch));
+    }
 
     let mut named = resource();
     named.service_name = Some("checkout".to_owned());
@@ -334,6 +353,25 @@ fn resources_describe_each_process() {
     for r in &request.resource_profiles {
         let attributes = resource_attributes(&r.resource.as_ref().expect("a resource").attributes);
         assert_eq!(attributes["service.name"], text("checkout"));
+    }
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES` land on every resource, but never in place of what sframe-trace
+/// read of the process (a configured `process.pid` does not relabel a process).
+#[test]
+fn configured_attributes_join_every_resource() {
+    let mut configured = resource();
+    configured.attributes = vec![
+        ("deployment.environment.name".to_owned(), "prod".to_owned()),
+        ("process.pid".to_owned(), "1".to_owned()),
+    ];
+    let request = round_trip(&sample_profile(), &configured);
+    assert_eq!(request.resource_profiles.len(), 2);
+    for r in &request.resource_profiles {
+        let attributes = resource_attributes(&r.resource.as_ref().expect("a resource").attributes);
+        assert_eq!(attributes["deployment.environment.name"], text("prod"));
+        assert_ne!(attributes["process.pid"], Value::IntValue(1));
+        assert_ne!(attributes["process.pid"], text("1"));
     }
 }
 
@@ -409,4 +447,7 @@ fn identical_samples_merge_and_offcpu_weighs_time() {
     assert_eq!(offcpu.period_type, None);
 }
 
+mod container;
 mod exporter;
+mod settings;
+mod tls;

@@ -1,0 +1,106 @@
+//! `--health-listen`: while a session samples, `/healthz` answers 200 and `/metrics` counts its
+//! samples in the Prometheus text format; other paths are 404. Privileged, like every tracing
+//! test.
+
+use std::{
+    fs::File,
+    io::{Read as _, Write as _},
+    net::TcpStream,
+    process::{Command, Stdio},
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+use crate::support::{Running, build_workloads, privileged, tracer_binary};
+
+/// `GET PATH` on `port`: the status code and the body (`None` while nothing answers).
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nhost: localhost\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    let (head, body) = reply.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}
+
+/// The value of the sample `name` in a Prometheus text.
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Poll `what` every 100 ms until it gives a value, for at most `limit`.
+fn poll<T>(limit: Duration, mut what: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = what() {
+            return Some(value);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// While a launched workload is sampled, `/healthz` is 200 `ok`, `/metrics` has every figure
+/// with its type and a growing sample count, and an unknown path is 404.
+#[test]
+fn healthz_and_metrics_are_served_while_sampling() {
+    let Some(_serial) = privileged("healthz_and_metrics_are_served_while_sampling") else {
+        return;
+    };
+    let workloads = build_workloads(&["v1"]);
+    let plt = workloads.path().join("v1/plt");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let stderr = scratch.path().join("stderr");
+    let mut tracer = Running(
+        Command::new(tracer_binary())
+            .args(["--health-listen", &format!("127.0.0.1:{port}"), "--no-kernel", "--"])
+            .arg(&plt)
+            .arg("6")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&stderr).expect("create the stderr file"))
+            .spawn()
+            .expect("spawn sframe-trace"),
+    );
+    let log = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    let healthy = poll(Duration::from_secs(30), || {
+        get(port, "/healthz").filter(|(code, _)| *code == 200)
+    });
+    assert_eq!(healthy, Some((200, "ok\n".to_owned())), "{}", log());
+    let first = poll(Duration::from_secs(10), || {
+        let (code, text) = get(port, "/metrics")?;
+        assert_eq!(code, 200, "{text}");
+        metric(&text, "sframe_trace_samples_total")
+            .filter(|&n| n > 0)
+            .map(|n| (n, text))
+    });
+    let (first, text) = first.unwrap_or_else(|| panic!("no samples counted: {}", log()));
+    for name in [
+        "sframe_trace_lost_samples_total",
+        "sframe_trace_otlp_exports_sent_total",
+        "sframe_trace_otlp_exports_failed_total",
+        "sframe_trace_otlp_exports_queued",
+        "sframe_trace_resident_bytes",
+        "sframe_trace_table_bytes",
+    ] {
+        assert!(metric(&text, name).is_some(), "{name} in {text}");
+        assert!(text.contains(&format!("# TYPE {name} ")), "{name}'s type in {text}");
+    }
+    assert!(metric(&text, "sframe_trace_resident_bytes") > Some(1 << 20), "{text}");
+    let grew = poll(Duration::from_secs(10), || {
+        metric(&get(port, "/metrics")?.1, "sframe_trace_samples_total").filter(|&n| n > first)
+    });
+    assert!(grew.is_some(), "the sample count stayed at {first}: {}", log());
+    assert_eq!(get(port, "/nope").map(|r| r.0), Some(404));
+    let status = tracer.0.wait().expect("wait for sframe-trace");
+    assert!(status.success(), "sframe-trace exited with {status}: {}", log());
+}
