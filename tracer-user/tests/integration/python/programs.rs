@@ -203,6 +203,8 @@ t.join()
             "Thread._bootstrap_inner",
             "Thread._bootstrap",
         ],
+        // The worker ending: the library's own frames once `run` returned (`Thread._delete`).
+        &["*", "Thread._bootstrap_inner", "Thread._bootstrap"],
         // The main thread, woken in `join` once the worker is done (the library's own frames
         // above it).
         &["*", "Thread.join", "<module>"],
