@@ -19,6 +19,7 @@
 //! on a hot path.
 
 pub mod debuginfod;
+pub mod dpkg;
 mod dwarf;
 
 pub use dwarf::dwarf_usable;

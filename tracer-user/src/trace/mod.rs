@@ -340,6 +340,15 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         diagnosis: Vec::new(),
     };
     let jit = catalog.jit.stats();
+    let unnamed: &[(String, u64)] = if crate::symfiles::user_symbols() {
+        &finished.unnamed
+    } else {
+        &[]
+    };
+    let packages = crate::symfiles::dpkg::owners(
+        std::path::Path::new("/var/lib/dpkg/info"),
+        &summary::diagnosis::mentioned(unnamed, sink.profile.samples),
+    );
     let diagnosis = summary::diagnosis::diagnose(&summary::diagnosis::Evidence {
         samples: sink.profile.samples,
         lost: summary
@@ -354,12 +363,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         jit_processes: jit.processes,
         perf_maps: jit.perf_maps,
         // With `--symbolize none` frames are unnamed on purpose: nothing to advise.
-        unnamed: if crate::symfiles::user_symbols() {
-            &finished.unnamed
-        } else {
-            &[]
-        },
+        unnamed,
         debuginfod: std::env::var_os("DEBUGINFOD_URLS").is_some_and(|v| !v.is_empty()),
+        packages: &packages,
     });
     let summary = summary::Summary { diagnosis, ..summary };
     let mut ended = if failed_outputs.is_empty() {

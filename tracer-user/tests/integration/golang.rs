@@ -50,9 +50,14 @@ struct Reference {
 
 impl Reference {
     fn of(toolchain: &Path, binary: &Path) -> Reference {
+        // Not functions: the linker's marks of the text's bounds and of the build id, which
+        // share an address with the first function (`runtime.text` with
+        // `internal/cpu.Initialize`).
+        const MARKS: [&str; 4] = ["runtime.text", "runtime.etext", "go:buildid", "go.buildid"];
         let mut functions: Vec<(u64, String)> = go::nm(toolchain, binary)
             .into_iter()
             .map(|(a, n)| (a, plain(&n).to_owned()))
+            .filter(|(_, n)| !MARKS.contains(&n.as_str()))
             .collect();
         functions.sort();
         let calls = go::objdump(toolchain, binary, ".")

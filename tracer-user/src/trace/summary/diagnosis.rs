@@ -23,6 +23,20 @@ pub struct Evidence<'a> {
     pub unnamed: &'a [(String, u64)],
     /// Whether debuginfod servers were configured (`DEBUGINFOD_URLS`, `--debuginfod`).
     pub debuginfod: bool,
+    /// The Debian packages that own objects of [`mentioned`] (path, package), as far as the
+    /// host's dpkg lists them.
+    pub packages: &'a [(String, String)],
+}
+
+/// The objects without symbols the advice names ([`Evidence::unnamed`]): those in at least 1
+/// sample in 20, at most [`MAX_UNNAMED`].
+pub fn mentioned(unnamed: &[(String, u64)], samples: u64) -> Vec<&str> {
+    unnamed
+        .iter()
+        .filter(|(_, n)| n * 20 >= samples)
+        .take(MAX_UNNAMED)
+        .map(|(path, _)| path.as_str())
+        .collect()
 }
 
 /// Objects without symbols named in the advice, at most.
@@ -71,13 +85,32 @@ pub fn diagnose(e: &Evidence<'_>) -> Vec<String> {
             .map(|(path, n)| format!("{} ({n} samples)", crate::names::escaped(path)))
             .collect();
         let more = unnamed.len().saturating_sub(MAX_UNNAMED);
-        let fix = if e.debuginfod {
+        let mut debug_packages: Vec<String> = Vec::new();
+        for (path, _) in unnamed.iter().take(MAX_UNNAMED) {
+            if let Some((_, package)) = e.packages.iter().find(|(owned, _)| owned == path) {
+                let debug = format!("{}-dbgsym", crate::names::escaped(package));
+                if !debug_packages.contains(&debug) {
+                    debug_packages.push(debug);
+                }
+            }
+        }
+        let install = if debug_packages.is_empty() {
             "install their debug packages (`dpkg -S PATH` or `rpm -qf PATH` names the package; its debug \
-             package is PACKAGE-dbgsym or PACKAGE-debuginfo), or give --debug-dir"
+             package is PACKAGE-dbgsym or PACKAGE-debuginfo)"
+                .to_owned()
         } else {
-            "set DEBUGINFOD_URLS (e.g. https://debuginfod.debian.net, https://debuginfod.fedoraproject.org) to \
-             fetch their symbols, or install their debug packages (`dpkg -S PATH` or `rpm -qf PATH` names the \
-             package; its debug package is PACKAGE-dbgsym or PACKAGE-debuginfo)"
+            format!(
+                "install {} (from Debian's debug archive, deb.debian.org/debian-debug)",
+                debug_packages.join(", ")
+            )
+        };
+        let fix = if e.debuginfod {
+            format!("{install}, or give --debug-dir")
+        } else {
+            format!(
+                "set DEBUGINFOD_URLS (e.g. https://debuginfod.debian.net, https://debuginfod.fedoraproject.org) to \
+                 fetch their symbols, or {install}"
+            )
         };
         out.push(format!(
             "frames in objects without symbols are unnamed: {}{}: {fix}",

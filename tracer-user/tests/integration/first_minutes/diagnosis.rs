@@ -153,6 +153,46 @@ fn frames_of_a_stripped_program_name_debuginfod() {
     );
 }
 
+/// Issue 31 (the advice for a stripped program of a Debian package named no package): gzip,
+/// stripped as Debian ships it and busy compressing, is named in the diagnosis with the
+/// debug package dpkg's lists give for it, `gzip-dbgsym`.
+#[test]
+fn a_stripped_debian_program_names_its_debug_package() {
+    let Some(_serial) = privileged("a_stripped_debian_program_names_its_debug_package") else {
+        return;
+    };
+    let owned = Command::new("dpkg").args(["-S", "/bin/gzip"]).output();
+    if !owned.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).starts_with("gzip:")) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no dpkg-owned /bin/gzip under CI"
+        );
+        crate::support::skipped(
+            "a_stripped_debian_program_names_its_debug_package",
+            "no dpkg-owned gzip",
+        );
+        return;
+    }
+    // 48 MiB that compress slowly (a linear congruential sequence): gzip -9 takes seconds.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("input");
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let bytes: Vec<u8> = (0..48 << 20)
+        .map(|_| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (state >> 56) as u8
+        })
+        .collect();
+    std::fs::write(&input, bytes).expect("write the input");
+    let input = input.to_str().expect("a UTF-8 path");
+    let (said, _) = diagnosed(&["-d", "2", "--", "/bin/gzip", "-9", "-c", input]);
+    assert!(
+        said.iter()
+            .any(|s| s.contains("without symbols") && s.contains("gzip") && s.contains("install gzip-dbgsym")),
+        "{said:?}"
+    );
+}
+
 /// Issue 31 (Node without --perf-basic-prof and Java without -XX:+PreserveFramePointer gave
 /// unnamed or cut stacks, silently): the diagnosis names the flag; given the flag, it does not.
 #[test]

@@ -77,6 +77,19 @@ fn unnamed_frames_say_how_to_name_them() {
         !with[0].contains("DEBUGINFOD_URLS") && with[0].contains("dbgsym"),
         "{with:?}"
     );
+    // Where dpkg says which package owns the object, its debug package is named.
+    let packages = [("/usr/lib/libz.so.1".to_owned(), "zlib1g".to_owned())];
+    let named = diagnose(&Evidence {
+        samples: 30,
+        unnamed: &unnamed,
+        debuginfod: true,
+        packages: &packages,
+        ..Evidence::default()
+    });
+    assert!(
+        named[0].contains("install zlib1g-dbgsym (from Debian's debug archive") && !named[0].contains("dpkg -S"),
+        "{named:?}"
+    );
 }
 
 /// Objects whose unnamed frames are in fewer than 1 sample in 20 are not worth a sentence.
