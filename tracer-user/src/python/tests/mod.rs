@@ -39,6 +39,7 @@ const LINES_3_13: &[(i64, i64, i32)] = &[
     (88, 92, 12),
 ];
 
+/// The bytes of a hex string.
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)

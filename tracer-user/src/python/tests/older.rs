@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+use super::hex;
+
 use super::super::{
     code::{CodeInfo, instr_offset},
     layout::*,
@@ -64,13 +66,6 @@ const LINES_3_10: &[(i64, i64, i32)] = &[
     (64, 72, 9),
     (72, 76, 11),
 ];
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 /// Every byte of the code is on the line the interpreter gives it, by both older tables; a
 /// frame not started (`f_lasti` -1) is on the first line.
