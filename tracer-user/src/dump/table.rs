@@ -102,22 +102,23 @@ fn reg_name(reg: u8) -> String {
 
 /// Text: `ADDRESS  CFA=SP+16  RA=*(CFA-8)  FP=*(CFA-16)  [flags]`.
 ///
-/// Written character by character rather than through `format!`: a libc table has tens of
-/// thousands of rows, and each formatted piece is a `memcpy` call, which musl's static build
-/// makes several times dearer than glibc's (`cargo xtask bench --phase static`).
+/// Written into one string, numbers digit by digit, rather than through `format!`: a libc
+/// table has tens of thousands of rows, and each formatted piece was an allocation and small
+/// `memcpy` calls, which musl's static build makes several times dearer than glibc's
+/// (`cargo xtask bench --phase static`).
 pub fn render_table(rows: &[TableRow]) -> String {
     let mut out = String::with_capacity(rows.len() * 64);
     for row in rows {
         let line = out.len();
         push_hex16(&mut out, row.start);
-        push_ascii(&mut out, "  ");
+        out.push_str("  ");
         match &row.cfa {
             Some(cfa) => {
-                push_ascii(&mut out, "CFA=");
+                out.push_str("CFA=");
                 let column = out.len();
                 let deref = row.kind == "cfa_deref";
                 if deref {
-                    push_ascii(&mut out, "*(");
+                    out.push_str("*(");
                 }
                 out.extend(cfa.base.chars().map(|c| c.to_ascii_uppercase()));
                 push_signed(&mut out, cfa.offset);
@@ -125,21 +126,18 @@ pub fn render_table(rows: &[TableRow]) -> String {
                     out.push(')');
                 }
                 pad_to(&mut out, column + 12);
-                push_ascii(&mut out, "RA=");
+                out.push_str("RA=");
                 let column = out.len();
                 push_saved(&mut out, row.ra_offset, "LR");
                 pad_to(&mut out, column + 12);
-                push_ascii(&mut out, "FP=");
+                out.push_str("FP=");
                 push_saved(&mut out, row.fp_offset, "same");
             }
-            None => push_ascii(
-                &mut out,
-                if row.kind == "outermost" {
-                    "outermost"
-                } else {
-                    "no information"
-                },
-            ),
+            None => out.push_str(if row.kind == "outermost" {
+                "outermost"
+            } else {
+                "no information"
+            }),
         }
         for (flag, name) in [
             (row.topmost_only, "topmost-only"),
@@ -147,8 +145,8 @@ pub fn render_table(rows: &[TableRow]) -> String {
             (row.signal, "signal"),
         ] {
             if flag {
-                push_ascii(&mut out, " [");
-                push_ascii(&mut out, name);
+                out.push_str(" [");
+                out.push_str(name);
                 out.push(']');
             }
         }
@@ -163,16 +161,12 @@ pub fn render_table(rows: &[TableRow]) -> String {
 fn push_saved(out: &mut String, offset: Option<i32>, otherwise: &str) {
     match offset {
         Some(offset) => {
-            push_ascii(out, "*(CFA");
+            out.push_str("*(CFA");
             push_signed(out, offset);
             out.push(')');
         }
-        None => push_ascii(out, otherwise),
+        None => out.push_str(otherwise),
     }
-}
-
-fn push_ascii(out: &mut String, text: &str) {
-    out.extend(text.chars());
 }
 
 /// Spaces up to byte `column` (nothing when the text is already that long), as `{:<N}` pads.
