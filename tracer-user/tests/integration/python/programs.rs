@@ -203,7 +203,9 @@ t.join()
             "Thread._bootstrap_inner",
             "Thread._bootstrap",
         ],
-        // The worker ending: the library's own frames once `run` returned (`Thread._delete`).
+        // The worker starting or ending: in `_bootstrap_inner` itself, or in the library's own
+        // frames it calls before `run` or once `run` returned (`Thread._delete`).
+        &["Thread._bootstrap_inner", "Thread._bootstrap"],
         &["*", "Thread._bootstrap_inner", "Thread._bootstrap"],
         // The main thread, woken in `join` once the worker is done (the library's own frames
         // above it).
