@@ -106,7 +106,7 @@ pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     // The pure readers also build alone, as fuzz/ uses them.
     sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
     conformance(root)?;
-    external(root)?;
+    external(root, long)?;
     dist(root)?;
     if std::env::var("CI").as_deref() == Ok("true") {
         x86_guests(root)?;
@@ -190,7 +190,10 @@ fn guests(
 /// The walker on a real program that is not in the repository: bash from Debian's source,
 /// built without frame pointers and with SFrame, traced end to end and judged against its
 /// disassembly; and the forged-interpreter attacks, whose time bounds are the release build's.
-pub fn external(root: &Path) -> anyhow::Result<()> {
+/// `long` (`cargo xtask test --long`): also CPython 3.6 to 3.10 launched and started
+/// system-wide, a session per program and version (about 10 minutes; `--pid` runs them in the
+/// suite).
+pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
     let dir = root.join("target/external");
     sh(Command::new("bash")
         .arg(root.join("fixtures/external/build.sh"))
@@ -213,10 +216,16 @@ pub fn external(root: &Path) -> anyhow::Result<()> {
         "security::python::forged_interpreter_structures_are_survived",
         // The time from the end of sampling to exit, for the build users run.
         "first_minutes::whole_host::whole_host_session_exits_within_a_second_of_its_end",
-        // CPython 3.6 to 3.10 launched and started system-wide (a session per program).
-        "python_session::python_session_launched_older",
-        "python_session::python_session_system_wide_older",
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        [
+            "python_session::python_session_launched_older",
+            "python_session::python_session_system_wide_older",
+        ]
+        .into_iter()
+        .filter(|_| long),
+    ) {
         ignored_test(
             root,
             &[("SFRAME_TRACE_EXTERNAL_DIR", &dir), ("SFRAME_TRACE_BIN", &tracer)],
