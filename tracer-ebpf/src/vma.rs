@@ -124,9 +124,14 @@ pub extern "C" fn vma_mapping(pc: u64) -> u64 {
     // SAFETY: a plain load from the walk state; volatile, so the verifier sees an unknown
     // value, which the mask below bounds.
     let n = unsafe { core::ptr::read_volatile(&state.record.header.vmas) };
-    // Found before in this walk (a walk goes back and forth between a program and libc).
+    // Found before in this walk (a walk goes back and forth between a program and libc). The
+    // count is read again at each step (volatile), so that the loop counts up to `MAX_VMAS`
+    // with the index it reads at (regression: compiled as a countdown from `min(n, 4)` beside
+    // a moving pointer, Linux 6.1's verifier could not bound the pointer, and refused the
+    // program).
     for i in 0..MAX_VMAS {
-        if i >= n as usize {
+        // SAFETY: as above.
+        if i >= unsafe { core::ptr::read_volatile(&state.record.header.vmas) } as usize {
             break;
         }
         let m = state.vmas[i];

@@ -673,6 +673,10 @@ fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration)
         for (program, instructions) in kernel.program_sizes()? {
             lines.push(format!("verified_insns_{program}: {instructions}"));
         }
+        lines.push(match kernel.vma_lookups() {
+            Ok(()) => "vma_lookups: yes".to_owned(),
+            Err(why) => format!("vma_lookups: no ({})", why.lines().next().unwrap_or_default()),
+        });
         Ok(lines)
     })
 }

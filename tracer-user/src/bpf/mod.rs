@@ -148,6 +148,8 @@ pub struct Kernel {
     tracefs: tracefs::Tracefs,
     /// `GLOBAL_TASK_FSBASE_OFFSET` as set (0: not found; see `Kernel::set_python`).
     fsbase_offset: u32,
+    /// Whether the cpu-clock walker looks PCs up in VMAs (`walk_user_vma`), or why not.
+    vma_lookups: Result<(), String>,
 }
 
 impl Kernel {
@@ -185,7 +187,7 @@ impl Kernel {
             btf::TaskOffsets::default()
         };
         let min_block_ns = u64::try_from(config.events.min_block.as_nanos()).unwrap_or(u64::MAX);
-        let vma = vma_offsets(config);
+        let mut vma = vma_offsets(config);
         let task_regs = u32::from(task_regs);
         let fsbase_offset = btf::fsbase_offset().unwrap_or_else(|err| {
             log::debug!("CPython before 3.11 is not walked: {err:#}");
@@ -200,7 +202,7 @@ impl Kernel {
             .override_global(GLOBAL_TASK_PID_OFFSET, &task.pid, true)
             .override_global(GLOBAL_TASK_STATE_OFFSET, &task.state, true)
             .override_global(GLOBAL_TASK_FLAGS_OFFSET, &task.flags, true)
-            .override_global(GLOBAL_VMA_OFFSETS, &vma.unwrap_or_default(), true)
+            .override_global(GLOBAL_VMA_OFFSETS, &vma.as_ref().copied().unwrap_or_default(), true)
             .override_global(GLOBAL_TASK_FSBASE_OFFSET, &fsbase_offset, true)
             .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
@@ -217,10 +219,13 @@ impl Kernel {
             // Where the kernel refuses the walker with VMA lookups, the other one walks (and
             // what `PROCS` lacks becomes stack copies, as without it).
             let mut walker = PROG_WALK;
-            if vma.is_some() {
+            if vma.is_ok() {
                 match load_program(&mut ebpf, PROG_WALK_VMA) {
                     Ok(_) => walker = PROG_WALK_VMA,
-                    Err(err) => log::warn!("PCs are not looked up in VMAs: {err:#}"),
+                    Err(err) => {
+                        log::warn!("PCs are not looked up in VMAs: {err:#}");
+                        vma = Err(format!("{err:#}"));
+                    }
                 }
             }
             if walker == PROG_WALK {
@@ -266,6 +271,7 @@ impl Kernel {
             on_mmap_exit,
             tracefs,
             fsbase_offset,
+            vma_lookups: vma.map(|_| ()),
         })
     }
 
@@ -371,6 +377,12 @@ impl Kernel {
             .collect()
     }
 
+    /// Whether the cpu-clock walker looks PCs up in VMAs, or why not (the verifier's refusal,
+    /// a kernel without `bpf_find_vma`, a BTF without a member).
+    pub fn vma_lookups(&self) -> Result<(), &str> {
+        self.vma_lookups.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
     /// Per loaded program, the instructions the verifier processed (its complexity measure,
     /// limited to 1M; kernels before 5.16 do not report it: there, the translated size).
     pub fn program_sizes(&self) -> anyhow::Result<Vec<(&'static str, u32)>> {
@@ -428,26 +440,30 @@ fn raw_tracepoint_mut<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a 
 }
 
 /// The kernel structure offsets `walk_user_vma` reads with, when it is the cpu-clock walker:
-/// system-wide sampling on a kernel with `bpf_find_vma` (5.17+) whose BTF has every member
-/// (`None` otherwise: the walker without it, and stack copies for what `PROCS` lacks).
-fn vma_offsets(config: &KernelConfig) -> Option<tracer_common::vma::VmaOffsets> {
-    if !config.events.has(EventKind::CpuClock) || std::env::var_os(NO_FIND_VMA).is_some() || !runtime::has_find_vma() {
-        return None;
+/// sampling on a kernel with `bpf_find_vma` (5.17+) whose BTF has every member (otherwise why
+/// not: the walker without it, and stack copies for what `PROCS` lacks).
+fn vma_offsets(config: &KernelConfig) -> Result<tracer_common::vma::VmaOffsets, String> {
+    if !config.events.has(EventKind::CpuClock) {
+        return Err("no cpu-clock sampling".to_owned());
     }
-    let mut offsets = match btf::vma_offsets() {
-        Ok(offsets) => offsets,
-        Err(err) => {
-            log::debug!("PCs are not looked up in VMAs: {err:#}");
-            return None;
-        }
-    };
+    if std::env::var_os(NO_FIND_VMA).is_some() {
+        return Err(format!("{NO_FIND_VMA} is set"));
+    }
+    if !runtime::has_find_vma() {
+        return Err("the kernel's perf_event programs have no bpf_find_vma (Linux 5.17+)".to_owned());
+    }
+    let mut offsets = btf::vma_offsets().map_err(|err| {
+        log::debug!("PCs are not looked up in VMAs: {err:#}");
+        format!("the kernel's BTF: {err:#}")
+    })?;
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     offsets.page_shift = u64::try_from(page)
         .ok()
-        .filter(|p| p.is_power_of_two())?
+        .filter(|p| p.is_power_of_two())
+        .ok_or_else(|| format!("a page size of {page} bytes"))?
         .trailing_zeros();
-    Some(offsets)
+    Ok(offsets)
 }
 
 /// Set (to anything) in the environment: the kernel does not look PCs up in VMAs even where it

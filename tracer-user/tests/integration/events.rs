@@ -153,7 +153,8 @@ fn event_programs_load_within_limits() {
         if find_vma && std::env::var_os(sframe_trace::bpf::NO_FIND_VMA).is_none() {
             assert!(
                 sizes.iter().any(|(name, _)| *name == tracer_common::vma::PROG_WALK_VMA),
-                "the kernel has bpf_find_vma, yet the walker with VMA lookups did not load: {sizes:?}"
+                "the kernel has bpf_find_vma, yet the walker with VMA lookups did not load ({}): {sizes:?}",
+                kernel.vma_lookups().err().unwrap_or("no reason given")
             );
         }
         // cpu-clock's two; the walkers of probes and tracepoints; four entry programs; offcpu's two.
