@@ -7,8 +7,10 @@
 #![no_std]
 
 pub mod event;
+pub mod mapping;
 pub mod notice;
 pub mod python;
+pub mod sample;
 pub mod snapshot;
 pub mod trace;
 pub mod unwind;

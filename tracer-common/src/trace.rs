@@ -9,17 +9,14 @@
 //!   is `ROWS[i / ROW_CHUNK].rows[i % ROW_CHUNK]`, so loading needs one update per 1024 rows),
 //!   [`MAP_RULES`] (array of `UnwindRule`): the tables of `unwind.rs`.
 //! - [`MAP_EVENTS`]: ring buffer of [`SampleRecord`]s, each only as long as its stack
-//!   (userspace decodes them into [`Sample`]s). [`MAP_SCRATCH`]: per-CPU [`WalkState`], the
+//!   (userspace decodes them into `sample::Sample`s). [`MAP_SCRATCH`]: per-CPU [`WalkState`], the
 //!   walk in progress (too big for the 512-byte BPF stack). [`MAP_STOPS`]: per-CPU `u64`
 //!   counters indexed by `walk::StopReason`; [`crate::MAP_COUNTERS`]: by [`crate::Counter`].
 //! - [`MAP_PROGS`]: program array for the walker's tail calls ([`PROG_WALK`] at [`PROG_WALK_SLOT`]);
 //!   the event programs of other program types have arrays and walkers of their own (`event`).
 
-use crate::{
-    snapshot::{SNAPSHOT_SLOT, SNAPSHOT_STACK_SLOT, SNAPSHOT_WORDS, StackSnapshot, snapshot_record_len},
-    vma::MAX_VMAS,
-    walk::Regs,
-};
+pub use crate::mapping::{ExecMapping, NO_OBJECT, NO_VMA};
+use crate::{vma::MAX_VMAS, walk::Regs};
 
 /// The tail-called program that walks [`FRAMES_PER_PROG`] frames per invocation.
 pub const PROG_WALK: &str = "walk_user";
@@ -68,31 +65,6 @@ pub const MAX_USER_FRAMES: usize = 2048;
 pub const DEFAULT_MAX_DEPTH: u32 = MAX_USER_FRAMES as u32;
 /// Kernel frames kept (the kernel's default `perf_event_max_stack` is 127).
 pub const MAX_KERNEL_FRAMES: usize = 127;
-
-/// [`ExecMapping::object`] of a mapping without a table: only frame pointers can unwind it.
-pub const NO_OBJECT: u32 = u32::MAX;
-
-/// No mapping (`end == 0`, which no real mapping has).
-pub const NO_VMA: ExecMapping = ExecMapping {
-    start: 0,
-    end: 0,
-    bias: 0,
-    object: NO_OBJECT,
-    _pad: 0,
-};
-
-/// One executable mapping of a process: `[start, end)` holds code of `object`, whose own
-/// addresses are `pc - bias`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExecMapping {
-    pub start: u64,
-    pub end: u64,
-    pub bias: u64,
-    /// Dense object id (`PageKey::object`), or [`NO_OBJECT`].
-    pub object: u32,
-    pub _pad: u32,
-}
 
 /// The value of [`MAP_PROCS`]: a traced process's executable mappings, sorted by `start`,
 /// non-overlapping; only the first `num_mappings` are valid.
@@ -145,40 +117,6 @@ pub struct SampleHeader {
     pub comm: [u8; 16],
 }
 
-/// One sample as userspace sees it: decoded from a [`SampleRecord`] by [`Sample::decode`],
-/// its header's fields readable directly (`sample.tgid`).
-#[derive(Clone, Copy, Debug)]
-pub struct Sample {
-    pub header: SampleHeader,
-    /// Valid: `..num_kernel` (innermost first).
-    pub kernel: [u64; MAX_KERNEL_FRAMES],
-    /// Valid: `..num_user` (frame 0 = the sampled PC, then callers).
-    pub user: [u64; MAX_USER_FRAMES],
-    /// [`SOURCE_TABLE`] or [`SOURCE_FP`] per user frame: how the frame's *caller* was found
-    /// is recorded on the caller (frame 0's source is always `SOURCE_TABLE`).
-    pub user_source: [u8; MAX_USER_FRAMES],
-    /// The registers and stack copy when `header.snapshot != 0` (`stop` is then
-    /// `StopReason::Snapshot` and `user` holds frame 0 only).
-    pub copy: StackSnapshot,
-    /// Valid: `..vmas`: the mappings the kernel found through the process's VMAs
-    /// (`crate::vma`), which resolve frames userspace has no mapping for.
-    pub vma_mappings: [ExecMapping; MAX_VMAS],
-}
-
-impl core::ops::Deref for Sample {
-    type Target = SampleHeader;
-
-    fn deref(&self) -> &SampleHeader {
-        &self.header
-    }
-}
-
-impl core::ops::DerefMut for Sample {
-    fn deref_mut(&mut self) -> &mut SampleHeader {
-        &mut self.header
-    }
-}
-
 /// Set in a user frame of a [`SampleRecord`] found by the frame-pointer fallback
 /// ([`SOURCE_FP`]); clear: [`SOURCE_TABLE`]. No user address has it (x86-64 and aarch64 user
 /// space ends below 2^57).
@@ -221,141 +159,6 @@ impl SampleRecord {
     #[inline(always)]
     pub fn len_with(num_kernel: u32, num_user: u32, vmas: u32) -> usize {
         Self::len(num_kernel, num_user) + 8 * VMA_WORDS * (vmas as usize).min(MAX_VMAS)
-    }
-}
-
-impl Sample {
-    /// A sample with no frames, to decode records into ([`Sample::decode_into`]).
-    pub const EMPTY: Sample = Sample {
-        header: SampleHeader {
-            time_ns: 0,
-            weight: 0,
-            event: 0,
-            snapshot: 0,
-            tgid: 0,
-            tid: 0,
-            cpu: 0,
-            stop: 0,
-            num_user: 0,
-            num_kernel: 0,
-            vmas: 0,
-            _pad: 0,
-            comm: [0; 16],
-        },
-        kernel: [0; MAX_KERNEL_FRAMES],
-        user: [0; MAX_USER_FRAMES],
-        user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
-        copy: StackSnapshot::EMPTY,
-        vma_mappings: [NO_VMA; MAX_VMAS],
-    };
-
-    /// The sample of a record's bytes as shipped (the first [`SampleRecord::len`] bytes of a
-    /// [`SampleRecord`]), or `None` when they are too short for the header or for the frames
-    /// it announces, or announce more frames than a record holds (nothing the kernel writes).
-    pub fn decode(bytes: &[u8]) -> Option<Sample> {
-        let mut sample = Sample::EMPTY;
-        sample.decode_into(bytes).then_some(sample)
-    }
-
-    /// [`Sample::decode`] into `self`, reused from record to record (a sample is 5.6 KiB, a
-    /// typical record a tenth of that): writes the header and the frames the record holds,
-    /// leaving the slots past `num_kernel` and `num_user` as they were. False (and `self`
-    /// unspecified) when the bytes are not a record.
-    pub fn decode_into(&mut self, bytes: &[u8]) -> bool {
-        self.read(bytes).is_some()
-    }
-
-    fn read(&mut self, bytes: &[u8]) -> Option<()> {
-        let word = |at: usize| -> Option<u64> {
-            let b = bytes.get(at..at + 8)?;
-            Some(u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-        };
-        let half = |at: usize| -> Option<u32> {
-            let b = bytes.get(at..at + 4)?;
-            Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        if bytes.len() < RECORD_HEADER_BYTES {
-            return None;
-        }
-        let num_user = half(core::mem::offset_of!(SampleHeader, num_user))?;
-        let num_kernel = half(core::mem::offset_of!(SampleHeader, num_kernel))?;
-        let (nu, nk) = (num_user as usize, num_kernel as usize);
-        if nu > MAX_USER_FRAMES || nk > MAX_KERNEL_FRAMES || bytes.len() < SampleRecord::len(num_kernel, num_user) {
-            return None;
-        }
-        let snapshot = half(core::mem::offset_of!(SampleHeader, snapshot))?;
-        let vmas = half(core::mem::offset_of!(SampleHeader, vmas))?;
-        // Mappings come with walked samples only.
-        if vmas as usize > MAX_VMAS
-            || (vmas != 0 && snapshot != 0)
-            || bytes.len() < SampleRecord::len_with(num_kernel, num_user, vmas)
-        {
-            return None;
-        }
-        // A copy follows frame 0 and the kernel frames, which must not reach into it.
-        if snapshot != 0
-            && (snapshot as usize > SNAPSHOT_WORDS
-                || nk + nu > SNAPSHOT_SLOT
-                || bytes.len() < snapshot_record_len(snapshot))
-        {
-            return None;
-        }
-        let mut comm = [0u8; 16];
-        let at = core::mem::offset_of!(SampleHeader, comm);
-        comm.copy_from_slice(&bytes[at..at + 16]);
-        self.header = SampleHeader {
-            time_ns: word(core::mem::offset_of!(SampleHeader, time_ns))?,
-            weight: word(core::mem::offset_of!(SampleHeader, weight))?,
-            event: half(core::mem::offset_of!(SampleHeader, event))?,
-            snapshot,
-            tgid: half(core::mem::offset_of!(SampleHeader, tgid))?,
-            tid: half(core::mem::offset_of!(SampleHeader, tid))?,
-            cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
-            stop: half(core::mem::offset_of!(SampleHeader, stop))?,
-            num_user,
-            num_kernel,
-            vmas,
-            _pad: 0,
-            comm,
-        };
-        let frame = |i: usize| word(RECORD_HEADER_BYTES + 8 * i);
-        for (i, slot) in self.kernel[..nk].iter_mut().enumerate() {
-            *slot = frame(i)?;
-        }
-        for i in 0..nu {
-            let word = frame(nk + i)?;
-            self.user[i] = word & !FP_FRAME_BIT;
-            self.user_source[i] = if word & FP_FRAME_BIT != 0 {
-                SOURCE_FP
-            } else {
-                SOURCE_TABLE
-            };
-        }
-        for (i, slot) in self.vma_mappings[..vmas as usize].iter_mut().enumerate() {
-            let at = nk + nu + VMA_WORDS * i;
-            let object = frame(at + 3)?;
-            *slot = ExecMapping {
-                start: frame(at)?,
-                end: frame(at + 1)?,
-                bias: frame(at + 2)?,
-                object: object as u32,
-                _pad: (object >> 32) as u32,
-            };
-        }
-        self.copy.len = snapshot;
-        if snapshot != 0 {
-            self.copy.regs = WalkRegs {
-                pc: self.user[0],
-                sp: frame(SNAPSHOT_SLOT)?,
-                fp: frame(SNAPSHOT_SLOT + 1)?,
-                lr: frame(SNAPSHOT_SLOT + 2)?,
-            };
-            self.copy.base = frame(SNAPSHOT_SLOT + 3)?;
-            for (i, slot) in self.copy.words[..snapshot as usize].iter_mut().enumerate() {
-                *slot = frame(SNAPSHOT_STACK_SLOT + i)?;
-            }
-        }
-        Some(())
     }
 }
 
@@ -427,8 +230,6 @@ const _: () = assert!(FRAMES_PER_PROG as usize * 33 >= MAX_USER_FRAMES);
 mod pod {
     // SAFETY: `#[repr(C)]` records of integers and arrays of them, explicit padding fields,
     // sizes pinned above: every bit pattern is valid and there are no implicit padding bytes.
-    unsafe impl aya::Pod for super::ExecMapping {}
-    // SAFETY: as above.
     unsafe impl aya::Pod for super::ProcInfo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::RowChunk {}
@@ -437,6 +238,3 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::WalkState {}
 }
-
-#[cfg(test)]
-mod tests;

@@ -14,7 +14,7 @@
 //!   `walk_user` where the kernel has the helper (the other walker copies never ask).
 //!
 //! A walked sample that used such mappings carries them after its user frames
-//! ([`crate::trace::SampleHeader::vmas`] of them, [`crate::trace::ExecMapping`] each), so that
+//! ([`crate::trace::SampleHeader::vmas`] of them, [`crate::mapping::ExecMapping`] each), so that
 //! userspace resolves its frames without having read the process (it may be gone by then).
 
 /// The cpu-clock walker that asks the kernel for the VMA of a PC no known mapping holds.
@@ -97,7 +97,7 @@ pub struct FileTable {
 pub struct ProcVmas {
     pub num: u32,
     pub _pad: u32,
-    pub mappings: [crate::trace::ExecMapping; MAX_VMAS],
+    pub mappings: [crate::mapping::ExecMapping; MAX_VMAS],
 }
 
 /// Byte offsets of the kernel structure members the VMA walker reads (from the kernel's BTF).

@@ -19,6 +19,7 @@ pub mod python;
 pub mod registry;
 pub mod schema;
 pub mod sframe;
+pub mod sys;
 pub mod table;
 #[doc(hidden)]
 pub mod testing;

@@ -5,10 +5,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use tracer_common::{
-    trace::{SOURCE_FP, Sample},
-    walk::StopReason,
-};
+use tracer_common::{sample::Sample, trace::SOURCE_FP, walk::StopReason};
 
 use crate::python::merge::{Merged, split};
 use crate::registry::{Catalog, PyFrame, ResolvedMapping, TableSource};

@@ -18,8 +18,9 @@ use std::{
 };
 
 use tracer_common::{
+    sample::Sample,
     snapshot::StackSnapshot,
-    trace::{MAX_KERNEL_FRAMES, Sample, SampleHeader},
+    trace::{MAX_KERNEL_FRAMES, SampleHeader},
     walk::StopReason,
 };
 

@@ -62,3 +62,16 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Build the tracer as users run it (release); its path.
+pub fn build_release_tracer(root: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    sh(cargo().args([
+        "build",
+        "--release",
+        "--package",
+        "tracer-user",
+        "--bin",
+        "sframe-trace",
+    ]))?;
+    Ok(root.join("target/release/sframe-trace"))
+}

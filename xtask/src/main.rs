@@ -7,6 +7,8 @@ mod cmd;
 mod debian;
 mod dist;
 mod fuzz;
+#[cfg(test)]
+mod imports;
 mod run;
 mod setup;
 #[cfg(test)]

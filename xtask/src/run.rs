@@ -200,7 +200,7 @@ pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
         .arg(&dir))?;
     // The tracer as users run it: these tests also trace system-wide, where a debug build's
     // output path would be the bottleneck (and, for first_sample, its loading of new processes).
-    let tracer = build_release_tracer(root)?;
+    let tracer = crate::cmd::build_release_tracer(root)?;
     for test in [
         "external::bash_stacks_are_exact_in_every_format",
         "external::bash_plugin_stacks_are_exact_with_pid",
@@ -264,19 +264,6 @@ pub fn dist(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Run one `#[ignore]`d integration test with the environment it needs (corpus directories).
-/// Build the tracer as users run it (release); its path.
-pub fn build_release_tracer(root: &Path) -> anyhow::Result<std::path::PathBuf> {
-    sh(cargo().args([
-        "build",
-        "--release",
-        "--package",
-        "tracer-user",
-        "--bin",
-        "sframe-trace",
-    ]))?;
-    Ok(root.join("target/release/sframe-trace"))
-}
-
 fn ignored_test(root: &Path, env: &[(&str, &Path)], test: &str) -> anyhow::Result<()> {
     let mut command = cargo_test(root)?;
     for (var, path) in env {

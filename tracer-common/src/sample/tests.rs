@@ -1,6 +1,7 @@
-//! Unit tests of `trace`; each test says what it proves.
+//! Unit tests of `sample`; each test says what it proves.
 
 use super::*;
+use crate::trace::RECORD_FRAMES;
 
 /// A record of `kernel` and `user` frames, the user frames in `fp` found by frame pointers.
 fn record(kernel: &[u64], user: &[u64], fp: &[usize]) -> SampleRecord {

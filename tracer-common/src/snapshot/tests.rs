@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::{
-    trace::{Sample, SampleHeader, SampleRecord},
+    sample::Sample,
+    trace::{SampleHeader, SampleRecord},
     walk::StopReason,
 };
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aya::maps::{Map, MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
-use tracer_common::{notice::Notice, trace::Sample};
+use tracer_common::{notice::Notice, sample::Sample};
 
 /// How often the sample ring buffer is read when the kernel has not woken userspace.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);

@@ -85,7 +85,7 @@ impl ProcessMaps {
     /// within the time `budget` grants and the room it leaves.
     pub(super) fn refresh(&mut self, last: bool, budget: &mut JitBudget) {
         self.read_at = Some(Instant::now());
-        self.read_mono_ns = crate::registry::monotonic_ns();
+        self.read_mono_ns = crate::sys::monotonic_ns();
         let Some(view) = &self.view else { return };
         let path = PathBuf::from(format!("/tmp/perf-{}.map", view.nspid));
         let (file, size) = match process::open_trusted(view, &path) {

@@ -168,7 +168,7 @@ impl JitNames {
                 .and_then(|p| p.view.as_ref())
                 .map(|v| v.start_time);
             match (known, process::start_time(pid)) {
-                (Some(then), Some(now)) if then != now => self.gone(pid, crate::registry::monotonic_ns()),
+                (Some(then), Some(now)) if then != now => self.gone(pid, crate::sys::monotonic_ns()),
                 _ => return,
             }
         }

@@ -205,7 +205,7 @@ fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
     names
         .processes
         .insert(id, ProcessMaps::new(7, id, Some(own_view(dir, 7))));
-    let before = crate::registry::monotonic_ns();
+    let before = crate::sys::monotonic_ns();
     assert_eq!(names.want(7, 0x1000, before), id);
     names.refresh_wanted();
     assert_eq!(names.name(id, 0x1000), Some("one"));
@@ -223,7 +223,7 @@ fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
     assert_eq!(names.name(id, 0x3000), None, "read again only after REREAD");
     assert!(!names.is_wanted());
     // A sample taken after it: read now, and named.
-    let after = crate::registry::monotonic_ns();
+    let after = crate::sys::monotonic_ns();
     assert!(after > names.processes[&id].read_mono_ns);
     names.want(7, 0x2000, after);
     names.refresh_wanted();
@@ -231,7 +231,7 @@ fn a_sample_newer_than_the_last_read_has_the_map_read_again() {
     assert_eq!(names.name(id, 0x3000), Some("three"));
     // Not more often than every NEWER: kept for the next call.
     file.write_all(b"4000 10 four\n").unwrap();
-    names.want(7, 0x4000, crate::registry::monotonic_ns());
+    names.want(7, 0x4000, crate::sys::monotonic_ns());
     names.refresh_wanted();
     assert_eq!(names.name(id, 0x4000), None);
     assert!(names.is_wanted(), "still wanted");

@@ -25,6 +25,7 @@ use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
+    sys::monotonic_ns,
     table::TableSet,
 };
 
@@ -376,14 +377,6 @@ fn raise_open_files_limit() {
         // SAFETY: setrlimit reads the struct we pass; failure leaves the old limit in place.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
     }
-}
-
-/// Now on the kernel's clock (`bpf_ktime_get_ns` is `CLOCK_MONOTONIC`).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 /// An object whose table is to be built: see [`Catalog::missing`].

@@ -201,7 +201,7 @@ pub(super) struct Inner {
     pub(super) procs: HashMap<u32, Proc>,
     names: Names,
     pub(super) stats: PyFrameStats,
-    pub(super) map: super::pymap::PyMapStats,
+    pub(super) map: crate::registry::pymap::PyMapStats,
     reader: MemReader,
     /// Bytes of code-object data held by all processes.
     bytes: usize,
@@ -330,7 +330,10 @@ impl PyCodes {
         let samples = inner.samples;
         if let Some(proc) = inner.procs.get_mut(&pid) {
             proc.last = samples;
-            if !proc.in_map && !inner.readmit.contains(&pid) && inner.readmit.len() < super::pymap::MAX_READMIT {
+            if !proc.in_map
+                && !inner.readmit.contains(&pid)
+                && inner.readmit.len() < crate::registry::pymap::MAX_READMIT
+            {
                 inner.readmit.push(pid);
             }
         }
@@ -632,6 +635,7 @@ impl Names {
     }
 }
 
+mod map;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -4,9 +4,8 @@
 //! (or found, if never sampled since), so idle interpreters give way to busy ones; a process
 //! out of the map that is sampled (its stacks then native) is put back at the next
 //! housekeeping, on the same terms. Added, evicted and refused processes are counted, by
-//! reason, for the summary (`python.map`).
-
-use super::pycode::PyCodes;
+//! reason, for the summary (`python.map`). The policy's methods on the registry of code
+//! objects are in `pycode/map.rs`.
 
 /// Processes out of the map waiting to be put back, at most.
 pub const MAX_READMIT: usize = 256;
@@ -28,41 +27,3 @@ pub struct PyMapStats {
 #[derive(Debug, thiserror::Error)]
 #[error("the map of Python processes is full")]
 pub struct PythonMapFull;
-
-impl PyCodes {
-    /// `pid` is in the kernel's map (`true`) or not.
-    pub fn set_in_map(&mut self, pid: u32, in_map: bool) {
-        if let Some(proc) = self.inner.get_mut().procs.get_mut(&pid) {
-            proc.in_map = in_map;
-        }
-    }
-
-    /// The process in the map to give way to `pid`: the least recently sampled but `pid`,
-    /// if it was sampled (or found) before `pid` was.
-    pub fn map_victim(&self, pid: u32) -> Option<u32> {
-        let inner = self.inner.borrow();
-        let last = inner.procs.get(&pid).map_or(inner.samples, |p| p.last);
-        inner
-            .procs
-            .iter()
-            .filter(|&(&p, proc)| p != pid && proc.in_map)
-            .min_by_key(|(_, proc)| proc.last)
-            .filter(|(_, proc)| proc.last <= last)
-            .map(|(&p, _)| p)
-    }
-
-    /// The processes sampled while out of the map, to be put back.
-    pub fn take_readmit(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.inner.get_mut().readmit)
-    }
-
-    /// Count what became of a process given to the map.
-    pub fn count_map(&mut self, count: impl FnOnce(&mut PyMapStats)) {
-        count(&mut self.inner.get_mut().map);
-    }
-
-    /// What became of the processes given to the map.
-    pub fn map_stats(&self) -> PyMapStats {
-        self.inner.borrow().map
-    }
-}

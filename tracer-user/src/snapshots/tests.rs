@@ -2,7 +2,8 @@
 //! mappings then, handed on unwalked when the queue is full, and counted.
 
 use tracer_common::{
-    trace::{SOURCE_FP, SOURCE_TABLE, Sample, WalkRegs},
+    sample::Sample,
+    trace::{SOURCE_FP, SOURCE_TABLE, WalkRegs},
     walk::StopReason,
 };
 

@@ -10,7 +10,7 @@ use std::{fs::File, ops::Range, os::unix::fs::FileExt as _};
 
 use object::ReadCache;
 
-use super::names::Named;
+use super::named::Named;
 use crate::gopclntab::{Bytes, Section, Table, Version};
 
 /// The `.gopclntab` of one object, ready to name its addresses.

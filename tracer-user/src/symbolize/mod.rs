@@ -534,15 +534,17 @@ impl SymbolCache {
 }
 
 mod go;
+mod named;
 mod names;
 mod plt;
 mod resolve;
 
 pub(crate) use go::GoText;
+pub(crate) use named::Named;
 #[cfg(test)]
-pub(crate) use names::demangle;
+pub(crate) use named::demangle;
 pub use names::gnu_build_id;
-pub(crate) use names::{Named, name_in_file, symbolizer};
 use names::{is_tracing_machinery, names_of};
+pub(crate) use names::{name_in_file, symbolizer};
 pub(crate) use plt::Plt;
 pub use resolve::{Collection, resolve};

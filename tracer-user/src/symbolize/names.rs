@@ -1,47 +1,20 @@
 //! Naming one address: blazesym's symbolizer as the tracer configures it, the functions it
-//! finds at an address (inlined ones first), demangling, the kernel's build-id, and which
+//! finds at an address (inlined ones first), the kernel's build-id, and which
 //! kernel functions are the tracer's own machinery. Used by the session's [`super::SymbolCache`]
 //! and by offline symbolization.
 
 use std::path::{Path, PathBuf};
 
-use super::{go::GoText, plt::Plt};
+use super::{
+    go::GoText,
+    named::{Named, symbol_name},
+    plt::Plt,
+};
 use crate::names::{capped, capped_str};
 use blazesym::symbolize::{
     CodeInfo, Input, Symbolized, Symbolizer,
     source::{Elf, Source},
 };
-
-/// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
-/// demangled, anything else (C) as it is.
-pub fn demangle(name: &str) -> String {
-    if let Ok(rust) = rustc_demangle::try_demangle(name) {
-        return format!("{rust:#}");
-    }
-    if name.starts_with("_Z")
-        && let Ok(symbol) = cpp_demangle::Symbol::new(name)
-        && let Ok(text) = symbol.demangle()
-    {
-        return text;
-    }
-    name.to_owned()
-}
-
-/// A symbol as the outputs name it: demangled, cut to the bound of every name
-/// ([`crate::names::MAX_NAME_BYTES`]); a name past the bound is cut before it is demangled
-/// (then it no longer demangles and is kept as it is: the demangler never sees a long input).
-fn symbol_name(raw: &str) -> String {
-    capped(demangle(&capped_str(raw)))
-}
-
-/// One function at an address: the function itself, or one inlined into it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Named {
-    pub(crate) symbol: Option<String>,
-    pub(crate) file: Option<String>,
-    pub(crate) line: Option<u32>,
-    pub(crate) inlined: bool,
-}
 
 /// A blazesym symbolizer; inlined functions if `inline`.
 pub(crate) fn symbolizer(inline: bool) -> Symbolizer {

@@ -151,7 +151,7 @@ fn slot_names<'data, R: ReadRef<'data>>(
                 && let Ok(name) = std::str::from_utf8(name)
                 && !name.is_empty()
             {
-                names.insert(rela.r_offset(endian), format!("{}@plt", super::names::demangle(name)));
+                names.insert(rela.r_offset(endian), format!("{}@plt", super::named::demangle(name)));
             }
         }
     }

@@ -202,7 +202,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
                     follower.housekeep(&mut catalog, &mut kernel)?;
                     follower.readmit_python(&mut catalog, &mut kernel);
-                    catalog.jit.refresh(false, registry::monotonic_ns());
+                    catalog.jit.refresh(false, crate::sys::monotonic_ns());
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
                         && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
@@ -287,7 +287,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // Missing debug files may be fetched from now on (never while samples are taken).
     crate::symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    catalog.jit.refresh(true, registry::monotonic_ns());
+    catalog.jit.refresh(true, crate::sys::monotonic_ns());
     step.done("perf maps");
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
     let mut finished = sink.output.finish(
@@ -419,7 +419,7 @@ struct Sink {
 
 impl Sink {
     /// Take `sample`, or hold it if it is a stack copy.
-    fn take(&mut self, sample: &tracer_common::trace::Sample, catalog: &mut registry::Catalog) {
+    fn take(&mut self, sample: &tracer_common::sample::Sample, catalog: &mut registry::Catalog) {
         if self.own_pid == Some(sample.tgid) || self.copies.hold(sample) {
             return;
         }

@@ -15,7 +15,7 @@ use std::{
     time::{Instant, SystemTime},
 };
 
-use tracer_common::trace::Sample;
+use tracer_common::sample::Sample;
 
 use super::TraceConfig;
 use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};

@@ -2,7 +2,8 @@
 //! on hand-made samples, mappings and notes (shared with the summary's tests).
 
 use tracer_common::{
-    trace::{SOURCE_FP, SOURCE_TABLE, Sample, SampleHeader},
+    sample::Sample,
+    trace::{SOURCE_FP, SOURCE_TABLE, SampleHeader},
     walk::StopReason,
 };
 
@@ -258,7 +259,7 @@ fn jit_frames_are_named_from_the_perf_map() {
     catalog.processes.current.get_mut(&7).unwrap().push(jit);
     catalog.jit.set_map(7, 0, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
     let events = crate::event::EventSet::default().names();
-    let of_sample = |sample: &tracer_common::trace::Sample, catalog: &Catalog, events| {
+    let of_sample = |sample: &tracer_common::sample::Sample, catalog: &Catalog, events| {
         let mut stack = crate::profile::Stack::default();
         stack.set_to(sample, catalog, events);
         stack

@@ -14,7 +14,7 @@ use sframe_trace::procmaps::{MappingKind, executable_mappings};
 use sframe_trace::python::{detect_file, merge};
 use sframe_trace::registry::Catalog;
 use sframe_trace::table::TableSet;
-use tracer_common::trace::Sample;
+use tracer_common::sample::Sample;
 
 use crate::support::{Running, privileged};
 

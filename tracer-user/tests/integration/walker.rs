@@ -12,7 +12,10 @@ use sframe_trace::bpf::Kernel;
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
 use sframe_trace::registry::Catalog;
 use sframe_trace::table::TableSet;
-use tracer_common::trace::{ExecMapping, SOURCE_FP, Sample};
+use tracer_common::{
+    sample::Sample,
+    trace::{ExecMapping, SOURCE_FP},
+};
 
 use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};
 use tracer_common::walk::StopReason;

@@ -190,15 +190,15 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
         "perfmap" => (perfmap::run, Some("perfmap_bench")),
         "hostscale" => {
-            crate::run::build_release_tracer(root)?;
+            crate::cmd::build_release_tracer(root)?;
             (hostscale::run, Some("build_bench"))
         }
         "python" => {
-            crate::run::build_release_tracer(root)?;
+            crate::cmd::build_release_tracer(root)?;
             (python::run, None)
         }
         "static" => {
-            crate::run::build_release_tracer(root)?;
+            crate::cmd::build_release_tracer(root)?;
             crate::dist::dist(root, &[crate::dist::arch("x86_64")?])?;
             (static_build::run, None)
         }

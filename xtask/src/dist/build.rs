@@ -126,5 +126,5 @@ fn check_static(binary: &Path) -> anyhow::Result<()> {
 
 /// The host's release build (it writes the man page and completions).
 pub fn host_binary(root: &Path) -> anyhow::Result<PathBuf> {
-    crate::run::build_release_tracer(root)
+    crate::cmd::build_release_tracer(root)
 }

@@ -8,8 +8,10 @@ use std::{collections::BTreeSet, time::Duration};
 
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
+use crate::sys::monotonic_ns;
+
 use super::super::{
-    Catalog, NoTable, TableStore, monotonic_ns,
+    Catalog, NoTable, TableStore,
     testing::{BUILD_ID, mapped, object},
 };
 use crate::table::{AddError, Capacity, ObjectTable, TableSet};

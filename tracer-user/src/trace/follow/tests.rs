@@ -20,9 +20,10 @@ use super::{Follower, Timing};
 use crate::{
     procmaps::{Known, Mapping, ProcError},
     registry::{
-        Catalog, NoTable, monotonic_ns,
+        Catalog, NoTable,
         testing::{mapped, object},
     },
+    sys::monotonic_ns,
     table::{Capacity, TableSet},
     trace::kernel::{KernelTables, Processes},
 };
