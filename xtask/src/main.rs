@@ -13,6 +13,7 @@ mod run;
 mod setup;
 #[cfg(test)]
 mod standalone;
+mod times;
 mod vmtest;
 
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
+    command.env(crate::times::TIMES_VAR, root.join(crate::times::TIMES_FILE));
     command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);
     command.env(
         crate::setup::python_root::SID_VAR,
@@ -88,9 +89,20 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 /// guest ([`arm64_guest`]), each fuzz target for a bounded time, then both clippy passes.
 pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
     report_disk(root);
+    let mut stages = crate::times::Stages::new(root);
+    let result = test_stages(root, long, &mut stages);
+    stages.report(root);
+    report_skipped(root);
+    result
+}
+
+/// The stages of [`test`], each timed; the first that fails ends the run.
+fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> anyhow::Result<()> {
     // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
     // tracing tests build their workloads with every SFrame version.
-    sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
+    stages.run("toolchains", || {
+        sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))
+    })?;
     let _ = std::fs::remove_file(root.join(SKIPPED_FILE));
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
     let mut tests = cargo_test(root)?;
@@ -98,24 +110,20 @@ pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
         // Read by tracer-user/tests/integration/hardening.rs.
         tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
     }
-    let suite = sh(tests.args(["test", "--no-fail-fast"]));
-    if suite.is_err() {
-        report_skipped(root);
-    }
-    suite?;
+    stages.run("workspace tests", || sh(tests.args(["test", "--no-fail-fast"])))?;
     // The pure readers also build alone, as fuzz/ uses them.
-    sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))?;
-    conformance(root)?;
-    external(root, long)?;
-    dist(root)?;
+    stages.run("pure readers", || {
+        sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))
+    })?;
+    stages.run("conformance", || conformance(root))?;
+    stages.run("external", || external(root, long))?;
+    stages.run("dist", || dist(root))?;
     if std::env::var("CI").as_deref() == Ok("true") {
-        x86_guests(root)?;
-        arm64_guest(root)?;
+        stages.run("x86-64 guests", || x86_guests(root))?;
+        stages.run("arm64 guest", || arm64_guest(root))?;
     }
-    crate::fuzz::fuzz(root, crate::fuzz::SECONDS)?;
-    clippy()?;
-    report_skipped(root);
-    Ok(())
+    stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))?;
+    stages.run("clippy", clippy)
 }
 
 /// Disk a first run of the suite writes, in GiB, with room to spare: a clean clone under

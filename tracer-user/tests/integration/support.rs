@@ -29,13 +29,17 @@ static PRIVILEGED: Mutex<()> = Mutex::new(());
 /// prints their count at the end: a skipped test must not pass for a passed one).
 pub const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
-/// The turn of a privileged test: `Some(guard)` when it may run (hold the guard for the whole
-/// test), `None` after reporting it skipped (see [`skipped`]). Under `CI=true`, not being root
-/// fails.
-pub fn privileged(test: &str) -> Option<MutexGuard<'static, ()>> {
+/// The turn of a privileged test: `Some(turn)` when it may run (hold it for the whole test),
+/// `None` after reporting it skipped (see [`skipped`]). Under `CI=true`, not being root fails.
+pub fn privileged(test: &str) -> Option<Turn> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        return Some(PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let guard = PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        return Some(Turn {
+            _guard: guard,
+            test: test.to_owned(),
+            since: std::time::Instant::now(),
+        });
     }
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
@@ -43,6 +47,33 @@ pub fn privileged(test: &str) -> Option<MutexGuard<'static, ()>> {
     );
     skipped(test, "not root: it loads BPF (run the tests with sudo)");
     None
+}
+
+/// Set by `cargo xtask test`: the file each privileged test appends its name and seconds to,
+/// for the report of the slowest tests.
+pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
+
+/// A privileged test's turn: the others wait until it is dropped, which records how long the
+/// test held it in the file [`TIMES_VAR`] names, if any (passed or failed alike).
+pub struct Turn {
+    _guard: MutexGuard<'static, ()>,
+    test: String,
+    since: std::time::Instant,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os(TIMES_VAR) else {
+            return;
+        };
+        let line = format!("{:.1} {}\n", self.since.elapsed().as_secs_f64(), self.test);
+        // Best effort: a report line lost is no reason to fail a test.
+        let _ = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
+    }
 }
 
 /// Report `test` as skipped because of `why`: a loud line on stderr (shown with `--nocapture`)

@@ -1,0 +1,86 @@
+//! Where the time of `cargo xtask test` goes: each stage timed as it ends, and the slowest
+//! privileged tests (each records how long it held its turn in [`TIMES_FILE`], through the
+//! variable [`TIMES_VAR`] the integration tests read), reported at the end, passed or failed.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+/// The file privileged tests append `SECONDS NAME` lines to, and the variable naming it (read by
+/// tracer-user/tests/integration/support.rs).
+pub const TIMES_FILE: &str = "target/test-times";
+pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
+
+/// Slowest tests listed at the end.
+const SLOWEST: usize = 15;
+
+/// The stages run so far and how long each took.
+pub struct Stages {
+    started: Instant,
+    done: Vec<(&'static str, Duration, bool)>,
+}
+
+impl Stages {
+    /// Start timing; forget the test times of an earlier run.
+    pub fn new(root: &Path) -> Stages {
+        let _ = std::fs::remove_file(root.join(TIMES_FILE));
+        Stages {
+            started: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Run stage `name`, and say how long it took.
+    pub fn run<T>(&mut self, name: &'static str, stage: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let since = Instant::now();
+        let result = stage();
+        let took = since.elapsed();
+        println!(
+            "xtask: stage {name}: {} in {} s",
+            verdict(result.is_ok()),
+            took.as_secs()
+        );
+        self.done.push((name, took, result.is_ok()));
+        result
+    }
+
+    /// Every stage's time, the whole, and the slowest tests recorded.
+    pub fn report(&self, root: &Path) {
+        println!("xtask: the stages took:");
+        for (name, took, ok) in &self.done {
+            println!("  {:>6} s  {name} ({})", took.as_secs(), verdict(*ok));
+        }
+        println!("  {:>6} s  in all", self.started.elapsed().as_secs());
+        let text = std::fs::read_to_string(root.join(TIMES_FILE)).unwrap_or_default();
+        let slowest = slowest(&text, SLOWEST);
+        if !slowest.is_empty() {
+            println!("xtask: the slowest privileged tests:");
+            for (seconds, test) in slowest {
+                println!("  {seconds:>6.1} s  {test}");
+            }
+        }
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "passed" } else { "FAILED" }
+}
+
+/// The `n` longest of the `SECONDS NAME` lines of `text`, longest first (lines that are not
+/// that are left out).
+pub fn slowest(text: &str, n: usize) -> Vec<(f64, &str)> {
+    let mut times: Vec<(f64, &str)> = text
+        .lines()
+        .filter_map(|line| {
+            let (seconds, test) = line.split_once(' ')?;
+            Some((seconds.parse::<f64>().ok().filter(|s| s.is_finite())?, test.trim()))
+        })
+        .collect();
+    times.sort_by(|a, b| b.0.total_cmp(&a.0));
+    times.truncate(n);
+    times
+}
+
+#[cfg(test)]
+mod tests;
