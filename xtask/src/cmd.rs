@@ -65,13 +65,20 @@ pub fn is_root() -> bool {
 
 /// Build the tracer as users run it (release); its path.
 pub fn build_release_tracer(root: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
-    sh(cargo().args([
+    sh(&mut release_build())?;
+    Ok(root.join("target/release/sframe-trace"))
+}
+
+/// `cargo build --release` of the tracer's binary (for the host; add `--target` for another).
+pub fn release_build() -> Command {
+    let mut command = cargo();
+    command.args([
         "build",
         "--release",
         "--package",
         "tracer-user",
         "--bin",
         "sframe-trace",
-    ]))?;
-    Ok(root.join("target/release/sframe-trace"))
+    ]);
+    command
 }

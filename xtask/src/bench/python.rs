@@ -1,10 +1,11 @@
-//! What a Python walk costs (section 3c): Debian's `python3.11` recursing in pure Python
-//! (`fib`, about 25 Python frames deep under the interpreter's native frames), traced with
-//! `--pid` at 999 Hz twice: with the kernel's walk of the CPython frame chain, and with
-//! `--no-python` (the same native walk of the same stacks, without it). BPF program time per
-//! sample from the kernel's statistics as in `depth`; the difference over the Python frames a
-//! sample holds is the cost of a Python frame, beside the native cost per frame `depth`
-//! measures.
+//! What a Python walk costs (section 3c), per CPython version: Debian's `python3.11` and each
+//! pyenv 3.6-3.13 found, recursing in pure Python (`fib`, about 25 Python frames deep under the
+//! interpreter's native frames), traced with `--pid` at 999 Hz twice: with the kernel's walk of
+//! the CPython frame chain, and with `--no-python` (the same native walk of the same stacks,
+//! without it). BPF program time per sample from the kernel's statistics as in `depth`; the
+//! difference over the Python frames a sample holds is the cost of a Python frame (3.6-3.10
+//! walk `PyFrameObject` chains, 3.11+ `_PyInterpreterFrame`s), beside the native cost per frame
+//! `depth` measures.
 
 use std::process::Command;
 
@@ -27,72 +28,154 @@ while time.monotonic() < end:
     fib(22)
 ";
 
-/// The interpreter measured.
+/// Debian's interpreter, measured first (the figure of the report's summary).
 const PYTHON: &str = "/usr/bin/python3.11";
+/// pyenv's versions measured beside it, where installed.
+const PYENV_MINORS: [&str; 8] = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"];
+
+/// One interpreter's sessions: BPF time per sample with and without the Python walk, and
+/// Python frames per walk.
+struct Measured {
+    label: String,
+    with: Option<Spread>,
+    without: Option<Spread>,
+    frames: Option<Spread>,
+}
+
+impl Measured {
+    fn per_frame(&self) -> Option<f64> {
+        match (&self.with, &self.without, &self.frames) {
+            (Some(w), Some(n), Some(f)) if f.median > 0.0 => Some((w.median - n.median) / f.median),
+            _ => None,
+        }
+    }
+}
+
+/// The interpreters measured: Debian's, then each pyenv version installed.
+fn interpreters() -> Vec<(String, String)> {
+    let mut out = vec![(format!("3.11 (Debian, {PYTHON})"), PYTHON.to_owned())];
+    let root = Command::new("pyenv")
+        .arg("root")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let Some(root) = root else {
+        return out;
+    };
+    let versions: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("versions"))
+        .map(|dir| dir.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    for minor in PYENV_MINORS {
+        let found = versions
+            .iter()
+            .filter(|v| {
+                v.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{minor}.")))
+            })
+            .map(|v| v.join(format!("bin/python{minor}")))
+            .find(|p| p.exists());
+        if let Some(python) = found {
+            out.push((format!("{minor} (pyenv)"), python.display().to_string()));
+        }
+    }
+    out
+}
 
 pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     let _stats = Sysctl::set("kernel.bpf_stats_enabled", "1")?;
-    let (reps, secs) = if b.plan.quick { (1, 2) } else { (5, 3) };
+    let (reps, secs) = if b.plan.quick { (1, 2) } else { (3, 3) };
+    let mut all = Vec::new();
+    for (index, (label, python)) in interpreters().into_iter().enumerate() {
+        all.push(measure(b, index, label, &python, reps, secs)?);
+    }
+    let us = |s: &Option<Spread>| {
+        s.as_ref()
+            .map_or("—".to_owned(), |s| s.show(|ns| format!("{:.1} µs", ns / 1000.0)))
+    };
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|m| {
+            vec![
+                m.label.clone(),
+                m.frames.as_ref().map_or("—".to_owned(), |f| format!("{:.1}", f.median)),
+                us(&m.with),
+                us(&m.without),
+                m.per_frame().map_or("—".to_owned(), |ns| format!("{ns:.0} ns")),
+            ]
+        })
+        .collect();
+    let debian = all.first().and_then(Measured::per_frame);
+    Ok(Phase {
+        key: "python",
+        title: "Cost of a Python walk",
+        text: format!(
+            "Each interpreter recursing in `fib(22)`, traced with `--pid` at 999 Hz for {secs} s \
+             ({reps} runs each): BPF program time per sample (median [min, max]), with the walk of \
+             the CPython frame chain and without it (`--no-python`), Python frames per walk \
+             (median), and the difference per Python frame (medians). The rejecting runs' time \
+             is not taken out: it is the same in both. A native frame's cost is in the depth \
+             section.\n\n{}\n",
+            table(
+                &[
+                    "CPython",
+                    "Python frames per walk",
+                    "Python walk on",
+                    "`--no-python`",
+                    "per Python frame"
+                ],
+                &rows
+            )
+        ),
+        json: json!({
+            "interpreters": all.iter().map(|m| json!({
+                "interpreter": m.label,
+                "with_python_ns": spread_json(m.with.clone()),
+                "without_python_ns": spread_json(m.without.clone()),
+                "python_frames_per_walk": spread_json(m.frames.clone()),
+                "ns_per_python_frame": m.per_frame(),
+            })).collect::<Vec<_>>(),
+        }),
+        figures: vec![Figure::context_ns(
+            "BPF time per Python frame (CPython 3.11, `--pid`, 999 Hz)",
+            debian,
+        )],
+    })
+}
+
+/// `reps` pairs of sessions of `python` (with the Python walk, then without it).
+fn measure(b: &Bench, index: usize, label: String, python: &str, reps: usize, secs: u64) -> anyhow::Result<Measured> {
     let mut with = Vec::new();
     let mut without = Vec::new();
     let mut frames_per_walk = Vec::new();
     for rep in 0..reps {
         let (ns, summary) = traced_walk_ns(
             b,
-            Command::new(PYTHON).args(["-c", SCRIPT]),
-            &format!("python-{rep}"),
+            Command::new(python).args(["-c", SCRIPT]),
+            &format!("python{index}-{rep}"),
             &[],
             secs,
             0.0,
         )?;
         let walks = summary["python"]["walks"].as_u64().unwrap_or(0);
         let frames = summary["python"]["frames"].as_u64().unwrap_or(0);
-        anyhow::ensure!(walks > 0, "no Python walk in the sessions of {PYTHON}: {summary}");
+        anyhow::ensure!(walks > 0, "no Python walk in the sessions of {python}: {summary}");
         frames_per_walk.push(frames as f64 / walks as f64);
         with.push(ns);
         let (ns, _) = traced_walk_ns(
             b,
-            Command::new(PYTHON).args(["-c", SCRIPT]),
-            &format!("native-{rep}"),
+            Command::new(python).args(["-c", SCRIPT]),
+            &format!("native{index}-{rep}"),
             &["--no-python"],
             secs,
             0.0,
         )?;
         without.push(ns);
     }
-    let (with, without, frames) = (Spread::of(with), Spread::of(without), Spread::of(frames_per_walk));
-    let per_frame = match (&with, &without, &frames) {
-        (Some(w), Some(n), Some(f)) if f.median > 0.0 => Some((w.median - n.median) / f.median),
-        _ => None,
-    };
-    let us = |s: &Option<Spread>| {
-        s.as_ref()
-            .map_or("—".to_owned(), |s| s.show(|ns| format!("{:.1} µs", ns / 1000.0)))
-    };
-    let rows = vec![
-        vec!["Python walk on".to_owned(), us(&with)],
-        vec!["`--no-python` (native walk only)".to_owned(), us(&without)],
-    ];
-    Ok(Phase {
-        key: "python",
-        title: "Cost of a Python walk",
-        text: format!(
-            "`{PYTHON}` recursing in `fib(22)`, traced with `--pid` at 999 Hz for {secs} s \
-             ({reps} runs): BPF program time per sample (median [min, max]), with the walk of the \
-             CPython frame chain and without it; {} Python frames per walk (median). The \
-             rejecting runs' time is not taken out: it is the same in both.\n\n{}\n",
-            frames.as_ref().map_or("—".to_owned(), |f| format!("{:.1}", f.median)),
-            table(&["session", "BPF time per sample"], &rows)
-        ),
-        json: json!({
-            "with_python_ns": spread_json(with),
-            "without_python_ns": spread_json(without),
-            "python_frames_per_walk": spread_json(frames),
-            "ns_per_python_frame": per_frame,
-        }),
-        figures: vec![Figure::context_ns(
-            "BPF time per Python frame (CPython 3.11, `--pid`, 999 Hz)",
-            per_frame,
-        )],
+    Ok(Measured {
+        label,
+        with: Spread::of(with),
+        without: Spread::of(without),
+        frames: Spread::of(frames_per_walk),
     })
 }

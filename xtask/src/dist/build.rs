@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 
 use super::Arch;
 use crate::{
-    cmd::{cargo, output, sh},
+    cmd::{output, sh},
     debian::{self, Apt},
     setup,
 };
@@ -63,17 +63,8 @@ fn arm64_musl_headers() -> anyhow::Result<PathBuf> {
 
 /// Build the static executable for `arch`; its path.
 pub fn static_binary(root: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
-    let mut command = cargo();
-    command.args([
-        "build",
-        "--release",
-        "--package",
-        "tracer-user",
-        "--bin",
-        "sframe-trace",
-        "--target",
-        arch.triple,
-    ]);
+    let mut command = crate::cmd::release_build();
+    command.args(["--target", arch.triple]);
     let var = arch.triple.replace('-', "_");
     let upper = var.to_uppercase();
     // musl's start files and libc from the Rust target, whatever the linker would pick.

@@ -51,59 +51,21 @@ fn declarations_comments_strings_and_tests_make_no_arrow() {
 /// child-relative paths resolved.
 #[test]
 fn a_module_may_use_its_children_but_not_through_a_sibling() {
-    let found = circles(&crate_of(&[
-        (
-            "main.rs",
-            "mod top;
-mod other;
-fn main() { top::run(); }
-",
-        ),
-        (
-            "top/mod.rs",
-            "mod inner;
-pub fn run() { inner::go(); }
-pub fn helper() {}
-",
-        ),
-        (
-            "top/inner.rs",
-            "pub fn go() { super::super::top::helper(); }
-",
-        ),
-        (
-            "other.rs",
-            "pub fn f() {}
-",
-        ),
-    ]));
+    // `top` runs `top::inner::go`, whose body is `inner`; `other::f` is `other`.
+    let tree = |inner: &str, other: &str| {
+        circles(&crate_of(&[
+            ("main.rs", "mod top;\nmod other;\nfn main() { top::run(); }\n"),
+            (
+                "top/mod.rs",
+                "mod inner;\npub fn run() { inner::go(); }\npub fn helper() {}\n",
+            ),
+            ("top/inner.rs", &format!("pub fn go() {{ {inner} }}\n")),
+            ("other.rs", &format!("pub fn f() {{ {other} }}\n")),
+        ]))
+    };
+    let found = tree("super::super::top::helper();", "");
     assert!(found.is_empty(), "{found:?}");
-    let found = circles(&crate_of(&[
-        (
-            "main.rs",
-            "mod top;
-mod other;
-fn main() { top::run(); }
-",
-        ),
-        (
-            "top/mod.rs",
-            "mod inner;
-pub fn run() { inner::go(); }
-pub fn helper() {}
-",
-        ),
-        (
-            "top/inner.rs",
-            "pub fn go() { crate::other::f(); }
-",
-        ),
-        (
-            "other.rs",
-            "pub fn f() { crate::top::helper(); }
-",
-        ),
-    ]));
+    let found = tree("crate::other::f();", "crate::top::helper();");
     assert_eq!(
         found,
         [vec![
