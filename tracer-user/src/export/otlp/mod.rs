@@ -27,7 +27,7 @@ use std::{fmt, time::Duration};
 pub use container::{Container, parse_cgroup};
 pub use encode::encode;
 pub use exporter::{ExportReport, Exporter, Ticker};
-pub use resource::{ProcessInfo, ResourceInfo};
+pub use resource::{ProcessInfo, ResourceInfo, Runtime};
 pub use settings::{Compression, DEFAULT_TIMEOUT, Header, HeaderArg, OtlpFlags, SettingsError, TlsFiles};
 pub use tls::TlsError;
 
