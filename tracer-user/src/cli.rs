@@ -191,6 +191,13 @@ pub struct TraceArgs {
     /// a quarter of it, and names past it are dropped, counted in the summary.
     #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
     pub max_jit_memory: u64,
+    /// The tracer's own resident memory (its anonymous pages, RssAnon) at most before it sheds
+    /// what it can build again (K, M or G suffix): past it, the names of frames and what was parsed to find them are
+    /// dropped and found again as frames ask, at most once every 10 s, said in the log and
+    /// counted in /metrics (sframe_trace_memory_sheds_total). The session never stops for it:
+    /// the profile, the kernel tables and the samples are kept.
+    #[arg(long, default_value = "150M", value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: u64,
     /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (clear text) or
     /// `https://HOST[:PORT][/PATH]` (TLS only, never clear text). Port 4318 or a path ending in
     /// /v1development/profiles means OTLP/HTTP, else OTLP/gRPC. Default:

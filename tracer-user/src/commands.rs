@@ -145,6 +145,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         inline: !args.no_inline,
         max_symbol_memory: args.max_symbol_memory,
         max_jit_memory: args.max_jit_memory,
+        max_memory: args.max_memory,
         otlp,
         events,
         live: args.live,

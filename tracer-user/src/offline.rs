@@ -295,6 +295,7 @@ fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow
             count: s.value.first().map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
             weight_ns: s.value.get(1).map_or(0, |&v| u64::try_from(v).unwrap_or(0)),
             truncated: None,
+            cpu: None,
         };
         let mut sources = "";
         for label in &s.label {

@@ -1,5 +1,5 @@
 //! Samples folded into a profile: each distinct stack (process, thread, command name, event,
-//! frames) with its count and weight, every user frame recorded as (object, object-relative
+//! frames; in the export window also the CPU) with its count and weight, every user frame recorded as (object, object-relative
 //! address) at sample time so it symbolizes after the process is gone, with how it was found;
 //! plus the tallies the summary prints. No I/O, no symbolization here.
 
@@ -51,6 +51,10 @@ pub struct Stack {
     pub kernel: Vec<Frame>,
     /// Why the user stack ends before its outermost frame, when it does.
     pub truncated: Option<StopReason>,
+    /// The CPU the sample was taken on: set in the stack of a sample and in the window's
+    /// stacks (exported per CPU), `None` in the whole session's (which the other outputs fold
+    /// without it).
+    pub cpu: Option<u32>,
 }
 
 impl Stack {
@@ -96,6 +100,7 @@ impl Stack {
             .filter(|reason| *reason != StopReason::Outermost);
         set_comm(&mut self.comm, &sample.comm);
         self.event = events.name(sample.event);
+        self.cpu = Some(sample.cpu);
     }
 
     /// Every frame, user then kernel.
@@ -267,7 +272,7 @@ impl Profile {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.set_to(sample, catalog, &self.events);
         self.vma_samples += u64::from(sample.vmas != 0);
-        self.tally(&stack, sample.weight);
+        self.tally(&mut stack, sample.weight);
         self.scratch = stack;
         &self.scratch
     }
@@ -284,8 +289,9 @@ impl Profile {
         add("profile.window", self.window.len());
     }
 
-    /// Fold in a stack taken once, standing for `weight_ns`.
-    fn tally(&mut self, stack: &Stack, weight_ns: u64) {
+    /// Fold in a stack taken once, standing for `weight_ns`: in the whole session's stacks
+    /// without its CPU, in the window's with it.
+    fn tally(&mut self, stack: &mut Stack, weight_ns: u64) {
         // Frame 0 was sampled, not found by unwinding.
         for source in stack.sources.iter().skip(1) {
             match source {
@@ -303,7 +309,9 @@ impl Profile {
         }
         self.samples += 1;
         if self.keep.whole {
+            let cpu = stack.cpu.take();
             count(&mut self.stacks, stack, weight_ns);
+            stack.cpu = cpu;
         }
         if self.keep.window {
             count(&mut self.window, stack, weight_ns);

@@ -149,6 +149,8 @@ pub struct ResolvedStack {
     /// Why the user frames end before the outermost one (a stop reason's name, as the summary
     /// counts it), when they do.
     pub truncated: Option<&'static str>,
+    /// The CPU the samples were taken on, when the stacks were kept per CPU (OTLP's window).
+    pub cpu: Option<u32>,
 }
 
 /// A profile ready to be written.

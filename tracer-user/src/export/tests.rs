@@ -116,6 +116,7 @@ fn hostile(rng: &mut Rng) -> (Resolved, Vec<ResolvedSample>) {
             count: 1 + rng.below(9) as u64,
             weight_ns: 0,
             truncated: None,
+            cpu: None,
         });
     }
     for stack in &mut stacks {

@@ -186,6 +186,7 @@ fn resolved() -> Resolved {
             count: 3,
             weight_ns: 10,
             truncated: None,
+            cpu: None,
         }],
         start_unix_ns: 1_700_000_000_000_000_000,
         duration_ns: 1,

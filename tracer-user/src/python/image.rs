@@ -15,7 +15,9 @@ use super::{PythonError, layout::Layout};
 pub struct PythonImage {
     pub major: u8,
     pub minor: u8,
-    pub micro: u8,
+    /// From `Py_Version` (3.11+); `None` when the version was inferred from the API the
+    /// interpreter exports (3.6-3.10), which says nothing of the micro release.
+    pub micro: Option<u8>,
     /// Address of `_PyRuntime`.
     pub runtime: u64,
     /// `[start, end)` of `_PyEval_EvalFrameDefault`.
@@ -75,7 +77,7 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
         return Ok(Some(PythonImage {
             major: 3,
             minor: newest_api,
-            micro: 0,
+            micro: None,
             runtime,
             eval,
             cold,
@@ -94,7 +96,7 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
     Ok(Some(PythonImage {
         major,
         minor,
-        micro,
+        micro: Some(micro),
         runtime,
         eval,
         cold,

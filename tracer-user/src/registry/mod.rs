@@ -140,6 +140,7 @@ impl<T: TableStore> Catalog<T> {
             self.release(&old);
         }
         self.pycode.forget(pid);
+        self.forget_python(pid);
         self.forget_dump(pid);
     }
 
@@ -411,6 +412,7 @@ pub use maps::ProcessMaps;
 pub use pycode::{PYTHON_OBJECT, PyCodes, PyFrame, PyFrameStats, PyFunction};
 pub use pymap::{PyMapStats, PythonMapFull};
 pub use pymem::MemReader;
+pub use python::PythonVersion;
 pub use share::{SHARE_DIVISOR, TABLES_LOG, share_of};
 pub use store::{Object, ObjectStore};
 use vdso::{memory_file, read_memory};

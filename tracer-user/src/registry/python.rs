@@ -3,6 +3,8 @@
 //! (`python::detect_file` over the object's already-open file, never a path opened again).
 //! Detection is done once per object identity and cached, the failures too (an unsupported
 //! version is logged once, not at every load, and counted by reason: [`Catalog::python_refused`]).
+//! The version of each process's interpreter is kept until the process is forgotten
+//! ([`Catalog::python_version`], for the exporters' resource attributes).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -29,6 +31,28 @@ pub struct PythonObjects {
     detected: HashMap<ObjectKey, Option<PythonImage>>,
     /// Interpreter objects found and not walked, by reason (each detection counted once).
     refused: BTreeMap<String, u64>,
+    /// The interpreter each process ran when it was last loaded.
+    versions: HashMap<u32, PythonVersion>,
+}
+
+/// The version of a CPython interpreter found in a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PythonVersion {
+    pub major: u8,
+    pub minor: u8,
+    /// Known from `Py_Version` (3.11+) only.
+    pub micro: Option<u8>,
+}
+
+impl std::fmt::Display for PythonVersion {
+    /// `3.11.7`, or `3.9` when the micro release is not known.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)?;
+        match self.micro {
+            Some(micro) => write!(f, ".{micro}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether a mapped file's name is one an interpreter is shipped under (2.7's too: it is
@@ -46,8 +70,23 @@ impl<T: TableStore> Catalog<T> {
     /// ([`Catalog::pycode`]).
     pub fn python_info(&mut self, pid: u32) -> Option<PyProcInfo> {
         let found = self.find_python(pid);
-        self.pycode.set(pid, found);
-        found.map(|(info, _)| info)
+        match found {
+            Some((_, _, version)) => self.python.versions.insert(pid, version),
+            None => self.python.versions.remove(&pid),
+        };
+        self.pycode.set(pid, found.map(|(info, layout, _)| (info, layout)));
+        found.map(|(info, _, _)| info)
+    }
+
+    /// The version of the interpreter `pid` ran when it was last loaded, until it is forgotten
+    /// (`None`: none found, or Python frames are not walked).
+    pub fn python_version(&self, pid: u32) -> Option<PythonVersion> {
+        self.python.versions.get(&pid).copied()
+    }
+
+    /// Forget the interpreter of a process that is gone.
+    pub(super) fn forget_python(&mut self, pid: u32) {
+        self.python.versions.remove(&pid);
     }
 
     /// The interpreters found in mapped objects whose frames are not walked, by reason (a
@@ -57,7 +96,7 @@ impl<T: TableStore> Catalog<T> {
         self.python.refused.clone()
     }
 
-    fn find_python(&mut self, pid: u32) -> Option<(PyProcInfo, CodeLayout)> {
+    fn find_python(&mut self, pid: u32) -> Option<(PyProcInfo, CodeLayout, PythonVersion)> {
         let mappings = self.processes.current.get(&pid)?;
         for m in mappings {
             let Some(object) = m.object.and_then(|i| self.objects.get(i)) else {
@@ -90,7 +129,12 @@ impl<T: TableStore> Catalog<T> {
                 }
             });
             if let Some(image) = image {
-                return Some((image.proc_info(m.bias), image.layout.code));
+                let version = PythonVersion {
+                    major: image.major,
+                    minor: image.minor,
+                    micro: image.micro,
+                };
+                return Some((image.proc_info(m.bias), image.layout.code, version));
             }
         }
         None

@@ -152,14 +152,20 @@ impl SymbolCache {
                 self.cached_names(),
                 self.naming_bytes >> 10
             );
-            self.user = HashMap::new();
-            self.kernel = HashMap::new();
-            self.plt = HashMap::new();
-            self.go = HashMap::new();
-            self.symbolizer = symbolizer(self.inline);
-            self.naming_bytes = 0;
-            self.dropped = true;
+            self.shed();
         }
+    }
+
+    /// Drop every name and blazesym's parsed data (objects keep their slots): frames are named
+    /// again as they ask (`--max-memory`).
+    pub fn shed(&mut self) {
+        self.user = HashMap::new();
+        self.kernel = HashMap::new();
+        self.plt = HashMap::new();
+        self.go = HashMap::new();
+        self.symbolizer = symbolizer(self.inline);
+        self.naming_bytes = 0;
+        self.dropped = true;
     }
 
     /// Whether the names and parsed data were dropped since the last call: the memory they

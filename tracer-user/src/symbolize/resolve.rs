@@ -53,10 +53,11 @@ pub fn resolve(stacks: &Stacks, catalog: &Catalog, cache: &mut SymbolCache, coll
                 count: tally.count,
                 weight_ns: tally.weight_ns,
                 truncated: stack.truncated.map(StopReason::name),
+                cpu: stack.cpu,
             }
         })
         .collect();
-    stacks.sort_by(|a, b| (a.pid, a.tid, b.count).cmp(&(b.pid, b.tid, a.count)));
+    stacks.sort_by(|a, b| (a.pid, a.tid, b.count, a.cpu).cmp(&(b.pid, b.tid, a.count, b.cpu)));
     Resolved {
         objects,
         stacks,

@@ -42,6 +42,9 @@ pub struct Figures {
     pub exports_queued: AtomicU64,
     pub rss_bytes: AtomicU64,
     pub table_bytes: AtomicU64,
+    /// Times `--max-memory` made the session shed its caches, and the bound.
+    pub memory_sheds: AtomicU64,
+    pub max_memory_bytes: AtomicU64,
     /// Milliseconds since the server started, at the last publication.
     updated_ms: AtomicU64,
 }
@@ -157,7 +160,7 @@ pub fn respond(method: &[u8], path: &[u8], figures: &Figures, now: Duration) -> 
 
 /// The Prometheus text of the figures.
 pub fn metrics(figures: &Figures) -> String {
-    let rows: [(&str, &str, &str, &AtomicU64); 7] = [
+    let rows: [(&str, &str, &str, &AtomicU64); 9] = [
         (
             "sframe_trace_samples_total",
             "counter",
@@ -199,6 +202,18 @@ pub fn metrics(figures: &Figures) -> String {
             "gauge",
             "Kernel memory of the unwind tables.",
             &figures.table_bytes,
+        ),
+        (
+            "sframe_trace_memory_sheds_total",
+            "counter",
+            "Times the resident memory (RssAnon) passed --max-memory and caches were shed.",
+            &figures.memory_sheds,
+        ),
+        (
+            "sframe_trace_max_memory_bytes",
+            "gauge",
+            "The --max-memory bound on the resident memory (RssAnon).",
+            &figures.max_memory_bytes,
         ),
     ];
     let mut out = String::new();

@@ -9,6 +9,7 @@ mod inspect;
 mod kernel;
 mod launch;
 mod live;
+mod memory;
 mod otlp;
 mod output;
 mod setup;
@@ -81,6 +82,8 @@ pub struct TraceConfig {
     pub max_symbol_memory: u64,
     /// What the names of JIT code may hold (`--max-jit-memory`, see `jit::budget`).
     pub max_jit_memory: u64,
+    /// The resident size past which caches are shed (`--max-memory`, see `memory`).
+    pub max_memory: u64,
     /// `-f otlp`: where and how often to export.
     pub otlp: Option<crate::export::otlp::OtlpConfig>,
     /// What stacks are taken on (`-e`), uprobe targets resolved.
@@ -178,6 +181,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         own_pid: (config.all && !config.include_self).then(std::process::id),
     };
     let mut sizes = sizes::SizeLog::new();
+    let mut memory = memory::MemoryBound::new(config.max_memory);
     let why = {
         let stop = targets.until_done(config.duration, &mut signals);
         tokio::pin!(stop);
@@ -206,12 +210,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default()
                         && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
+                    memory.bound(&mut sink.symbols);
                     if follower.take_freed() | forgot | sink.symbols.take_dropped() {
                         release_freed_memory();
                     }
                     sizes.tick(&catalog, &follower, &sink);
                     if health.active() {
-                        publish_health(&health, &kernel, &sink, &catalog, &otlp)?;
+                        publish_health(&health, &kernel, &sink, &catalog, &otlp, &memory)?;
                     }
                 }
                 () = otlp.due() => {
@@ -506,6 +511,7 @@ fn publish_health(
     sink: &Sink,
     catalog: &crate::registry::Catalog,
     otlp: &otlp::Otlp,
+    memory: &memory::MemoryBound,
 ) -> anyhow::Result<()> {
     use std::sync::atomic::Ordering::Relaxed;
     let lost = kernel
@@ -522,6 +528,8 @@ fn publish_health(
         f.exports_queued.store(queued, Relaxed);
         f.rss_bytes.store(health::rss_bytes(), Relaxed);
         f.table_bytes.store(catalog.loader.tables.map_bytes(), Relaxed);
+        f.memory_sheds.store(memory.sheds, Relaxed);
+        f.max_memory_bytes.store(memory.max_bytes(), Relaxed);
     });
     Ok(())
 }

@@ -3,13 +3,16 @@
 //! through the session's cache (each frame is looked up once per session, whichever consumer
 //! asks first) and submitted to the exporter, which sends them from its own task. At the end
 //! the last window follows and, once the summary is out, the exporter gets a bounded time to
-//! flush. Nothing here waits for the collector until then.
+//! flush. Nothing here waits for the collector until then. The CPython interpreters the
+//! catalog found in the window's processes go with it (`process.runtime.*`).
 
 use std::time::{Duration, Instant, SystemTime};
 
+use std::collections::HashMap;
+
 use super::TraceConfig;
-use crate::export::otlp::{ExportReport, Exporter, Ticker};
-use crate::registry::Catalog;
+use crate::export::otlp::{ExportReport, Exporter, Runtime, Ticker};
+use crate::registry::{Catalog, PythonVersion};
 use crate::{
     profile::Profile,
     symbolize::{self, Collection, SymbolCache},
@@ -80,7 +83,12 @@ impl Otlp {
             began.elapsed(),
             symbols.cached_names()
         );
-        active.exporter.submit(resolved);
+        let runtimes = resolved
+            .stacks
+            .iter()
+            .filter_map(|s| Some((s.pid, python_runtime(catalog.python_version(s.pid)?))))
+            .collect::<HashMap<_, _>>();
+        active.exporter.submit(resolved, &runtimes);
     }
 
     /// Exports sent, failed and queued so far (none without an exporter).
@@ -91,5 +99,18 @@ impl Otlp {
     /// Let the exporter flush for a bounded time (after the last [`Otlp::export`]), and report.
     pub async fn finish(self) -> Option<ExportReport> {
         Some(self.0?.exporter.shutdown(FLUSH_TIMEOUT).await)
+    }
+}
+
+/// The `process.runtime.*` of a process running CPython `version`.
+pub fn python_runtime(version: PythonVersion) -> Runtime {
+    let how = match version.micro {
+        Some(_) => "version read from the interpreter's Py_Version",
+        None => "minor release inferred from the interpreter's exported API",
+    };
+    Runtime {
+        name: "cpython",
+        version: Some(version.to_string()),
+        description: format!("CPython {version} ({how})"),
     }
 }

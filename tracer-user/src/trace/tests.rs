@@ -301,11 +301,57 @@ fn profiles_keep_what_their_consumers_read() {
         profile.add(&s, &catalog);
         let second = profile.take_window();
         assert_eq!(profile.samples, 3);
-        let count = |stacks: &crate::profile::Stacks| stacks.get(&stack).map_or(0, |t| t.count);
-        assert_eq!(count(&profile.stacks), if whole { 3 } else { 0 });
-        assert_eq!((count(&first), count(&second)), if window { (2, 1) } else { (0, 0) });
+        let count = |stacks: &crate::profile::Stacks, stack| stacks.get(stack).map_or(0, |t| t.count);
+        // The window keeps the CPU of its stacks, the whole session's does not.
+        let without_cpu = crate::profile::Stack {
+            cpu: None,
+            ..stack.clone()
+        };
+        assert_eq!(stack.cpu, Some(s.cpu));
+        assert_eq!(count(&profile.stacks, &without_cpu), if whole { 3 } else { 0 });
+        assert_eq!(
+            (count(&first, &stack), count(&second, &stack)),
+            if window { (2, 1) } else { (0, 0) }
+        );
         assert!(profile.take_window().is_empty());
     }
+}
+
+/// The export window counts a stack once per CPU it was taken on (its samples carry
+/// `cpu.logical_number`), while the whole session's stacks fold the CPUs together, and a
+/// resolved window says the CPU of each stack.
+#[test]
+fn the_window_keeps_the_cpu_of_each_stack() {
+    use crate::profile::Keep;
+    let catalog = catalog();
+    let mut profile = Profile::keeping(
+        Default::default(),
+        Keep {
+            whole: true,
+            window: true,
+        },
+    );
+    for cpu in [0, 1, 1] {
+        let mut s = sample(&[0x1100, 0x8201], &[], &[]);
+        s.header.cpu = cpu;
+        profile.add(&s, &catalog);
+    }
+    let window = profile.take_window();
+    let mut per_cpu: Vec<(Option<u32>, u64)> = window.iter().map(|(k, t)| (k.cpu, t.count)).collect();
+    per_cpu.sort();
+    assert_eq!(per_cpu, [(Some(0), 1), (Some(1), 2)]);
+    let whole: Vec<(Option<u32>, u64)> = profile.stacks.iter().map(|(k, t)| (k.cpu, t.count)).collect();
+    assert_eq!(whole, [(None, 3)]);
+    let collection = crate::symbolize::Collection {
+        start: std::time::SystemTime::now(),
+        duration: std::time::Duration::from_secs(1),
+        period_ns: 1,
+    };
+    let mut cache = crate::symbolize::SymbolCache::new(false, crate::symbolize::DEFAULT_MAX_SYMBOL_MEMORY);
+    let resolved = crate::symbolize::resolve(&window, &catalog, &mut cache, &collection);
+    let mut cpus: Vec<Option<u32>> = resolved.stacks.iter().map(|s| s.cpu).collect();
+    cpus.sort();
+    assert_eq!(cpus, [Some(0), Some(1)]);
 }
 
 /// A resolved profile lists only the objects its stacks use (an export of a window carries

@@ -1,6 +1,7 @@
 //! `--health-listen`: while a session samples, `/healthz` answers 200 and `/metrics` counts its
-//! samples in the Prometheus text format; other paths are 404. Privileged, like every tracing
-//! test.
+//! samples in the Prometheus text format; other paths are 404. A session over its
+//! `--max-memory` sheds its caches, says so in its log and counts it in `/metrics`, and goes on.
+//! Privileged, like every tracing test.
 
 use std::{
     fs::File,
@@ -91,11 +92,18 @@ fn healthz_and_metrics_are_served_while_sampling() {
         "sframe_trace_otlp_exports_queued",
         "sframe_trace_resident_bytes",
         "sframe_trace_table_bytes",
+        "sframe_trace_memory_sheds_total",
+        "sframe_trace_max_memory_bytes",
     ] {
         assert!(metric(&text, name).is_some(), "{name} in {text}");
         assert!(text.contains(&format!("# TYPE {name} ")), "{name}'s type in {text}");
     }
     assert!(metric(&text, "sframe_trace_resident_bytes") > Some(1 << 20), "{text}");
+    assert_eq!(
+        metric(&text, "sframe_trace_max_memory_bytes"),
+        Some(150 << 20),
+        "the default bound"
+    );
     let grew = poll(Duration::from_secs(10), || {
         metric(&get(port, "/metrics")?.1, "sframe_trace_samples_total").filter(|&n| n > first)
     });
@@ -103,4 +111,57 @@ fn healthz_and_metrics_are_served_while_sampling() {
     assert_eq!(get(port, "/nope").map(|r| r.0), Some(404));
     let status = tracer.0.wait().expect("wait for sframe-trace");
     assert!(status.success(), "sframe-trace exited with {status}: {}", log());
+}
+
+/// A bound below any real resident size (`--max-memory 1M`): the session sheds its caches
+/// (counted in `/metrics`, said in its log), at most once every 10 s, and goes on sampling to
+/// the end, exiting 0 with its samples and named frames.
+#[test]
+fn over_max_memory_caches_are_shed_and_the_session_goes_on() {
+    let Some(_serial) = privileged("over_max_memory_caches_are_shed_and_the_session_goes_on") else {
+        return;
+    };
+    let workloads = build_workloads(&["v1"]);
+    let plt = workloads.path().join("v1/plt");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let stderr = scratch.path().join("stderr");
+    let folded = scratch.path().join("out.folded");
+    let mut tracer = Running(
+        Command::new(tracer_binary())
+            .args(["--health-listen", &format!("127.0.0.1:{port}"), "--max-memory", "1M"])
+            .args(["--no-kernel", "-f", "folded", "-o"])
+            .arg(&folded)
+            .arg("--")
+            .arg(&plt)
+            .arg("4")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&stderr).expect("create the stderr file"))
+            .spawn()
+            .expect("spawn sframe-trace"),
+    );
+    let log = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    let shed = poll(Duration::from_secs(30), || {
+        let text = get(port, "/metrics")?.1;
+        assert_eq!(metric(&text, "sframe_trace_max_memory_bytes"), Some(1 << 20), "{text}");
+        metric(&text, "sframe_trace_memory_sheds_total").filter(|&n| n > 0)
+    });
+    // Within 4 s of sampling, once (the next is 10 s later at the soonest).
+    assert_eq!(shed, Some(1), "{}", log());
+    let status = tracer.0.wait().expect("wait for sframe-trace");
+    let log = log();
+    assert!(status.success(), "sframe-trace exited with {status}: {log}");
+    assert!(
+        log.contains("resident memory (RssAnon)") && log.contains("is over --max-memory 1 MiB"),
+        "{log}"
+    );
+    let folded = std::fs::read_to_string(&folded).expect("the folded output");
+    assert!(
+        folded.lines().any(|l| l.contains("main;lib_entry;callback;spin")),
+        "frames are still named after the shedding: {folded}"
+    );
 }

@@ -49,6 +49,8 @@ mod otlp;
 #[cfg(feature = "ebpf")]
 mod otlp_container;
 #[cfg(feature = "ebpf")]
+mod otlp_runtime;
+#[cfg(feature = "ebpf")]
 mod otlp_tls;
 #[cfg(feature = "ebpf")]
 mod privileged;

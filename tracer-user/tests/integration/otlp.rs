@@ -24,7 +24,9 @@ use serde_json::Value;
 use crate::support::{Running, SUMMARY_JSON, Summary, build_workloads, privileged, run, tracer_binary, wait_tracer};
 
 /// The receiver's Python packages: the proto release of the protos sframe-trace speaks
-/// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos).
+/// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos; it is the
+/// newest release, none carries 1.11, whose profiles and collector messages differ from 1.10's
+/// in comments only).
 const RECEIVER_PACKAGES: &[&str] = &["opentelemetry-proto==1.45.2", "grpcio==1.85.1", "protobuf==7.36.2"];
 /// Sampling frequency of every run.
 const HZ: u32 = 499;

@@ -34,13 +34,14 @@ struct Pki {
 
 impl Pki {
     /// A CA, a server certificate for 127.0.0.1 signed by it, an expired one, a client
-    /// certificate signed by it, and another CA that signed nothing here.
+    /// certificate signed by it, and another CA that signed only a client certificate.
     fn new() -> Pki {
         let dir = tempfile::tempdir().expect("tempdir");
         let pki = Pki { dir };
         let ca = Pki::ca("sframe-trace test CA");
         pki.write("ca.pem", &ca.pem());
-        pki.write("wrong-ca.pem", &Pki::ca("another CA").pem());
+        let wrong_ca = Pki::ca("another CA");
+        pki.write("wrong-ca.pem", &wrong_ca.pem());
         for (name, expired) in [("server", false), ("expired", true)] {
             let mut params =
                 CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("server params");
@@ -52,6 +53,8 @@ impl Pki {
         }
         let client = CertificateParams::new(vec!["sframe-trace-agent".to_owned()]).expect("client params");
         pki.leaf("client", &client, &ca);
+        // A client certificate the receivers do not trust.
+        pki.leaf("stranger", &client, &wrong_ca);
         pki.write(
             "token",
             &format!("# the fleet's collector\nauthorization=Bearer {TOKEN}\n"),
@@ -252,9 +255,8 @@ fn check_refused(traced: &Traced, reason: Option<&str>, what: &str) {
 /// What cannot be trusted is refused and counted, over both protocols, and never gets the
 /// request: a server certificate from another CA (`tls-unknown-issuer`), an expired one
 /// (`tls-certificate-expired`), a session without the header (`unauthenticated`), and one
-/// without a client certificate where mutual TLS is required (counted, by no single name: with
-/// TLS 1.3 the server refuses after the client's handshake is done, and the client may see only
-/// a closed connection).
+/// without a client certificate where mutual TLS is required (counted; named by
+/// `refused_client_certificates_are_named`).
 #[test]
 fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
     let Some(_serial) = privileged("untrusted_collectors_and_missing_credentials_are_refused_and_counted") else {
@@ -289,6 +291,68 @@ fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
             let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
             let what = format!("{} over {protocol}", reason.unwrap_or("no client certificate"));
             check_refused(&traced, reason, &what);
+            assert!(receiver.requests().is_empty(), "{what}: a request got through");
+        }
+    }
+}
+
+/// How a refused client certificate is counted: the server's alert when the client reads it
+/// (Python's `ssl` sends one), or the connection closed after the handshake before the server
+/// said anything (grpcio closes without an alert).
+const REFUSAL_REASONS: [&str; 2] = ["tls-client-certificate-refused", "tls-closed-after-handshake"];
+
+/// A receiver requiring a client certificate from its CA refuses one from another CA, and one
+/// that presents none; with TLS 1.3 the refusal arrives after the client's handshake is done,
+/// on the first read. Every failure is counted under a named TLS reason (it was `refused` or
+/// `unreachable` over gRPC), over both protocols, and the request never gets through.
+#[test]
+fn refused_client_certificates_are_named() {
+    let Some(_serial) = privileged("refused_client_certificates_are_named") else {
+        return;
+    };
+    let workloads = build_workloads(&["v1"]);
+    let bin = workloads.path().join("v1");
+    let pki = Pki::new();
+    let (ca, token, cert, key) = (
+        pki.arg("ca.pem"),
+        pki.arg("token"),
+        pki.arg("stranger.pem"),
+        pki.arg("stranger.key"),
+    );
+    for protocol in ["grpc", "http"] {
+        let cases: [(&str, &[&str]); 2] = [
+            (
+                "a certificate from another CA",
+                &["--otlp-cert", &cert, "--otlp-key", &key],
+            ),
+            ("no client certificate", &[]),
+        ];
+        for (what, client) in cases {
+            let receiver = pki.receiver(protocol, "server", true);
+            let endpoint = format!("https://127.0.0.1:{}", receiver.port);
+            let mut flags = vec![
+                "--otlp-protocol",
+                protocol,
+                "--otlp-ca",
+                &ca,
+                "--otlp-header-file",
+                &token,
+            ];
+            flags.extend(client);
+            let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
+            let what = format!("{what} over {protocol}");
+            check_refused(&traced, None, &what);
+            let summary = traced.summary();
+            let named: u64 = REFUSAL_REASONS
+                .iter()
+                .map(|reason| summary.count(&format!("otlp.failed_by_reason.{reason}")))
+                .sum();
+            assert_eq!(
+                named,
+                summary.count("otlp.failed"),
+                "{what}: every failure is one of {REFUSAL_REASONS:?}\n{}",
+                traced.stderr
+            );
             assert!(receiver.requests().is_empty(), "{what}: a request got through");
         }
     }

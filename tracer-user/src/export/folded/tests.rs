@@ -26,6 +26,7 @@ fn stack(tid: u32, frames: Vec<ResolvedFrame>, count: u64) -> ResolvedStack {
         count,
         weight_ns: count * 10,
         truncated: None,
+        cpu: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! [`Resolved`] to an `ExportProfilesServiceRequest`: one `ResourceProfiles` per process (host,
-//! service, pid and executable as resource attributes), one `Profile` per event in it, and one
+//! service, pid, executable and detected runtime as resource attributes), one `Profile` per event in it, and one
 //! dictionary shared by all of them. Pure: no I/O, the same input gives the same bytes.
 //!
 //! The layout, per `profiles.proto` (v1development, opentelemetry-proto 1.10):
@@ -12,8 +12,9 @@
 //! 3. Mappings carry the object's path and its GNU build-id as `process.executable.build_id.gnu`
 //!    (lower-case hex). Their address range is left unset: one mapping serves every process,
 //!    and addresses are relative to the object.
-//! 4. A sample is a stack with `thread.id` and `thread.name` attributes and one value: the count,
-//!    or for `offcpu` the time blocked in nanoseconds. The profile names its event in a
+//! 4. A sample is a stack with `thread.id`, `thread.name` and, when known, `cpu.logical_number`
+//!    (the CPU it was taken on) attributes and one value: the count, or for `offcpu` the time
+//!    blocked in nanoseconds. The profile names its event in a
 //!    `sframe_trace.event` attribute (`cpu-clock`, `offcpu`, `uprobe:...`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -71,11 +72,12 @@ pub fn encode(profile: &Resolved, resource: &ResourceInfo) -> ExportProfilesServ
 /// The resource of one process: host, service, pid and executable.
 fn process_resource(pid: u32, events: &BTreeMap<&str, Vec<&ResolvedStack>>, resource: &ResourceInfo) -> Resource {
     let stacks = || events.values().flatten();
-    let (executable, path, container) = match resource.processes.get(&pid) {
+    let (executable, path, container, runtime) = match resource.processes.get(&pid) {
         Some(info) => (
             info.executable_name.clone(),
             info.executable_path.clone(),
             info.container.clone(),
+            info.runtime.clone(),
         ),
         // Gone before it could be looked up: the main thread's command name is the executable's
         // (truncated to 15 bytes by the kernel).
@@ -85,6 +87,7 @@ fn process_resource(pid: u32, events: &BTreeMap<&str, Vec<&ResolvedStack>>, reso
                 main.map(|s| s.comm.clone()).unwrap_or_default(),
                 None,
                 Default::default(),
+                None,
             )
         }
     };
@@ -103,6 +106,19 @@ fn process_resource(pid: u32, events: &BTreeMap<&str, Vec<&ResolvedStack>>, reso
     attributes.push(key_value("process.executable.name", Value::StringValue(executable)));
     if let Some(path) = path {
         attributes.push(key_value("process.executable.path", Value::StringValue(path)));
+    }
+    if let Some(runtime) = runtime {
+        attributes.push(key_value(
+            "process.runtime.name",
+            Value::StringValue(runtime.name.to_owned()),
+        ));
+        if let Some(version) = runtime.version {
+            attributes.push(key_value("process.runtime.version", Value::StringValue(version)));
+        }
+        attributes.push(key_value(
+            "process.runtime.description",
+            Value::StringValue(runtime.description),
+        ));
     }
     if let Some(id) = container.id {
         attributes.push(key_value("container.id", Value::StringValue(id)));
@@ -170,10 +186,13 @@ fn event_profile(event: &str, stacks: &[&ResolvedStack], profile: &Resolved, dic
     let mut seen: HashMap<(i32, Vec<i32>), usize> = HashMap::new();
     for stack in stacks {
         let stack_index = dict.stack(&stack.frames);
-        let attributes = vec![
+        let mut attributes = vec![
             dict.attribute("thread.id", Attr::Int(i64::from(stack.tid))),
             dict.attribute("thread.name", Attr::Str(stack.comm.clone())),
         ];
+        if let Some(cpu) = stack.cpu {
+            attributes.push(dict.attribute("cpu.logical_number", Attr::Int(i64::from(cpu))));
+        }
         let value = if measure.weighted { stack.weight_ns } else { stack.count };
         let value = i64::try_from(value).unwrap_or(i64::MAX);
         // A sample's identity is its stack and attributes: merge repeats.

@@ -6,7 +6,7 @@
 //! was sent and what was lost.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     fmt,
     sync::{
         Arc, Mutex,
@@ -24,7 +24,7 @@ use tokio::{
 use super::{
     Destination, OtlpConfig,
     encode::encode,
-    resource::ResourceInfo,
+    resource::{ResourceInfo, Runtime},
     transport::{Collector, CollectorError, Transport},
 };
 use crate::export::model::Resolved;
@@ -102,7 +102,7 @@ impl Exporter {
         retry: Retry,
     ) -> Exporter {
         let mut resource = ResourceInfo::for_host(config.service_name.clone(), config.resource_attributes.clone());
-        resource.refresh(&pids.iter().copied().collect());
+        resource.refresh(&pids.iter().copied().collect(), &HashMap::new());
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         let (closing, closed) = watch::channel(false);
         let stats = Arc::new(Stats::default());
@@ -132,14 +132,15 @@ impl Exporter {
     }
 
     /// Queue a snapshot for export; never waits. An empty snapshot is not sent; one that does
-    /// not fit in the queue is dropped and counted.
-    pub fn submit(&mut self, profile: Resolved) {
+    /// not fit in the queue is dropped and counted. `runtimes` are the language runtimes the
+    /// session detected in its processes (see [`ResourceInfo::refresh`]).
+    pub fn submit(&mut self, profile: Resolved, runtimes: &HashMap<u32, Runtime>) {
         if profile.stacks.is_empty() {
             return;
         }
         let samples: u64 = profile.stacks.iter().map(|s| s.count).sum();
         let pids: BTreeSet<u32> = profile.stacks.iter().map(|s| s.pid).collect();
-        self.resource.refresh(&pids);
+        self.resource.refresh(&pids, runtimes);
         let resource = ResourceInfo {
             host_name: self.resource.host_name.clone(),
             host_id: self.resource.host_id.clone(),

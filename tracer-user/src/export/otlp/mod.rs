@@ -1,5 +1,6 @@
 //! `-f otlp`: OpenTelemetry profiles (the `opentelemetry.proto.profiles.v1development` protos of
-//! opentelemetry-proto 1.10) sent to a collector over gRPC or HTTP/protobuf, in clear text to an
+//! opentelemetry-proto 1.10; 1.11 changed only comments in the profiles and collector messages,
+//! and added the unrelated `processcontext` proto, so its wire format is the same) sent to a collector over gRPC or HTTP/protobuf, in clear text to an
 //! `http://` endpoint or over TLS (rustls) to an `https://` one, never the one in place of the
 //! other. Its configuration comes from flags and the `OTEL_*` variables ([`settings`]).
 //!
@@ -27,7 +28,7 @@ use std::{fmt, time::Duration};
 pub use container::{Container, parse_cgroup};
 pub use encode::encode;
 pub use exporter::{ExportReport, Exporter, Ticker};
-pub use resource::{ProcessInfo, ResourceInfo};
+pub use resource::{ProcessInfo, ResourceInfo, Runtime};
 pub use settings::{Compression, DEFAULT_TIMEOUT, Header, HeaderArg, OtlpFlags, SettingsError, TlsFiles};
 pub use tls::TlsError;
 

@@ -1,7 +1,11 @@
 //! What the resource attributes say about the host and each traced process: the host name and
 //! id, the service name, and each process's executable and container, read from `/proc` while
 //! the process is alive (snapshots of exited processes fall back to the main thread's command
-//! name, without a container).
+//! name, without a container). A process's language runtime (`process.runtime.*`) is what the
+//! session detected of it (a CPython interpreter and its version); failing that, an executable
+//! named `node` or `nodejs` is said to be Node.js, without a version and with a description
+//! saying it was identified by name. Nothing else is guessed (a `java` executable does not say
+//! which runtime it is, which is what the attribute names for Java).
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -19,6 +23,20 @@ pub struct ProcessInfo {
     pub executable_path: Option<String>,
     /// `container.id` and `k8s.pod.uid`, from `/proc/PID/cgroup`.
     pub container: Container,
+    /// `process.runtime.*`: the runtime the session detected in the process.
+    pub runtime: Option<Runtime>,
+}
+
+/// The language runtime a process runs, as the session detected it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runtime {
+    /// `process.runtime.name` (`cpython`, the name `sys.implementation.name` gives).
+    pub name: &'static str,
+    /// `process.runtime.version`: `3.11.7`, or `3.9` when only the minor release is known;
+    /// `None` when not known.
+    pub version: Option<String>,
+    /// `process.runtime.description`: how the runtime was identified.
+    pub description: String,
 }
 
 impl ProcessInfo {
@@ -33,6 +51,19 @@ impl ProcessInfo {
             executable_name,
             executable_path: Some(path),
             container: super::container::read_container(pid),
+            runtime: None,
+        })
+    }
+}
+
+impl Runtime {
+    /// The runtime an executable's name says, for Node.js only (labelled as identified by
+    /// name, without a version).
+    pub fn by_executable_name(name: &str) -> Option<Runtime> {
+        matches!(name, "node" | "nodejs").then(|| Runtime {
+            name: "nodejs",
+            version: None,
+            description: format!("Node.js, identified by the executable name `{name}` (version not read)"),
         })
     }
 }
@@ -68,11 +99,17 @@ impl ResourceInfo {
 
     /// Read the executables of `pids` (again: a pid may have been reused since), keeping what
     /// was read before for those already gone; forget exited processes not in `pids`, so that
-    /// a long session only remembers live ones.
-    pub fn refresh(&mut self, pids: &BTreeSet<u32>) {
+    /// a long session only remembers live ones. `runtimes` are the runtimes the session knows
+    /// of: a process read again has the one given or none, a process gone keeps the one it had
+    /// unless one is given.
+    pub fn refresh(&mut self, pids: &BTreeSet<u32>, runtimes: &HashMap<u32, Runtime>) {
         for &pid in pids {
+            let runtime = runtimes.get(&pid).cloned();
             if let Some(info) = ProcessInfo::read(pid) {
-                self.processes.insert(pid, info);
+                let runtime = runtime.or_else(|| Runtime::by_executable_name(&info.executable_name));
+                self.processes.insert(pid, ProcessInfo { runtime, ..info });
+            } else if let (Some(info), Some(runtime)) = (self.processes.get_mut(&pid), runtime) {
+                info.runtime = Some(runtime);
             }
         }
         self.processes

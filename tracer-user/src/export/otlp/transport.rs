@@ -50,7 +50,8 @@ pub struct SendError {
     /// Worth trying again later.
     pub retryable: bool,
     /// Why, as the summary counts it: `unreachable`, `timeout`, `unauthenticated`, `refused`,
-    /// `unavailable`, or a `tls-*` name (see [`tls::reason`]).
+    /// `unavailable`, or a `tls-*` name (see [`tls::reason`], and
+    /// `tls-closed-after-handshake`, `watch::CLOSED_AFTER_HANDSHAKE`).
     pub reason: &'static str,
 }
 
@@ -89,9 +90,12 @@ struct Grpc {
     tls_failure: Slot,
 }
 
+/// The OTLP/HTTP client, its connections watched for TLS failures.
+type HttpClient = Client<Watched<HttpsConnector<HttpConnector>>, Full<Bytes>>;
+
 enum Kind {
     Grpc(Grpc),
-    Http(Box<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>, hyper::Uri),
+    Http(Box<HttpClient>, hyper::Uri, Slot),
 }
 
 impl Collector {
@@ -125,6 +129,7 @@ impl Collector {
                 let connector = Watched {
                     inner: schemes.enable_http2().wrap_connector(tcp),
                     slot: std::sync::Arc::clone(&tls_failure),
+                    tls: destination.tls(),
                 };
                 let channel = tonic::transport::Endpoint::from_shared(destination.url.clone())
                     .map_err(|e| unusable(&e))?
@@ -151,9 +156,14 @@ impl Collector {
             }
             Protocol::Http => {
                 let uri = destination.url.parse().map_err(|e| unusable(&e))?;
-                let connector = schemes.enable_http1().wrap_connector(tcp);
+                let tls_failure = Slot::default();
+                let connector = Watched {
+                    inner: schemes.enable_http1().wrap_connector(tcp),
+                    slot: std::sync::Arc::clone(&tls_failure),
+                    tls: destination.tls(),
+                };
                 let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-                Kind::Http(Box::new(client), uri)
+                Kind::Http(Box::new(client), uri, tls_failure)
             }
         };
         Ok(Collector {
@@ -173,10 +183,11 @@ impl Transport for Collector {
     async fn send(&mut self, request: &ExportProfilesServiceRequest) -> Result<Accepted, SendError> {
         let response = match &mut self.kind {
             Kind::Grpc(grpc) => grpc.send(request).await?,
-            Kind::Http(client, uri) => {
+            Kind::Http(client, uri, tls_failure) => {
                 let http = Http {
                     client,
                     uri,
+                    tls_failure,
                     headers: &self.headers,
                     gzip: self.gzip,
                     timeout: self.timeout,
@@ -245,8 +256,10 @@ fn retryable_code(code: Code) -> bool {
 
 /// One OTLP/HTTP request's means.
 struct Http<'a> {
-    client: &'a Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: &'a HttpClient,
     uri: &'a hyper::Uri,
+    /// Where its connector keeps the last TLS failure.
+    tls_failure: &'a Slot,
     headers: &'a [(String, String)],
     gzip: bool,
     timeout: Duration,
@@ -279,15 +292,19 @@ impl Http<'_> {
         let post = post
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| fail(e.to_string(), false, "refused"))?;
+        let last_failure = || self.tls_failure.lock().ok().and_then(|mut last| last.take());
+        // What an earlier request left is not this one's.
+        last_failure();
         let exchange = async {
-            let response = self
-                .client
-                .request(post)
-                .await
-                .map_err(|e| match tls::find_tls_error(&e) {
-                    Some(tls) => fail(format!("HTTP: TLS: {tls}"), false, tls::reason(tls)),
-                    None => fail(format!("HTTP: {e}"), true, "unreachable"),
-                })?;
+            let response =
+                self.client
+                    .request(post)
+                    .await
+                    .map_err(|e| match (tls::find_tls_error(&e), last_failure()) {
+                        (Some(tls), _) => fail(format!("HTTP: TLS: {tls}"), false, tls::reason(tls)),
+                        (None, Some(failure)) => fail(format!("HTTP: TLS: {}", failure.message), false, failure.reason),
+                        (None, None) => fail(format!("HTTP: {e}"), true, "unreachable"),
+                    })?;
             let status = response.status();
             let body = response
                 .into_body()

@@ -113,6 +113,7 @@ fn collapses_into_the_folded_stacks() {
                 count: 1,
                 weight_ns: s.weight_ns,
                 truncated: None,
+                cpu: None,
             })
             .collect(),
         ..Resolved::default()

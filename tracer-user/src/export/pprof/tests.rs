@@ -43,6 +43,7 @@ fn resolved() -> Resolved {
         count,
         weight_ns: count * 1000,
         truncated: None,
+        cpu: None,
     };
     Resolved {
         objects,

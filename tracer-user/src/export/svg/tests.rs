@@ -28,6 +28,7 @@ fn frames_become_boxes() {
         count,
         weight_ns: 0,
         truncated: None,
+        cpu: None,
     };
     let resolved = Resolved {
         stacks: vec![
@@ -62,6 +63,7 @@ fn offcpu_widths_are_microseconds() {
             count: 2,
             weight_ns: 3_000_000,
             truncated: None,
+            cpu: None,
         }],
         ..Resolved::default()
     };
@@ -106,6 +108,7 @@ fn non_ascii_names_are_drawn() {
             count: (i * i % 97 + 1) as u64,
             weight_ns: 0,
             truncated: None,
+            cpu: None,
         })
         .collect();
     let resolved = Resolved {
@@ -133,6 +136,7 @@ fn title_names_the_trace_and_the_graph_opens_at_its_base() {
         count: 3,
         weight_ns: 0,
         truncated: Some("no_mapping"),
+        cpu: None,
     };
     stack.weight_ns = 3;
     let resolved = Resolved {
@@ -187,6 +191,7 @@ fn huge_counts_are_divided_to_fit() {
         count: u64::MAX,
         weight_ns: 0,
         truncated: None,
+        cpu: None,
     };
     let resolved = Resolved {
         stacks: vec![stack("a"), stack("b"), stack("c")],

@@ -336,7 +336,7 @@ fn proc_info_adds_the_bias() {
     let image = PythonImage {
         major: 3,
         minor: 11,
-        micro: 2,
+        micro: Some(2),
         runtime: 0xa5b740,
         eval: (0x52b0f0, 0x538a4c),
         cold: Some((0x10, 0x14)),

@@ -34,6 +34,7 @@ fn profile(stacks: &[(&[&str], u64)]) -> Resolved {
                 count: *count,
                 weight_ns: 0,
                 truncated: None,
+                cpu: None,
             })
             .collect(),
         ..Resolved::default()

@@ -157,8 +157,8 @@ async fn retries_then_gives_up() {
         .unwrap()
         .extend([unavailable(true), unavailable(true), unavailable(false)]);
     let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[], QUICK);
-    exporter.submit(sample_profile());
-    exporter.submit(sample_profile());
+    exporter.submit(sample_profile(), &Default::default());
+    exporter.submit(sample_profile(), &Default::default());
     let deadline = Instant::now() + Duration::from_secs(5);
     while fake.received.lock().unwrap().len() < 4 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -185,7 +185,7 @@ async fn shutdown_cuts_the_backoff_short() {
         max_delay: Duration::from_secs(3600),
     };
     let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[], patient);
-    exporter.submit(sample_profile());
+    exporter.submit(sample_profile(), &Default::default());
     while fake.received.lock().unwrap().is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -210,7 +210,7 @@ async fn a_stalled_collector_never_blocks_submission() {
     let mut exporter = Exporter::with_transport(fake, &config(), &[], QUICK);
     let started = Instant::now();
     for _ in 0..20 {
-        exporter.submit(sample_profile());
+        exporter.submit(sample_profile(), &Default::default());
         tokio::task::yield_now().await;
     }
     assert!(started.elapsed() < Duration::from_millis(500), "submit waited");
@@ -237,12 +237,12 @@ fn executables_of_exited_processes_are_kept_then_forgotten() {
     let gone = u32::MAX - 1;
     let mut resource = resource();
     resource.processes.insert(gone, resource.processes[&100].clone());
-    resource.refresh(&[gone].into());
+    resource.refresh(&[gone].into(), &Default::default());
     assert!(
         resource.processes.contains_key(&gone),
         "its samples are still being sent"
     );
-    resource.refresh(&Default::default());
+    resource.refresh(&Default::default(), &Default::default());
     assert!(!resource.processes.contains_key(&gone));
 }
 
@@ -253,11 +253,11 @@ async fn empty_snapshots_are_skipped_and_executables_named() {
     let fake = Fake::default();
     let me = std::process::id();
     let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[me], QUICK);
-    exporter.submit(Resolved::default());
+    exporter.submit(Resolved::default(), &Default::default());
     let mut profile = sample_profile();
     profile.stacks.truncate(1);
     profile.stacks[0].pid = me;
-    exporter.submit(profile);
+    exporter.submit(profile, &Default::default());
     let report = exporter.shutdown(Duration::from_secs(5)).await;
     assert_eq!(report.sent, 1);
     let received = fake.received.lock().unwrap();

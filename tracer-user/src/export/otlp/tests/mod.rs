@@ -53,6 +53,7 @@ fn stack(pid: u32, tid: u32, comm: &str, event: &str, frames: Vec<ResolvedFrame>
         count,
         weight_ns: count * 1_000_000,
         truncated: None,
+        cpu: None,
     }
 }
 
@@ -115,6 +116,7 @@ fn resource() -> ResourceInfo {
                     id: Some(CONTAINER.to_owned()),
                     pod_uid: Some(POD.to_owned()),
                 },
+                runtime: None,
             },
         )]),
     }
@@ -449,5 +451,6 @@ fn identical_samples_merge_and_offcpu_weighs_time() {
 
 mod container;
 mod exporter;
+mod runtime;
 mod settings;
 mod tls;
