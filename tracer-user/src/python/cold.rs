@@ -62,7 +62,10 @@ fn fde_after(data: &[u8], address: u64, function: u64) -> Option<(u64, u64)> {
 /// target is strictly inside `(start, end)`. Every byte position is tried (no decoding): a
 /// false target from other bytes needs four bytes to land inside the range.
 pub fn jumps_into(code: &[u8], at: u64, (start, end): (u64, u64)) -> usize {
-    let rel = |i: usize| code.get(i..i + 4).map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes"))));
+    let rel = |i: usize| {
+        code.get(i..i + 4)
+            .map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes"))))
+    };
     let mut count = 0;
     for i in 0..code.len() {
         let (len, imm) = match (code[i], code.get(i + 1)) {

@@ -126,7 +126,13 @@ fn sid_pythons_are_detected() {
         let k = image.layout.kernel;
         assert_eq!((k.tstate_native_thread_id, k.flags), (thread_id, flags), "{version}");
         let (eval, cold) = (image.eval, image.cold.expect("the cold part found"));
-        assert!(cold.1 <= eval.0 || cold.0 >= eval.1, "{version}: {cold:x?} in {eval:x?}");
-        assert!(cold.1 - cold.0 > 10 * (eval.1 - eval.0), "{version}: {cold:x?}, {eval:x?}");
+        assert!(
+            cold.1 <= eval.0 || cold.0 >= eval.1,
+            "{version}: {cold:x?} in {eval:x?}"
+        );
+        assert!(
+            cold.1 - cold.0 > 10 * (eval.1 - eval.0),
+            "{version}: {cold:x?}, {eval:x?}"
+        );
     }
 }
