@@ -458,7 +458,10 @@ fn forged_interpreter_structures_are_survived() {
             );
             let refused = &s.summary.0["python"]["refused"];
             let reason = "_Py_DebugOffsets: a field offset outside its structure";
-            assert_eq!(refused[reason], 2, "{what}: the 3.13 and 3.15 forgers refused: {refused}");
+            assert_eq!(
+                refused[reason], 2,
+                "{what}: the 3.13 and 3.15 forgers refused: {refused}"
+            );
         },
     );
 }
