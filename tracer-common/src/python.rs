@@ -4,14 +4,16 @@
 //! record, and the walk of a thread's frames one [`step`] at a time, reading memory through
 //! a closure so the kernel plugs in `bpf_probe_read_user` and tests a fake process.
 //!
-//! The chain (CPython 3.11-3.13): `_PyRuntime.interpreters.head` is the main interpreter, its
+//! The chain (CPython 3.11-3.15): `_PyRuntime.interpreters.head` is the main interpreter, its
 //! `threads.head` the newest thread state, linked by `next`; the thread state of the sampled
 //! thread is the one whose `native_thread_id` is the thread's id. Its current frame is
-//! `tstate->cframe->current_frame` (3.11, 3.12) or `tstate->current_frame` (3.13), and frames
+//! `tstate->cframe->current_frame` (3.11, 3.12) or `tstate->current_frame` (3.13+), and frames
 //! are linked by `previous`, innermost first. One call of `_PyEval_EvalFrameDefault` runs a
 //! run of those frames (Python-to-Python calls do not recurse in C): in 3.11 the run ends with
 //! the frame marked `is_entry`; from 3.12 on each call pushes a frame owned by the C stack
-//! ([`OWNER_CSTACK`]) below its run, which is skipped.
+//! ([`OWNER_CSTACK`]) below its run, which is skipped. From 3.14 on a frame's code is a
+//! tagged reference ([`PY_TAGGED_CODE`]); 3.15 ends the chain with the thread's base frame
+//! ([`PY_BASE_FRAME`]).
 //!
 //! 3.6 to 3.10 ([`PY_FRAME_OBJECT`]): the thread state is the one whose `thread_id`
 //! (`pthread_self()`) is the sampled thread's TLS base ([`PY_THREAD_PTHREAD`]; 3.6's list of
@@ -40,7 +42,10 @@ pub const PYTHON_ENTRIES: u32 = 1024;
 pub const MAX_PY_THREADS: u32 = 32;
 /// An offset of [`PyOffsets`] the version does not have.
 pub const NO_FIELD: u16 = u16::MAX;
-/// `_PyInterpreterFrame::owner` of the frame each evaluation-loop call pushes in 3.12+.
+/// `_PyInterpreterFrame::owner` of the frame each evaluation-loop call pushes in 3.12+
+/// (`FRAME_OWNED_BY_CSTACK` in 3.12 and 3.13, `FRAME_OWNED_BY_INTERPRETER` from 3.14 on).
+/// Owners above it (3.14's `FRAME_OWNED_BY_CSTACK`, 4) are frames of no code: skipped, they
+/// end no run.
 pub const OWNER_CSTACK: u8 = 3;
 /// Set in every word of the Python part of a sample record. No user address has it (user
 /// space ends below 2^57); distinct from `trace::FP_FRAME_BIT` (bit 63).
@@ -101,6 +106,15 @@ pub const PY_FRAME_OBJECT: u16 = 1;
 /// compares with the sampled thread's TLS base (x86-64's `fsbase`: glibc's and musl's
 /// `pthread_self()` is that address).
 pub const PY_THREAD_PTHREAD: u16 = 2;
+/// [`PyOffsets::flags`]: `frame_code` is a `_PyStackRef` (3.14+), whose low bits are tags: they
+/// are cleared ([`PY_TAG_MASK`]) to give the code object (objects are 8-byte aligned).
+pub const PY_TAGGED_CODE: u16 = 4;
+/// [`PyOffsets::flags`]: the chain ends with the thread's base frame (3.15+: owned by the
+/// interpreter, as the frame each evaluation-loop call pushes, but the last, `previous` 0), which
+/// belongs to no evaluation-loop call and ends no run.
+pub const PY_BASE_FRAME: u16 = 8;
+/// The tag bits of a `_PyStackRef` ([`PY_TAGGED_CODE`]).
+pub const PY_TAG_MASK: u64 = 7;
 
 /// The value of [`MAP_PYTHON`]: where one process's interpreter is and how it is laid out.
 #[repr(C)]
@@ -243,7 +257,8 @@ pub struct PyFrame {
 }
 
 /// Read the frame at `frame` (not 0). A 3.12+ C-stack frame comes back with `code == 0` and
-/// `last` set: it closes the run above it (and is not a Python frame itself).
+/// `last` set: it closes the run above it (and is not a Python frame itself); 3.15's base
+/// frame and 3.14's frames owned by the C stack come back with `code == 0`, `last` unset.
 #[inline(always)]
 pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Option<u64>) -> Result<PyFrame, PyStop> {
     let o = &info.offsets;
@@ -260,15 +275,21 @@ pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Op
     }
     let byte = |word: u64, field: u16| (word >> (8 * u64::from(field & 7))) as u8;
     let owner_word = read(frame.wrapping_add(u64::from(o.frame_owner & !7))).ok_or(PyStop::ReadFailed)?;
-    if o.frame_is_entry == NO_FIELD && byte(owner_word, o.frame_owner) == OWNER_CSTACK {
+    let owner = byte(owner_word, o.frame_owner);
+    if o.frame_is_entry == NO_FIELD && owner >= OWNER_CSTACK {
+        // The thread's base frame (3.15+) and the owners above `OWNER_CSTACK` end no run.
+        let base = o.flags & PY_BASE_FRAME != 0 && previous == 0;
         return Ok(PyFrame {
             code: 0,
             instr: 0,
             previous,
-            last: true,
+            last: owner == OWNER_CSTACK && !base,
         });
     }
-    let code = read(frame.wrapping_add(u64::from(o.frame_code))).ok_or(PyStop::ReadFailed)?;
+    let mut code = read(frame.wrapping_add(u64::from(o.frame_code))).ok_or(PyStop::ReadFailed)?;
+    if o.flags & PY_TAGGED_CODE != 0 {
+        code &= !PY_TAG_MASK;
+    }
     let instr = read(frame.wrapping_add(u64::from(o.frame_instr))).ok_or(PyStop::ReadFailed)?;
     let last = if o.frame_is_entry == NO_FIELD {
         false

@@ -420,3 +420,5 @@ fn frame_objects_are_one_run_each() {
     assert_eq!(current_frame(&info, 3, read).map(|s| s.frame), Ok(0));
     assert_eq!(current_frame(&info, 5, read), Err(PyStop::NoThreadState));
 }
+
+mod v314;

@@ -2,7 +2,7 @@
 //! `python3.X`, or `libpython3.X.so`), found by its symbols: `_PyRuntime` (the runtime state)
 //! and `_PyEval_EvalFrameDefault` (the evaluation loop) in `.dynsym` or `.symtab`, the version
 //! from the `Py_Version` constant (3.11+), and the evaluation loop's `.cold` part where
-//! `.symtab` names it. All addresses are the object's own (add the mapping's bias).
+//! `.symtab` names it, or else where its FDE and the loop's jumps put it (3.11+, [`super::cold`]). All addresses are the object's own (add the mapping's bias).
 
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _, ReadRef};
 
@@ -22,7 +22,8 @@ pub struct PythonImage {
     pub runtime: u64,
     /// `[start, end)` of `_PyEval_EvalFrameDefault`.
     pub eval: (u64, u64),
-    /// `[start, end)` of `_PyEval_EvalFrameDefault.cold`, when the symbol table names it.
+    /// `[start, end)` of `_PyEval_EvalFrameDefault.cold`, when the symbol table names it or
+    /// (3.11+) it is found without ([`super::cold`]).
     pub cold: Option<(u64, u64)>,
     pub layout: Layout,
 }
@@ -92,6 +93,8 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
         u32::from_be_bytes(hex)
     };
     let (major, minor, micro) = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
+    // Stripped of `.symtab` (Debian's 3.14 and 3.15 keep the loop in the unnamed cold part).
+    let cold = cold.or_else(|| super::cold::cold_part(&file, eval));
     let layout = super::layout::for_version(major, minor, read_at(&file, runtime, RUNTIME_READ))?;
     Ok(Some(PythonImage {
         major,

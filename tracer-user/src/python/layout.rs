@@ -13,9 +13,10 @@
 //! the interpreters (`ptype /o` of `PyThreadState`, `_PyCFrame`, `_PyInterpreterFrame`,
 //! `PyCodeObject`, `PyASCIIObject`, `PyCompactUnicodeObject`, `PyBytesObject` in 3.11.7 and
 //! 3.12.1; Debian's 3.11.2 has
-//! the 3.11 layout: these structures do not change within a minor version). 3.13 publishes
-//! them in `_Py_DebugOffsets`, the first bytes of `_PyRuntime`, which are initialized data
-//! and so read from the file ([`from_debug_offsets`]); its own layout is that of 3.13.
+//! the 3.11 layout: these structures do not change within a minor version). 3.13 to 3.15
+//! publish them in `_Py_DebugOffsets`, the first bytes of `_PyRuntime`, which are initialized
+//! data and so read from the file ([`from_debug_offsets`], its layout per version in
+//! `debug_offsets`).
 
 use tracer_common::python::{NO_FIELD, PY_FRAME_OBJECT, PY_THREAD_PTHREAD, PyOffsets};
 
@@ -188,42 +189,7 @@ pub const V3_9: Layout = V3_8;
 /// 3.10 (3.10.13's DWARF; `f_lasti` at 96).
 pub const V3_10: Layout = frame_object(32, 176, 96, 40, 104, CodeFormat::Linetable310);
 
-/// `_Py_DebugOffsets.cookie`.
-pub const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
-/// Bytes of 3.13's `_Py_DebugOffsets`.
-pub const DEBUG_OFFSETS_SIZE: usize = 584;
-
-/// Byte positions of the fields read from 3.13's `_Py_DebugOffsets` (each a `uint64_t`).
-mod debug {
-    pub const VERSION: usize = 8;
-    pub const FREE_THREADED: usize = 16;
-    pub const RUNTIME_INTERPRETERS_HEAD: usize = 40;
-    pub const INTERP_SIZE: usize = 48;
-    pub const INTERP_THREADS_HEAD: usize = 72;
-    pub const TSTATE_SIZE: usize = 152;
-    pub const TSTATE_NEXT: usize = 168;
-    pub const TSTATE_CURRENT_FRAME: usize = 184;
-    pub const TSTATE_NATIVE_THREAD_ID: usize = 200;
-    pub const FRAME_SIZE: usize = 224;
-    pub const FRAME_PREVIOUS: usize = 232;
-    pub const FRAME_EXECUTABLE: usize = 240;
-    pub const FRAME_INSTR_PTR: usize = 248;
-    pub const FRAME_OWNER: usize = 264;
-    pub const CODE_SIZE: usize = 272;
-    pub const CODE_FILENAME: usize = 280;
-    pub const CODE_NAME: usize = 288;
-    pub const CODE_QUALNAME: usize = 296;
-    pub const CODE_LINETABLE: usize = 304;
-    pub const CODE_FIRSTLINENO: usize = 312;
-    pub const CODE_ADAPTIVE: usize = 344;
-    pub const BYTES_SIZE: usize = 512;
-    pub const BYTES_OB_SIZE: usize = 520;
-    pub const BYTES_SVAL: usize = 528;
-    pub const STR_SIZE: usize = 536;
-    pub const STR_STATE: usize = 544;
-    pub const STR_LENGTH: usize = 552;
-    pub const STR_ASCII_SIZE: usize = 560;
-}
+pub use super::debug_offsets::{DEBUG_COOKIE, DEBUG_OFFSETS_SIZE, from_debug_offsets};
 
 /// The layout of CPython `major.minor`; `runtime` is the start of `_PyRuntime`'s initialized
 /// bytes (needed from 3.13 on).
@@ -236,77 +202,10 @@ pub fn for_version(major: u8, minor: u8, runtime: Option<&[u8]>) -> Result<Layou
         (3, 10) => Ok(V3_10),
         (3, 11) => Ok(V3_11),
         (3, 12) => Ok(V3_12),
-        (3, 13) => {
+        (3, 13..=15) => {
             let bytes = runtime.ok_or(PythonError::Unreadable("_PyRuntime"))?;
             from_debug_offsets(bytes, major, minor)
         }
         _ => Err(PythonError::Unsupported { major, minor }),
     }
-}
-
-/// The layout 3.13's `_Py_DebugOffsets` (the first bytes of `_PyRuntime`) describes: checked
-/// to be one (cookie, version `major.minor`, not free-threaded) and every field offset to lie
-/// inside its structure's published size, so a hostile file cannot point reads elsewhere.
-pub fn from_debug_offsets(bytes: &[u8], major: u8, minor: u8) -> Result<Layout, PythonError> {
-    let bytes = bytes
-        .get(..DEBUG_OFFSETS_SIZE)
-        .ok_or(PythonError::DebugOffsets("shorter than 3.13's"))?;
-    if &bytes[..8] != DEBUG_COOKIE {
-        return Err(PythonError::DebugOffsets("no xdebugpy cookie"));
-    }
-    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let version = word(debug::VERSION);
-    if version >> 24 != u64::from(major) || (version >> 16) & 0xff != u64::from(minor) {
-        return Err(PythonError::DebugOffsets("version differs from Py_Version"));
-    }
-    if word(debug::FREE_THREADED) != 0 {
-        return Err(PythonError::FreeThreaded { major, minor });
-    }
-    // An offset of a `width`-byte field inside a structure of the size at `size_at`.
-    let field = |at: usize, size_at: usize, width: u64| -> Result<u16, PythonError> {
-        let (offset, size) = (word(at), word(size_at));
-        if offset.checked_add(width).is_none_or(|end| end > size) || offset >= u64::from(NO_FIELD) {
-            return Err(PythonError::DebugOffsets("a field offset outside its structure"));
-        }
-        Ok(offset as u16)
-    };
-    use debug::*;
-    // `_PyRuntimeState`'s size is not bounded by anything the tracer knows; its one field read
-    // is bounded like the others, by the sizes of 16 bits.
-    let head = word(RUNTIME_INTERPRETERS_HEAD);
-    if head >= u64::from(NO_FIELD) {
-        return Err(PythonError::DebugOffsets("a field offset outside its structure"));
-    }
-    Ok(Layout {
-        kernel: PyOffsets {
-            runtime_interpreters_head: head as u16,
-            interp_threads_head: field(INTERP_THREADS_HEAD, INTERP_SIZE, 8)?,
-            tstate_next: field(TSTATE_NEXT, TSTATE_SIZE, 8)?,
-            tstate_native_thread_id: field(TSTATE_NATIVE_THREAD_ID, TSTATE_SIZE, 8)?,
-            tstate_frame: field(TSTATE_CURRENT_FRAME, TSTATE_SIZE, 8)?,
-            cframe_current_frame: NO_FIELD,
-            frame_code: field(FRAME_EXECUTABLE, FRAME_SIZE, 8)?,
-            frame_previous: field(FRAME_PREVIOUS, FRAME_SIZE, 8)?,
-            frame_instr: field(FRAME_INSTR_PTR, FRAME_SIZE, 8)?,
-            frame_owner: field(FRAME_OWNER, FRAME_SIZE, 1)?,
-            frame_is_entry: NO_FIELD,
-            flags: 0,
-        },
-        code: CodeLayout {
-            filename: field(CODE_FILENAME, CODE_SIZE, 8)?,
-            name: field(CODE_NAME, CODE_SIZE, 8)?,
-            qualname: field(CODE_QUALNAME, CODE_SIZE, 8)?,
-            linetable: field(CODE_LINETABLE, CODE_SIZE, 8)?,
-            firstlineno: field(CODE_FIRSTLINENO, CODE_SIZE, 4)?,
-            code_adaptive: field(CODE_ADAPTIVE, CODE_SIZE, 0)?,
-            str_length: field(STR_LENGTH, STR_SIZE, 8)?,
-            str_state: field(STR_STATE, STR_SIZE, 4)?,
-            str_ascii_size: field(STR_ASCII_SIZE, STR_SIZE, 0)?,
-            // Not published: `PyASCIIObject` and the two words of `utf8_length` and `utf8`.
-            str_compact_size: field(STR_ASCII_SIZE, STR_SIZE, 0)?.saturating_add(16),
-            bytes_size: field(BYTES_OB_SIZE, BYTES_SIZE, 8)?,
-            bytes_data: field(BYTES_SVAL, BYTES_SIZE, 0)?,
-            format: CodeFormat::Locations,
-        },
-    })
 }

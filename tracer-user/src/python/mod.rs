@@ -4,14 +4,16 @@
 //! instruction offset become a qualified name, a file and a line ([`linetable`]).
 //!
 //! Versions: 3.6 to 3.12 by per-version layout tables (checked against the interpreters'
-//! DWARF), 3.13 by the `_Py_DebugOffsets` the interpreter publishes at the start of
-//! `_PyRuntime` (its layout of 3.13; 3.14 changed it and is refused). Earlier versions (2.7,
+//! DWARF), 3.13 to 3.15 by the `_Py_DebugOffsets` the interpreter publishes at the start of
+//! `_PyRuntime` ([`debug_offsets`]: the structure's layout per version). Earlier versions (2.7,
 //! no `_PyEval_EvalFrameDefault`) and free-threaded builds are refused with a reason.
 //!
 //! Pure: every function here takes bytes (an object's image, memory read from a process) and
 //! never opens a file or a process.
 
 pub mod code;
+pub mod cold;
+pub mod debug_offsets;
 pub mod image;
 pub mod layout;
 pub mod linetable;
@@ -30,7 +32,7 @@ pub enum PythonError {
     TooOld,
     #[error("CPython 3.6 without its symbol table (no interp_head): not supported")]
     NoSymbolTable,
-    #[error("CPython {major}.{minor}: not supported (3.6 to 3.13 are)")]
+    #[error("CPython {major}.{minor}: not supported (3.6 to 3.15 are)")]
     Unsupported { major: u8, minor: u8 },
     #[error("CPython {major}.{minor}: free-threaded builds are not supported")]
     FreeThreaded { major: u8, minor: u8 },

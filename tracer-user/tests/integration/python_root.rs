@@ -103,3 +103,36 @@ fn trixie_python_is_walked_through_its_root() {
         stacks.first().map(ToString::to_string).unwrap_or_default()
     );
 }
+
+/// Unstable's 3.14 and 3.15 (their private root) are interpreters the tracer walks: versions
+/// read, layouts from their debug offsets (`native_thread_id` 160 and 184, tagged code, 3.15's
+/// base frame), and the evaluation loop's unnamed cold part found (`.symtab` is stripped and
+/// the named part is the loop's prologue only), disjoint from it and far larger.
+#[test]
+fn sid_pythons_are_detected() {
+    use tracer_common::python::{PY_BASE_FRAME, PY_TAGGED_CODE};
+    for (minor, thread_id, flags) in [(14, 160, PY_TAGGED_CODE), (15, 184, PY_TAGGED_CODE | PY_BASE_FRAME)] {
+        let version = format!("3.{minor}");
+        let found = crate::support::sid_python_argv(&version);
+        let Some(argv) = required("sid_pythons_are_detected", found, crate::support::NO_SID_ROOT) else {
+            return;
+        };
+        let path = in_root(std::path::Path::new(&argv[1]), &argv[2]);
+        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let image = detect_file(&file)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .unwrap_or_else(|| panic!("{} is not recognised as an interpreter", path.display()));
+        assert_eq!((image.major, image.minor), (3, minor), "{}", path.display());
+        let k = image.layout.kernel;
+        assert_eq!((k.tstate_native_thread_id, k.flags), (thread_id, flags), "{version}");
+        let (eval, cold) = (image.eval, image.cold.expect("the cold part found"));
+        assert!(
+            cold.1 <= eval.0 || cold.0 >= eval.1,
+            "{version}: {cold:x?} in {eval:x?}"
+        );
+        assert!(
+            cold.1 - cold.0 > 10 * (eval.1 - eval.0),
+            "{version}: {cold:x?}, {eval:x?}"
+        );
+    }
+}

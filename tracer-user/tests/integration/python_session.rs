@@ -368,33 +368,45 @@ fn python_session_refuses_2_7() {
     assert!(summary.count("samples") > 0, "{}", summary.0);
 }
 
-/// Debian unstable's 3.14 and 3.15 (chrooted into their private root), traced with `--pid`:
-/// each interpreter is refused by its version and counted, its process traced with native
-/// stacks only.
+/// Debian unstable's 3.14 and 3.15 (chrooted into their private root: layouts from their own
+/// debug offsets, tagged code references, 3.15's base frame, the loop in an unnamed cold part),
+/// traced with `--pid`: every program judged, no interpreter refused.
 #[test]
-fn python_session_refuses_3_14_and_3_15() {
-    let Some(_serial) = privileged("python_session_refuses_3_14_and_3_15") else {
+fn python_session_pid_3_14_and_3_15() {
+    let Some(_serial) = privileged("python_session_pid_3_14_and_3_15") else {
         return;
     };
-    for minor in ["3.14", "3.15"] {
-        let test = "python_session_refuses_3_14_and_3_15";
-        let found = crate::support::sid_python_argv(minor);
-        let Some(python) = crate::support::required(test, found, crate::support::NO_SID_ROOT) else {
-            return;
-        };
-        let spin = "import time\nwhile True: time.time()\n";
-        let mut running = Running(programs::command(&python).args(["-c", spin]).spawn().expect("start it"));
-        let pid = running.pid().to_string();
-        let mut args = SUMMARY_JSON.to_vec();
-        args.extend(["-f", "folded", "-o", "/dev/null", "-d", "1", "--pid", &pid]);
-        let summary = Summary::of(&Tracer::start(&args).finish());
-        running.0.kill().expect("stop it");
-        let refused = &summary.0["python"]["refused"];
-        let reason = format!("CPython {minor}: not supported (3.6 to 3.13 are)");
-        assert_eq!(refused, &serde_json::json!({reason: 1}), "{minor}");
-        assert_eq!(summary.count("python.walks"), 0, "{}", summary.0);
-        assert!(summary.count("samples") > 0, "{}", summary.0);
+    for python in programs::sid("python_session_pid_3_14_and_3_15") {
+        let session = session(&python, Mode::Pid, &[]);
+        let what = format!("--pid, {}", python.join(" "));
+        assert_nothing_refused(&session, &what);
+        judge(&session, &what);
+        judge_outputs(&session, &what);
     }
+}
+
+/// Debian unstable's 3.14 and 3.15 launched with `--` (with a pprof output).
+#[test]
+fn python_session_launched_3_14_and_3_15() {
+    let Some(_serial) = privileged("python_session_launched_3_14_and_3_15") else {
+        return;
+    };
+    for python in programs::sid("python_session_launched_3_14_and_3_15") {
+        let session = session(&python, Mode::Launch, &[]);
+        let what = format!("--, {}", python.join(" "));
+        assert_nothing_refused(&session, &what);
+        judge(&session, &what);
+        judge_outputs(&session, &what);
+    }
+}
+
+/// The session's summary counts no interpreter refused.
+fn assert_nothing_refused(session: &Session, what: &str) {
+    let refused = &session.summary.0["python"]["refused"];
+    assert!(
+        refused.as_object().is_none_or(serde_json::Map::is_empty),
+        "{what}: refused {refused}"
+    );
 }
 
 /// `--no-python`: no walk and no Python frame; the evaluation loop stays a native frame.

@@ -71,7 +71,7 @@ pub fn python_root() -> anyhow::Result<()> {
 pub const SID_VAR: &str = "SFRAME_TRACE_SID_PYTHON_ROOT";
 
 /// The root's directory name of Debian unstable's `python3.14` and `python3.15`, whose
-/// interpreters the tracer refuses by name (tracer-user/tests/integration/python_session.rs).
+/// frames the tracer walks (tracer-user/tests/integration/python_session.rs).
 const SID_NAME: &str = "sid-python3.14-3.15";
 
 /// Where the unstable root is (whether it is there or not).

@@ -7,6 +7,7 @@ use tracer_common::python::NO_FIELD;
 
 use super::{layout::*, linetable::line_of, *};
 
+mod debug_offsets;
 mod merge;
 mod older;
 
@@ -185,20 +186,26 @@ fn hostile_debug_offsets_are_refused() {
     ));
 }
 
-/// Versions without a table or debug offsets are refused by name (3.14 and 3.15 changed
-/// their layouts and debug offsets; 3.5 and 2.7 keep frames otherwise).
+/// Versions without a table or debug offsets are refused by name (3.5 and 2.7 keep frames
+/// otherwise; 3.16 publishes debug offsets whose layout the tracer does not know).
 #[test]
 fn other_versions_are_refused() {
-    for (major, minor) in [(3, 5), (3, 14), (3, 15), (2, 7), (4, 0)] {
+    for (major, minor) in [(3, 5), (3, 16), (2, 7), (4, 0)] {
         assert_eq!(
             for_version(major, minor, None),
             Err(PythonError::Unsupported { major, minor })
         );
+        assert_eq!(
+            from_debug_offsets(&debug_offsets::debug_offsets_3_14(), major, minor),
+            Err(PythonError::Unsupported { major, minor })
+        );
     }
     assert_eq!(
-        PythonError::Unsupported { major: 3, minor: 14 }.to_string(),
-        "CPython 3.14: not supported (3.6 to 3.13 are)"
+        PythonError::Unsupported { major: 3, minor: 16 }.to_string(),
+        "CPython 3.16: not supported (3.6 to 3.15 are)"
     );
+    assert_eq!(for_version(3, 14, None), Err(PythonError::Unreadable("_PyRuntime")));
+    assert_eq!(for_version(3, 15, None), Err(PythonError::Unreadable("_PyRuntime")));
     assert_eq!(for_version(3, 13, None), Err(PythonError::Unreadable("_PyRuntime")));
     assert_eq!(for_version(3, 11, None), Ok(V3_11));
     assert_eq!(for_version(3, 12, None), Ok(V3_12));

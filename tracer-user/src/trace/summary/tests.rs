@@ -417,7 +417,7 @@ fn python_walks_in_both_forms() {
 fn refused_interpreters_in_both_forms() {
     let (catalog, profile) = session();
     assert!(!summary(&catalog, &profile).to_string().contains("not walked"));
-    let reason = crate::python::PythonError::Unsupported { major: 3, minor: 14 }.to_string();
+    let reason = crate::python::PythonError::Unsupported { major: 3, minor: 16 }.to_string();
     let summary = Summary {
         python: super::python::PythonFigures {
             refused: [(reason.clone(), 2)].into(),
@@ -427,7 +427,7 @@ fn refused_interpreters_in_both_forms() {
     };
     let text = summary.to_string();
     assert!(
-        text.contains("\n  python interpreters not walked: CPython 3.14: not supported (3.6 to 3.13 are) (2)\n"),
+        text.contains("\n  python interpreters not walked: CPython 3.16: not supported (3.6 to 3.15 are) (2)\n"),
         "{text}"
     );
     let v: serde_json::Value = serde_json::from_str(&summary.json()).expect("json");

@@ -426,6 +426,18 @@ pub fn three_versions(test: &str) -> Vec<Interpreter> {
     out
 }
 
+/// Debian unstable's `python3.14` and `python3.15` in their private root; without it, skipped
+/// (failing under CI).
+pub fn sid(test: &str) -> Vec<Interpreter> {
+    ["3.14", "3.15"]
+        .iter()
+        .filter_map(|minor| {
+            let found = crate::support::sid_python_argv(minor);
+            crate::support::required(test, found, crate::support::NO_SID_ROOT)
+        })
+        .collect()
+}
+
 /// pyenv's `python3.MINOR`; without it, skipped (failing under CI).
 fn pyenv_required(test: &str, minor: &str) -> Option<Interpreter> {
     let missing = format!("no pyenv python{minor} installed");

@@ -45,15 +45,14 @@ const MARGIN_NS: u64 = 20_000_000;
 /// The depth of the native chain.
 const DEPTH: usize = 3;
 
-/// Build the forger (3.11, or claiming 3.13 with hostile debug offsets) as `python3-forger*` in
-/// `dir`, readable by everyone.
-fn forger(dir: &Path, v313: bool) -> PathBuf {
+/// Build the forger (3.11, or with `version` `V313` or `V315` claiming 3.13 or 3.15 with hostile
+/// debug offsets) as `python3-forger*` in `dir`, readable by everyone.
+fn forger(dir: &Path, version: Option<&str>) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/security/pyforger.c");
-    let out = dir.join(if v313 { "python3-forger313" } else { "python3-forger" });
+    let out = dir.join(format!("python3-forger{}", version.unwrap_or_default()));
+    let define = version.map(|v| format!("-D{v}"));
     let mut flags = vec!["-O1", "-rdynamic", "-pthread"];
-    if v313 {
-        flags.push("-DV313");
-    }
+    flags.extend(define.as_deref());
     gcc(&src, &out, &flags)
 }
 
@@ -316,7 +315,7 @@ fn forged_line_tables_are_shared_and_bounded() {
         return;
     };
     let dir = sticky_dir();
-    let forger = forger(dir.path(), false);
+    let forger = forger(dir.path(), None);
     let attack = start_forger(&forger, &["lines", "16384", "2"], 1);
     both_sessions(&[attack.pid()], dir.path(), "line tables", |s, what| {
         assert!(
@@ -337,7 +336,7 @@ fn one_users_python_names_leave_room_for_others() {
         return;
     };
     let dir = sticky_dir();
-    let forger = forger(dir.path(), false);
+    let forger = forger(dir.path(), None);
     // Four processes of the user's, at 997 Hz: enough to take its share in seconds on a busy
     // host (a sample names 7 functions, a process 512 a second: those are bounded too).
     let attack: Vec<Running> = (0..4)
@@ -376,7 +375,7 @@ fn python_names_do_not_amplify_the_output() {
         return;
     };
     let dir = sticky_dir();
-    let forger = forger(dir.path(), false);
+    let forger = forger(dir.path(), None);
     let attack = start_forger(&forger, &["names", "256", "2"], 1);
     both_sessions(&[attack.pid()], dir.path(), "output", |s, what| {
         assert!(s.summary.count("python.stacks.elided") > 0, "{what}: nothing elided");
@@ -407,7 +406,7 @@ fn idle_forged_interpreters_give_way_in_a_full_map() {
         return;
     };
     let dir = sticky_dir();
-    let forger = forger(dir.path(), false);
+    let forger = forger(dir.path(), None);
     let _attack = start_forger(&forger, &["idle", "1100"], 1100);
     both_sessions(&[], dir.path(), "full map", |s, what| {
         assert!(
@@ -428,15 +427,15 @@ fn a_users_busy_threads_do_not_delay_the_session() {
         return;
     };
     let dir = sticky_dir();
-    let forger = forger(dir.path(), false);
+    let forger = forger(dir.path(), None);
     let attack = start_forger(&forger, &["spin", "128"], 1);
     both_sessions(&[attack.pid()], dir.path(), "busy threads", |_, _| {});
 }
 
 /// The forged structures that held before stay held: a cyclic frame chain, wild and flipping
 /// pointers, string and table lengths of 2^40, code pointers that read as the walk's markers,
-/// 40 thread states, and a forger claiming 3.13 with debug offsets past their structures
-/// (refused): walks cut short are counted, the honest programs exact.
+/// 40 thread states, and forgers claiming 3.13 and 3.15 with debug offsets past their
+/// structures (refused): walks cut short are counted, the honest programs exact.
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn forged_interpreter_structures_are_survived() {
@@ -444,10 +443,11 @@ fn forged_interpreter_structures_are_survived() {
         return;
     };
     let dir = sticky_dir();
-    let hostile = start_forger(&forger(dir.path(), false), &["hostile"], 1);
-    let v313 = start_forger(&forger(dir.path(), true), &["hostile"], 1);
+    let hostile = start_forger(&forger(dir.path(), None), &["hostile"], 1);
+    let v313 = start_forger(&forger(dir.path(), Some("V313")), &["hostile"], 1);
+    let v315 = start_forger(&forger(dir.path(), Some("V315")), &["hostile"], 1);
     both_sessions(
-        &[hostile.pid(), v313.pid()],
+        &[hostile.pid(), v313.pid(), v315.pid()],
         dir.path(),
         "hostile structures",
         |s, what| {
@@ -455,6 +455,12 @@ fn forged_interpreter_structures_are_survived() {
                 s.summary.count("python.cut_short") > 0,
                 "{what}: no walk cut short: {:?}",
                 s.summary.0["python"]
+            );
+            let refused = &s.summary.0["python"]["refused"];
+            let reason = "_Py_DebugOffsets: a field offset outside its structure";
+            assert_eq!(
+                refused[reason], 2,
+                "{what}: the 3.13 and 3.15 forgers refused: {refused}"
             );
         },
     );
