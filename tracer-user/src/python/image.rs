@@ -29,7 +29,7 @@ pub struct PythonImage {
 }
 
 /// Bytes of `_PyRuntime` read (its debug offsets, the start of it).
-const RUNTIME_READ: u64 = super::layout::DEBUG_OFFSETS_SIZE as u64;
+const RUNTIME_READ: u64 = super::debug_offsets::DEBUG_OFFSETS_SIZE as u64;
 
 /// The interpreter in the ELF object `data`: `Ok(None)` when it is none (no `_PyRuntime` or
 /// no evaluation loop), an error when it is one the tracer cannot walk.
@@ -74,7 +74,7 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
         return if eval_ex { Err(PythonError::TooOld) } else { Ok(None) };
     };
     let Some(version) = version else {
-        let layout = super::layout::for_version(3, newest_api, None)?;
+        let layout = super::for_version(3, newest_api, None)?;
         return Ok(Some(PythonImage {
             major: 3,
             minor: newest_api,
@@ -95,7 +95,7 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
     let (major, minor, micro) = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
     // Stripped of `.symtab` (Debian's 3.14 and 3.15 keep the loop in the unnamed cold part).
     let cold = cold.or_else(|| super::cold::cold_part(&file, eval));
-    let layout = super::layout::for_version(major, minor, read_at(&file, runtime, RUNTIME_READ))?;
+    let layout = super::for_version(major, minor, read_at(&file, runtime, RUNTIME_READ))?;
     Ok(Some(PythonImage {
         major,
         minor,

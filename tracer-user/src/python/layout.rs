@@ -15,12 +15,10 @@
 //! 3.12.1; Debian's 3.11.2 has
 //! the 3.11 layout: these structures do not change within a minor version). 3.13 to 3.15
 //! publish them in `_Py_DebugOffsets`, the first bytes of `_PyRuntime`, which are initialized
-//! data and so read from the file ([`from_debug_offsets`], its layout per version in
-//! `debug_offsets`).
+//! data and so read from the file (`debug_offsets`, its layout per version there; `for_version`
+//! picks).
 
 use tracer_common::python::{NO_FIELD, PY_FRAME_OBJECT, PY_THREAD_PTHREAD, PyOffsets};
-
-use super::PythonError;
 
 /// How userspace reads a code object and the strings it names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,24 +186,3 @@ pub const V3_8: Layout = frame_object(32, 176, 104, 40, 104, CodeFormat::Lnotab)
 pub const V3_9: Layout = V3_8;
 /// 3.10 (3.10.13's DWARF; `f_lasti` at 96).
 pub const V3_10: Layout = frame_object(32, 176, 96, 40, 104, CodeFormat::Linetable310);
-
-pub use super::debug_offsets::{DEBUG_COOKIE, DEBUG_OFFSETS_SIZE, from_debug_offsets};
-
-/// The layout of CPython `major.minor`; `runtime` is the start of `_PyRuntime`'s initialized
-/// bytes (needed from 3.13 on).
-pub fn for_version(major: u8, minor: u8, runtime: Option<&[u8]>) -> Result<Layout, PythonError> {
-    match (major, minor) {
-        (3, 6) => Ok(V3_6),
-        (3, 7) => Ok(V3_7),
-        (3, 8) => Ok(V3_8),
-        (3, 9) => Ok(V3_9),
-        (3, 10) => Ok(V3_10),
-        (3, 11) => Ok(V3_11),
-        (3, 12) => Ok(V3_12),
-        (3, 13..=15) => {
-            let bytes = runtime.ok_or(PythonError::Unreadable("_PyRuntime"))?;
-            from_debug_offsets(bytes, major, minor)
-        }
-        _ => Err(PythonError::Unsupported { major, minor }),
-    }
-}

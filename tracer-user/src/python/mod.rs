@@ -42,6 +42,25 @@ pub enum PythonError {
     DebugOffsets(&'static str),
 }
 
+/// The layout of CPython `major.minor`; `runtime` is the start of `_PyRuntime`'s initialized
+/// bytes (needed from 3.13 on).
+pub fn for_version(major: u8, minor: u8, runtime: Option<&[u8]>) -> Result<Layout, PythonError> {
+    match (major, minor) {
+        (3, 6) => Ok(layout::V3_6),
+        (3, 7) => Ok(layout::V3_7),
+        (3, 8) => Ok(layout::V3_8),
+        (3, 9) => Ok(layout::V3_9),
+        (3, 10) => Ok(layout::V3_10),
+        (3, 11) => Ok(layout::V3_11),
+        (3, 12) => Ok(layout::V3_12),
+        (3, 13..=15) => {
+            let bytes = runtime.ok_or(PythonError::Unreadable("_PyRuntime"))?;
+            debug_offsets::from_debug_offsets(bytes, major, minor)
+        }
+        _ => Err(PythonError::Unsupported { major, minor }),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

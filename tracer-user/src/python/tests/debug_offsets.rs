@@ -8,7 +8,8 @@ use super::super::{
     PythonError,
     cold::jumps_into,
     debug_offsets::{DEBUG_COOKIE, V14, V15, from_debug_offsets},
-    layout::{Layout, for_version},
+    for_version,
+    layout::Layout,
 };
 
 /// The words after `version` of Debian's 3.14.10, to the end of its `_Py_DebugOffsets`.

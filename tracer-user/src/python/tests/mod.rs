@@ -5,7 +5,12 @@
 
 use tracer_common::python::NO_FIELD;
 
-use super::{layout::*, linetable::line_of, *};
+use super::{
+    debug_offsets::{DEBUG_COOKIE, from_debug_offsets},
+    layout::*,
+    linetable::line_of,
+    *,
+};
 
 mod debug_offsets;
 mod merge;
