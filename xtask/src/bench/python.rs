@@ -130,9 +130,9 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
         json: json!({
             "interpreters": all.iter().map(|m| json!({
                 "interpreter": m.label,
-                "with_python_ns": spread_json(m.with.clone()),
-                "without_python_ns": spread_json(m.without.clone()),
-                "python_frames_per_walk": spread_json(m.frames.clone()),
+                "with_python_ns": spread_json(m.with),
+                "without_python_ns": spread_json(m.without),
+                "python_frames_per_walk": spread_json(m.frames),
                 "ns_per_python_frame": m.per_frame(),
             })).collect::<Vec<_>>(),
         }),
