@@ -40,6 +40,11 @@ enum Task {
         /// The long variants of the hardening tests (30 s storms instead of 5 s).
         #[arg(long)]
         long: bool,
+        /// Start at this stage (the toolchains' set-up always runs), to finish a run that
+        /// failed: workspace-tests, pure-readers, conformance, external, dist, x86-64-guests,
+        /// arm64-guest, fuzz, clippy.
+        #[arg(long, value_name = "STAGE")]
+        from: Option<String>,
     },
     /// Build what a production host installs into target/dist/: a static executable per
     /// architecture (musl, eBPF program embedded), tarballs with the man page and completions,
@@ -102,9 +107,9 @@ fn main() -> anyhow::Result<()> {
             setup::setup()?;
             run::demo(&root)
         }
-        Task::Test { long } => {
+        Task::Test { long, from } => {
             setup::setup()?;
-            run::test(&root, long)
+            run::test(&root, long, from.as_deref())
         }
         Task::Dist { arch } => {
             setup::setup()?;

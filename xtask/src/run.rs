@@ -87,9 +87,9 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
 /// CI=true; `long`: the long variants of the hardening tests), under CI=true also one arm64
 /// guest ([`arm64_guest`]), each fuzz target for a bounded time, then both clippy passes.
-pub fn test(root: &Path, long: bool) -> anyhow::Result<()> {
+pub fn test(root: &Path, long: bool, from: Option<&str>) -> anyhow::Result<()> {
     report_disk(root);
-    let mut stages = crate::times::Stages::new(root);
+    let mut stages = crate::times::Stages::new(root, from)?;
     let result = test_stages(root, long, &mut stages);
     stages.report(root);
     report_skipped(root);
@@ -110,17 +110,17 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
         // Read by tracer-user/tests/integration/hardening.rs.
         tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
     }
-    stages.run("workspace tests", || sh(tests.args(["test", "--no-fail-fast"])))?;
+    stages.run("workspace-tests", || sh(tests.args(["test", "--no-fail-fast"])))?;
     // The pure readers also build alone, as fuzz/ uses them.
-    stages.run("pure readers", || {
+    stages.run("pure-readers", || {
         sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))
     })?;
     stages.run("conformance", || conformance(root))?;
     stages.run("external", || external(root, long))?;
     stages.run("dist", || dist(root))?;
     if std::env::var("CI").as_deref() == Ok("true") {
-        stages.run("x86-64 guests", || x86_guests(root))?;
-        stages.run("arm64 guest", || arm64_guest(root))?;
+        stages.run("x86-64-guests", || x86_guests(root))?;
+        stages.run("arm64-guest", || arm64_guest(root))?;
     }
     stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))?;
     stages.run("clippy", clippy)

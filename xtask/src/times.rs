@@ -15,24 +15,64 @@ pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
 /// Slowest tests listed at the end.
 const SLOWEST: usize = 15;
 
+/// The stages of `cargo xtask test`, in order (`--from` names one).
+pub const STAGES: [&str; 10] = [
+    "toolchains",
+    "workspace-tests",
+    "pure-readers",
+    "conformance",
+    "external",
+    "dist",
+    "x86-64-guests",
+    "arm64-guest",
+    "fuzz",
+    "clippy",
+];
+
 /// The stages run so far and how long each took.
 pub struct Stages {
     started: Instant,
     done: Vec<(&'static str, Duration, bool)>,
+    /// Stages before this one are skipped (the toolchains' set-up is not).
+    from: Option<usize>,
 }
 
 impl Stages {
-    /// Start timing; forget the test times of an earlier run.
-    pub fn new(root: &Path) -> Stages {
+    /// Start timing, from stage `from` if given; forget the test times of an earlier run.
+    pub fn new(root: &Path, from: Option<&str>) -> anyhow::Result<Stages> {
+        let from = match from {
+            Some(name) => Some(
+                STAGES
+                    .iter()
+                    .position(|s| *s == name)
+                    .ok_or_else(|| anyhow::anyhow!("no stage {name:?}: the stages are {}", STAGES.join(", ")))?,
+            ),
+            None => None,
+        };
         let _ = std::fs::remove_file(root.join(TIMES_FILE));
-        Stages {
+        Ok(Stages {
             started: Instant::now(),
             done: Vec::new(),
-        }
+            from,
+        })
     }
 
-    /// Run stage `name`, and say how long it took.
-    pub fn run<T>(&mut self, name: &'static str, stage: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    /// Run stage `name`, and say how long it took; a stage before `--from` is skipped (and
+    /// gives `T::default()`).
+    pub fn run<T: Default>(
+        &mut self,
+        name: &'static str,
+        stage: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let index = STAGES.iter().position(|s| *s == name);
+        debug_assert!(index.is_some(), "stage {name} is not in STAGES");
+        if let (Some(from), Some(index)) = (self.from, index)
+            && index < from
+            && index > 0
+        {
+            println!("xtask: stage {name}: skipped (--from {})", STAGES[from]);
+            return Ok(T::default());
+        }
         let since = Instant::now();
         let result = stage();
         let took = since.elapsed();

@@ -12,3 +12,24 @@ fn the_slowest_tests_come_first_and_garbage_is_skipped() {
     );
     assert!(slowest("", 3).is_empty());
 }
+
+/// `--from` takes the stages by name, skips those before it (not the toolchains'), and names
+/// the stages when it is given another word.
+#[test]
+fn from_skips_the_stages_before_it() {
+    // Where no earlier run's times are: nothing to forget.
+    let dir = std::env::temp_dir().join(format!("xtask-stages-{}", std::process::id()));
+    assert!(super::Stages::new(&dir, Some("nope")).is_err());
+    let mut stages = super::Stages::new(&dir, Some("dist")).expect("a stage");
+    let mut ran = Vec::new();
+    for name in super::STAGES {
+        stages
+            .run(name, || {
+                ran.push(name);
+                Ok(())
+            })
+            .expect("runs");
+    }
+    assert_eq!(ran[0], "toolchains");
+    assert_eq!(&ran[1..], &super::STAGES[5..]);
+}

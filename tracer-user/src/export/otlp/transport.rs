@@ -219,7 +219,11 @@ impl Grpc {
             Ok(response) => return Ok(response.into_inner()),
             Err(status) => status,
         };
-        let tls = last_failure().filter(|_| matches!(status.code(), Code::Unavailable | Code::Unknown));
+        // A TLS failure seen on this call's connection is the call's failure, whatever code
+        // tonic gives it: the server cannot have answered past it (regression: a connection a
+        // server closed after the handshake, with the request in flight, came back as
+        // `Cancelled` and was counted `unavailable`).
+        let tls = last_failure();
         let reason = match (&tls, status.code()) {
             (Some(failure), _) => failure.reason,
             (None, Code::Unauthenticated | Code::PermissionDenied) => "unauthenticated",
