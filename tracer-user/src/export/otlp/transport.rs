@@ -221,8 +221,8 @@ impl Grpc {
         };
         // A TLS failure seen on this call's connection is the call's failure, whatever code
         // tonic gives it: the server cannot have answered past it (regression: a connection a
-        // server closed after the handshake, with the request in flight, came back as
-        // `Cancelled` and was counted `unavailable`).
+        // server closed after the handshake, rustls's unexpected end of file, came back as
+        // `OutOfRange`, tonic's code for an I/O `UnexpectedEof`, and was counted `unavailable`).
         let tls = last_failure();
         let reason = match (&tls, status.code()) {
             (Some(failure), _) => failure.reason,
