@@ -144,17 +144,41 @@ fn check_headers(receiver: &Receiver, encoding: Option<&str>) {
     }
 }
 
+/// What every test here starts from: its turn (see `privileged`), the v1 workloads, the
+/// program it traces and a fresh PKI. `None` when the test is skipped.
+struct Setup {
+    _turn: crate::support::Turn,
+    _workloads: crate::support::Workloads,
+    bin: PathBuf,
+    pki: Pki,
+}
+
+fn setup(test: &str) -> Option<Setup> {
+    let turn = privileged(test)?;
+    let workloads = build_workloads(&["v1"]);
+    let bin = workloads.path().join("v1");
+    Some(Setup {
+        _turn: turn,
+        _workloads: workloads,
+        bin,
+        pki: Pki::new(),
+    })
+}
+
 /// Over `https://` with a bearer header, both protocols: gRPC with the flags (the header from a
 /// file, so not in `ps`), gzip-compressed; HTTP configured only by the standard variables. The
 /// receiver, behind a certificate from the test's CA, finds the exact chain and every sample.
 #[test]
 fn exports_over_https_with_a_bearer_header() {
-    let Some(_serial) = privileged("exports_over_https_with_a_bearer_header") else {
+    let Some(Setup {
+        _turn,
+        _workloads,
+        bin,
+        pki,
+    }) = setup("exports_over_https_with_a_bearer_header")
+    else {
         return;
     };
-    let workloads = build_workloads(&["v1"]);
-    let bin = workloads.path().join("v1");
-    let pki = Pki::new();
 
     let receiver = pki.receiver("grpc", "server", false);
     let (ca, token) = (pki.arg("ca.pem"), pki.arg("token"));
@@ -200,12 +224,15 @@ fn exports_over_https_with_a_bearer_header() {
 /// a session that presents one (`--otlp-cert`/`--otlp-key`), over both protocols.
 #[test]
 fn exports_over_mutual_tls() {
-    let Some(_serial) = privileged("exports_over_mutual_tls") else {
+    let Some(Setup {
+        _turn,
+        _workloads,
+        bin,
+        pki,
+    }) = setup("exports_over_mutual_tls")
+    else {
         return;
     };
-    let workloads = build_workloads(&["v1"]);
-    let bin = workloads.path().join("v1");
-    let pki = Pki::new();
     let (ca, token, cert, key) = (
         pki.arg("ca.pem"),
         pki.arg("token"),
@@ -259,12 +286,15 @@ fn check_refused(traced: &Traced, reason: Option<&str>, what: &str) {
 /// `refused_client_certificates_are_named`).
 #[test]
 fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
-    let Some(_serial) = privileged("untrusted_collectors_and_missing_credentials_are_refused_and_counted") else {
+    let Some(Setup {
+        _turn,
+        _workloads,
+        bin,
+        pki,
+    }) = setup("untrusted_collectors_and_missing_credentials_are_refused_and_counted")
+    else {
         return;
     };
-    let workloads = build_workloads(&["v1"]);
-    let bin = workloads.path().join("v1");
-    let pki = Pki::new();
     let (ca, wrong_ca, token) = (pki.arg("ca.pem"), pki.arg("wrong-ca.pem"), pki.arg("token"));
     for protocol in ["grpc", "http"] {
         let cases: [(&str, bool, &[&str], Option<&str>); 4] = [
@@ -307,12 +337,15 @@ const REFUSAL_REASONS: [&str; 2] = ["tls-client-certificate-refused", "tls-close
 /// `unreachable` over gRPC), over both protocols, and the request never gets through.
 #[test]
 fn refused_client_certificates_are_named() {
-    let Some(_serial) = privileged("refused_client_certificates_are_named") else {
+    let Some(Setup {
+        _turn,
+        _workloads,
+        bin,
+        pki,
+    }) = setup("refused_client_certificates_are_named")
+    else {
         return;
     };
-    let workloads = build_workloads(&["v1"]);
-    let bin = workloads.path().join("v1");
-    let pki = Pki::new();
     let (ca, token, cert, key) = (
         pki.arg("ca.pem"),
         pki.arg("token"),
@@ -363,12 +396,15 @@ fn refused_client_certificates_are_named() {
 /// (`tls-not-tls`), and counts it.
 #[test]
 fn https_never_falls_back_to_clear_text() {
-    let Some(_serial) = privileged("https_never_falls_back_to_clear_text") else {
+    let Some(Setup {
+        _turn,
+        _workloads,
+        bin,
+        pki,
+    }) = setup("https_never_falls_back_to_clear_text")
+    else {
         return;
     };
-    let workloads = build_workloads(&["v1"]);
-    let bin = workloads.path().join("v1");
-    let pki = Pki::new();
     let token = pki.arg("token");
     for protocol in ["grpc", "http"] {
         let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
