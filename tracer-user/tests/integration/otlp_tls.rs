@@ -89,6 +89,12 @@ impl Pki {
         self.path(name).display().to_string()
     }
 
+    /// The CA, the bearer token file, and the client certificate `NAME.pem` and its key.
+    fn client(&self, name: &str) -> (String, String, String, String) {
+        let (cert, key) = (self.arg(&format!("{name}.pem")), self.arg(&format!("{name}.key")));
+        (self.arg("ca.pem"), self.arg("token"), cert, key)
+    }
+
     /// A TLS receiver over `protocol` with the certificate `NAME.pem`, requiring the bearer
     /// header, and a client certificate from the CA with `mutual`.
     fn receiver(&self, protocol: &str, cert: &str, mutual: bool) -> Receiver {
@@ -170,15 +176,10 @@ fn setup(test: &str) -> Option<Setup> {
 /// receiver, behind a certificate from the test's CA, finds the exact chain and every sample.
 #[test]
 fn exports_over_https_with_a_bearer_header() {
-    let Some(Setup {
-        _turn,
-        _workloads,
-        bin,
-        pki,
-    }) = setup("exports_over_https_with_a_bearer_header")
-    else {
+    let Some(set) = setup("exports_over_https_with_a_bearer_header") else {
         return;
     };
+    let (bin, pki) = (&set.bin, &set.pki);
 
     let receiver = pki.receiver("grpc", "server", false);
     let (ca, token) = (pki.arg("ca.pem"), pki.arg("token"));
@@ -224,21 +225,11 @@ fn exports_over_https_with_a_bearer_header() {
 /// a session that presents one (`--otlp-cert`/`--otlp-key`), over both protocols.
 #[test]
 fn exports_over_mutual_tls() {
-    let Some(Setup {
-        _turn,
-        _workloads,
-        bin,
-        pki,
-    }) = setup("exports_over_mutual_tls")
-    else {
+    let Some(set) = setup("exports_over_mutual_tls") else {
         return;
     };
-    let (ca, token, cert, key) = (
-        pki.arg("ca.pem"),
-        pki.arg("token"),
-        pki.arg("client.pem"),
-        pki.arg("client.key"),
-    );
+    let (bin, pki) = (&set.bin, &set.pki);
+    let (ca, token, cert, key) = pki.client("client");
     for protocol in ["grpc", "http"] {
         let receiver = pki.receiver(protocol, "server", true);
         let endpoint = format!("https://127.0.0.1:{}", receiver.port);
@@ -286,15 +277,10 @@ fn check_refused(traced: &Traced, reason: Option<&str>, what: &str) {
 /// `refused_client_certificates_are_named`).
 #[test]
 fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
-    let Some(Setup {
-        _turn,
-        _workloads,
-        bin,
-        pki,
-    }) = setup("untrusted_collectors_and_missing_credentials_are_refused_and_counted")
-    else {
+    let Some(set) = setup("untrusted_collectors_and_missing_credentials_are_refused_and_counted") else {
         return;
     };
+    let (bin, pki) = (&set.bin, &set.pki);
     let (ca, wrong_ca, token) = (pki.arg("ca.pem"), pki.arg("wrong-ca.pem"), pki.arg("token"));
     for protocol in ["grpc", "http"] {
         let cases: [(&str, bool, &[&str], Option<&str>); 4] = [
@@ -337,21 +323,11 @@ const REFUSAL_REASONS: [&str; 2] = ["tls-client-certificate-refused", "tls-close
 /// `unreachable` over gRPC), over both protocols, and the request never gets through.
 #[test]
 fn refused_client_certificates_are_named() {
-    let Some(Setup {
-        _turn,
-        _workloads,
-        bin,
-        pki,
-    }) = setup("refused_client_certificates_are_named")
-    else {
+    let Some(set) = setup("refused_client_certificates_are_named") else {
         return;
     };
-    let (ca, token, cert, key) = (
-        pki.arg("ca.pem"),
-        pki.arg("token"),
-        pki.arg("stranger.pem"),
-        pki.arg("stranger.key"),
-    );
+    let (bin, pki) = (&set.bin, &set.pki);
+    let (ca, token, cert, key) = pki.client("stranger");
     for protocol in ["grpc", "http"] {
         let cases: [(&str, &[&str]); 2] = [
             (
@@ -396,15 +372,10 @@ fn refused_client_certificates_are_named() {
 /// (`tls-not-tls`), and counts it.
 #[test]
 fn https_never_falls_back_to_clear_text() {
-    let Some(Setup {
-        _turn,
-        _workloads,
-        bin,
-        pki,
-    }) = setup("https_never_falls_back_to_clear_text")
-    else {
+    let Some(set) = setup("https_never_falls_back_to_clear_text") else {
         return;
     };
+    let (bin, pki) = (&set.bin, &set.pki);
     let token = pki.arg("token");
     for protocol in ["grpc", "http"] {
         let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
