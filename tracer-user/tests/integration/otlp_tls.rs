@@ -192,8 +192,8 @@ fn exports_over_https_with_a_bearer_header() {
         "gzip",
     ];
     let endpoint = format!("https://127.0.0.1:{}", receiver.port);
-    let traced = run(&bin, &endpoint, "1", 3, &flags, &[("RUST_LOG", "trace")]);
-    check_export(&traced, &receiver, &bin, None, "plt");
+    let traced = run(bin, &endpoint, "1", 3, &flags, &[("RUST_LOG", "trace")]);
+    check_export(&traced, &receiver, bin, None, "plt");
     check_headers(&receiver, Some("gzip"));
 
     let receiver = pki.receiver("http", "server", false);
@@ -208,8 +208,8 @@ fn exports_over_https_with_a_bearer_header() {
         ("OTEL_SERVICE_NAME", "checkout"),
         ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test"),
     ];
-    let traced = run(&bin, "", "1", 3, &[], &envs);
-    check_export(&traced, &receiver, &bin, None, "checkout");
+    let traced = run(bin, "", "1", 3, &[], &envs);
+    check_export(&traced, &receiver, bin, None, "checkout");
     check_headers(&receiver, Some("gzip"));
     for request in receiver.requests() {
         for resource in request["resources"].as_array().expect("resources") {
@@ -245,8 +245,8 @@ fn exports_over_mutual_tls() {
             "--otlp-key",
             &key,
         ];
-        let traced = run(&bin, &endpoint, "1", 3, &flags, &[]);
-        check_export(&traced, &receiver, &bin, None, "plt");
+        let traced = run(bin, &endpoint, "1", 3, &flags, &[]);
+        check_export(&traced, &receiver, bin, None, "plt");
         check_headers(&receiver, None);
     }
 }
@@ -304,7 +304,7 @@ fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
             let endpoint = format!("https://127.0.0.1:{}", receiver.port);
             let mut flags = flags.to_vec();
             flags.extend(["--otlp-protocol", protocol]);
-            let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
+            let traced = run(bin, &endpoint, "0.5", 1, &flags, &[]);
             let what = format!("{} over {protocol}", reason.unwrap_or("no client certificate"));
             check_refused(&traced, reason, &what);
             assert!(receiver.requests().is_empty(), "{what}: a request got through");
@@ -348,7 +348,7 @@ fn refused_client_certificates_are_named() {
                 &token,
             ];
             flags.extend(client);
-            let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
+            let traced = run(bin, &endpoint, "0.5", 1, &flags, &[]);
             let what = format!("{what} over {protocol}");
             check_refused(&traced, None, &what);
             let summary = traced.summary();
@@ -405,7 +405,7 @@ fn https_never_falls_back_to_clear_text() {
         });
         let endpoint = format!("https://127.0.0.1:{port}");
         let flags = ["--otlp-protocol", protocol, "--otlp-header-file", &token];
-        let traced = run(&bin, &endpoint, "0.5", 1, &flags, &[]);
+        let traced = run(bin, &endpoint, "0.5", 1, &flags, &[]);
         done.store(true, Ordering::Relaxed);
         let connections = server.join().expect("the plain server");
         check_refused(&traced, Some("tls-not-tls"), &format!("a plain server over {protocol}"));
