@@ -295,7 +295,7 @@ impl Table {
 
     /// Entry address of function `i` (`i == nfunc`: the end of the last one).
     fn entry<B: Bytes + ?Sized>(&self, bytes: &B, i: u64) -> Option<u64> {
-        let at = self.pcln + i.checked_mul(2 * self.field())?;
+        let at = self.pcln.checked_add(i.checked_mul(2 * self.field())?)?;
         let raw = self.uint(bytes, at, u8::try_from(self.field()).ok()?)?;
         match self.version {
             Version::Go116 => Some(raw),
@@ -324,7 +324,10 @@ impl Table {
     fn func_at<B: Bytes + ?Sized>(&self, bytes: &B, i: u64) -> Option<Func> {
         let range = self.entry(bytes, i)?..self.entry(bytes, i.checked_add(1)?)?;
         let field = self.field();
-        let funcoff = self.uint(bytes, self.pcln + i * 2 * field + field, u8::try_from(field).ok()?)?;
+        // Hostile offsets and counts: every sum checked (regression: found by fuzzing, an add
+        // overflow here).
+        let slot = i.checked_mul(2 * field)?.checked_add(field)?;
+        let funcoff = self.uint(bytes, self.pcln.checked_add(slot)?, u8::try_from(field).ok()?)?;
         let func = self.pcln.checked_add(funcoff)?;
         // `_func`: the entry (pointer-sized before 1.18, a 32-bit offset after), then 32-bit
         // fields: name, args, deferreturn, pcsp, pcfile, pcln, npcdata, cuOffset.
@@ -332,10 +335,10 @@ impl Table {
             Version::Go116 => u64::from(self.ptr),
             Version::Go118 | Version::Go120 => 4,
         })?;
-        let u32_at = |i: u64| self.uint(bytes, fields + 4 * i, 4).map(|v| v as u32);
+        let u32_at = |i: u64| self.uint(bytes, fields.checked_add(4 * i)?, 4).map(|v| v as u32);
         // After the eight 32-bit fields (and 1.20's `startLine`): `funcID`, then `flag` (1.17
         // on; a zero pad byte in 1.16).
-        let flag_at = fields + 4 * 8 + if self.version == Version::Go120 { 4 } else { 0 } + 1;
+        let flag_at = fields.checked_add(4 * 8 + if self.version == Version::Go120 { 4 } else { 0 } + 1)?;
         Some(Func {
             flag_at,
             range,
