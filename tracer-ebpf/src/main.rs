@@ -353,9 +353,10 @@ fn end_walk(state: &mut WalkState) {
         // SAFETY: this CPU's slot of a per-CPU map, see `bump`.
         unsafe { *slot += 1 }
     }
-    // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT).
+    // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT). (Not
+    // when every sample is a copy: nothing is missing then.)
     let tgid = state.record.header.tgid;
-    if reason == StopReason::Snapshot as u32 && PROCS.get_ptr(tgid).is_some() {
+    if reason == StopReason::Snapshot as u32 && COPY_STACKS.load() != 1 && PROCS.get_ptr(tgid).is_some() {
         lifecycle::notify_limited(NoticeKind::UnknownPc, tgid);
     }
 }

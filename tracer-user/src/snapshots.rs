@@ -158,10 +158,14 @@ impl Snapshots {
                 waiting.push_back(held);
                 continue;
             }
+            // Every lookup, for a recording.
             let mut looked = Vec::new();
+            let recording = self.recorder.as_ref().is_some_and(|r| !r.full());
             let walked = walk::walk_copy(&held.copy, self.max_depth, |pc| {
                 let found = covering(catalog, pid, time, pc);
-                looked.push((pc, found));
+                if recording {
+                    looked.push((pc, found));
+                }
                 found
             });
             if walked.stop == StopReason::NoMapping && !late {
@@ -176,8 +180,11 @@ impl Snapshots {
                 continue;
             }
             if let Some(recorder) = self.recorder.as_mut() {
-                let recording = record(catalog, &held, &walked, &looked, self.max_depth);
-                recorder.write(pid, &recording);
+                if recording {
+                    recorder.write(pid, &record(catalog, &held, &walked, &looked, self.max_depth));
+                } else {
+                    recorder.dropped += 1;
+                }
             }
             self.emit(&held, &walked, &mut emit);
         }

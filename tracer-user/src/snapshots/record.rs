@@ -123,6 +123,11 @@ impl Recorder {
         }
     }
 
+    /// Whether [`MAX_RECORDS`] are written (later copies are only counted).
+    pub fn full(&self) -> bool {
+        self.written >= MAX_RECORDS
+    }
+
     /// Recordings written.
     pub fn written(&self) -> u32 {
         self.written

@@ -240,7 +240,7 @@ impl Recording {
             return Err(FormatError::Version(self.version));
         }
         let text = self.stack.words.as_bytes();
-        if text.len() % 16 != 0 {
+        if !text.len().is_multiple_of(16) {
             return Err(FormatError::Stack(format!(
                 "{} hex digits, not whole words",
                 text.len()
