@@ -300,7 +300,7 @@ pub fn trim(copy: &StackSnapshot, full: &Walked, mut walk: impl FnMut(&StackSnap
         .min(copy.len as usize);
     let mut trimmed = Box::new(*copy);
     let window = |trimmed: &mut StackSnapshot, skip: usize, end: usize| {
-        trimmed.base = copy.base + 8 * skip as u64;
+        trimmed.base = copy.base.wrapping_add(8 * skip as u64);
         trimmed.words = [0; SNAPSHOT_WORDS];
         trimmed.words[..end - skip].copy_from_slice(&copy.words[skip..end]);
         trimmed.len = (end - skip) as u32;
