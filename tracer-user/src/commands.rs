@@ -150,6 +150,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         events,
         live: args.live,
         health_listen: args.health_listen,
+        record_snapshots: args.record_snapshots,
         summary: sframe_trace::trace::SummarySpec {
             format: match args.summary_format {
                 crate::cli::SummaryFormat::Text => sframe_trace::trace::SummaryFormat::Text,
@@ -633,6 +634,7 @@ fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration)
             table_capacity: None,
             events: sframe_trace::event::EventSet::default(),
             ring_buffer_bytes: bpf::DEFAULT_RING_BUFFER_BYTES,
+            copy_stacks: false,
         };
         let mut kernel = bpf::Kernel::load(&config, &mut TableSet::new())?;
         // Without mappings, the walk of a traced process stops at frame 0 (no_mapping); every

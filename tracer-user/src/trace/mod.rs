@@ -96,6 +96,9 @@ pub struct TraceConfig {
     pub drain_priority: crate::priority::DrainPriority,
     /// `--health-listen`: where `/healthz` and `/metrics` are served.
     pub health_listen: Option<std::net::SocketAddr>,
+    /// `--record-snapshots`: every sample of the traced processes is a stack copy, walked and
+    /// recorded into this directory (`snapshots::record`).
+    pub record_snapshots: Option<std::path::PathBuf>,
 }
 
 /// How a session that traced ended, for the exit status.
@@ -127,6 +130,11 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let started = Instant::now();
     let mut output = output::Outputs::open(&config)?;
     let summary_out = summary::SummaryOut::open(&config.summary, &config.access)?;
+    let recorder = config
+        .record_snapshots
+        .as_deref()
+        .map(crate::snapshots::Recorder::open)
+        .transpose()?;
     let mut targets = if config.all {
         Targets::all()?
     } else {
@@ -180,6 +188,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         runtimes: inspect::Runtimes::new(),
         own_pid: (config.all && !config.include_self).then(std::process::id),
     };
+    if let Some(recorder) = recorder {
+        sink.copies.record_into(recorder);
+    }
     let mut sizes = sizes::SizeLog::new();
     let mut memory = memory::MemoryBound::new(config.max_memory);
     let why = {
@@ -286,6 +297,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         }
     }
     sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
+    if let Some(recorder) = sink.copies.recorder() {
+        say(format_args!(
+            "sframe-trace: recorded {} stack copies ({} not recorded)\n",
+            recorder.written(),
+            recorder.dropped
+        ));
+    }
     step.done("drain");
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;

@@ -64,6 +64,8 @@ mod python_session;
 mod reader;
 mod readme;
 #[cfg(feature = "ebpf")]
+mod replay;
+#[cfg(feature = "ebpf")]
 mod security;
 mod support;
 #[cfg(feature = "ebpf")]

@@ -705,5 +705,6 @@ pub fn kernel_config(max_depth: u32, kernel_stacks: bool) -> sframe_trace::bpf::
         table_capacity: None,
         events: sframe_trace::event::EventSet::default(),
         ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
+        copy_stacks: false,
     }
 }
