@@ -99,15 +99,13 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         (1..=MAX_USER_FRAMES as u32).contains(&args.max_depth),
         "--max-depth must be between 1 and {MAX_USER_FRAMES}"
     );
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = sframe_trace::sys::page_size();
     anyhow::ensure!(
         i64::from(args.ring_buffer_size) >= page as i64,
         "--ring-buffer-size must be at least the page size ({page} bytes)"
     );
     let otlp = otlp_config(&args)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = sframe_trace::sys::process::effective_uid();
     let sudo = |name| std::env::var(name).ok();
     let (access, refused) = sframe_trace::outfile::Access::for_sudo(
         euid,

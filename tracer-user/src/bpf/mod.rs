@@ -66,8 +66,7 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 8 << 20;
 
 /// Why this host cannot trace, as one sentence, or Ok.
 pub fn preflight() -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::sys::process::effective_uid();
     if euid != 0 && !has_effective_capabilities(&[CAP_PERFMON, CAP_BPF]) {
         bail!("tracing needs root (or CAP_BPF and CAP_PERFMON) to load the eBPF program: run it with sudo");
     }
@@ -462,8 +461,7 @@ fn vma_offsets(config: &KernelConfig) -> Result<tracer_common::vma::VmaOffsets, 
         log::debug!("PCs are not looked up in VMAs: {err:#}");
         format!("the kernel's BTF: {err:#}")
     })?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = crate::sys::page_size();
     offsets.page_shift = u64::try_from(page)
         .ok()
         .filter(|p| p.is_power_of_two())

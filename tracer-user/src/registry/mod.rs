@@ -368,16 +368,7 @@ impl Catalog<TableSet> {
 /// Every object holds its file open (see [`Catalog::symbol_source`]): lift the soft limit on
 /// open files to the hard one.
 fn raise_open_files_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 && limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max;
-        // SAFETY: setrlimit reads the struct we pass; failure leaves the old limit in place.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
-    }
+    crate::sys::limits::raise_open_files();
 }
 
 /// An object whose table is to be built: see [`Catalog::missing`].

@@ -14,16 +14,16 @@
 
 use std::{
     ffi::CString,
-    fs::File,
     io::{self, Write as _},
     os::{
-        fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
+        fd::{AsFd as _, OwnedFd},
         unix::ffi::OsStrExt as _,
     },
     path::{Path, PathBuf},
 };
 
 use super::recording::Recording;
+use crate::sys;
 
 /// Recordings written at most per session.
 pub const MAX_RECORDS: u32 = 512;
@@ -55,33 +55,16 @@ impl Recorder {
             source,
         };
         let name = CString::new(path.as_os_str().as_bytes()).map_err(|e| io_error(io::Error::other(e)))?;
-        // SAFETY: a NUL-terminated path; mkdir has no other preconditions.
-        if unsafe { libc::mkdir(name.as_ptr(), 0o700) } != 0 {
-            let err = io::Error::last_os_error();
+        if let Err(err) = sys::fs::mkdir(&name, 0o700) {
             if err.raw_os_error() != Some(libc::EEXIST) {
                 return Err(io_error(err));
             }
         }
-        // SAFETY: a NUL-terminated path; the descriptor returned is owned below.
-        let fd = unsafe {
-            libc::open(
-                name.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io_error(io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: an all-zero `stat` is valid; fstat fills it from an open descriptor.
-        let mut seen: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::fstat(dir.as_raw_fd(), &mut seen) } != 0 {
-            return Err(io_error(io::Error::last_os_error()));
-        }
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
+        // O_CLOEXEC is added by `open_at`.
+        let dir = sys::fs::open_at(None, &name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .map_err(io_error)?;
+        let seen = sys::fs::fstat(dir.as_fd()).map_err(io_error)?;
+        let euid = sys::process::effective_uid();
         if seen.st_uid != euid || seen.st_mode & 0o077 != 0 {
             return Err(RecordDirError::Refused {
                 path: path.to_owned(),
@@ -135,20 +118,8 @@ impl Recorder {
 
     fn create(&self, name: &str, recording: &Recording) -> io::Result<()> {
         let c_name = CString::new(name).map_err(io::Error::other)?;
-        // SAFETY: an open directory descriptor and a NUL-terminated name without a slash.
-        let fd = unsafe {
-            libc::openat(
-                self.dir.as_raw_fd(),
-                c_name.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o600 as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        let mut file = unsafe { File::from_raw_fd(fd) };
+        // A name without a slash, in the open directory.
+        let mut file = sys::fs::create_new_at(self.dir.as_fd(), &c_name, 0o600)?;
         let mut text = serde_json::to_vec_pretty(recording).map_err(io::Error::other)?;
         text.push(b'\n');
         file.write_all(&text)

@@ -495,11 +495,7 @@ fn forget(idle: &[usize], catalog: &mut registry::Catalog, symbols: &mut SymbolC
 /// tracer's resident size for good, however little it keeps; so would the symbol cache's
 /// parsed data once dropped at its bound, fragmenting the heap with every cycle.
 fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::heap::trim();
 }
 
 /// Give large allocations back to the system when they are freed. glibc serves blocks from
@@ -510,15 +506,9 @@ fn release_freed_memory() {
 /// free memory stayed resident. Setting the threshold fixes it where it starts.
 /// (musl's allocator returns freed mappings by itself: nothing to tune there.)
 fn tune_allocator() {
-    #[cfg(target_env = "gnu")]
-    {
-        /// Blocks from this size up get mappings of their own.
-        const MMAP_THRESHOLD: libc::c_int = 256 << 10;
-        // SAFETY: mallopt only sets a parameter of glibc's allocator; failure leaves it as it was.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-        }
-    }
+    /// Blocks from this size up get mappings of their own.
+    const MMAP_THRESHOLD: libc::c_int = 256 << 10;
+    crate::sys::heap::mmap_threshold(MMAP_THRESHOLD);
 }
 
 /// The next notice: one held back by [`notices_first`], else the next sent.
