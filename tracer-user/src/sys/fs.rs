@@ -180,3 +180,20 @@ pub fn mount_tracefs() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A non-blocking inotify descriptor watching `path` for `mask` (for tests that observe what
+/// the tracer opens).
+pub fn inotify_watch(path: &CStr, mask: u32) -> io::Result<File> {
+    // SAFETY: no pointers passed.
+    let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new fd that nothing else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    // SAFETY: a NUL-terminated path; inotify_add_watch only reads it.
+    if unsafe { libc::inotify_add_watch(fd, path.as_ptr(), mask) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
+}

@@ -33,3 +33,16 @@ pub fn raise_open_files() {
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
     }
 }
+
+/// The hard limit of `resource` of this process.
+pub fn hard(resource: libc::__rlimit_resource_t) -> std::io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into `limit`, a valid rlimit.
+    if unsafe { libc::getrlimit(resource, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit.rlim_max)
+}
