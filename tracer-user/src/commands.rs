@@ -340,6 +340,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
     use sframe_trace::trace::Ended;
     let config = trace_config(args)?;
+    sframe_trace::sys::session::prepare();
     let runtime = runtime()?;
     let traced = runtime.block_on(sframe_trace::trace::run(config));
     let stopping = std::time::Instant::now();
@@ -622,6 +623,7 @@ fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration)
 
     bpf::preflight()?;
     let runtime = runtime()?;
+    sframe_trace::sys::session::prepare();
     runtime.block_on(async {
         let config = bpf::KernelConfig {
             frequency,

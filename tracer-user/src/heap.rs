@@ -117,7 +117,6 @@ impl crate::sys::alloc::Counter for Counts {
 /// The system allocator, each call counted on the calling thread.
 pub type Counted = crate::sys::alloc::Counted<Counts>;
 
-
 #[global_allocator]
 static ALLOCATOR: Counted = Counted::new();
 
@@ -136,7 +135,6 @@ fn shrank(bytes: usize) {
     });
     publish(now, (bytes as isize).wrapping_neg());
 }
-
 
 /// The calling thread's count: only the difference between two readings on the same thread
 /// means something (the bytes it allocated in between, less those it freed).

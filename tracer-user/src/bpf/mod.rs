@@ -178,7 +178,8 @@ impl Kernel {
             bail!("tracepoint events attach through tracefs: {why}");
         }
         let _deferred = runtime::DeferSignals::new();
-        let memlock = runtime::raise_memlock_limit();
+        // Lifted when the session started (`sys::session::prepare`).
+        let memlock = crate::sys::session::memlock_left();
         let all_processes = u32::from(config.all_processes);
         let kernel_stacks = u32::from(config.kernel_stacks);
         let copy_stacks = u32::from(config.copy_stacks);

@@ -1,6 +1,6 @@
-//! What loading needs from the system around it: a memlock limit high enough for old kernels,
-//! no signal pending for the loading thread, which helpers the kernel has, and forwarding the
-//! program's aya-log records to the `log` logger on the tokio runtime. No maps or programs are
+//! What loading needs from the system around it (the memlock limit is lifted when the session
+//! starts, `sys::session`): what to say when it stayed too low, no signal pending for the
+//! loading thread, which helpers the kernel has, and forwarding the program's aya-log records to the `log` logger on the tokio runtime. No maps or programs are
 //! touched here beyond the logger's own.
 
 use std::os::fd::AsRawFd as _;
@@ -11,16 +11,11 @@ use aya::{
     sys::{BpfHelper, is_helper_supported},
 };
 
-/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lift it so loading does not fail
-/// there. Returns the limit in bytes when it stays in place (lifting it needs
-/// CAP_SYS_RESOURCE), `None` when there is none.
-pub(super) fn raise_memlock_limit() -> Option<u64> {
-    crate::sys::limits::raise_memlock()
-}
-
 /// The error of a failed load of the eBPF object: with a memlock limit left in place
-/// (`memlock`, from [`raise_memlock_limit`]) and a refusal from the kernel (`EPERM`, which is
-/// what kernels before 5.11 answer when maps exceed it), the one sentence that says so.
+/// (`memlock`, from `sys::session::memlock_left`: kernels before 5.11 charge BPF maps to
+/// RLIMIT_MEMLOCK, which the session lifted if it could) and a refusal from the kernel
+/// (`EPERM`, which is what kernels before 5.11 answer when maps exceed it), the one sentence
+/// that says so.
 pub(super) fn explain_load_failure(err: anyhow::Error, memlock: Option<u64>) -> anyhow::Error {
     const EPERM: i32 = 1;
     let refused = err.chain().any(|cause| {

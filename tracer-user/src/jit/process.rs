@@ -112,9 +112,7 @@ fn read_clock(clock: libc::clockid_t) -> Option<u64> {
 /// `start_time` (clock ticks after boot) on `clock`, from the clocks now: `clock` less the
 /// time since boot.
 fn started_on(clock: libc::clockid_t, start_time: u64) -> Option<u64> {
-    let ticks = u64::try_from(crate::sys::clock_ticks())
-        .ok()
-        .filter(|&t| t > 0)?;
+    let ticks = u64::try_from(crate::sys::clock_ticks()).ok().filter(|&t| t > 0)?;
     // `clock` at boot (negative for a clock that stood still while suspended, such as
     // `CLOCK_MONOTONIC`, after a suspend).
     let boot = i128::from(read_clock(clock)?) - i128::from(read_clock(libc::CLOCK_BOOTTIME)?);

@@ -61,7 +61,6 @@ pub struct Catalog<T = TableSet> {
 impl<T: TableStore + Default> Catalog<T> {
     /// An empty catalog whose tables go into `tables` (which bounds their room).
     pub fn with_tables(tables: T) -> Catalog<T> {
-        raise_open_files_limit();
         Catalog {
             loader: TableLoader::new(tables),
             ..Catalog::default()
@@ -363,12 +362,6 @@ impl Catalog<TableSet> {
         self.pycode.sizes(add);
         self.loader.tables.sizes(add);
     }
-}
-
-/// Every object holds its file open (see [`Catalog::symbol_source`]): lift the soft limit on
-/// open files to the hard one.
-fn raise_open_files_limit() {
-    crate::sys::limits::raise_open_files();
 }
 
 /// An object whose table is to be built: see [`Catalog::missing`].

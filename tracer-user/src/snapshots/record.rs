@@ -61,8 +61,8 @@ impl Recorder {
             }
         }
         // O_CLOEXEC is added by `open_at`.
-        let dir = sys::fs::open_at(None, &name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .map_err(io_error)?;
+        let dir =
+            sys::fs::open_at(None, &name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW).map_err(io_error)?;
         let seen = sys::fs::fstat(dir.as_fd()).map_err(io_error)?;
         let euid = sys::process::effective_uid();
         if seen.st_uid != euid || seen.st_mode & 0o077 != 0 {

@@ -22,7 +22,16 @@ impl Mapped {
         let len = usize::try_from(len).ok().filter(|&len| len > 0)?;
         // SAFETY: a fresh private read-only mapping of a file this process holds open; no
         // existing memory is affected.
-        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
         (ptr != libc::MAP_FAILED).then_some(Mapped { ptr, len })
     }
 

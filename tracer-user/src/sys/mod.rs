@@ -6,7 +6,8 @@
 //! One file per concern: [`fs`] opens and names files, [`memory`] maps them, [`process`] handles
 //! processes, threads and ptrace, [`signals`] masks and waits for signals, [`priority`]
 //! schedules threads, [`limits`] and [`heap`] tune the process, [`alloc`] counts the heap,
-//! [`poll`] registers descriptors with tokio.
+//! `poll` registers descriptors with tokio, and [`session`] makes the process-wide settings of
+//! a tracing session once, when it starts.
 
 pub mod alloc;
 pub mod fs;
@@ -17,6 +18,7 @@ pub mod memory;
 pub mod poll;
 pub mod priority;
 pub mod process;
+pub mod session;
 pub mod signals;
 
 /// Now on the kernel's clock (`bpf_ktime_get_ns` is `CLOCK_MONOTONIC`).

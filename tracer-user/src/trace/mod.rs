@@ -118,11 +118,11 @@ pub(crate) fn say(text: std::fmt::Arguments<'_>) {
     let _ = std::io::Write::write_fmt(&mut std::io::stderr(), text);
 }
 
-/// Trace, write the stacks, print the summary.
+/// Trace, write the stacks, print the summary. The caller has made the process-wide settings
+/// first (`sys::session::prepare`).
 pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
-    tune_allocator();
     crate::bpf::preflight()?;
     // After the check of privileges (without them there is nothing to run ahead of).
     crate::priority::apply(config.drain_priority);
@@ -496,19 +496,6 @@ fn forget(idle: &[usize], catalog: &mut registry::Catalog, symbols: &mut SymbolC
 /// parsed data once dropped at its bound, fragmenting the heap with every cycle.
 fn release_freed_memory() {
     crate::sys::heap::trim();
-}
-
-/// Give large allocations back to the system when they are freed. glibc serves blocks from
-/// `M_MMAP_THRESHOLD` up with mappings of their own, but raises that threshold (up to 32 MiB)
-/// each time such a block is freed; from then on the scratch of table builds and symbol files
-/// (megabytes each, freed soon after) is carved out of the arenas, where the small blocks that
-/// outlive it pin their pages: over a session under churn, a hundred megabytes and more of
-/// free memory stayed resident. Setting the threshold fixes it where it starts.
-/// (musl's allocator returns freed mappings by itself: nothing to tune there.)
-fn tune_allocator() {
-    /// Blocks from this size up get mappings of their own.
-    const MMAP_THRESHOLD: libc::c_int = 256 << 10;
-    crate::sys::heap::mmap_threshold(MMAP_THRESHOLD);
 }
 
 /// The next notice: one held back by [`notices_first`], else the next sent.
