@@ -1,7 +1,8 @@
 //! What loading needs from the system around it (the memlock limit is lifted when the session
 //! starts, `sys::session`): what to say when it stayed too low, no signal pending for the
-//! loading thread, which helpers the kernel has, and forwarding the program's aya-log records to the `log` logger on the tokio runtime. No maps or programs are
-//! touched here beyond the logger's own.
+//! loading thread, which helpers the kernel has, and forwarding the program's aya-log records
+//! to the `log` logger on the tokio runtime. No maps or programs are touched here beyond the
+//! logger's own.
 
 use std::os::fd::AsRawFd as _;
 
