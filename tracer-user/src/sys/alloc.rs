@@ -8,7 +8,7 @@ use std::{
 
 #[cfg(target_env = "musl")]
 use mimalloc::MiMalloc as Inner;
-/// The allocator underneath: glibc's where the tracer links glibc (tuned in `trace`), and
+/// The allocator underneath: glibc's where the tracer links glibc (tuned by `session`), and
 /// mimalloc in the static (musl) build, whose own allocator made table builds and naming a
 /// third to a half slower (`cargo xtask bench --phase static`).
 #[cfg(not(target_env = "musl"))]
@@ -31,10 +31,6 @@ impl<C> Counted<C> {
         Counted(PhantomData)
     }
 }
-
-// SAFETY: a `Counted` holds no data (PhantomData only): sharing it between threads shares
-// nothing.
-unsafe impl<C> Sync for Counted<C> {}
 
 // SAFETY: every call is forwarded to the system allocator unchanged; counting allocates
 // nothing (the `Counter` contract).

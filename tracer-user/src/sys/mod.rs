@@ -23,7 +23,7 @@ pub mod signals;
 
 /// Now on the kernel's clock (`bpf_ktime_get_ns` is `CLOCK_MONOTONIC`).
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+    clock_ns_lossy(libc::CLOCK_MONOTONIC)
 }
 
 /// Nanoseconds of `clock`, `None` when it cannot be read (or overflows).
