@@ -55,10 +55,10 @@ impl Recorder {
             source,
         };
         let name = CString::new(path.as_os_str().as_bytes()).map_err(|e| io_error(io::Error::other(e)))?;
-        if let Err(err) = sys::fs::mkdir(&name, 0o700) {
-            if err.raw_os_error() != Some(libc::EEXIST) {
-                return Err(io_error(err));
-            }
+        if let Err(err) = sys::fs::mkdir(&name, 0o700)
+            && err.raw_os_error() != Some(libc::EEXIST)
+        {
+            return Err(io_error(err));
         }
         // O_CLOEXEC is added by `open_at`.
         let dir =

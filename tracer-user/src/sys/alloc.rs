@@ -26,9 +26,15 @@ pub trait Counter {
 pub struct Counted<C>(PhantomData<C>);
 
 impl<C> Counted<C> {
-    /// The allocator (for a `#[global_allocator]` static).
+    /// The allocator (for a `#[global_allocator]` static, where `Default` cannot be called).
     pub const fn new() -> Self {
         Counted(PhantomData)
+    }
+}
+
+impl<C> Default for Counted<C> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
