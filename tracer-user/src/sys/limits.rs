@@ -34,8 +34,8 @@ pub fn raise_open_files() {
     }
 }
 
-/// The hard limit of `resource` of this process.
-pub fn hard(resource: libc::__rlimit_resource_t) -> std::io::Result<u64> {
+/// The (soft, hard) limits of `resource` of this process.
+pub fn get(resource: libc::__rlimit_resource_t) -> std::io::Result<(u64, u64)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -44,5 +44,10 @@ pub fn hard(resource: libc::__rlimit_resource_t) -> std::io::Result<u64> {
     if unsafe { libc::getrlimit(resource, &mut limit) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(limit.rlim_max)
+    Ok((limit.rlim_cur, limit.rlim_max))
+}
+
+/// The hard limit of `resource` of this process.
+pub fn hard(resource: libc::__rlimit_resource_t) -> std::io::Result<u64> {
+    Ok(get(resource)?.1)
 }

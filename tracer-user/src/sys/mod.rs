@@ -47,6 +47,9 @@ pub fn clock_ns_lossy(clock: libc::clockid_t) -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
+#[cfg(test)]
+mod tests;
+
 /// The page size in bytes (`sysconf(_SC_PAGESIZE)`, -1 if unknown).
 pub fn page_size() -> libc::c_long {
     // SAFETY: sysconf has no preconditions.

@@ -1,4 +1,7 @@
-//! One integration-test binary; each module covers one area.
+//! One integration-test binary; each module covers one area. No `unsafe` here: system calls
+//! go through `sframe_trace::sys`.
+
+#![deny(unsafe_code)]
 
 mod check;
 mod cli;
