@@ -1,11 +1,16 @@
 //! Fuzz the `.gopclntab` reader: any bytes as a table whose code starts at an arbitrary
 //! address. Parsing, the table's code range and looking up addresses in it and around it must
-//! not panic or read past the table, and every name found stays within the bound of names.
+//! not panic or read past the table, and every name found stays within the bound of names;
+//! the same for the functions inlined at those addresses, with the table's own bytes read as
+//! the inline trees (from address 0, `go:func.*` at the code's start).
 //! Does not touch ELF (the section is found by `object`, fuzzed in `elf_discover`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::{gopclntab::Table, names::MAX_NAME_BYTES};
+use sframe_trace::{
+    gopclntab::{MAX_INLINE_DEPTH, Table},
+    names::MAX_NAME_BYTES,
+};
 
 fuzz_target!(|input: &[u8]| {
     // The first 8 bytes choose where the code starts (Go 1.18 on); the rest is the table.
@@ -28,6 +33,11 @@ fuzz_target!(|input: &[u8]| {
             assert!(found.range.contains(&pc), "{pc:#x} outside {:?}", found.range);
             assert!(found.function.len() <= MAX_NAME_BYTES);
             assert!(found.file.is_none_or(|f| f.len() <= MAX_NAME_BYTES));
+        }
+        if let Some(calls) = table.calls(data, data, Some(text_start % 4096), pc) {
+            assert!(calls.len() <= MAX_INLINE_DEPTH + 1);
+            assert_eq!(calls.iter().filter(|c| !c.inlined).count(), 1);
+            assert!(calls.iter().all(|c| c.function.len() <= MAX_NAME_BYTES));
         }
     }
 });

@@ -45,6 +45,11 @@ pub const GLOBAL_KERNEL_STACK: &str = "KERNEL_STACK";
 /// `Counter::NoUserRegs` instead (the verifier then drops the calls as dead code, so the
 /// program still loads on older kernels).
 pub const GLOBAL_TASK_REGS: &str = "TASK_REGS";
+/// Read-only global: 1 to ship every sample of a traced process as a stack copy
+/// (`crate::snapshot`) instead of walking it (`--record-snapshots`, a debug option: userspace
+/// walks the copies and records them); 0, the default, walks in the kernel as usual (the
+/// verifier drops the copy path as dead code).
+pub const GLOBAL_COPY_STACKS: &str = "COPY_STACKS";
 
 /// Rows per [`MAP_ROWS`] value.
 pub const ROW_CHUNK: usize = 1024;

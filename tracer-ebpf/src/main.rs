@@ -63,6 +63,9 @@ static KERNEL_STACK: Global<u32> = Global::new(1);
 /// `tracer_common::trace::GLOBAL_TASK_REGS`.
 #[unsafe(no_mangle)]
 static TASK_REGS: Global<u32> = Global::new(0);
+/// `tracer_common::trace::GLOBAL_COPY_STACKS`.
+#[unsafe(no_mangle)]
+static COPY_STACKS: Global<u32> = Global::new(0);
 /// `tracer_common::vma::GLOBAL_VMA_OFFSETS`; `page_shift` 0: `walk_user_vma` is not the
 /// cpu-clock walker (samples of processes not in `PROCS` are copied at once).
 #[unsafe(no_mangle)]
@@ -259,8 +262,9 @@ fn begin<C: EbpfContext>(
     record.header.num_user = 1;
     state.regs = user.regs;
     state.first = user.regs;
-    if !traced && !vma {
-        // No table to walk with, and frame pointers would be guesses: ship a copy.
+    if (!traced && !vma) || COPY_STACKS.load() == 1 {
+        // No table to walk with, and frame pointers would be guesses: ship a copy. (Or every
+        // sample is to be a copy: `--record-snapshots`.)
         snapshot::take(state);
     }
     Some(state)
@@ -349,9 +353,10 @@ fn end_walk(state: &mut WalkState) {
         // SAFETY: this CPU's slot of a per-CPU map, see `bump`.
         unsafe { *slot += 1 }
     }
-    // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT).
+    // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT). (Not
+    // when every sample is a copy: nothing is missing then.)
     let tgid = state.record.header.tgid;
-    if reason == StopReason::Snapshot as u32 && PROCS.get_ptr(tgid).is_some() {
+    if reason == StopReason::Snapshot as u32 && COPY_STACKS.load() != 1 && PROCS.get_ptr(tgid).is_some() {
         lifecycle::notify_limited(NoticeKind::UnknownPc, tgid);
     }
 }

@@ -255,6 +255,11 @@ pub struct TraceArgs {
     pub symbolize: Symbolize,
     #[command(flatten)]
     pub symbols: SymbolArgs,
+    /// Debug: ship every sample of the traced processes as a stack copy, walk it in userspace
+    /// and record it (registers, stack, mappings, rules, frames) into this directory, created
+    /// 0700 (docs/testing.md, "Replay corpus").
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub record_snapshots: Option<PathBuf>,
     /// Launch this command and trace it: `sframe-trace [OPTIONS] -- COMMAND ARGS...`.
     #[arg(help_heading = TARGETS, last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,

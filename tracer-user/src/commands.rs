@@ -99,15 +99,13 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         (1..=MAX_USER_FRAMES as u32).contains(&args.max_depth),
         "--max-depth must be between 1 and {MAX_USER_FRAMES}"
     );
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = sframe_trace::sys::page_size();
     anyhow::ensure!(
         i64::from(args.ring_buffer_size) >= page as i64,
         "--ring-buffer-size must be at least the page size ({page} bytes)"
     );
     let otlp = otlp_config(&args)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = sframe_trace::sys::process::effective_uid();
     let sudo = |name| std::env::var(name).ok();
     let (access, refused) = sframe_trace::outfile::Access::for_sudo(
         euid,
@@ -150,6 +148,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         events,
         live: args.live,
         health_listen: args.health_listen,
+        record_snapshots: args.record_snapshots,
         summary: sframe_trace::trace::SummarySpec {
             format: match args.summary_format {
                 crate::cli::SummaryFormat::Text => sframe_trace::trace::SummaryFormat::Text,
@@ -341,6 +340,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
     use sframe_trace::trace::Ended;
     let config = trace_config(args)?;
+    sframe_trace::sys::session::prepare();
     let runtime = runtime()?;
     let traced = runtime.block_on(sframe_trace::trace::run(config));
     let stopping = std::time::Instant::now();
@@ -623,6 +623,7 @@ fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration)
 
     bpf::preflight()?;
     let runtime = runtime()?;
+    sframe_trace::sys::session::prepare();
     runtime.block_on(async {
         let config = bpf::KernelConfig {
             frequency,
@@ -633,6 +634,7 @@ fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration)
             table_capacity: None,
             events: sframe_trace::event::EventSet::default(),
             ring_buffer_bytes: bpf::DEFAULT_RING_BUFFER_BYTES,
+            copy_stacks: false,
         };
         let mut kernel = bpf::Kernel::load(&config, &mut TableSet::new())?;
         // Without mappings, the walk of a traced process stops at frame 0 (no_mapping); every

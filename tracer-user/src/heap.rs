@@ -6,7 +6,6 @@
 //! threads hold the heap ([`per_thread`]).
 
 use std::{
-    alloc::{GlobalAlloc, Layout},
     cell::Cell,
     sync::atomic::{AtomicIsize, AtomicU32, Ordering},
 };
@@ -59,8 +58,7 @@ pub enum Holder {
 
 /// Whether thread `tid` of this process is alive (a signal 0 reaches it).
 fn alive(tid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the thread exists; no memory is passed.
-    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::c_int, 0) == 0 }
+    crate::sys::process::thread_alive(tid)
 }
 
 /// Take a slot for thread `tid`: a free one, else one whose thread ended (its count moves to
@@ -85,8 +83,7 @@ fn claim(tid: u32) -> usize {
 fn slot() -> usize {
     SLOT.with(|slot| {
         if slot.get() == UNCLAIMED {
-            // SAFETY: gettid has no preconditions and cannot fail.
-            slot.set(claim(unsafe { libc::gettid() }.unsigned_abs()));
+            slot.set(claim(crate::sys::process::thread_id()));
         }
         slot.get()
     })
@@ -104,19 +101,24 @@ fn publish(net: usize, delta: isize) {
     }
 }
 
-/// The system allocator, each call counted on the calling thread.
-pub struct Counted;
+/// The counts kept for the allocator ([`crate::sys::alloc::Counted`]).
+pub struct Counts;
 
-#[cfg(target_env = "musl")]
-use mimalloc::MiMalloc as Inner;
-/// The allocator underneath: glibc's where the tracer links glibc (tuned in `trace`), and
-/// mimalloc in the static (musl) build, whose own allocator made table builds and naming a
-/// third to a half slower (`cargo xtask bench --phase static`).
-#[cfg(not(target_env = "musl"))]
-use std::alloc::System as Inner;
+impl crate::sys::alloc::Counter for Counts {
+    fn grew(bytes: usize) {
+        grew(bytes);
+    }
+
+    fn shrank(bytes: usize) {
+        shrank(bytes);
+    }
+}
+
+/// The system allocator, each call counted on the calling thread.
+pub type Counted = crate::sys::alloc::Counted<Counts>;
 
 #[global_allocator]
-static ALLOCATOR: Counted = Counted;
+static ALLOCATOR: Counted = Counted::new();
 
 fn grew(bytes: usize) {
     let now = NET.with(|net| {
@@ -132,44 +134,6 @@ fn shrank(bytes: usize) {
         net.get()
     });
     publish(now, (bytes as isize).wrapping_neg());
-}
-
-// SAFETY: every call is forwarded to the system allocator unchanged; counting allocates
-// nothing (a constant-initialised thread-local cell without a destructor).
-unsafe impl GlobalAlloc for Counted {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let ptr = unsafe { Inner.alloc(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let ptr = unsafe { Inner.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { Inner.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let new = unsafe { Inner.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            shrank(layout.size());
-            grew(new_size);
-        }
-        new
-    }
 }
 
 /// The calling thread's count: only the difference between two readings on the same thread
@@ -232,8 +196,7 @@ mod tests {
         let (to_test, from_thread) = channel();
         let (release, released) = channel::<()>();
         let thread = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions and cannot fail.
-            let tid = unsafe { libc::gettid() }.unsigned_abs();
+            let tid = crate::sys::process::thread_id();
             to_test.send((tid, vec![3u8; 5 << 20])).unwrap();
             released.recv().unwrap();
         });

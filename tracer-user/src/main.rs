@@ -2,6 +2,9 @@
 //! All the work is in the library; this file is glue. A closed stdout (`| head`) is success.
 //! Messages go to stderr without ever failing (the terminal may be gone after a hangup) and
 //! with control characters escaped (they can quote names other users control).
+//! No `unsafe` here: system calls go through `sframe_trace::sys`.
+
+#![deny(unsafe_code)]
 
 mod cli;
 mod commands;

@@ -271,7 +271,9 @@ fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow
         let plt = own_file
             .as_ref()
             .map_or_else(symbolize::Plt::default, symbolize::Plt::of_file);
-        let go = own_file.as_ref().and_then(symbolize::GoText::of_file);
+        let go = own_file
+            .as_ref()
+            .and_then(|file| symbolize::GoText::of_file(file, inline));
         for (offset, names) in
             offsets
                 .iter()

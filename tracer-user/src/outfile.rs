@@ -30,13 +30,14 @@ use std::{
     fs::File,
     io,
     os::{
-        fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
+        fd::{AsFd, AsRawFd as _, OwnedFd},
         unix::ffi::OsStrExt as _,
     },
     path::{Path, PathBuf},
     sync::{Mutex, PoisonError},
 };
 
+use crate::sys;
 /// Why an output file cannot be created.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -153,9 +154,9 @@ pub fn abandon_all() -> usize {
     pending.abandoned = true;
     let files = std::mem::take(&mut pending.files);
     for (_, dir, temp) in &files {
-        // SAFETY: `temp` is NUL-terminated and `dir` is open while its entry is listed (the
-        // lock is held, so its Placement cannot drop it meanwhile); unlinkat removes that entry.
-        unsafe { libc::unlinkat(*dir, temp.as_ptr(), 0) };
+        // `dir` is open while its entry is listed (the lock is held, so its Placement cannot
+        // drop it meanwhile).
+        let _ = sys::fs::unlink_at(*dir, temp);
     }
     files.len()
 }
@@ -248,11 +249,7 @@ impl Placement {
             return Err(abandoned());
         };
         pending.files.swap_remove(listed);
-        // SAFETY: both names are NUL-terminated strings that live across the call; `dir` is an
-        // open directory.
-        let renamed = unsafe { libc::renameat(dir.as_raw_fd(), temp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
-        if renamed == -1 {
-            let err = io::Error::last_os_error();
+        if let Err(err) = sys::fs::rename_at(dir.as_fd(), &temp, &name) {
             remove(&dir, &temp);
             return Err(err);
         }
@@ -281,21 +278,13 @@ impl Drop for Placement {
 /// apply, and nothing at its path can be swapped in between).
 fn give(file: &File, access: &Access) -> io::Result<()> {
     if let Some((uid, gid)) = access.owner {
-        // SAFETY: fchown on an open fd we own.
-        if unsafe { libc::fchown(file.as_raw_fd(), uid, gid) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
+        sys::fs::fchown(file.as_fd(), uid, gid)?;
     }
-    // SAFETY: fchmod on an open fd we own.
-    if unsafe { libc::fchmod(file.as_raw_fd(), (access.mode & MAX_MODE) as libc::mode_t) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    sys::fs::fchmod(file.as_fd(), (access.mode & MAX_MODE) as libc::mode_t)
 }
 
 fn remove(dir: &OwnedFd, name: &CString) {
-    // SAFETY: `name` is NUL-terminated and `dir` is open; unlinkat only removes that entry.
-    unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+    let _ = sys::fs::unlink_at(dir.as_raw_fd(), name);
 }
 
 /// Open the character device `name` in `dir` for writing, checking it is the one `seen`.
@@ -310,11 +299,7 @@ fn in_place(dir: &OwnedFd, name: &CString, seen: &libc::stat) -> io::Result<(Fil
         return Err(io::Error::other("it changed while it was opened"));
     }
     // A device blocks like stdout does (a terminal); only the open had to be non-blocking.
-    // SAFETY: fcntl on an open fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
+    sys::fs::clear_nonblocking(fd.as_fd());
     Ok((File::from(fd), Placement(None)))
 }
 
@@ -328,20 +313,10 @@ fn temporary_beside(dir: &OwnedFd, name: &CString) -> io::Result<(File, CString)
         temp.extend_from_slice(stem);
         temp.extend_from_slice(format!(".{:016x}.tmp", random()?).as_bytes());
         let temp = CString::new(temp).map_err(io::Error::other)?;
-        // SAFETY: `temp` is NUL-terminated; openat returns a new fd or -1.
-        let fd = unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                temp.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o600 as libc::c_uint,
-            )
+        let err = match sys::fs::create_new_at(dir.as_fd(), &temp, 0o600) {
+            Ok(file) => return Ok((file, temp)),
+            Err(err) => err,
         };
-        if fd >= 0 {
-            // SAFETY: a new fd that nothing else owns.
-            return Ok((unsafe { File::from_raw_fd(fd) }, temp));
-        }
-        let err = io::Error::last_os_error();
         attempts += 1;
         if err.raw_os_error() != Some(libc::EEXIST) || attempts == 8 {
             return Err(err);
@@ -351,13 +326,7 @@ fn temporary_beside(dir: &OwnedFd, name: &CString) -> io::Result<(File, CString)
 
 /// 64 bits from the kernel's random source.
 fn random() -> io::Result<u64> {
-    let mut bytes = [0u8; 8];
-    // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer.
-    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if got != bytes.len() as isize {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(u64::from_ne_bytes(bytes))
+    sys::fs::random_u64()
 }
 
 fn c_string(name: &OsStr) -> io::Result<CString> {
@@ -367,24 +336,11 @@ fn c_string(name: &OsStr) -> io::Result<CString> {
 /// `openat(dir or the working directory, path, flags | O_CLOEXEC)`.
 fn open_at(dir: Option<&OwnedFd>, path: &[u8], flags: libc::c_int) -> io::Result<OwnedFd> {
     let path = CString::new(path).map_err(io::Error::other)?;
-    let dir = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
-    // SAFETY: `path` is NUL-terminated; openat returns a new fd or -1.
-    let fd = unsafe { libc::openat(dir, path.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    sys::fs::open_at(dir.map(AsFd::as_fd), &path, flags)
 }
 
 fn stat(fd: &OwnedFd) -> io::Result<libc::stat> {
-    // SAFETY: an all-zero stat is valid; fstat fills it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open and `st` writable.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st)
+    sys::fs::fstat(fd.as_fd())
 }
 
 #[cfg(test)]

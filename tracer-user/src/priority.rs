@@ -78,17 +78,10 @@ pub fn apply(priority: DrainPriority) {
 /// itself, it would first have to be scheduled at normal priority, behind the busy threads it
 /// is to run ahead of). A nice value can only be set by the thread itself ([`inherit_nice`]).
 pub fn inherit(thread: &std::thread::JoinHandle<()>) {
-    use std::os::unix::thread::JoinHandleExt as _;
-    if let DrainPriority::Fifo(p) = *SESSION.lock().unwrap_or_else(|e| e.into_inner()) {
-        let param = fifo_param(p);
-        // std's raw handle is the C library's `pthread_t` (an integer in glibc, a pointer in musl).
-        let handle = thread.as_pthread_t() as libc::pthread_t;
-        // SAFETY: `thread` is a live thread of this process (its handle is held); `param`
-        // outlives the call.
-        let r = unsafe { libc::pthread_setschedparam(handle, libc::SCHED_FIFO, &param) };
-        if r != 0 {
-            log::debug!("cannot run a helper thread under SCHED_FIFO: error {r}");
-        }
+    if let DrainPriority::Fifo(p) = *SESSION.lock().unwrap_or_else(|e| e.into_inner())
+        && let Err(r) = crate::sys::priority::thread_fifo(thread, p)
+    {
+        log::debug!("cannot run a helper thread under SCHED_FIFO: error {r}");
     }
 }
 
@@ -99,23 +92,11 @@ pub fn inherit_nice() {
     }
 }
 
-/// A `sched_param` of real-time priority `p` (musl's has more fields than glibc's, all zero).
-fn fifo_param(p: u8) -> libc::sched_param {
-    // SAFETY: sched_param is plain integers (and, in musl, timespecs): all zero is valid.
-    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
-    param.sched_priority = i32::from(p);
-    param
-}
-
 fn set(priority: DrainPriority) {
     match priority {
         DrainPriority::Unchanged => {}
         DrainPriority::Fifo(p) => {
-            let param = fifo_param(p);
-            // SAFETY: sets the calling thread's policy (pid 0); `param` outlives the call.
-            let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
-            if r != 0 {
-                let err = std::io::Error::last_os_error();
+            if let Err(err) = crate::sys::priority::own_fifo(p) {
                 log::warn!("cannot run the session's thread under SCHED_FIFO ({err}); at nice -20 instead");
                 nice(-20);
             }
@@ -126,15 +107,8 @@ fn set(priority: DrainPriority) {
 
 /// Set the calling thread's nice value.
 fn nice(n: i8) {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: sets the priority of one thread of this process.
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, libc::c_int::from(n)) };
-    if r != 0 {
-        log::warn!(
-            "cannot set the session's thread to nice {n}: {}",
-            std::io::Error::last_os_error()
-        );
+    if let Err(err) = crate::sys::priority::own_nice(n) {
+        log::warn!("cannot set the session's thread to nice {n}: {err}");
     }
 }
 

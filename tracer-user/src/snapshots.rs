@@ -9,7 +9,14 @@
 //! grace). A copy that finds the loaded process without a mapping for a PC asks for the
 //! process to be read again (dlopen'ed code), at most every [`RELOAD_EVERY`]. At most
 //! [`MAX_HELD`] copies wait; more go on unwalked and are counted.
+//!
+//! With a [`Recorder`] (`--record-snapshots`), each copy walked is also recorded (`record`,
+//! in the format of `recording`) with the mappings and rules it was walked with, for the
+//! replay corpus (`replay`).
 
+mod record;
+pub mod recording;
+pub mod replay;
 mod walk;
 
 use std::{
@@ -25,6 +32,8 @@ use tracer_common::{
 };
 
 use crate::registry::Catalog;
+pub use record::{MAX_RECORDS, RecordDirError, Recorder};
+use recording::{Cover, FORMAT_VERSION, Hex, RecordedMapping, RecordedRule, Recording};
 
 /// How long a copy waits for its process's tables at most.
 const HOLD: Duration = Duration::from_secs(1);
@@ -80,6 +89,8 @@ pub struct Snapshots {
     out: Box<Sample>,
     max_depth: u32,
     pub stats: SnapshotStats,
+    /// Where walked copies are recorded (`--record-snapshots`).
+    recorder: Option<Recorder>,
 }
 
 impl Snapshots {
@@ -90,7 +101,18 @@ impl Snapshots {
             out: Box::new(Sample::EMPTY),
             max_depth,
             stats: SnapshotStats::default(),
+            recorder: None,
         }
+    }
+
+    /// Record every copy walked from now on into `recorder`.
+    pub fn record_into(&mut self, recorder: Recorder) {
+        self.recorder = Some(recorder);
+    }
+
+    /// The recorder, if copies are recorded.
+    pub fn recorder(&self) -> Option<&Recorder> {
+        self.recorder.as_ref()
     }
 
     /// Keep `sample` if it is a stack copy (true: it is handed on later by
@@ -136,7 +158,16 @@ impl Snapshots {
                 waiting.push_back(held);
                 continue;
             }
-            let walked = walk::walk_copy(&held.copy, self.max_depth, |pc| covering(catalog, pid, time, pc));
+            // Every lookup, for a recording.
+            let mut looked = Vec::new();
+            let recording = self.recorder.as_ref().is_some_and(|r| !r.full());
+            let walked = walk::walk_copy(&held.copy, self.max_depth, |pc| {
+                let found = covering(catalog, pid, time, pc);
+                if recording {
+                    looked.push((pc, found));
+                }
+                found
+            });
             if walked.stop == StopReason::NoMapping && !late {
                 if catalog.processes.current.contains_key(&pid) {
                     let due = self.reloads.get(&pid).is_none_or(|at| at.elapsed() >= RELOAD_EVERY);
@@ -147,6 +178,13 @@ impl Snapshots {
                 }
                 waiting.push_back(held);
                 continue;
+            }
+            if let Some(recorder) = self.recorder.as_mut() {
+                if recording {
+                    recorder.write(pid, &record(catalog, &held, &walked, &looked, self.max_depth));
+                } else {
+                    recorder.dropped += 1;
+                }
             }
             self.emit(&held, &walked, &mut emit);
         }
@@ -187,6 +225,77 @@ impl Snapshots {
     pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         add("copies.held", self.held.len());
         add("copies.reloads", self.reloads.len());
+    }
+}
+
+/// The recording of `held`, walked as `walked` with the rules `looked` (every lookup, in
+/// order), with the process's mappings when it was sampled and the stack trimmed to what the
+/// walk reads.
+fn record(
+    catalog: &Catalog,
+    held: &Held,
+    walked: &walk::Walked,
+    looked: &[(u64, walk::Covering)],
+    max_depth: u32,
+) -> Recording {
+    let (pid, time) = (held.header.tgid, held.header.time_ns);
+    let (base, words) = recording::trim(&held.copy, walked, |copy| {
+        walk::walk_copy(copy, max_depth, |pc| covering(catalog, pid, time, pc))
+    });
+    let mut rules: Vec<RecordedRule> = Vec::new();
+    for &(pc, found) in looked {
+        if !rules.iter().any(|r| r.pc.0 == pc) {
+            rules.push(RecordedRule {
+                pc: Hex(pc),
+                covering: Cover::from(found),
+            });
+        }
+    }
+    let mappings = catalog
+        .processes
+        .mappings_at(pid, time)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            let object = m.object.and_then(|i| catalog.objects.get(i));
+            RecordedMapping {
+                start: Hex(m.start),
+                end: Hex(m.end),
+                bias: Hex(m.bias),
+                path: object.map(|o| o.path.display().to_string()).unwrap_or_default(),
+                build_id: object
+                    .and_then(|o| o.build_id.as_deref())
+                    .map(|id| id.iter().map(|b| format!("{b:02x}")).collect()),
+            }
+        })
+        .collect();
+    let (frames, stop) = recording::frames_of(walked);
+    let comm_len = held
+        .header
+        .comm
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(held.header.comm.len());
+    let regs = held.copy.regs;
+    Recording {
+        version: FORMAT_VERSION,
+        arch: std::env::consts::ARCH.to_owned(),
+        comm: String::from_utf8_lossy(&held.header.comm[..comm_len]).into_owned(),
+        max_depth,
+        regs: recording::Registers {
+            pc: Hex(regs.pc),
+            sp: Hex(regs.sp),
+            fp: Hex(regs.fp),
+            lr: Hex(regs.lr),
+        },
+        stack: recording::Stack {
+            base: Hex(base),
+            words: recording::words_hex(&words),
+        },
+        mappings,
+        rules,
+        frames,
+        stop,
     }
 }
 

@@ -53,7 +53,7 @@ fn module_of(path: &str) -> Vec<String> {
 
 /// `text` without its comments (line and block) and without the insides of its string
 /// literals, so that a path in a comment or a string names nothing.
-fn code_of(text: &str) -> String {
+pub(crate) fn code_of(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -337,4 +337,4 @@ fn strongly_connected<'a>(arrows: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -14,6 +14,8 @@ mod setup;
 #[cfg(test)]
 mod standalone;
 mod times;
+#[cfg(test)]
+mod unsafety;
 mod vmtest;
 
 use std::path::{Path, PathBuf};

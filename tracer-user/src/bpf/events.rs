@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use aya::maps::{Map, MapData, RingBuf};
-use tokio::io::{Interest, unix::AsyncFd};
+use tokio::io::unix::AsyncFd;
 use tracer_common::{notice::Notice, sample::Sample};
 
 /// How often the sample ring buffer is read when the kernel has not woken userspace.
@@ -59,12 +59,10 @@ impl Record for Notice {
     }
 
     fn decode_into(&mut self, bytes: &[u8]) -> bool {
-        if bytes.len() < size_of::<Notice>() {
+        let Some(notice) = crate::sys::poll::read_pod::<Notice>(bytes) else {
             return false;
-        }
-        // SAFETY: the bytes hold at least `size_of::<Notice>()` bytes; `Notice` is `Pod` (every
-        // bit pattern valid) and the read does not assume alignment.
-        *self = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Notice>()) };
+        };
+        *self = notice;
         true
     }
 }
@@ -88,9 +86,7 @@ impl<T: Record> Ring<T> {
     pub(super) fn new(map: Map, name: &'static str) -> anyhow::Result<Ring<T>> {
         let ring = RingBuf::try_from(map).with_context(|| format!("map {name} is not a ring buffer"))?;
         tokio::runtime::Handle::try_current().with_context(|| format!("polling {name} needs a tokio runtime"))?;
-        // SAFETY: the ring buffer owns its map fd and returns that same open fd for as long as
-        // it lives; the AsyncFd owns the ring buffer, so the fd outlives the registration.
-        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        let ring = crate::sys::poll::readable(ring)
             .map_err(|err| err.into_parts().1)
             .with_context(|| format!("polling {name}"))?;
         Ok(Ring {

@@ -41,8 +41,9 @@ use tracer_common::{
     notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
     python::GLOBAL_TASK_FSBASE_OFFSET,
     trace::{
-        ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS, MAP_EVENTS,
-        MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_STOPS, MAX_USER_FRAMES, PROG_WALK, PROG_WALK_SLOT,
+        ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_COPY_STACKS, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS,
+        MAP_EVENTS, MAP_PAGES, MAP_PROCS, MAP_PROGS, MAP_ROWS, MAP_RULES, MAP_STOPS, MAX_USER_FRAMES, PROG_WALK,
+        PROG_WALK_SLOT,
     },
     vma::{GLOBAL_VMA_OFFSETS, PROG_WALK_VMA},
     walk::StopReason,
@@ -65,8 +66,7 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 8 << 20;
 
 /// Why this host cannot trace, as one sentence, or Ok.
 pub fn preflight() -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::sys::process::effective_uid();
     if euid != 0 && !has_effective_capabilities(&[CAP_PERFMON, CAP_BPF]) {
         bail!("tracing needs root (or CAP_BPF and CAP_PERFMON) to load the eBPF program: run it with sudo");
     }
@@ -129,6 +129,9 @@ pub struct KernelConfig {
     /// Bytes of the sample ring buffer: a power of two, a multiple of the page size
     /// ([`DEFAULT_RING_BUFFER_BYTES`] unless asked otherwise).
     pub ring_buffer_bytes: u32,
+    /// Ship every sample of a traced process as a stack copy instead of walking it in the
+    /// kernel (`--record-snapshots`; `tracer_common::trace::GLOBAL_COPY_STACKS`).
+    pub copy_stacks: bool,
 }
 
 /// The loaded programs and maps.
@@ -175,9 +178,11 @@ impl Kernel {
             bail!("tracepoint events attach through tracefs: {why}");
         }
         let _deferred = runtime::DeferSignals::new();
-        let memlock = runtime::raise_memlock_limit();
+        // Lifted when the session started (`sys::session::prepare`).
+        let memlock = crate::sys::session::memlock_left();
         let all_processes = u32::from(config.all_processes);
         let kernel_stacks = u32::from(config.kernel_stacks);
+        let copy_stacks = u32::from(config.copy_stacks);
         let task_regs = runtime::has_task_regs();
         let offcpu = config.events.has(EventKind::Offcpu);
         ensure!(task_regs || !offcpu, OFFCPU_NEEDS_TASK_REGS);
@@ -198,6 +203,7 @@ impl Kernel {
             .override_global(GLOBAL_ALL_PROCESSES, &all_processes, true)
             .override_global(GLOBAL_KERNEL_STACK, &kernel_stacks, true)
             .override_global(GLOBAL_TASK_REGS, &task_regs, true)
+            .override_global(GLOBAL_COPY_STACKS, &copy_stacks, true)
             .override_global(GLOBAL_MIN_BLOCK_NS, &min_block_ns, true)
             .override_global(GLOBAL_TASK_PID_OFFSET, &task.pid, true)
             .override_global(GLOBAL_TASK_STATE_OFFSET, &task.state, true)
@@ -456,8 +462,7 @@ fn vma_offsets(config: &KernelConfig) -> Result<tracer_common::vma::VmaOffsets, 
         log::debug!("PCs are not looked up in VMAs: {err:#}");
         format!("the kernel's BTF: {err:#}")
     })?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = crate::sys::page_size();
     offsets.page_shift = u64::try_from(page)
         .ok()
         .filter(|p| p.is_power_of_two())

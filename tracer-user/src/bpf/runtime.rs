@@ -1,7 +1,8 @@
-//! What loading needs from the system around it: a memlock limit high enough for old kernels,
-//! no signal pending for the loading thread, which helpers the kernel has, and forwarding the
-//! program's aya-log records to the `log` logger on the tokio runtime. No maps or programs are
-//! touched here beyond the logger's own.
+//! What loading needs from the system around it (the memlock limit is lifted when the session
+//! starts, `sys::session`): what to say when it stayed too low, no signal pending for the
+//! loading thread, which helpers the kernel has, and forwarding the program's aya-log records
+//! to the `log` logger on the tokio runtime. No maps or programs are touched here beyond the
+//! logger's own.
 
 use std::os::fd::AsRawFd as _;
 
@@ -10,32 +11,12 @@ use aya::{
     programs::{ProgramError, ProgramType},
     sys::{BpfHelper, is_helper_supported},
 };
-use tokio::io::{Interest, unix::AsyncFd};
-
-/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lift it so loading does not fail
-/// there. Returns the limit in bytes when it stays in place (lifting it needs
-/// CAP_SYS_RESOURCE), `None` when there is none.
-pub(super) fn raise_memlock_limit() -> Option<u64> {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: setrlimit reads the struct we pass; failure only leaves the old limit in place.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } == 0 {
-        return None;
-    }
-    let mut limit = unlimited;
-    // SAFETY: getrlimit writes the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
-        return None;
-    }
-    log::debug!("could not raise RLIMIT_MEMLOCK; loading may fail on kernels before 5.11");
-    Some(limit.rlim_cur)
-}
 
 /// The error of a failed load of the eBPF object: with a memlock limit left in place
-/// (`memlock`, from [`raise_memlock_limit`]) and a refusal from the kernel (`EPERM`, which is
-/// what kernels before 5.11 answer when maps exceed it), the one sentence that says so.
+/// (`memlock`, from `sys::session::memlock_left`: kernels before 5.11 charge BPF maps to
+/// RLIMIT_MEMLOCK, which the session lifted if it could) and a refusal from the kernel
+/// (`EPERM`, which is what kernels before 5.11 answer when maps exceed it), the one sentence
+/// that says so.
 pub(super) fn explain_load_failure(err: anyhow::Error, memlock: Option<u64>) -> anyhow::Error {
     const EPERM: i32 = 1;
     let refused = err.chain().any(|cause| {
@@ -97,31 +78,22 @@ pub(super) fn log_tail(log: &str, lines: usize) -> String {
 /// on a program (`EAGAIN`) when a signal is pending for the thread that loads it, so Ctrl-C
 /// while the program loads would fail the session instead of ending it once loaded; blocked
 /// here, the signals go to the runtime's other threads (or wait), and are acted on after.
-pub(super) struct DeferSignals(libc::sigset_t);
+pub(super) struct DeferSignals(Option<crate::sys::signals::Blocked>);
 
 impl DeferSignals {
     pub(super) fn new() -> DeferSignals {
-        // SAFETY: sigset_t is plain data; sigemptyset and sigaddset initialize and fill it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: valid pointers to sets of this thread's stack; pthread_sigmask changes only
-        // the calling thread's mask and writes the old one to `old`.
-        unsafe {
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        }
-        DeferSignals(old)
+        // Only the calling thread's mask changes (a failure leaves it as it was).
+        DeferSignals(crate::sys::signals::block(&[libc::SIGINT, libc::SIGTERM]).ok())
     }
 }
 
 impl Drop for DeferSignals {
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved by `new` on this same thread (the guard is not Send:
-        // `sigset_t` is plain data, but the guard lives in one stack frame).
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+        // Restores the mask saved by `new` on this same thread (the guard lives in one stack
+        // frame).
+        if let Some(blocked) = &self.0 {
+            blocked.restore();
+        }
     }
 }
 
@@ -166,9 +138,7 @@ pub(super) fn forward_logs(ebpf: &mut Ebpf) {
         }
     };
     let fd = logger.as_raw_fd();
-    // SAFETY: the logger owns its ring-buffer fd and returns that same open fd for as long as
-    // it lives; the AsyncFd owns the logger, so the fd outlives the registration.
-    let Ok(mut logger) = (unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) }) else {
+    let Ok(mut logger) = crate::sys::poll::readable(logger) else {
         log::debug!("eBPF logs unavailable: cannot poll fd {fd}");
         return;
     };

@@ -25,11 +25,7 @@ pub(super) fn find_or_mount() -> Tracefs {
         return Ok(root);
     }
     let target = MOUNTS[0];
-    let (source, fstype, dir) = (c"nodev", c"tracefs", c"/sys/kernel/tracing");
-    // SAFETY: mount(2) with NUL-terminated strings that live through the call and no data.
-    let mounted = unsafe { libc::mount(source.as_ptr(), dir.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
-    if mounted != 0 {
-        let err = std::io::Error::last_os_error();
+    if let Err(err) = crate::sys::fs::mount_tracefs() {
         return Err(format!(
             "tracefs is not mounted, and mounting it at {target} failed: {err}"
         ));

@@ -131,6 +131,11 @@ struct Func {
     pcfile: u32,
     pcln: u32,
     cu: u32,
+    /// How many pc-value tables (`pcdata`) and funcdata slots follow the record, and where
+    /// the first follows it.
+    npcdata: u32,
+    nfuncdata: u8,
+    tail: u64,
 }
 
 impl Table {
@@ -236,13 +241,7 @@ impl Table {
     pub fn locate<B: Bytes + ?Sized>(&self, bytes: &B, pc: u64) -> Option<Location> {
         let func = self.func(bytes, pc)?;
         let function = self.string(bytes, self.funcnames.checked_add(u64::from(func.name_off))?)?;
-        let file = self
-            .pcvalue(bytes, func.pcfile, &func.range, pc)
-            .and_then(|index| self.file(bytes, func.cu, index));
-        let line = self
-            .pcvalue(bytes, func.pcln, &func.range, pc)
-            .and_then(|line| u32::try_from(line).ok())
-            .filter(|&line| line > 0);
+        let (file, line) = self.position(bytes, &func, pc);
         Some(Location {
             function,
             range: func.range,
@@ -339,8 +338,13 @@ impl Table {
         // After the eight 32-bit fields (and 1.20's `startLine`): `funcID`, then `flag` (1.17
         // on; a zero pad byte in 1.16).
         let flag_at = fields.checked_add(4 * 8 + if self.version == Version::Go120 { 4 } else { 0 } + 1)?;
+        // Then a pad byte and `nfuncdata`; the `pcdata` offsets follow.
+        let nfuncdata = self.uint(bytes, flag_at.checked_add(2)?, 1)? as u8;
         Some(Func {
             flag_at,
+            npcdata: u32_at(6)?,
+            nfuncdata,
+            tail: flag_at.checked_add(3)?,
             range,
             name_off: u32_at(0)?,
             pcsp: u32_at(3)?,
@@ -413,7 +417,10 @@ fn version_of(magic: u32) -> Option<Version> {
 
 mod cursor;
 mod elf;
+mod inline;
+mod module;
 #[cfg(test)]
 mod tests;
 
-pub use elf::Section;
+pub use elf::{Loaded, Part, Section};
+pub use inline::{Call, MAX_INLINE_DEPTH};

@@ -5,15 +5,21 @@
 
 use std::path::Path;
 
-use super::{Bytes, Section, Table, Version};
+use super::{Bytes, Call, Loaded, Section, Table, Version};
 use crate::testing::{Rng, go};
 
-/// A Go program built with each toolchain found (`None` outside CI when there is none).
+/// The spinning Go program built with each toolchain found (`None` outside CI when there is
+/// none).
 fn programs() -> Option<Vec<(std::path::PathBuf, tempfile::TempDir)>> {
+    built("spin", go::SPIN_SOURCE)
+}
+
+/// The program `source` built as `name` (and `name-stripped`) with each toolchain found.
+fn built(name: &str, source: &str) -> Option<Vec<(std::path::PathBuf, tempfile::TempDir)>> {
     let mut built = Vec::new();
     for toolchain in go::toolchains() {
         let dir = tempfile::tempdir().expect("tempdir");
-        match go::build_spin(&toolchain, dir.path()) {
+        match go::build(&toolchain, dir.path(), name, source) {
             Ok(_) => built.push((toolchain, dir)),
             Err(e) if toolchain == Path::new("go") => {
                 assert!(std::env::var("CI").as_deref() != Ok("true"), "no Go toolchain: {e}");
@@ -35,6 +41,14 @@ fn table(bytes: &[u8]) -> (Table, &[u8]) {
         table.relocate(section.text_start(table.text_start()).expect("text start"));
     }
     (table, data)
+}
+
+/// Where the inline trees of the ELF file `bytes` are: the section holding them read by
+/// address, and `go:func.*`'s address as the module data gives it.
+fn trees<'a>(bytes: &'a [u8], table: &Table) -> (Loaded<'a, [u8]>, u64) {
+    let section = Section::find(bytes).expect("a .gopclntab");
+    let (part, gofunc) = section.trees(bytes, table).expect("go:func.* in the module data");
+    (Loaded { file: bytes, part }, gofunc)
 }
 
 /// Go's name for an assembly function drops the ABI suffix the symbol table carries.
@@ -130,6 +144,77 @@ fn functions_files_and_lines_match_go_tool_objdump() {
     }
 }
 
+#[test]
+/// The functions inlined at an address are those Go's runtime names there, innermost first,
+/// with its lines, in the program built normally and stripped: a program printed, with
+/// `runtime.CallersFrames`, its frames through two inlined calls (`main.inner` in
+/// `main.middle` in `main.outer`), and each frame it printed is named alike from its tables;
+/// without the trees' base the physical function alone is named.
+fn inlined_calls_are_named_as_the_go_runtime_names_them() {
+    let Some(built) = built("inline", go::INLINE_SOURCE) else {
+        return;
+    };
+    for (toolchain, dir) in built {
+        for binary in ["inline", "inline-stripped"] {
+            let path = dir.path().join(binary);
+            let out = std::process::Command::new(&path).output().expect("run the program");
+            assert!(out.status.success(), "{path:?}: {out:?}");
+            // `PC function file line`, innermost first.
+            let printed: Vec<(u64, String, u32)> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|line| {
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    let pc = u64::from_str_radix(words[0].trim_start_matches("0x"), 16).expect("pc");
+                    (pc, words[1].to_owned(), words[3].parse().expect("line"))
+                })
+                .collect();
+            let names: Vec<&str> = printed.iter().map(|(_, n, _)| n.as_str()).collect();
+            let inner = names.iter().position(|&n| n == "main.inner").expect("main.inner");
+            assert_eq!(
+                names[inner..inner + 3],
+                ["main.inner", "main.middle", "main.outer"],
+                "{toolchain:?}: {names:?}"
+            );
+            let bytes = std::fs::read(&path).expect("read");
+            let (table, data) = table(&bytes);
+            let (image, gofunc) = trees(&bytes, &table);
+            let named = |pc: u64, gofunc: Option<u64>| -> Vec<(String, u32, bool)> {
+                let calls: Vec<Call> = table.calls(data, &image, gofunc, pc).expect("a function");
+                calls
+                    .into_iter()
+                    .map(|c| (c.function, c.line.unwrap_or(0), c.inlined))
+                    .collect()
+            };
+            // The runtime gives the chain at the innermost inlined call's PC.
+            let chain: Vec<(String, u32, bool)> = printed[inner..inner + 3]
+                .iter()
+                .enumerate()
+                .map(|(i, (_, name, line))| (name.clone(), *line, i < 2))
+                .collect();
+            let at = printed[inner].0;
+            assert_eq!(named(at, Some(gofunc)), chain, "{toolchain:?} {binary} at {at:#x}");
+            let (outer, outer_line) = (&printed[inner + 2].1, printed[inner + 2].2);
+            assert_eq!(named(at, None).len(), 1);
+            assert_eq!(&named(at, None)[0].0, outer);
+            // Frames with nothing inlined at their PC: one function each, as printed.
+            for (pc, name, line) in printed
+                .iter()
+                .filter(|(_, n, _)| n.starts_with("main.") && !n.contains("inner"))
+            {
+                if name == outer || name == "main.middle" {
+                    continue;
+                }
+                assert_eq!(
+                    named(*pc, Some(gofunc)),
+                    [(name.clone(), *line, false)],
+                    "{binary} {name}"
+                );
+            }
+            assert!(outer_line > 0);
+        }
+    }
+}
+
 /// A table whose bytes read as zero past `len` of them, to count reads out of it.
 struct Strict<'a>(&'a [u8]);
 
@@ -144,14 +229,19 @@ impl Bytes for Strict<'_> {
 }
 
 #[test]
-/// Tables cut short and mangled at random (header, function table, records, pc-value tables)
-/// give an error or fewer names, never a panic, a read out of the table or a hang.
+/// Tables cut short and mangled at random (header, function table, records, pc-value tables,
+/// inline trees) give an error or fewer names, never a panic, a read out of the table or a
+/// hang.
 fn mangled_tables_never_panic_or_read_out_of_bounds() {
     let Some(built) = programs() else { return };
     let (_, dir) = &built[0];
     let bytes = std::fs::read(dir.path().join("spin-stripped")).expect("read");
     let (good, data) = table(&bytes);
     let text = good.text(data).expect("text");
+    let (image, gofunc) = trees(&bytes, &good);
+    // The inline trees mangled too (`.rodata`, read by address within its bounds).
+    let mut rodata = bytes.clone();
+    let part = image.part;
     let mut rng = Rng::new(34);
     for cut in (0..96).chain([data.len() / 2, data.len() - 1]) {
         let _ = Table::parse(&Strict(&data[..cut]), cut as u64);
@@ -170,10 +260,21 @@ fn mangled_tables_never_panic_or_read_out_of_bounds() {
         };
         table.relocate(good.text_start());
         let _ = table.text(&Strict(&mangled));
+        for _ in 0..1 + rng.below(64) {
+            let at = part.offset as usize + rng.below(part.size as usize);
+            rodata[at] = rng.next_u64() as u8;
+        }
+        let strict = Strict(&rodata[..(part.offset + part.size) as usize]);
+        let image = Loaded { file: &strict, part };
         for _ in 0..50 {
             let pc = text.start + rng.below((text.end - text.start) as usize) as u64;
             if let Some(found) = table.locate(&Strict(&mangled), pc) {
                 assert!(found.function.len() <= crate::names::MAX_NAME_BYTES);
+            }
+            if let Some(calls) = table.calls(&Strict(&mangled), &image, Some(gofunc), pc) {
+                assert!(calls.len() <= super::MAX_INLINE_DEPTH + 1);
+                assert!(calls.iter().all(|c| c.function.len() <= crate::names::MAX_NAME_BYTES));
+                assert_eq!(calls.iter().filter(|c| !c.inlined).count(), 1, "one physical function");
             }
         }
     }

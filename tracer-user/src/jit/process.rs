@@ -106,24 +106,13 @@ pub fn unix_of_monotonic(mono_ns: u64) -> Option<u64> {
 
 /// `clock` now, in nanoseconds.
 fn read_clock(clock: libc::clockid_t) -> Option<u64> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return None;
-    }
-    u64::try_from(ts.tv_sec)
-        .ok()?
-        .checked_mul(1_000_000_000)?
-        .checked_add(u64::try_from(ts.tv_nsec).ok()?)
+    crate::sys::clock_ns(clock)
 }
 
 /// `start_time` (clock ticks after boot) on `clock`, from the clocks now: `clock` less the
 /// time since boot.
 fn started_on(clock: libc::clockid_t, start_time: u64) -> Option<u64> {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
-        .ok()
-        .filter(|&t| t > 0)?;
+    let ticks = u64::try_from(crate::sys::clock_ticks()).ok().filter(|&t| t > 0)?;
     // `clock` at boot (negative for a clock that stood still while suspended, such as
     // `CLOCK_MONOTONIC`, after a suspend).
     let boot = i128::from(read_clock(clock)?) - i128::from(read_clock(libc::CLOCK_BOOTTIME)?);

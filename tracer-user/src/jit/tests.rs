@@ -13,20 +13,15 @@ fn stat_gives_the_start_time_whatever_the_command_name() {
     let stat = b"42 (a) b) (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
     assert_eq!(stat_start_time(stat), Some(987_654));
     assert_eq!(stat_start_time(b"42 (x"), None);
-    // SAFETY: getpid has no preconditions.
-    let own = unsafe { libc::getpid() } as u32;
+    let own = crate::sys::process::pid();
     assert!(start_time(own).is_some());
     let view = view(own).expect("our own view");
     assert_eq!(view.nspid, own, "no pid namespace of our own");
     // This process started before now, and after the machine booted.
     let now = std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64;
     assert!(view.started_unix_ns <= now && view.started_unix_ns > now - 86_400_000_000_000 * 365);
-    let mut mono = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `mono` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut mono) };
-    assert!(
-        view.started_mono_ns > 0 && view.started_mono_ns <= mono.tv_sec as u64 * 1_000_000_000 + mono.tv_nsec as u64
-    );
+    let mono = crate::sys::monotonic_ns();
+    assert!(view.started_mono_ns > 0 && view.started_mono_ns <= mono);
 }
 
 #[test]
@@ -51,8 +46,7 @@ fn own_view(root: &std::path::Path, nspid: u32) -> ProcessView {
     ProcessView {
         root: crate::procmaps::open_dir(root).unwrap(),
         nspid,
-        // SAFETY: geteuid has no preconditions.
-        uid: unsafe { libc::geteuid() },
+        uid: crate::sys::process::effective_uid(),
         start_time: 0,
         started_unix_ns: 0,
         started_mono_ns: 0,
@@ -83,8 +77,7 @@ fn trusted_files_only() {
         Some(Refusal::NotRegular)
     );
     let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
-    // SAFETY: `fifo` is a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    crate::sys::fs::mkfifo(&fifo, 0o600).expect("mkfifo");
     assert_eq!(
         open_trusted(&view, std::path::Path::new("/fifo")).err(),
         Some(Refusal::NotRegular)
@@ -280,8 +273,7 @@ fn a_process_found_gone_late_does_not_name_the_next_one_with_its_pid() {
 /// no later than the start of the process holding its pid now.
 #[test]
 fn a_gone_process_ends_before_the_one_that_holds_its_pid() {
-    // SAFETY: getpid has no preconditions.
-    let own = unsafe { libc::getpid() } as u32;
+    let own = crate::sys::process::pid();
     let start = process::started_mono(own).expect("our own start");
     let mut names = JitNames::default();
     let old = names.next_id();

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::outfile;
+use crate::{outfile, sys};
 
 /// The signals that stop `symbolize`, with the word the message uses.
 pub const STOPPING: [(libc::c_int, &str, &str); 3] = [
@@ -33,39 +33,22 @@ pub struct Stopped {
 /// arrives first: then the temporary output files are removed and [`Stopped`] is returned at
 /// once (the work's thread is left to the end of the process).
 pub fn until_signal<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
-    // SAFETY: an all-zero sigset_t is a valid value to initialize with sigemptyset.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sigset_t is owned and writable; the signal numbers are valid.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        for (signal, ..) in STOPPING {
-            libc::sigaddset(&mut set, signal);
-        }
-    }
     // Blocked before the thread starts, so that it (and any thread it starts) inherits the
     // mask and only this thread takes them, with sigtimedwait.
-    // SAFETY: an all-zero sigset_t is valid; pthread_sigmask reads `set` and writes `old`.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) } != 0 {
-        anyhow::bail!("cannot block signals: {}", std::io::Error::last_os_error());
-    }
+    let blocked = match sys::signals::block(&STOPPING.map(|(signal, ..)| signal)) {
+        Ok(blocked) => blocked,
+        Err(err) => anyhow::bail!("cannot block signals: {err}"),
+    };
     let worker = std::thread::Builder::new().name("symbolize".to_owned()).spawn(work);
     let worker = match worker {
         Ok(worker) => worker,
         Err(err) => {
-            // SAFETY: `old` is the mask read above.
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+            blocked.restore();
             return Err(anyhow::Error::new(err).context("cannot start the symbolizing thread"));
         }
     };
-    let timeout = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: POLL.as_nanos() as libc::c_long,
-    };
     loop {
-        // SAFETY: `set` is initialized; a null siginfo is allowed; `timeout` is valid.
-        let got = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        let got = blocked.wait(POLL);
         if let Some(&(signal, name, why)) = STOPPING.iter().find(|(s, ..)| *s == got) {
             outfile::abandon_all();
             return Err(Stopped { signal, name, why }.into());
@@ -74,8 +57,7 @@ pub fn until_signal<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> 
             break;
         }
     }
-    // SAFETY: `old` is the mask read above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    blocked.restore();
     worker
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the symbolizing thread panicked")))

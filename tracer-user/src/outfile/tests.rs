@@ -50,8 +50,7 @@ fn links_and_special_files_are_refused() {
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
     let fifo = dir.path().join("fifo");
     let c_fifo = CString::new(fifo.as_os_str().as_bytes()).expect("path");
-    // SAFETY: a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o666) }, 0);
+    crate::sys::fs::mkfifo(&c_fifo, 0o666).expect("mkfifo");
     let socket = dir.path().join("socket");
     let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
     for (path, what) in [
@@ -118,8 +117,7 @@ fn sudo_ids_are_checked() {
 #[test]
 fn an_output_for_a_user_is_theirs() {
     use std::os::unix::fs::MetadataExt as _;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = crate::sys::process::effective_uid() == 0;
     if !root {
         eprintln!("an_output_for_a_user_is_theirs: chown needs root; only the mode is checked");
     }

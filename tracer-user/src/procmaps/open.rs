@@ -29,7 +29,7 @@ use std::{
     fs::File,
     io,
     os::{
-        fd::{AsRawFd as _, FromRawFd as _},
+        fd::AsFd as _,
         unix::{ffi::OsStrExt as _, fs::MetadataExt as _, fs::OpenOptionsExt as _},
     },
     path::{Path, PathBuf},
@@ -161,26 +161,7 @@ pub(crate) fn open_in_root(root: &File, path: &Path) -> io::Result<File> {
     let relative = path.strip_prefix("/").unwrap_or(path);
     let name =
         CString::new(relative.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `open_how` is plain integers; all zeros is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: `name` is a NUL-terminated string and `how` a valid `open_how` of the size passed;
-    // the kernel only reads them.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            name.as_ptr(),
-            &raw const how,
-            size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat2 returned a new descriptor that nothing else owns.
-    Ok(unsafe { File::from_raw_fd(fd as i32) })
+    crate::sys::fs::open_in_root(root.as_fd(), &name)
 }
 
 fn mismatch(entry: &MapsEntry, meta: &std::fs::Metadata) -> io::Error {

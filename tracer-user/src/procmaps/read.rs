@@ -85,8 +85,7 @@ const CAP_SYS_PTRACE: u32 = 19;
 
 /// This process's effective user id and whether `CAP_SYS_PTRACE` is in its effective set.
 fn effective_ids() -> (u32, bool) {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::sys::process::effective_uid();
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     let caps = status
         .lines()

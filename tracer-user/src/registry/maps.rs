@@ -120,6 +120,19 @@ impl ProcessMaps {
         }
     }
 
+    /// Every mapping the process with this `pid` had at kernel time `time_ns` (see
+    /// [`ProcessMaps::mapping_at`]), sorted by start.
+    pub fn mappings_at(&self, pid: u32, time_ns: u64) -> Option<&[ResolvedMapping]> {
+        let ended = self
+            .ended
+            .get(&pid)
+            .and_then(|ended| ended.iter().find(|e| time_ns < e.at_ns));
+        match ended {
+            Some(ended) => Some(&ended.mappings),
+            None => self.current.get(&pid).map(Vec::as_slice),
+        }
+    }
+
     /// The lengths of its collections, named (see `trace::sizes`).
     pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         add("processes.current", self.current.len());

@@ -61,7 +61,6 @@ pub struct Catalog<T = TableSet> {
 impl<T: TableStore + Default> Catalog<T> {
     /// An empty catalog whose tables go into `tables` (which bounds their room).
     pub fn with_tables(tables: T) -> Catalog<T> {
-        raise_open_files_limit();
         Catalog {
             loader: TableLoader::new(tables),
             ..Catalog::default()
@@ -362,21 +361,6 @@ impl Catalog<TableSet> {
         self.dump_code.sizes(add);
         self.pycode.sizes(add);
         self.loader.tables.sizes(add);
-    }
-}
-
-/// Every object holds its file open (see [`Catalog::symbol_source`]): lift the soft limit on
-/// open files to the hard one.
-fn raise_open_files_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 && limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max;
-        // SAFETY: setrlimit reads the struct we pass; failure leaves the old limit in place.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
     }
 }
 

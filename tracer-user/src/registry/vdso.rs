@@ -1,7 +1,7 @@
 //! The vDSO's image, which has no file: read from the process's memory (bounded) and kept in
 //! an anonymous memory file for symbolization.
 
-use std::{fs::File, io::Write as _, os::fd::FromRawFd as _};
+use std::{fs::File, io::Write as _};
 
 /// `[start, end)` of a process's memory (at most 1 MiB: a vDSO is a few pages).
 pub(super) fn read_memory(pid: u32, start: u64, end: u64) -> std::io::Result<Vec<u8>> {
@@ -16,13 +16,7 @@ pub(super) fn read_memory(pid: u32, start: u64, end: u64) -> std::io::Result<Vec
 /// prepared, nothing to remove afterwards.
 pub(super) fn memory_file(name: &str, bytes: &[u8]) -> std::io::Result<File> {
     let name = std::ffi::CString::new(format!("sframe-trace-{name}")).map_err(std::io::Error::other)?;
-    // SAFETY: `name` is NUL-terminated; memfd_create only reads it.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
-    let mut file = unsafe { File::from_raw_fd(fd) };
+    let mut file = crate::sys::memory::memfd(&name)?;
     file.write_all(bytes)?;
     Ok(file)
 }

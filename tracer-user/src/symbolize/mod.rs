@@ -281,7 +281,7 @@ impl SymbolCache {
                         .objects
                         .get(object)
                         .and_then(|o| o.file.as_deref())
-                        .and_then(GoText::of_file)
+                        .and_then(|file| GoText::of_file(file, self.inline))
                 })
                 .as_ref();
             let named = name_in_file(&self.symbolizer, file, plt, go, &offsets);

@@ -243,8 +243,8 @@ mod tests {
         run(Command::new("mkfifo").arg(&target).arg(&alt));
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let path = std::ffi::CString::new(program.as_os_str().as_encoded_bytes()).expect("no NUL");
-        // SAFETY: chown of a path this test made, passed as a NUL-terminated string.
-        if unsafe { libc::chown(path.as_ptr(), 65534, 65534) } != 0 {
+        // A path this test made.
+        if crate::sys::fs::chown(&path, 65534, 65534).is_err() {
             eprintln!("SKIPPED: chown needs root");
             return;
         }

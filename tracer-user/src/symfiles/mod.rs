@@ -401,11 +401,9 @@ fn open(path: &Path) -> Option<(std::fs::File, (u64, u64), u64)> {
         .and_then(|n| n.parse::<std::os::fd::RawFd>().ok());
     let file = match held {
         Some(fd) => {
-            // SAFETY: `fd` names a descriptor of this process that the catalog keeps open while
-            // its objects are symbolized (the only `/proc/self/fd/` paths handed here); it is
-            // only borrowed to be duplicated.
-            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-            std::fs::File::from(borrowed.try_clone_to_owned().ok()?)
+            // `fd` names a descriptor of this process that the catalog keeps open while its
+            // objects are symbolized (the only `/proc/self/fd/` paths handed here).
+            std::fs::File::from(crate::sys::fs::duplicate(fd).ok()?)
         }
         None => objfile::open_regular(path).ok()?,
     };

@@ -10,6 +10,8 @@ use std::{
 
 /// The source of the test program.
 pub const SPIN_SOURCE: &str = include_str!("../../../fixtures/src/go/spin.go");
+/// A program that prints the frames of a chain of inlined calls as Go's runtime names them.
+pub const INLINE_SOURCE: &str = include_str!("../../../fixtures/src/go/inline.go");
 
 /// The variable `cargo xtask test` names sid's newer Go toolchains in (`go` executables,
 /// `:`-separated; `cargo xtask setup` unpacks them).
@@ -78,13 +80,19 @@ pub fn version(go: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("{}: no version in {text:?}", go.display()))
 }
 
-/// Build [`SPIN_SOURCE`] with `go` into `dir`: `(normal, stripped)`. `Err` when `go` cannot
-/// be run (a failed build panics).
+/// Build [`SPIN_SOURCE`] with `go` into `dir`: `(normal, stripped)` (`spin`, `spin-stripped`).
+/// `Err` when `go` cannot be run (a failed build panics).
 pub fn build_spin(go: &Path, dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+    build(go, dir, "spin", SPIN_SOURCE)
+}
+
+/// Build the program `source` with `go` into `dir`: `(normal, stripped)`, named `name` and
+/// `name-stripped`. `Err` when `go` cannot be run (a failed build panics).
+pub fn build(go: &Path, dir: &Path, name: &str, source: &str) -> Result<(PathBuf, PathBuf), String> {
     version(go)?;
-    let src = dir.join("spin.go");
-    std::fs::write(&src, SPIN_SOURCE).expect("write spin.go");
-    let build = |out: &str, flags: &[&str]| -> PathBuf {
+    let src = dir.join(format!("{name}.go"));
+    std::fs::write(&src, source).expect("write the source");
+    let one = |out: &str, flags: &[&str]| -> PathBuf {
         let out = dir.join(out);
         let done = command(go)
             .current_dir(dir)
@@ -102,7 +110,7 @@ pub fn build_spin(go: &Path, dir: &Path) -> Result<(PathBuf, PathBuf), String> {
         );
         out
     };
-    Ok((build("spin", &[]), build("spin-stripped", &["-ldflags=-s -w"])))
+    Ok((one(name, &[]), one(&format!("{name}-stripped"), &["-ldflags=-s -w"])))
 }
 
 /// The text symbols `go tool nm` lists in `binary`, as `(address, name)`.

@@ -234,7 +234,6 @@ pub fn rss_bytes() -> u64 {
         .nth(1)
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = crate::sys::page_size();
     pages * page.max(0) as u64
 }

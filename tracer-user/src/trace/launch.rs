@@ -7,7 +7,9 @@
 //! ptrace requests must come from the thread that launched the command: the session's
 //! future runs on the thread that started the runtime, and everything here is called from it.
 
-use std::{io, os::unix::process::CommandExt as _, time::Duration, time::Instant};
+use std::{time::Duration, time::Instant};
+
+use crate::sys::process as sys;
 
 use anyhow::{Context as _, bail};
 use tokio::process::{Child, Command};
@@ -28,16 +30,7 @@ pub fn spawn(command: &[std::ffi::OsString]) -> anyhow::Result<Child> {
     let program = command.first().context("no command to launch")?;
     let mut launch = std::process::Command::new(program);
     launch.args(&command[1..]);
-    // SAFETY: the closure runs in the child between fork and exec and only calls ptrace(2),
-    // which is async-signal-safe.
-    unsafe {
-        launch.pre_exec(|| {
-            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    sys::trace_me_on_exec(&mut launch);
     Command::from(launch)
         .spawn()
         .with_context(|| format!("cannot launch `{}`", program.to_string_lossy()))
@@ -62,8 +55,8 @@ impl Held {
             )),
             Err(Failed::After(err)) => {
                 // Its entry point may still hold the breakpoint: it must not run on.
-                // SAFETY: kill(2) of our own, unreaped child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // Our own, unreaped child.
+                let _ = sys::kill(pid, libc::SIGKILL);
                 return Err(err.context("running the launched command to its entry point"));
             }
         }
@@ -72,8 +65,8 @@ impl Held {
 
     /// Let the process run (detach).
     pub fn release(self) {
-        // SAFETY: PTRACE_DETACH of our own stopped tracee; a failure (it was killed) is harmless.
-        unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) };
+        // Our own stopped tracee; a failure (it was killed) is harmless.
+        let _ = sys::ptrace_detach(self.pid);
         std::mem::forget(self);
     }
 }
@@ -82,8 +75,8 @@ impl Drop for Held {
     /// A command still held when the session gives up before sampling (tables or programs
     /// that fail to load) is killed: it was launched to be traced, not to run untraced.
     fn drop(&mut self) {
-        // SAFETY: kill(2) of our own, unreaped child.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        // Our own, unreaped child.
+        let _ = sys::kill(self.pid, libc::SIGKILL);
     }
 }
 
@@ -91,17 +84,12 @@ impl Drop for Held {
 fn wait_stop(pid: libc::pid_t) -> anyhow::Result<i32> {
     let started = Instant::now();
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid status pointer.
-        let got = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
-        if got == pid {
+        // Our own child.
+        if let Some(status) = sys::wait_nohang(pid).context("waiting for the launched command")? {
             if libc::WIFSTOPPED(status) {
                 return Ok(libc::WSTOPSIG(status));
             }
             bail!("the launched command exited before it started");
-        }
-        if got == -1 {
-            return Err(io::Error::last_os_error()).context("waiting for the launched command");
         }
         if started.elapsed() > LOADER_TIMEOUT {
             bail!("it did not stop within {} s", LOADER_TIMEOUT.as_secs());
@@ -127,9 +115,9 @@ fn run_to_entry(pid: libc::pid_t) -> Result<(), Failed> {
     poke(pid, entry, patched).map_err(Failed::Before)?;
     let mut deliver = 0;
     let reached = loop {
-        // SAFETY: PTRACE_CONT of our own stopped tracee.
-        if unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, deliver) } == -1 {
-            break Err(io::Error::last_os_error()).context("PTRACE_CONT");
+        // Our own stopped tracee.
+        if let Err(err) = sys::ptrace_cont(pid, deliver) {
+            break Err(err).context("PTRACE_CONT");
         }
         match wait_stop(pid) {
             Ok(libc::SIGTRAP) if arch::stopped_at_breakpoint(pid, entry).unwrap_or(false) => break Ok(()),
@@ -155,23 +143,11 @@ fn entry_point(pid: libc::pid_t) -> anyhow::Result<u64> {
 }
 
 fn peek(pid: libc::pid_t, addr: u64) -> anyhow::Result<u64> {
-    // SAFETY: errno is this thread's; PTRACE_PEEKTEXT reads the tracee, not our memory.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let word = libc::ptrace(libc::PTRACE_PEEKTEXT, pid, addr, 0);
-        if word == -1 && *libc::__errno_location() != 0 {
-            return Err(io::Error::last_os_error()).context("reading its entry point");
-        }
-        Ok(word as u64)
-    }
+    sys::ptrace_peek(pid, addr).context("reading its entry point")
 }
 
 fn poke(pid: libc::pid_t, addr: u64, word: u64) -> anyhow::Result<()> {
-    // SAFETY: PTRACE_POKETEXT writes the tracee's memory, not ours.
-    if unsafe { libc::ptrace(libc::PTRACE_POKETEXT, pid, addr, word) } == -1 {
-        return Err(io::Error::last_os_error()).context("writing its entry point");
-    }
-    Ok(())
+    sys::ptrace_poke(pid, addr, word).context("writing its entry point")
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -184,13 +160,7 @@ mod arch {
     }
 
     fn regs(pid: libc::pid_t) -> anyhow::Result<libc::user_regs_struct> {
-        // SAFETY: an all-zero user_regs_struct is valid; PTRACE_GETREGS fills it.
-        let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        // SAFETY: `regs` is a valid, writable user_regs_struct.
-        if unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut regs) } == -1 {
-            return Err(std::io::Error::last_os_error()).context("PTRACE_GETREGS");
-        }
-        Ok(regs)
+        crate::sys::process::ptrace_regs(pid).context("PTRACE_GETREGS")
     }
 
     /// `int3` leaves the PC after itself.
@@ -201,11 +171,7 @@ mod arch {
     pub fn back_to(pid: libc::pid_t, entry: u64) -> anyhow::Result<()> {
         let mut regs = regs(pid)?;
         regs.rip = entry;
-        // SAFETY: `regs` is a valid user_regs_struct read from the tracee.
-        if unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &regs) } == -1 {
-            return Err(std::io::Error::last_os_error()).context("PTRACE_SETREGS");
-        }
-        Ok(())
+        crate::sys::process::ptrace_set_regs(pid, &regs).context("PTRACE_SETREGS")
     }
 }
 
@@ -220,17 +186,7 @@ mod arch {
 
     /// `brk` leaves the PC on itself.
     pub fn stopped_at_breakpoint(pid: libc::pid_t, entry: u64) -> anyhow::Result<bool> {
-        // SAFETY: an all-zero user_regs_struct is valid; PTRACE_GETREGSET fills it through the
-        // iovec, which describes it exactly.
-        let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        let mut iov = libc::iovec {
-            iov_base: (&mut regs as *mut libc::user_regs_struct).cast(),
-            iov_len: std::mem::size_of::<libc::user_regs_struct>(),
-        };
-        // SAFETY: as above.
-        if unsafe { libc::ptrace(libc::PTRACE_GETREGSET, pid, libc::NT_PRSTATUS, &mut iov) } == -1 {
-            return Err(std::io::Error::last_os_error()).context("PTRACE_GETREGSET");
-        }
+        let regs = crate::sys::process::ptrace_regs(pid).context("PTRACE_GETREGSET")?;
         Ok(regs.pc == entry)
     }
 

@@ -96,6 +96,9 @@ pub struct TraceConfig {
     pub drain_priority: crate::priority::DrainPriority,
     /// `--health-listen`: where `/healthz` and `/metrics` are served.
     pub health_listen: Option<std::net::SocketAddr>,
+    /// `--record-snapshots`: every sample of the traced processes is a stack copy, walked and
+    /// recorded into this directory (`snapshots::record`).
+    pub record_snapshots: Option<std::path::PathBuf>,
 }
 
 /// How a session that traced ended, for the exit status.
@@ -115,11 +118,11 @@ pub(crate) fn say(text: std::fmt::Arguments<'_>) {
     let _ = std::io::Write::write_fmt(&mut std::io::stderr(), text);
 }
 
-/// Trace, write the stacks, print the summary.
+/// Trace, write the stacks, print the summary. The caller has made the process-wide settings
+/// first (`sys::session::prepare`).
 pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // First, so that Ctrl-C or SIGTERM while the tables load still ends with the output written.
     let mut signals = targets::Signals::listen()?;
-    tune_allocator();
     crate::bpf::preflight()?;
     // After the check of privileges (without them there is nothing to run ahead of).
     crate::priority::apply(config.drain_priority);
@@ -127,6 +130,11 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let started = Instant::now();
     let mut output = output::Outputs::open(&config)?;
     let summary_out = summary::SummaryOut::open(&config.summary, &config.access)?;
+    let recorder = config
+        .record_snapshots
+        .as_deref()
+        .map(crate::snapshots::Recorder::open)
+        .transpose()?;
     let mut targets = if config.all {
         Targets::all()?
     } else {
@@ -180,6 +188,9 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         runtimes: inspect::Runtimes::new(),
         own_pid: (config.all && !config.include_self).then(std::process::id),
     };
+    if let Some(recorder) = recorder {
+        sink.copies.record_into(recorder);
+    }
     let mut sizes = sizes::SizeLog::new();
     let mut memory = memory::MemoryBound::new(config.max_memory);
     let why = {
@@ -286,6 +297,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         }
     }
     sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
+    if let Some(recorder) = sink.copies.recorder() {
+        say(format_args!(
+            "sframe-trace: recorded {} stack copies ({} not recorded)\n",
+            recorder.written(),
+            recorder.dropped
+        ));
+    }
     step.done("drain");
     targets.finish().await;
     follower.stats.traced_at_end = catalog.processes.len() as u64;
@@ -477,30 +495,7 @@ fn forget(idle: &[usize], catalog: &mut registry::Catalog, symbols: &mut SymbolC
 /// tracer's resident size for good, however little it keeps; so would the symbol cache's
 /// parsed data once dropped at its bound, fragmenting the heap with every cycle.
 fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Give large allocations back to the system when they are freed. glibc serves blocks from
-/// `M_MMAP_THRESHOLD` up with mappings of their own, but raises that threshold (up to 32 MiB)
-/// each time such a block is freed; from then on the scratch of table builds and symbol files
-/// (megabytes each, freed soon after) is carved out of the arenas, where the small blocks that
-/// outlive it pin their pages: over a session under churn, a hundred megabytes and more of
-/// free memory stayed resident. Setting the threshold fixes it where it starts.
-/// (musl's allocator returns freed mappings by itself: nothing to tune there.)
-fn tune_allocator() {
-    #[cfg(target_env = "gnu")]
-    {
-        /// Blocks from this size up get mappings of their own.
-        const MMAP_THRESHOLD: libc::c_int = 256 << 10;
-        // SAFETY: mallopt only sets a parameter of glibc's allocator; failure leaves it as it was.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-        }
-    }
+    crate::sys::heap::trim();
 }
 
 /// The next notice: one held back by [`notices_first`], else the next sent.

@@ -299,8 +299,5 @@ fn unnamed_objects(resolved: &crate::export::model::Resolved) -> Vec<(String, u6
 
 /// Nanoseconds of `clock`.
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+    crate::sys::clock_ns_lossy(clock)
 }

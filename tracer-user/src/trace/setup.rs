@@ -105,6 +105,7 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
         table_capacity: Some(capacity),
         events: config.events.clone(),
         ring_buffer_bytes: config.ring_buffer_bytes,
+        copy_stacks: config.record_snapshots.is_some(),
     };
     let mut kernel = Kernel::load(&kernel_config, &mut catalog.loader.tables)?;
     for (pid, mappings) in &exec {

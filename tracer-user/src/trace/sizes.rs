@@ -107,11 +107,10 @@ fn threads(line: &mut String) {
 fn allocator(add: &mut dyn FnMut(&'static str, usize)) {
     #[cfg(target_env = "gnu")]
     {
-        // SAFETY: mallinfo2 only reads the allocator's statistics.
-        let info = unsafe { libc::mallinfo2() };
-        add("heap.in_use_kib", info.uordblks / 1024);
-        add("heap.free_kib", info.fordblks / 1024);
-        add("heap.arena_kib", info.arena / 1024);
-        add("heap.mmap_kib", info.hblkhd / 1024);
+        let stats = crate::sys::heap::stats();
+        add("heap.in_use_kib", stats.in_use / 1024);
+        add("heap.free_kib", stats.free / 1024);
+        add("heap.arena_kib", stats.arena / 1024);
+        add("heap.mmap_kib", stats.mmap / 1024);
     }
 }

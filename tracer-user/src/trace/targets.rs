@@ -5,7 +5,6 @@
 //! arriving while tables load ends the session once they are loaded, with everything written.
 
 use std::{
-    os::fd::FromRawFd as _,
     task::{Context, Poll, Waker},
     time::Duration,
 };
@@ -224,9 +223,8 @@ impl Targets {
     pub async fn finish(&mut self) {
         if let Some(child) = self.child.as_mut() {
             if let (Ok(None), Some(pid)) = (child.try_wait(), child.id()) {
-                // SAFETY: kill(2) on our own child's pid, which cannot have been reused: it is
-                // not reaped yet.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                // Our own child's pid, which cannot have been reused: it is not reaped yet.
+                let _ = crate::sys::process::kill(pid as libc::pid_t, libc::SIGTERM);
             }
             let _ = child.wait().await;
         }
@@ -303,15 +301,9 @@ impl Signals {
 /// Resolves when process `pid` has exited (as a zombie or reaped): told by its pidfd (Linux
 /// 5.3+), without waking up until then, or else polled every [`EXIT_POLL`].
 async fn exit_of(pid: u32) {
-    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd >= 0 {
-        // SAFETY: a new fd that nothing else owns.
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) };
+    if let Ok(fd) = crate::sys::process::pidfd_open(pid as libc::pid_t) {
         // A pidfd is readable once the process has exited.
-        // SAFETY: the AsyncFd owns the OwnedFd, so the fd outlives the registration.
-        let registered = unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
-        if let Ok(fd) = registered {
+        if let Ok(fd) = crate::sys::poll::readable(fd) {
             let _ = fd.readable().await;
             return;
         }

@@ -71,14 +71,7 @@ exec chroot "$root" "$@""#;
 
 /// The hard limit of `resource` of this process.
 fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the limit into `limit`, a valid rlimit.
-    let got = unsafe { libc::getrlimit(resource, &mut limit) };
-    assert_eq!(got, 0, "getrlimit: {}", std::io::Error::last_os_error());
-    limit.rlim_max
+    sframe_trace::sys::limits::hard(resource).unwrap_or_else(|err| panic!("getrlimit: {err}"))
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -147,6 +147,7 @@ fn event_programs_load_within_limits() {
             table_capacity: None,
             events,
             ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
+            copy_stacks: false,
         };
         let kernel = Kernel::load(&config, &mut TableSet::new()).expect("load every event's programs");
         let sizes = kernel.program_sizes().expect("program info");

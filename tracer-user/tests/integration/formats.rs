@@ -333,9 +333,9 @@ fn json_streams_while_the_program_runs() {
         lines.push(next_line(lines.len()));
     }
     assert!(alive(), "50 lines arrived only after the traced program {pid} ended");
-    // SAFETY: kill(2) on the pid of the traced program, which the test's tracer launched and
-    // which is still running (checked just above).
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    // The pid of the traced program, which the test's tracer launched and which is still
+    // running (checked just above).
+    let _ = sframe_trace::sys::process::kill(pid as libc::pid_t, libc::SIGKILL);
     drop(tracer);
     let mut inlined_seen = false;
     for line in &lines {

@@ -89,6 +89,8 @@ struct Verdict {
     exact: u64,
     /// In `main.leaf`, under `main.outer` and `main.middle`.
     in_leaf: u64,
+    /// In `main.mix`, named from the inline tree as inlined into `main.leaf`.
+    in_mix: u64,
     wrong_names: Vec<String>,
     incomplete: Vec<String>,
     not_exact: Vec<String>,
@@ -98,12 +100,32 @@ struct Verdict {
 /// in other objects, the vDSO, are judged complete and named, not against it).
 fn judge(text: &str, pid: u32, binary: &Path, reference: &Reference) -> Verdict {
     let mut verdict = Verdict::default();
+    let hex = |f: &serde_json::Value, key: &str| {
+        u64::from_str_radix(f[key].as_str().unwrap_or("0x0").trim_start_matches("0x"), 16).unwrap_or(0)
+    };
+    let inlined = |f: &serde_json::Value| f["inlined"].as_bool() == Some(true);
     for sample in json_samples(text, pid) {
         verdict.samples += 1;
-        let frames = json_frames(&sample);
-        let hex = |f: &serde_json::Value, key: &str| {
-            u64::from_str_radix(f[key].as_str().unwrap_or("0x0").trim_start_matches("0x"), 16).unwrap_or(0)
-        };
+        let all = json_frames(&sample);
+        // Each inlined frame (from the inline tree) comes before the function it was inlined
+        // into, at its address; the rest of the judgement is of those functions.
+        for (i, frame) in all.iter().enumerate().filter(|(_, f)| inlined(f)) {
+            let holder = all[i + 1..].iter().find(|f| !inlined(f));
+            if holder.map(|h| (hex(h, "offset"), &h["object"])) != Some((hex(frame, "offset"), &frame["object"]))
+                && verdict.wrong_names.len() < 10
+            {
+                verdict
+                    .wrong_names
+                    .push(format!("inlined {frame} not before its function"));
+            }
+        }
+        if all
+            .windows(2)
+            .any(|w| inlined(&w[0]) && w[0]["symbol"] == "main.mix" && w[1]["symbol"] == "main.leaf")
+        {
+            verdict.in_mix += 1;
+        }
+        let frames: Vec<serde_json::Value> = all.iter().filter(|f| !inlined(f)).cloned().collect();
         let names: Vec<&str> = frames
             .iter()
             .map(|f| plain(f["symbol"].as_str().unwrap_or("?")))
@@ -217,9 +239,13 @@ fn check_offline(dir: &Path) {
         .output()
         .expect("run sframe-trace symbolize");
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    // Stacks in the program's own code: off-host, the vDSO (read from the process) is unnamed.
+    // Stacks in the program's own code (`main.mix` inlined in it named alike): off-host, the
+    // vDSO (read from the process) is unnamed.
     let own = |stacks: BTreeMap<String, u64>| -> BTreeMap<String, u64> {
-        stacks.into_iter().filter(|(k, _)| k.ends_with(";main.leaf")).collect()
+        stacks
+            .into_iter()
+            .filter(|(k, _)| k.ends_with(";main.leaf") || k.ends_with(";main.leaf;main.mix"))
+            .collect()
     };
     let expected = own(folded(&dir.join("on.folded")));
     assert!(expected.values().sum::<u64>() >= 100, "{expected:?}");
@@ -262,6 +288,8 @@ fn go_programs_stripped_or_not_are_complete_named_and_exact() {
             assert!(verdict.complete * 100 >= verdict.samples * 99, "not complete: {what}");
             assert!(verdict.exact * 100 >= verdict.complete * 99, "not exact: {what}");
             assert!(verdict.in_leaf * 2 >= verdict.samples, "too few in main.leaf: {what}");
+            // `main.mix`'s multiply and add are a good part of `main.leaf`'s loop.
+            assert!(verdict.in_mix * 10 >= verdict.in_leaf, "too few in main.mix: {what}");
             let (complete, truncated) = (summary.count("stacks.complete"), summary.count("stacks.truncated"));
             assert!(
                 complete * 100 >= (complete + truncated) * 99,

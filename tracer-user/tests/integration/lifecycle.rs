@@ -252,8 +252,8 @@ fn signalled(
             sent.elapsed() < Duration::from_secs(90),
             "the tracer did not end after a signal"
         );
-        // SAFETY: kill(2) on our own child, not reaped yet (try_wait said so).
-        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        // Our own child, not reaped yet (try_wait said so).
+        let _ = sframe_trace::sys::process::kill(child.id() as libc::pid_t, signal);
         signal = second;
         sleep(Duration::from_millis(2 + rng.below(10) as u64));
     };

@@ -1,4 +1,7 @@
-//! One integration-test binary; each module covers one area.
+//! One integration-test binary; each module covers one area. No `unsafe` here: system calls
+//! go through `sframe_trace::sys`.
+
+#![deny(unsafe_code)]
 
 mod check;
 mod cli;
@@ -63,6 +66,8 @@ mod python_root;
 mod python_session;
 mod reader;
 mod readme;
+#[cfg(feature = "ebpf")]
+mod replay;
 #[cfg(feature = "ebpf")]
 mod security;
 mod support;

@@ -32,8 +32,7 @@ pub const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 /// The turn of a privileged test: `Some(turn)` when it may run (hold it for the whole test),
 /// `None` after reporting it skipped (see [`skipped`]). Under `CI=true`, not being root fails.
 pub fn privileged(test: &str) -> Option<Turn> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if sframe_trace::sys::process::effective_uid() == 0 {
         let guard = PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         return Some(Turn {
             _guard: guard,
@@ -154,8 +153,7 @@ pub fn cpu_ticks(pid: u32) -> u64 {
 /// Clock ticks per second, the unit of [`cpu_ticks`].
 #[cfg(feature = "ebpf")]
 pub fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100)
+    u64::try_from(sframe_trace::sys::clock_ticks()).unwrap_or(100)
 }
 
 /// Wait until process `pid` has used `ticks` more clock ticks of CPU time; fails the test if it
@@ -400,8 +398,8 @@ impl Tracer {
 
     /// Send it `signal` and wait for it to end: its exit status and whole stderr.
     pub fn stop(mut self, signal: libc::c_int) -> (std::process::ExitStatus, String) {
-        // SAFETY: kill(2) on our own child, not reaped yet, so its pid cannot be reused.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        // Our own child, not reaped yet, so its pid cannot be reused.
+        let _ = sframe_trace::sys::process::kill(self.child.id() as libc::pid_t, signal);
         self.wait()
     }
 
@@ -705,5 +703,6 @@ pub fn kernel_config(max_depth: u32, kernel_stacks: bool) -> sframe_trace::bpf::
         table_capacity: None,
         events: sframe_trace::event::EventSet::default(),
         ring_buffer_bytes: sframe_trace::bpf::DEFAULT_RING_BUFFER_BYTES,
+        copy_stacks: false,
     }
 }

@@ -93,7 +93,7 @@ fn the_workspace_has_no_import_circles() {
     assert!(all.is_empty(), "import circles:\n{}", all.join("\n"));
 }
 
-fn read_tree(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+pub(crate) fn read_tree(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     for entry in std::fs::read_dir(dir).expect("read a source directory").flatten() {
         let path = entry.path();
         if path.is_dir() {

@@ -256,8 +256,7 @@ fn summary_file_is_created_safely() {
 
     let fifo = dir.path().join("fifo");
     let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: mkfifo(3) with a NUL-terminated path that lives through the call.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+    crate::sys::fs::mkfifo(&name, 0o600).expect("mkfifo");
     assert!(
         file::SummaryFile::create(&fifo, &crate::outfile::Access::default()).is_err(),
         "a FIFO is refused, without blocking"

@@ -123,15 +123,9 @@ struct OpenWatch(std::fs::File);
 
 impl OpenWatch {
     fn new(path: &Path) -> OpenWatch {
-        // SAFETY: no pointers passed.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        assert!(fd >= 0, "inotify_init1");
-        // SAFETY: `fd` is ours alone.
-        let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-        // SAFETY: a NUL-terminated path; inotify_add_watch only reads it.
-        let wd = unsafe { libc::inotify_add_watch(fd, name.as_ptr(), libc::IN_OPEN | libc::IN_ACCESS) };
-        assert!(wd >= 0, "inotify_add_watch {}", path.display());
+        let file = sframe_trace::sys::fs::inotify_watch(&name, libc::IN_OPEN | libc::IN_ACCESS)
+            .unwrap_or_else(|err| panic!("inotify watch of {}: {err}", path.display()));
         OpenWatch(file)
     }
 

@@ -26,11 +26,7 @@ fn a_library_emptied_by_its_owner_is_still_named() {
     let program = compile(dir.path(), "shrink", &own_name(dir.path(), "shrink"), &["-ldl"]);
     // SAFETY: chown on a path this test made, with a NUL-terminated copy of it.
     let path = std::ffi::CString::new(library.to_str().expect("path")).expect("no NUL");
-    assert_eq!(
-        unsafe { libc::chown(path.as_ptr(), 65534, 65534) },
-        0,
-        "chown to nobody"
-    );
+    sframe_trace::sys::fs::chown(&path, 65534, 65534).expect("chown to nobody");
     let go = dir.path().join("go");
     let out = dir.path().join("samples.json");
     let mut command = Command::new(tracer_binary());

@@ -76,8 +76,7 @@ fn hostile_perf_maps_are_refused_and_counted() {
             "symlink" => std::os::unix::fs::symlink("/etc/passwd", &path).expect("symlink"),
             "fifo" => {
                 let c = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("path");
-                // SAFETY: `c` is a NUL-terminated path.
-                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+                sframe_trace::sys::fs::mkfifo(&c, 0o644).expect("mkfifo");
             }
             "other_owner" => {
                 std::fs::write(&path, format!("{addr:x} 13 other_owners_name\n")).expect("write");

@@ -155,8 +155,8 @@ fn a_growing_jitdump_stalls_neither_the_duration_nor_signals() {
     };
     eprintln!("grown_{newest:?} named (appended after grown_{appended_after})");
     let sent = Instant::now();
-    // SAFETY: kill(2) on our own child, not reaped yet.
-    unsafe { libc::kill(child.pid() as libc::pid_t, libc::SIGTERM) };
+    // Our own child, not reaped yet.
+    let _ = sframe_trace::sys::process::kill(child.pid() as libc::pid_t, libc::SIGTERM);
     let (status, _, _) = wait_noting_peak(&mut child.0, super::LIMIT);
     let took = sent.elapsed();
     drop(stderr);

@@ -41,8 +41,8 @@ fn hangup_usr1_and_pipe_end_the_session_with_everything_written() {
         } else {
             Some(stderr)
         };
-        // SAFETY: kill(2) on our own child, not reaped yet.
-        unsafe { libc::kill(child.pid() as libc::pid_t, signal) };
+        // Our own child, not reaped yet.
+        let _ = sframe_trace::sys::process::kill(child.pid() as libc::pid_t, signal);
         let status = wait_bounded(&mut child.0);
         assert!(status.success(), "{name}: {status}");
         let written = folded_samples(&out);

@@ -257,8 +257,8 @@ fn a_signal_leaves_no_temporary_file() {
             sleep(Duration::from_millis(10));
         }
         let sent = Instant::now();
-        // SAFETY: kill(2) on our own child, not reaped yet.
-        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        // Our own child, not reaped yet.
+        let _ = sframe_trace::sys::process::kill(child.id() as libc::pid_t, signal);
         let status = wait_bounded(&mut child);
         let took = sent.elapsed();
         let stderr = reader.join().expect("stderr reader");
