@@ -1,5 +1,9 @@
 //! One integration-test binary; each module covers one area.
 
+// First: its macros (`privileged_test!`) are used by the modules below.
+#[macro_use]
+mod support;
+
 mod check;
 mod cli;
 mod compressed;
@@ -65,7 +69,6 @@ mod reader;
 mod readme;
 #[cfg(feature = "ebpf")]
 mod security;
-mod support;
 #[cfg(feature = "ebpf")]
 mod symbols;
 mod table;

@@ -21,6 +21,40 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
+/// The name of the test function it is used in, as `cargo test` prints it (`module::test`).
+macro_rules! test_name {
+    () => {{
+        fn here() {}
+        $crate::support::test_path(::std::any::type_name_of_val(&here))
+    }};
+}
+
+/// Opens a privileged test (one that loads BPF or samples real processes): takes its turn for
+/// the rest of the function, named after the function (`module::test`, as `cargo test` names
+/// it), or returns after reporting it skipped, as [`privileged`] does (under `CI=true` a test
+/// that cannot run fails instead). `privileged_test!(name)` also binds `name` to the test's
+/// name, for the helpers that report skips of their own.
+macro_rules! privileged_test {
+    () => {
+        let Some(_turn) = $crate::support::privileged(test_name!()) else {
+            return;
+        };
+    };
+    ($name:ident) => {
+        let $name: &'static str = test_name!();
+        let Some(_turn) = $crate::support::privileged($name) else {
+            return;
+        };
+    };
+}
+
+/// `module::test` from the path of a function `here` declared in the test
+/// (`integration::module::test::here`): the crate's name and `here` left out.
+pub fn test_path(here: &'static str) -> &'static str {
+    let path = here.strip_suffix("::here").unwrap_or(here);
+    path.split_once("::").map_or(path, |(_crate, rest)| rest)
+}
+
 /// Tests that need root (they load BPF and sample real processes) run one at a time, so that
 /// none of them measures another's load on a small machine.
 static PRIVILEGED: Mutex<()> = Mutex::new(());
