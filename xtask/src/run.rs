@@ -11,10 +11,11 @@ use crate::cmd::{cargo, sh};
 const SKIPPED_FILE: &str = "target/skipped-tests";
 const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
-/// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`], the private root of
-/// `python3.13` and sid's Go toolchains named.
+/// `cargo` for the tests: the privileged tier asked for, skipped tests recorded in
+/// [`SKIPPED_FILE`], the private root of `python3.13` and sid's Go toolchains named.
 fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
+    command.env(crate::cmd::PRIVILEGED_VAR, "1");
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
     command.env(crate::times::TIMES_VAR, root.join(crate::times::TIMES_FILE));
     command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);

@@ -63,9 +63,28 @@ static PRIVILEGED: Mutex<()> = Mutex::new(());
 /// prints their count at the end: a skipped test must not pass for a passed one).
 pub const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
+/// Set to `1` by `cargo xtask test` (and by hand, as root, to run privileged tests with plain
+/// `cargo test`): the privileged tier runs. Without it plain `cargo test` stays root-free and
+/// quick: each privileged test reports itself skipped, even as root.
+pub const PRIVILEGED_VAR: &str = "SFRAME_TRACE_PRIVILEGED";
+
+/// Whether the privileged tier was asked for: [`PRIVILEGED_VAR`] is `1`, or `CI=true` (under
+/// CI a privileged test never skips: it runs, or fails when it cannot).
+pub fn privileged_tier() -> bool {
+    std::env::var(PRIVILEGED_VAR).as_deref() == Ok("1") || std::env::var("CI").as_deref() == Ok("true")
+}
+
 /// The turn of a privileged test: `Some(turn)` when it may run (hold it for the whole test),
-/// `None` after reporting it skipped (see [`skipped`]). Under `CI=true`, not being root fails.
+/// `None` after reporting it skipped (see [`skipped`]): the privileged tier was not asked for
+/// ([`privileged_tier`]), or this is not root. Under `CI=true`, not being root fails.
 pub fn privileged(test: &str) -> Option<Turn> {
+    if !privileged_tier() {
+        skipped(
+            test,
+            "privileged: run by `cargo xtask test`, or as root with SFRAME_TRACE_PRIVILEGED=1",
+        );
+        return None;
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         let guard = PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
