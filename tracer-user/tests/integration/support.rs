@@ -6,12 +6,17 @@
 pub mod neighbours;
 #[cfg(feature = "ebpf")]
 mod roots;
+#[cfg(feature = "ebpf")]
+mod workloads;
 
 #[cfg(feature = "ebpf")]
 pub use roots::{
     NO_ROOT, NO_SID_ROOT, TRIXIE_PYTHON, in_root, required, sid_python_argv, trixie_python, trixie_python_argv,
     trixie_python_root,
 };
+
+#[cfg(feature = "ebpf")]
+pub use workloads::{Workloads, build_workloads};
 
 #[cfg(feature = "ebpf")]
 use std::process::Child;
@@ -615,63 +620,6 @@ pub fn gcc(source: &Path, out: &Path, flags: &[&str]) -> std::path::PathBuf {
 pub fn compile_fixture(source: &str, out: &Path, extra: &[&str]) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/{source}.c"));
     gcc(&src, out, &[&SFRAME_CFLAGS[..], extra].concat())
-}
-
-/// Where the accuracy workloads were built ahead (`cargo xtask vm-test` for an aarch64 guest,
-/// which has no cross tools: `fixtures/workloads/build.sh` output, one directory per set).
-#[cfg(feature = "ebpf")]
-pub const PREBUILT_WORKLOADS_VAR: &str = "SFRAME_TRACE_WORKLOADS";
-
-/// The tracing workloads of fixtures/workloads, by set (`SET/PROGRAM`).
-#[cfg(feature = "ebpf")]
-pub struct Workloads {
-    dir: std::path::PathBuf,
-    _built: Option<tempfile::TempDir>,
-}
-
-#[cfg(feature = "ebpf")]
-impl Workloads {
-    /// The directory of the sets.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-/// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`; on
-/// aarch64 also `v1-pac`, `v2-pac`, `v3-pac`) into a fresh temporary directory, or take them
-/// from [`PREBUILT_WORKLOADS_VAR`] when it is set (each of `sets` must be there).
-#[cfg(feature = "ebpf")]
-pub fn build_workloads(sets: &[&str]) -> Workloads {
-    if let Some(dir) = std::env::var_os(PREBUILT_WORKLOADS_VAR) {
-        let dir = std::path::PathBuf::from(dir);
-        for set in sets {
-            assert!(
-                dir.join(set).is_dir(),
-                "{PREBUILT_WORKLOADS_VAR}={}: no set {set} there",
-                dir.display()
-            );
-        }
-        return Workloads { dir, _built: None };
-    }
-    let out = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");
-    let build = Command::new(&script)
-        .arg(out.path())
-        .args(sets)
-        .env("WORKLOAD_ARCH", std::env::consts::ARCH)
-        .output()
-        .expect("run fixtures/workloads/build.sh (needs bash, gcc, binutils)");
-    assert!(
-        build.status.success(),
-        "fixtures/workloads/build.sh {} failed ({}):\n{}",
-        sets.join(" "),
-        build.status,
-        String::from_utf8_lossy(&build.stderr)
-    );
-    Workloads {
-        dir: out.path().to_owned(),
-        _built: Some(out),
-    }
 }
 
 /// The deterministic random numbers of every test (shared with the unit tests).
