@@ -111,7 +111,11 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
         // Read by tracer-user/tests/integration/hardening.rs.
         tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
     }
-    stages.run("workspace-tests", || sh(tests.args(["test", "--no-fail-fast"])))?;
+    // Three test threads: up to three privileged tests with a shared turn run at once
+    // (tracer-user/tests/integration/support/turns.rs); exclusive ones still run alone.
+    stages.run("workspace-tests", || {
+        sh(tests.args(["test", "--no-fail-fast", "--", "--test-threads", TEST_THREADS]))
+    })?;
     // The pure readers also build alone, as fuzz/ uses them.
     stages.run("pure-readers", || {
         sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))
@@ -126,6 +130,10 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))?;
     stages.run("clippy", clippy)
 }
+
+/// Threads of the test binaries in the workspace stage: as many as the shared turns of
+/// privileged tests (`DEFAULT_SHARED_SLOTS` of tracer-user/tests/integration/support/turns.rs).
+const TEST_THREADS: &str = "3";
 
 /// Disk a first run of the suite writes, in GiB, with room to spare: a clean clone under
 /// CI=true took 7.4 (its builds, the binutils suites, the Python root), the kernels and the

@@ -195,7 +195,7 @@ impl Server {
 
 #[test]
 fn debuginfod_names_stripped_frames_while_tracing_and_offline() {
-    privileged_test!();
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let served = d.join("served");
@@ -342,7 +342,7 @@ fn place_debug_file(prog: &Built, debug_dir: &Path, how: &str) -> PathBuf {
 
 #[test]
 fn compressed_debug_files_and_minidebuginfo_name_frames() {
-    privileged_test!();
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let debug_dir = d.join("debug");

@@ -138,7 +138,7 @@ fn printable(output: &str) -> String {
 /// writes the --output file and prints its summary.
 #[test]
 fn live_view_shows_the_hottest_function_and_quits_on_q() {
-    privileged_test!();
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let folded = workloads.path().join("live.folded");
     let bin = workloads.path().join("v1/bigframe");

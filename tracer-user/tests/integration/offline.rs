@@ -133,7 +133,7 @@ fn stacks(format: &str, path: &Path) -> BTreeMap<String, u64> {
 
 #[test]
 fn symbolize_writes_every_format_with_the_on_host_stacks() {
-    privileged_test!();
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let src = d.join("offl.c");

@@ -301,7 +301,7 @@ pub(crate) fn otlp_args(endpoint: &str, interval: &str, extra: &[&str]) -> Vec<S
 /// receiver resolves the exact chain, the resource, the threads and the build-ids.
 #[test]
 fn exports_over_grpc() {
-    privileged_test!();
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let bin_dir = workloads.path().join("v1");
     let receiver = Receiver::start("grpc", false);
@@ -327,7 +327,7 @@ fn exports_over_grpc() {
 /// name of its own and kernel stacks recorded (the user part must still be the exact chain).
 #[test]
 fn exports_over_http() {
-    privileged_test!();
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let bin_dir = workloads.path().join("v1");
     let receiver = Receiver::start("http", false);
@@ -370,7 +370,7 @@ fn exports_over_http() {
 /// all failed says so and exits 1 (it once exited 0).
 #[test]
 fn absent_or_stalled_collectors_never_stall_the_tracer() {
-    privileged_test!();
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let bin = workloads.path().join("v1/plt");
     let secs = 2;

@@ -54,7 +54,7 @@ fn containerd_cgroup(root: &Path, id: &str) -> Cgroups {
 /// `k8s.pod.uid` from its path, and `host.id` (the machine-id), `host.arch` and `os.type`.
 #[test]
 fn containerised_processes_carry_their_container_and_pod() {
-    privileged_test!();
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let plt = workloads.path().join("v1/plt");
     let nanos = SystemTime::now()

@@ -61,7 +61,7 @@ fn cpu_list(text: &str) -> BTreeSet<u32> {
 /// pinned to.
 #[test]
 fn python_runtime_and_sample_cpus_are_exported() {
-    privileged_test!();
+    privileged_test!(shared);
     let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
     let allowed = cpu_list(
         status

@@ -173,7 +173,7 @@ fn setup() -> Setup {
 /// receiver, behind a certificate from the test's CA, finds the exact chain and every sample.
 #[test]
 fn exports_over_https_with_a_bearer_header() {
-    privileged_test!();
+    privileged_test!(shared);
     let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
 
@@ -221,7 +221,7 @@ fn exports_over_https_with_a_bearer_header() {
 /// a session that presents one (`--otlp-cert`/`--otlp-key`), over both protocols.
 #[test]
 fn exports_over_mutual_tls() {
-    privileged_test!();
+    privileged_test!(shared);
     let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let (ca, token, cert, key) = pki.client("client");
@@ -272,7 +272,7 @@ fn check_refused(traced: &Traced, reason: Option<&str>, what: &str) {
 /// `refused_client_certificates_are_named`).
 #[test]
 fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
-    privileged_test!();
+    privileged_test!(shared);
     let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let (ca, wrong_ca, token) = (pki.arg("ca.pem"), pki.arg("wrong-ca.pem"), pki.arg("token"));
@@ -317,7 +317,7 @@ const REFUSAL_REASONS: [&str; 2] = ["tls-client-certificate-refused", "tls-close
 /// `unreachable` over gRPC), over both protocols, and the request never gets through.
 #[test]
 fn refused_client_certificates_are_named() {
-    privileged_test!();
+    privileged_test!(shared);
     let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let (ca, token, cert, key) = pki.client("stranger");
@@ -365,7 +365,7 @@ fn refused_client_certificates_are_named() {
 /// (`tls-not-tls`), and counts it.
 #[test]
 fn https_never_falls_back_to_clear_text() {
-    privileged_test!();
+    privileged_test!(shared);
     let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let token = pki.arg("token");

@@ -6,6 +6,7 @@
 pub mod neighbours;
 #[cfg(feature = "ebpf")]
 mod roots;
+mod turns;
 #[cfg(feature = "ebpf")]
 mod workloads;
 
@@ -20,11 +21,9 @@ pub use workloads::{Workloads, build_workloads};
 
 #[cfg(feature = "ebpf")]
 use std::process::Child;
-use std::{
-    path::Path,
-    process::Command,
-    sync::{Mutex, MutexGuard},
-};
+use std::{path::Path, process::Command};
+
+pub use turns::Kind;
 
 /// The name of the test function it is used in, as `cargo test` prints it (`module::test`).
 macro_rules! test_name {
@@ -37,17 +36,31 @@ macro_rules! test_name {
 /// Opens a privileged test (one that loads BPF or samples real processes): takes its turn for
 /// the rest of the function, named after the function (`module::test`, as `cargo test` names
 /// it), or returns after reporting it skipped, as [`privileged`] does (under `CI=true` a test
-/// that cannot run fails instead). `privileged_test!(name)` also binds `name` to the test's
-/// name, for the helpers that report skips of their own.
+/// that cannot run fails instead). The turn is exclusive (alone among privileged tests), or,
+/// with `shared`, one beside other shared tests (for tests that mostly wait: see
+/// `support/turns.rs`). `privileged_test!(name)` (`privileged_test!(shared, name)`) also binds
+/// `name` to the test's name, for the helpers that report skips of their own.
 macro_rules! privileged_test {
     () => {
-        let Some(_turn) = $crate::support::privileged(test_name!()) else {
+        privileged_test!(@ $crate::support::Kind::Exclusive)
+    };
+    (shared) => {
+        privileged_test!(@ $crate::support::Kind::Shared)
+    };
+    (shared, $name:ident) => {
+        let $name: &'static str = test_name!();
+        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Shared) else {
             return;
         };
     };
     ($name:ident) => {
         let $name: &'static str = test_name!();
-        let Some(_turn) = $crate::support::privileged($name) else {
+        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Exclusive) else {
+            return;
+        };
+    };
+    (@ $kind:expr) => {
+        let Some(_turn) = $crate::support::privileged(test_name!(), $kind) else {
             return;
         };
     };
@@ -59,10 +72,6 @@ pub fn test_path(here: &'static str) -> &'static str {
     let path = here.strip_suffix("::here").unwrap_or(here);
     path.split_once("::").map_or(path, |(_crate, rest)| rest)
 }
-
-/// Tests that need root (they load BPF and sample real processes) run one at a time, so that
-/// none of them measures another's load on a small machine.
-static PRIVILEGED: Mutex<()> = Mutex::new(());
 
 /// Where skipped tests are recorded, one line each, when set (`cargo xtask test` sets it and
 /// prints their count at the end: a skipped test must not pass for a passed one).
@@ -79,10 +88,11 @@ pub fn privileged_tier() -> bool {
     std::env::var(PRIVILEGED_VAR).as_deref() == Ok("1") || std::env::var("CI").as_deref() == Ok("true")
 }
 
-/// The turn of a privileged test: `Some(turn)` when it may run (hold it for the whole test),
+/// The turn of a privileged test, of `kind` (see `support/turns.rs`): `Some(turn)` when it may
+/// run (hold it for the whole test),
 /// `None` after reporting it skipped (see [`skipped`]): the privileged tier was not asked for
 /// ([`privileged_tier`]), or this is not root. Under `CI=true`, not being root fails.
-pub fn privileged(test: &str) -> Option<Turn> {
+pub fn privileged(test: &str, kind: Kind) -> Option<Turn> {
     if !privileged_tier() {
         skipped(
             test,
@@ -92,9 +102,8 @@ pub fn privileged(test: &str) -> Option<Turn> {
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        let guard = PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         return Some(Turn {
-            _guard: guard,
+            _held: turns::take(kind),
             test: test.to_owned(),
             since: std::time::Instant::now(),
         });
@@ -111,10 +120,10 @@ pub fn privileged(test: &str) -> Option<Turn> {
 /// for the report of the slowest tests.
 pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
 
-/// A privileged test's turn: the others wait until it is dropped, which records how long the
-/// test held it in the file [`TIMES_VAR`] names, if any (passed or failed alike).
+/// A privileged test's turn: the others wait (all of them, or the exclusive ones for a shared
+/// turn) until it is dropped, which records how long the test held it in the file [`TIMES_VAR`] names, if any (passed or failed alike).
 pub struct Turn {
-    _guard: MutexGuard<'static, ()>,
+    _held: turns::Held,
     test: String,
     since: std::time::Instant,
 }

@@ -23,7 +23,7 @@ fn sleeper() -> Running {
 /// line, the cause once, status 2.
 #[test]
 fn a_missing_file_is_said_once() {
-    privileged_test!();
+    privileged_test!(shared);
     let target = sleeper();
     let pid = target.pid().to_string();
     for args in [
@@ -46,7 +46,7 @@ fn a_missing_file_is_said_once() {
 /// ends the session when it is over.
 #[test]
 fn durations_take_units() {
-    privileged_test!();
+    privileged_test!(shared);
     let target = sleeper();
     let pid = target.pid().to_string();
     let (status, stderr) = run(&[
@@ -73,7 +73,7 @@ fn durations_take_units() {
 /// own, and the tracer runs without CAP_DAC_OVERRIDE) is told what refused it, not to get root.
 #[test]
 fn root_refused_a_process_is_told_what_refused_it() {
-    privileged_test!();
+    privileged_test!(shared);
     let target = sleeper();
     let dir = tempfile::tempdir().expect("tempdir");
     let unreadable = dir.path().join("maps");

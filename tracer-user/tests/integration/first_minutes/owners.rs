@@ -9,7 +9,7 @@ use crate::support::{Running, tracer_binary};
 /// mode 0600 (or `--output-mode`); with a malformed `SUDO_UID` they stay root's, and it is said.
 #[test]
 fn outputs_belong_to_the_sudo_user() {
-    privileged_test!();
+    privileged_test!(shared);
     let target = Running(Command::new("sleep").arg("600").spawn().expect("start sleep"));
     let dir = tempfile::tempdir().expect("tempdir");
     let run = |uid: &str, extra: &[&str]| {

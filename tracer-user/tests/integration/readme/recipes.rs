@@ -226,7 +226,7 @@ fn runtimes_installed(test: &str) -> bool {
 /// give a result that names the functions of the program it traced.
 #[test]
 fn readme_commands_work_as_written() {
-    privileged_test!();
+    privileged_test!(shared);
     if !runtimes_installed("readme_commands_work_as_written") {
         return;
     }

@@ -12,7 +12,7 @@ use crate::support::{assert_refused, tracer_binary};
 /// command named `-1`): each is one sentence, status 2, before anything is traced.
 #[test]
 fn bad_values_are_one_sentence_before_anything_happens() {
-    privileged_test!();
+    privileged_test!(shared);
     let otlp = ["-f", "otlp", "--otlp-endpoint", "http://localhost:4317"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["-d", "1e20", "--pid", "1"], "at most 1000000000 seconds"),
@@ -62,7 +62,7 @@ fn bad_values_are_one_sentence_before_anything_happens() {
 /// UTF-8, naming it lossily where they must.
 #[test]
 fn arguments_and_file_names_are_bytes() {
-    privileged_test!();
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     // (A program file whose name is not UTF-8 is a matter of reading /proc/PID/maps.)
     let program = "/bin/sh";
