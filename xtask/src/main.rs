@@ -15,6 +15,7 @@ mod setup;
 mod standalone;
 mod times;
 mod vmtest;
+mod warmup;
 
 use std::path::{Path, PathBuf};
 

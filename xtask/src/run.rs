@@ -106,16 +106,29 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     })?;
     let _ = std::fs::remove_file(root.join(SKIPPED_FILE));
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
-    let mut tests = cargo_test(root)?;
-    if long {
-        // Read by tracer-user/tests/integration/hardening.rs.
-        tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
-    }
-    // Three test threads: up to three privileged tests with a shared turn run at once
+    let workspace_tests = || -> anyhow::Result<Command> {
+        let mut tests = cargo_test(root)?;
+        if long {
+            // Read by tracer-user/tests/integration/hardening.rs.
+            tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
+        }
+        tests.args(["test", "--no-fail-fast"]);
+        Ok(tests)
+    };
+    // Built first; then, while they run, the later stages' programs are built in the
+    // background (`warmup`), waited for before the next stage. Three test threads: up to three
+    // privileged tests with a shared turn run at once
     // (tracer-user/tests/integration/support/turns.rs); exclusive ones still run alone.
-    stages.run("workspace-tests", || {
-        sh(tests.args(["test", "--no-fail-fast", "--", "--test-threads", TEST_THREADS]))
-    })?;
+    let mut warmup = None;
+    let workspace = stages.run("workspace-tests", || {
+        sh(workspace_tests()?.arg("--no-run"))?;
+        warmup = Some(crate::warmup::start(root));
+        sh(workspace_tests()?.args(["--", "--test-threads", TEST_THREADS]))
+    });
+    if let Some(warmup) = warmup {
+        warmup.finish();
+    }
+    workspace?;
     // The pure readers also build alone, as fuzz/ uses them.
     stages.run("pure-readers", || {
         sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))
