@@ -3,6 +3,8 @@
 //! (`roots`: trixie's `python3.13` run chrooted).
 
 #[cfg(feature = "ebpf")]
+pub mod judge;
+#[cfg(feature = "ebpf")]
 pub mod neighbours;
 #[cfg(feature = "ebpf")]
 mod roots;
