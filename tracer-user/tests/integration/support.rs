@@ -1,6 +1,8 @@
-//! Helpers shared by the test modules: the gate of tests that need root (privileged), a child process that cannot
-//! outlive its test, the build of the tracing workloads, and the interpreters of private roots
-//! (`roots`: trixie's `python3.13` run chrooted).
+//! Helpers shared by the test modules: `privileged_test!`, which opens every test that needs
+//! root (the privileged tier, asked for by `cargo xtask test`; their turns: `turns`), a child
+//! process that cannot outlive its test, the tracing workloads built once per process
+//! (`workloads`), the verdict on a sample's stack (`judge`), and the interpreters of private
+//! roots (`roots`: trixie's `python3.13` run chrooted).
 
 #[cfg(feature = "ebpf")]
 pub mod judge;
@@ -66,6 +68,16 @@ macro_rules! privileged_test {
             return;
         };
     };
+}
+
+/// Names the directory of the tests' shared state (the privileged tests' turns, the built
+/// workloads) instead of cargo's `target/tmp`: `cargo xtask vm-test` sets it in its guests,
+/// where `target/` is the host's, over 9p (whose locks are not the host's).
+pub const STATE_DIR_VAR: &str = "SFRAME_TRACE_TEST_STATE_DIR";
+
+/// The directory of the tests' shared state: [`STATE_DIR_VAR`], else cargo's `target/tmp`.
+pub fn state_dir() -> std::path::PathBuf {
+    std::env::var_os(STATE_DIR_VAR).map_or_else(|| env!("CARGO_TARGET_TMPDIR").into(), Into::into)
 }
 
 /// `module::test` from the path of a function `here` declared in the test

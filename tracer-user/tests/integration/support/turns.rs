@@ -1,5 +1,5 @@
 //! The turns of privileged tests, across threads and test processes alike: locks (`flock`) on
-//! files under `target/tmp/turns/`, so that two test processes (two `cargo test` runs, or a
+//! files under `target/tmp/turns/` (`support::state_dir`), so that two test processes (two `cargo test` runs, or a
 //! runner that starts one process per test) take turns as the threads of one do.
 //!
 //! Two kinds of turn. An exclusive turn (the default: accuracy-judged, CPU-hungry or
@@ -87,7 +87,7 @@ fn slot(dir: &Path) -> File {
 
 /// `target/tmp/turns`, created if need be.
 fn dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("turns");
+    let dir = super::state_dir().join("turns");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     dir
 }

@@ -1,6 +1,6 @@
 //! The tracing workloads of fixtures/workloads (`fixtures/workloads/build.sh`), built once per
 //! test process: each set the first time a test asks for it, into one directory of this process
-//! under `target/tmp/workloads/` (created with a random name, mode 0700, removed when the
+//! under `target/tmp/workloads/` (`support::state_dir`; created with a random name, mode 0700, removed when the
 //! process exits; those of processes gone are removed by the next), then shared by every test
 //! of the process. Tests only run and read the programs; the few that write an output file
 //! there name it after themselves.
@@ -80,7 +80,7 @@ pub fn build_workloads(sets: &[&str]) -> Workloads {
 /// Make this process's directory (`PID-RANDOM` under `target/tmp/workloads/`, mode 0700) and
 /// have it removed at exit; first remove those of processes that are gone.
 fn process_dir() -> PathBuf {
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
+    let base = super::state_dir().join("workloads");
     std::fs::create_dir_all(&base).unwrap_or_else(|e| panic!("creating {}: {e}", base.display()));
     remove_stale(&base);
     let dir = tempfile::Builder::new()
