@@ -1,5 +1,6 @@
 //! Running commands loudly (each printed before it runs) or quietly (its output returned), for
-//! every task. Knows nothing of the tasks themselves.
+//! every task. Knows nothing of the tasks themselves (but for the name of the variable that asks
+//! the integration tests for their privileged tier).
 
 use std::process::Command;
 
@@ -82,3 +83,8 @@ pub fn release_build() -> Command {
     ]);
     command
 }
+
+/// The variable that asks for the privileged tier of the integration tests (read by
+/// tracer-user/tests/integration/support.rs): without it they skip, even as root, so that
+/// plain `cargo test` stays quick and root-free.
+pub const PRIVILEGED_VAR: &str = "SFRAME_TRACE_PRIVILEGED";

@@ -36,8 +36,14 @@ fn targets(root: &Path) -> anyhow::Result<Vec<String>> {
     Ok(targets)
 }
 
-/// Run every target for `seconds`; a crash (libFuzzer's non-zero exit, with the input saved in
-/// `fuzz/artifacts/TARGET`) fails the run.
+/// Targets fuzzed at once: libFuzzer runs one process per target, on one CPU, so on the two
+/// CPUs of the machines the suite runs on two targets take the wall time of one, each still
+/// for its full `seconds` on a CPU of its own.
+pub const AT_ONCE: usize = 2;
+
+/// Run every target for `seconds`, [`AT_ONCE`] at a time after one build of them all; a crash
+/// (libFuzzer's non-zero exit, with the input saved in `fuzz/artifacts/TARGET`) fails the run,
+/// after the other targets have run.
 pub fn fuzz(root: &Path, seconds: u64) -> anyhow::Result<()> {
     if !available() {
         if std::env::var("CI").as_deref() == Ok("true") {
@@ -48,26 +54,58 @@ pub fn fuzz(root: &Path, seconds: u64) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let seeds = root.join("fixtures/bin");
-    for target in targets(root)? {
-        let corpus = root.join("fuzz/corpus").join(&target);
-        std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
-        let own_seeds = root.join("fuzz/seeds").join(&target);
-        // `cargo` from PATH (rustup's proxy), which understands `+nightly`.
-        let mut command = Command::new("cargo");
-        command
-            .current_dir(root.join("fuzz"))
-            .args(["+nightly", "fuzz", "run", &target])
-            .arg(&corpus)
-            .arg(&seeds);
-        if own_seeds.is_dir() {
-            command.arg(&own_seeds);
+    // Built once, before the runs: two builds at once would only wait on each other's lock.
+    sh(Command::new("cargo")
+        .current_dir(root.join("fuzz"))
+        .args(["+nightly", "fuzz", "build"]))?;
+    let targets = targets(root)?;
+    let mut failed = Vec::new();
+    for batch in targets.chunks(AT_ONCE) {
+        let results: Vec<(String, anyhow::Result<()>)> = std::thread::scope(|scope| {
+            let runs: Vec<_> = batch
+                .iter()
+                .map(|target| (target, scope.spawn(|| run_target(root, target, seconds))))
+                .collect();
+            runs.into_iter()
+                .map(|(target, run)| {
+                    let result = run
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("its thread panicked")));
+                    (target.clone(), result)
+                })
+                .collect()
+        });
+        for (target, result) in results {
+            if let Err(err) = result {
+                failed.push(format!("{target}: {err:#}"));
+            }
         }
-        sh(command
-            .arg("--")
-            .arg(format!("-max_total_time={seconds}"))
-            .arg(format!("-rss_limit_mb={RSS_LIMIT_MB}"))
-            .arg(format!("-malloc_limit_mb={RSS_LIMIT_MB}")))?;
+    }
+    if !failed.is_empty() {
+        bail!("fuzzing failed:\n  {}", failed.join("\n  "));
     }
     Ok(())
+}
+
+/// `cargo fuzz run TARGET` for `seconds` from its corpus, the fixtures and its own seeds.
+fn run_target(root: &Path, target: &str, seconds: u64) -> anyhow::Result<()> {
+    let seeds = root.join("fixtures/bin");
+    let corpus = root.join("fuzz/corpus").join(target);
+    std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
+    let own_seeds = root.join("fuzz/seeds").join(target);
+    // `cargo` from PATH (rustup's proxy), which understands `+nightly`.
+    let mut command = Command::new("cargo");
+    command
+        .current_dir(root.join("fuzz"))
+        .args(["+nightly", "fuzz", "run", target])
+        .arg(&corpus)
+        .arg(&seeds);
+    if own_seeds.is_dir() {
+        command.arg(&own_seeds);
+    }
+    sh(command
+        .arg("--")
+        .arg(format!("-max_total_time={seconds}"))
+        .arg(format!("-rss_limit_mb={RSS_LIMIT_MB}"))
+        .arg(format!("-malloc_limit_mb={RSS_LIMIT_MB}")))
 }

@@ -17,6 +17,7 @@ mod times;
 #[cfg(test)]
 mod unsafety;
 mod vmtest;
+mod warmup;
 
 use std::path::{Path, PathBuf};
 

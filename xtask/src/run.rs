@@ -11,10 +11,11 @@ use crate::cmd::{cargo, sh};
 const SKIPPED_FILE: &str = "target/skipped-tests";
 const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
-/// `cargo` for the tests: skipped tests recorded in [`SKIPPED_FILE`], the private root of
-/// `python3.13` and sid's Go toolchains named.
+/// `cargo` for the tests: the privileged tier asked for, skipped tests recorded in
+/// [`SKIPPED_FILE`], the private root of `python3.13` and sid's Go toolchains named.
 fn cargo_test(root: &Path) -> anyhow::Result<Command> {
     let mut command = cargo();
+    command.env(crate::cmd::PRIVILEGED_VAR, "1");
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
     command.env(crate::times::TIMES_VAR, root.join(crate::times::TIMES_FILE));
     command.env(crate::setup::python_root::VAR, crate::setup::python_root::path()?);
@@ -105,12 +106,29 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     })?;
     let _ = std::fs::remove_file(root.join(SKIPPED_FILE));
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
-    let mut tests = cargo_test(root)?;
-    if long {
-        // Read by tracer-user/tests/integration/hardening.rs.
-        tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
+    let workspace_tests = || -> anyhow::Result<Command> {
+        let mut tests = cargo_test(root)?;
+        if long {
+            // Read by tracer-user/tests/integration/hardening.rs.
+            tests.env("SFRAME_TRACE_HARDENING_LONG", "1");
+        }
+        tests.args(["test", "--no-fail-fast"]);
+        Ok(tests)
+    };
+    // Built first; then, while they run, the later stages' programs are built in the
+    // background (`warmup`), waited for before the next stage. Three test threads: up to three
+    // privileged tests with a shared turn run at once
+    // (tracer-user/tests/integration/support/turns.rs); exclusive ones still run alone.
+    let mut warmup = None;
+    let workspace = stages.run("workspace-tests", || {
+        sh(workspace_tests()?.arg("--no-run"))?;
+        warmup = Some(crate::warmup::start(root));
+        sh(workspace_tests()?.args(["--", "--test-threads", TEST_THREADS]))
+    });
+    if let Some(warmup) = warmup {
+        warmup.finish();
     }
-    stages.run("workspace-tests", || sh(tests.args(["test", "--no-fail-fast"])))?;
+    workspace?;
     // The pure readers also build alone, as fuzz/ uses them.
     stages.run("pure-readers", || {
         sh(cargo().args(["test", "--package", "tracer-user", "--no-default-features", "--lib"]))
@@ -125,6 +143,10 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))?;
     stages.run("clippy", clippy)
 }
+
+/// Threads of the test binaries in the workspace stage: as many as the shared turns of
+/// privileged tests (`DEFAULT_SHARED_SLOTS` of tracer-user/tests/integration/support/turns.rs).
+const TEST_THREADS: &str = "3";
 
 /// Disk a first run of the suite writes, in GiB, with room to spare: a clean clone under
 /// CI=true took 7.4 (its builds, the binutils suites, the Python root), the kernels and the

@@ -197,3 +197,14 @@ pub fn inotify_watch(path: &CStr, mask: u32) -> io::Result<File> {
     }
     Ok(file)
 }
+
+/// `flock(fd, how)` (`LOCK_EX`, `LOCK_SH`, with `LOCK_NB` or not): `Err` with the call's
+/// error (`WouldBlock` for a lock held elsewhere under `LOCK_NB`, `Interrupted` to retry).
+pub fn flock(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
+    // SAFETY: flock on a descriptor the caller borrows for the call; no memory is passed.
+    if unsafe { libc::flock(fd.as_raw_fd(), how) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -19,6 +19,14 @@ pub fn thread_id() -> u32 {
 }
 
 /// The effective user id.
+/// Run `f` when the process exits normally (`atexit`); `false` when it could not be
+/// registered. `f` must not unwind.
+pub fn at_exit(f: extern "C" fn()) -> bool {
+    // SAFETY: `f` is a plain function without arguments; atexit only records its address.
+    unsafe { libc::atexit(f) == 0 }
+}
+
+/// The process's effective user id.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }

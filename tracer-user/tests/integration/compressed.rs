@@ -196,10 +196,8 @@ fn go_binary_compressed_debug_frame_is_read() {
 #[cfg(feature = "ebpf")]
 #[test]
 fn traced_go_binary_has_a_table_and_no_note() {
-    use crate::support::{SUMMARY_JSON, Summary, privileged, tracer_binary};
-    let Some(_serial) = privileged("traced_go_binary_has_a_table_and_no_note") else {
-        return;
-    };
+    use crate::support::{SUMMARY_JSON, Summary, tracer_binary};
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let spin = go_binary(dir.path());
     let out = Command::new(tracer_binary())

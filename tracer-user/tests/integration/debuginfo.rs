@@ -18,7 +18,7 @@ use object::{Object as _, ObjectSection as _};
 use prost::Message as _;
 use sframe_trace::export::pprof::Profile;
 
-use crate::support::{Running, SUMMARY_JSON, Summary, privileged, read_pprof, run, tracer_binary};
+use crate::support::{Running, SUMMARY_JSON, Summary, read_pprof, run, tracer_binary};
 
 /// A loop in three functions; argument: how many rounds (each some tens of milliseconds).
 const PROGRAM: &str = r#"
@@ -195,9 +195,7 @@ impl Server {
 
 #[test]
 fn debuginfod_names_stripped_frames_while_tracing_and_offline() {
-    let Some(_serial) = privileged("debuginfod_names_stripped_frames_while_tracing_and_offline") else {
-        return;
-    };
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let served = d.join("served");
@@ -344,9 +342,7 @@ fn place_debug_file(prog: &Built, debug_dir: &Path, how: &str) -> PathBuf {
 
 #[test]
 fn compressed_debug_files_and_minidebuginfo_name_frames() {
-    let Some(_serial) = privileged("compressed_debug_files_and_minidebuginfo_name_frames") else {
-        return;
-    };
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let debug_dir = d.join("debug");

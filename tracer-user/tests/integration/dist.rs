@@ -11,7 +11,7 @@ use std::{
     process::{Command, Output},
 };
 
-use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};
+use crate::support::{Running, SFRAME_CFLAGS, gcc};
 
 const DIST_VAR: &str = "SFRAME_TRACE_DIST_DIR";
 const BULLSEYE_VAR: &str = "SFRAME_TRACE_BULLSEYE_ROOT";
@@ -94,9 +94,7 @@ fn demo_stacks(folded: &str) -> u64 {
 #[test]
 #[ignore = "needs cargo xtask dist's output (cargo xtask test runs it)"]
 fn static_binary_traces_from_an_empty_root() {
-    let Some(_guard) = privileged("dist::static_binary_traces_from_an_empty_root") else {
-        return;
-    };
+    privileged_test!();
     let dist = env_dir(DIST_VAR);
     let sums = Command::new("sha256sum")
         .args(["-c", "SHA256SUMS", "--ignore-missing"])
@@ -176,9 +174,7 @@ fn static_binary_traces_from_an_empty_root() {
 #[test]
 #[ignore = "needs cargo xtask dist's output and a bullseye root (cargo xtask test makes them)"]
 fn static_binary_traces_in_a_bullseye_root() {
-    let Some(_guard) = privileged("dist::static_binary_traces_in_a_bullseye_root") else {
-        return;
-    };
+    privileged_test!();
     let dist = env_dir(DIST_VAR);
     let bullseye = env_dir(BULLSEYE_VAR);
     let glibc = std::fs::read_dir(bullseye.join("lib/x86_64-linux-gnu"))
@@ -239,9 +235,7 @@ fn static_binary_traces_in_a_bullseye_root() {
 #[test]
 #[ignore = "needs cargo xtask dist's output and a bullseye root (cargo xtask test makes them)"]
 fn deb_installs_in_a_clean_root_and_its_unit_verifies() {
-    let Some(_guard) = privileged("dist::deb_installs_in_a_clean_root_and_its_unit_verifies") else {
-        return;
-    };
+    privileged_test!();
     let dist = env_dir(DIST_VAR);
     let deb = artifact(&dist, "sframe-trace_", "_amd64.deb");
     let lintian = Command::new("lintian")
@@ -316,9 +310,7 @@ fn deb_installs_in_a_clean_root_and_its_unit_verifies() {
 #[test]
 #[ignore = "needs cargo xtask dist's output (cargo xtask test runs it)"]
 fn image_traces_a_host_process_under_podman() {
-    let Some(_guard) = privileged("dist::image_traces_a_host_process_under_podman") else {
-        return;
-    };
+    privileged_test!();
     let dist = env_dir(DIST_VAR);
     let archive = artifact(&dist, "sframe-trace-", "-x86_64.oci.tar");
     let load = Command::new("podman")
@@ -373,9 +365,7 @@ fn image_traces_a_host_process_under_podman() {
 #[test]
 #[ignore = "run in the qemu guests by cargo xtask test, with SFRAME_TRACE_DIST_BINARY set"]
 fn static_binary_traces_a_process_in_this_kernel() {
-    let Some(_guard) = privileged("dist::static_binary_traces_a_process_in_this_kernel") else {
-        return;
-    };
+    privileged_test!();
     let binary = PathBuf::from(
         std::env::var_os("SFRAME_TRACE_DIST_BINARY").expect("SFRAME_TRACE_DIST_BINARY names the static executable"),
     );

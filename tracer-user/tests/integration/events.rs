@@ -19,7 +19,7 @@ use sframe_trace::{
     table::TableSet,
 };
 
-use crate::support::{Running, Tracer, compile_fixture, privileged, tracer_binary};
+use crate::support::{Running, Tracer, compile_fixture, tracer_binary};
 
 /// The counts of fixtures/events/events.c.
 const TARGET_VIA_B: u64 = 300;
@@ -106,9 +106,7 @@ fn count(lines: &[(String, u64)], pick: impl Fn(&str) -> bool) -> u64 {
 /// tracer silently fell back to the walker without lookups).
 #[test]
 fn event_programs_load_within_limits() {
-    let Some(_serial) = privileged("event_programs_load_within_limits") else {
-        return;
-    };
+    privileged_test!();
     let task_regs = aya::sys::is_helper_supported(
         aya::programs::ProgramType::RawTracePoint,
         aya::sys::BpfHelper::BPF_FUNC_task_pt_regs,
@@ -183,9 +181,7 @@ fn has_kprobes(test: &str) -> bool {
 /// exactly as often as it was called, and nothing else.
 #[test]
 fn uprobe_records_the_exact_callers() {
-    let Some(_serial) = privileged("uprobe_records_the_exact_callers") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let spec = format!("uprobe:{}:target", workload.exe().display());
     let (text, stderr) = workload.trace(&["-e", &spec]);
@@ -215,9 +211,7 @@ fn uprobe_records_the_exact_callers() {
 /// A uretprobe on `target` takes the stack where it returns to: in `b` (under `a`) and in `c`.
 #[test]
 fn uretprobe_records_the_returns() {
-    let Some(_serial) = privileged("uretprobe_records_the_returns") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let spec = format!("uretprobe:{}:target", workload.exe().display());
     let (text, stderr) = workload.trace(&["-e", &spec]);
@@ -269,9 +263,7 @@ const GETPPID_KPROBE: &str = "kprobe:__arm64_sys_getppid";
 /// A kprobe on the `getppid` system call has both stacks, once per call.
 #[test]
 fn kprobe_has_user_and_kernel_stacks() {
-    let Some(_serial) = privileged("kprobe_has_user_and_kernel_stacks") else {
-        return;
-    };
+    privileged_test!();
     if !has_kprobes("kprobe_has_user_and_kernel_stacks") {
         return;
     }
@@ -289,9 +281,7 @@ fn kprobe_has_user_and_kernel_stacks() {
 /// get the user registers of the system call, and so no kernel stack.)
 #[test]
 fn tracepoint_has_user_and_kernel_stacks() {
-    let Some(_serial) = privileged("tracepoint_has_user_and_kernel_stacks") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let (text, stderr) = workload.trace(&["-e", "tracepoint:sched:sched_process_fork"]);
     check_syscall_stacks(&text, &stderr, "forker", FORKS, |innermost| innermost == "kernel_clone");
@@ -333,9 +323,7 @@ fn assert_mounted_tracefs_quietly(stderr: &str) {
 /// attaches and has its exact stacks, and plain sampling samples, both without a warning.
 #[test]
 fn tracefs_is_mounted_before_the_first_attach() {
-    let Some(_serial) = privileged("events::tracefs_is_mounted_before_the_first_attach") else {
-        return;
-    };
+    privileged_test!();
     let unshare = [
         "unshare",
         "--mount",
@@ -386,9 +374,7 @@ fn tracefs_is_mounted_before_the_first_attach() {
 /// 5.15) refuse offcpu with one sentence instead.
 #[test]
 fn offcpu_weighs_the_time_blocked() {
-    let Some(_serial) = privileged("offcpu_weighs_the_time_blocked") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let task_regs = aya::sys::is_helper_supported(
         aya::programs::ProgramType::RawTracePoint,

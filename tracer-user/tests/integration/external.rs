@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::consumers::{EveryFormat, assert_same};
 use crate::oracle::{Frame, Oracle};
-use crate::support::{Running, Tracer, privileged, tracer_binary};
+use crate::support::{Running, Tracer, tracer_binary};
 
 /// Where `cargo xtask test` builds bash (fixtures/external/build.sh OUT).
 const DIR_VAR: &str = "SFRAME_TRACE_EXTERNAL_DIR";
@@ -148,9 +148,7 @@ fn fixture(name: &str) -> PathBuf {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn bash_stacks_are_exact_in_every_format() {
-    let Some(_guard) = privileged("external::bash_stacks_are_exact_in_every_format") else {
-        return;
-    };
+    privileged_test!();
     let (bash, _) = external();
     let bash_arg = bash.display().to_string();
     let work = fixture("work.sh").display().to_string();
@@ -244,9 +242,7 @@ fn plugin_run(pid_mode: bool) {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn bash_plugin_stacks_are_exact_with_pid() {
-    let Some(_guard) = privileged("external::bash_plugin_stacks_are_exact_with_pid") else {
-        return;
-    };
+    privileged_test!();
     plugin_run(true);
 }
 
@@ -254,9 +250,7 @@ fn bash_plugin_stacks_are_exact_with_pid() {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn bash_plugin_stacks_are_exact_system_wide() {
-    let Some(_guard) = privileged("external::bash_plugin_stacks_are_exact_system_wide") else {
-        return;
-    };
+    privileged_test!();
     plugin_run(false);
 }
 
@@ -265,9 +259,7 @@ fn bash_plugin_stacks_are_exact_system_wide() {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn a_uprobe_on_bash_reports_its_true_callers() {
-    let Some(_guard) = privileged("external::a_uprobe_on_bash_reports_its_true_callers") else {
-        return;
-    };
+    privileged_test!();
     let (bash, _) = external();
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("events.json");

@@ -21,7 +21,7 @@ use std::{
 };
 
 use crate::oracle::{Frame, Oracle};
-use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, cpu_ticks, own_name, privileged};
+use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, cpu_ticks, own_name};
 
 /// Runs of the program.
 const RUNS: usize = 300;
@@ -173,9 +173,7 @@ fn settle(pid: u32) {
 #[test]
 #[ignore = "judges the release tracer, as users run it system-wide; `cargo xtask test` builds it and runs this"]
 fn new_processes_are_exact_from_their_first_sample() {
-    let Some(_serial) = privileged("first_sample::new_processes_are_exact_from_their_first_sample") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let name = own_name(dir.path(), "brief");
     let exe = compile_fixture("first/brief", &dir.path().join(&name), &[]);

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use crate::hardening::{Verdict, Verdicts, read_folded};
 use crate::support::{
-    Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, privileged, ticks_per_second, tracer_binary,
+    Running, SUMMARY_JSON, Summary, Tracer, compile_fixture, own_name, ticks_per_second, tracer_binary,
 };
 
 /// Compile `fixtures/follow/NAME.c` without frame pointers, with SFrame, calls kept calls.
@@ -54,9 +54,7 @@ const PLUGIN_CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main
 /// unknown code, the kernel asks for a refresh, and the plugin's table is loaded.
 #[test]
 fn dlopen_after_attach_is_unwound() {
-    let Some(_serial) = privileged("follow::dlopen_after_attach_is_unwound") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
     let host = compile(dir.path(), "host", &[]);
@@ -79,9 +77,7 @@ fn dlopen_after_attach_is_unwound() {
 /// when it exits.
 #[test]
 fn system_wide_follows_a_later_process() {
-    let Some(_serial) = privileged("follow::system_wide_follows_a_later_process") else {
-        return;
-    };
+    privileged_test!();
     // An unprivileged user's busy and growing-jitdump programs beside it all along (issue 29:
     // they once left the tracer judging none of this test's samples).
     let _neighbours = crate::support::neighbours::start();
@@ -133,9 +129,7 @@ fn system_wide_follows_a_later_process() {
 /// A traced process that execs a new image is reloaded: the new image's stacks are exact.
 #[test]
 fn exec_reloads_the_process() {
-    let Some(_serial) = privileged("follow::exec_reloads_the_process") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let host = compile(dir.path(), "host", &[]);
     let out = dir.path().join("stacks.folded");
@@ -169,9 +163,7 @@ fn exec_reloads_the_process() {
 /// exiting, and the processes it keeps at the end are no more than at the start.
 #[test]
 fn fork_storm_is_survived_and_cleaned_up() {
-    let Some(_serial) = privileged("follow::fork_storm_is_survived_and_cleaned_up") else {
-        return;
-    };
+    privileged_test!();
     let mut tracer = Tracer::start_sweeping(&[
         SUMMARY_JSON[0],
         SUMMARY_JSON[1],
@@ -246,9 +238,7 @@ fn trace_chain(pid: u32, extra: &[&str]) -> (u64, u64, String) {
 /// `/proc/PID/root`: the program exists only inside that root.
 #[test]
 fn a_process_in_its_own_root_is_unwound() {
-    let Some(_serial) = privileged("follow::a_process_in_its_own_root_is_unwound") else {
-        return;
-    };
+    privileged_test!();
     let root = tempfile::tempdir().expect("tempdir");
     // A static program needs no libraries inside the root.
     let app = compile(root.path(), "chain", &["-static"]);
@@ -273,9 +263,7 @@ fn a_process_in_its_own_root_is_unwound() {
 /// A program whose file was deleted after it started is read through `/proc/PID/map_files`.
 #[test]
 fn a_deleted_program_is_unwound() {
-    let Some(_serial) = privileged("follow::a_deleted_program_is_unwound") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let app = compile(dir.path(), "chain", &[]);
     let mut running = Running(Command::new(&app).spawn().expect("start"));
@@ -290,9 +278,7 @@ fn a_deleted_program_is_unwound() {
 /// dropped, and the program's own table still loads.
 #[test]
 fn a_small_table_budget_is_reported() {
-    let Some(_serial) = privileged("follow::a_small_table_budget_is_reported") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let app = compile(dir.path(), "chain", &[]);
     let mut running = Running(Command::new(&app).spawn().expect("start"));

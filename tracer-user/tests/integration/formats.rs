@@ -20,7 +20,7 @@ use inferno::collapse::{
 
 use crate::{
     consumers::EveryFormat,
-    support::{Progress, Running, SFRAME_CFLAGS, SILENCE, privileged, run_text as run, wait_tracer},
+    support::{Progress, Running, SFRAME_CFLAGS, SILENCE, run_text as run, wait_tracer},
 };
 
 /// Sampling frequency of every run, and the period it gives (perf-script's period field).
@@ -147,9 +147,7 @@ const INLINE_CHAIN: &str = "main;run_inline;hot_loop;mix";
 /// the hottest, from the names in the file (the mappings are marked symbolized).
 #[test]
 fn go_tool_pprof_reads_pprof() {
-    let Some(_serial) = privileged("go_tool_pprof_reads_pprof") else {
-        return;
-    };
+    privileged_test!();
     let go = Command::new("go").arg("version").output();
     assert!(
         go.is_ok_and(|o| o.status.success()),
@@ -174,9 +172,7 @@ fn go_tool_pprof_reads_pprof() {
 /// the same hottest stack, with counts in periods, and one record per sample.
 #[test]
 fn perf_script_collapses_into_the_folded_stacks() {
-    let Some(_serial) = privileged("perf_script_collapses_into_the_folded_stacks") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let folded_text = String::from_utf8(trace(&workload, &["-f", "folded"], "inline")).expect("utf-8");
     let script = trace(&workload, &["-f", "perf-script"], "inline");
@@ -213,9 +209,7 @@ fn perf_script_collapses_into_the_folded_stacks() {
 /// The flame graph is an SVG document with a box for each frame of the hot chain.
 #[test]
 fn svg_has_the_hot_frames() {
-    let Some(_serial) = privileged("svg_has_the_hot_frames") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let svg = String::from_utf8(trace(&workload, &["-f", "svg"], "inline")).expect("utf-8");
     assert!(
@@ -234,9 +228,7 @@ fn svg_has_the_hot_frames() {
 /// stream gives them their source line.
 #[test]
 fn inlined_functions_are_frames() {
-    let Some(_serial) = privileged("inlined_functions_are_frames") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let folded = parse_folded(&String::from_utf8(trace(&workload, &["-f", "folded"], "inline")).expect("utf-8"));
     let (hot, _) = hottest(&folded);
@@ -259,9 +251,7 @@ fn inlined_functions_are_frames() {
 /// just below it is not used instead.
 #[test]
 fn unknown_frames_are_object_and_offset() {
-    let Some(_serial) = privileged("unknown_frames_are_object_and_offset") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let folded = parse_folded(&String::from_utf8(trace(&workload, &["-f", "folded"], "hidden")).expect("utf-8"));
     let (hot, _) = hottest(&folded);
@@ -284,9 +274,7 @@ fn unknown_frames_are_object_and_offset() {
 /// a JSON object with the documented fields, and the inlined frame has its source line.
 #[test]
 fn json_streams_while_the_program_runs() {
-    let Some(_serial) = privileged("json_streams_while_the_program_runs") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     // The workload runs far longer than the lines take to arrive on a busy machine; it is
     // killed once they have.
@@ -378,9 +366,7 @@ fn json_streams_while_the_program_runs() {
 /// stacks of the folded output, inlined frames and frames without a symbol included.
 #[test]
 fn every_format_of_one_session_carries_the_same_stacks() {
-    let Some(_serial) = privileged("every_format_of_one_session_carries_the_same_stacks") else {
-        return;
-    };
+    privileged_test!();
     let workload = Workload::build();
     let bin = workload.bin().display().to_string();
     let run = EveryFormat::run(HZ, &[], &[&bin, "3", "both"], &[], Duration::from_secs(60));

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use crate::support::{SFRAME_CFLAGS, SUMMARY_JSON, Summary, gcc, privileged};
+use crate::support::{SFRAME_CFLAGS, SUMMARY_JSON, Summary, gcc};
 
 const PROGRAM: &str = r#"
 #include <stdlib.h>
@@ -60,9 +60,7 @@ fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>
 /// and at least 99% of the walks end complete.
 #[test]
 fn stacks_cross_from_sframe_into_glibc_eh_frame() {
-    let Some(_serial) = privileged("stacks_cross_from_sframe_into_glibc_eh_frame") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let (stacks, total, stderr) = trace(dir.path(), "chain", PROGRAM);
     let expected = "chain;_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
@@ -81,9 +79,7 @@ fn stacks_cross_from_sframe_into_glibc_eh_frame() {
 /// vDSO's `.eh_frame` and glibc's back to `_start`, complete.
 #[test]
 fn samples_in_the_vdso_unwind_completely() {
-    let Some(_serial) = privileged("samples_in_the_vdso_unwind_completely") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let (stacks, total, stderr) = trace(dir.path(), "clock", CLOCK);
     let chain = "clock;_start;__libc_start_main;__libc_start_call_main;main;tick";
@@ -125,9 +121,7 @@ int main(void) { tick(); }
 /// Every sample in the comparator unwinds completely through glibc's merge sort to `_start`.
 #[test]
 fn callbacks_through_libc_unwind_completely() {
-    let Some(_serial) = privileged("callbacks_through_libc_unwind_completely") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let (stacks, total, _) = trace(dir.path(), "qsort", QSORT);
     let chain = "qsort;_start;__libc_start_main;__libc_start_call_main;main;sort;";

@@ -18,9 +18,7 @@ use std::{
 use prost::Message as _;
 use sframe_trace::testing::go;
 
-use crate::support::{
-    SUMMARY_JSON, Summary, json_frames, json_samples, privileged, read_pprof, skipped, tracer_binary,
-};
+use crate::support::{SUMMARY_JSON, Summary, json_frames, json_samples, read_pprof, skipped, tracer_binary};
 
 /// Go's name for an assembly function drops the ABI suffix its symbol table carries.
 fn plain(name: &str) -> &str {
@@ -259,9 +257,7 @@ fn check_offline(dir: &Path) {
 /// stacks exact against objdump's call sites, and the summary counting the goroutine stacks
 /// complete (they end at a zero return address: `zero_ra` before).
 fn go_programs_stripped_or_not_are_complete_named_and_exact() {
-    let Some(_serial) = privileged("go_programs_stripped_or_not_are_complete_named_and_exact") else {
-        return;
-    };
+    privileged_test!();
     for toolchain in go::toolchains() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (normal, stripped) = match go::build_spin(&toolchain, dir.path()) {

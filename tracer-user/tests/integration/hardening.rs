@@ -86,31 +86,9 @@ pub(crate) fn chain_of(prefix: &str, depth: usize) -> Vec<String> {
     chain
 }
 
-/// How one sample's user stack compares with the chain of its program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Verdict {
-    /// The chain from `_start` down to where the sample was taken.
-    Exact,
-    /// A part of it without its outer end (the walk stopped early).
-    Truncated,
-    /// Anything else: a frame that is not there, or one named wrongly.
-    Wrong,
-}
-
-/// `frames` (outermost first) against `chain`: exact when it is `chain[..j]`, truncated when it
-/// is `chain[i..j]` with `i > 0`, else wrong.
-fn judge(frames: &[&str], chain: &[String]) -> Verdict {
-    let window = |i: usize| {
-        frames.len() + i <= chain.len() && frames.iter().zip(&chain[i..]).all(|(f, c)| f == c) && !frames.is_empty()
-    };
-    if window(0) {
-        Verdict::Exact
-    } else if (1..chain.len()).any(window) {
-        Verdict::Truncated
-    } else {
-        Verdict::Wrong
-    }
-}
+/// The verdict on one sample (shared with the Python tests: `support/judge.rs`), and `judge`:
+/// `frames` (outermost first) against `chain`.
+pub(crate) use crate::support::judge::{Verdict, against_chain as judge};
 
 /// One line of folded output: command name, user frames outermost first (glibc's
 /// `__libc_start_main_impl` named as in the chains), count. Runs take no kernel stacks.

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Running, build_workloads, privileged, tracer_binary};
+use crate::support::{Running, build_workloads, tracer_binary};
 
 /// `GET PATH` on `port`: the status code and the body (`None` while nothing answers).
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -50,9 +50,7 @@ fn poll<T>(limit: Duration, mut what: impl FnMut() -> Option<T>) -> Option<T> {
 /// with its type and a growing sample count, and an unknown path is 404.
 #[test]
 fn healthz_and_metrics_are_served_while_sampling() {
-    let Some(_serial) = privileged("healthz_and_metrics_are_served_while_sampling") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let plt = workloads.path().join("v1/plt");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -118,9 +116,7 @@ fn healthz_and_metrics_are_served_while_sampling() {
 /// the end, exiting 0 with its samples and named frames.
 #[test]
 fn over_max_memory_caches_are_shed_and_the_session_goes_on() {
-    let Some(_serial) = privileged("over_max_memory_caches_are_shed_and_the_session_goes_on") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let plt = workloads.path().join("v1/plt");
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -15,7 +15,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, run, skipped};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, run, skipped};
 
 /// The share of samples in compiled code that must be named.
 const NAMED: f64 = 0.9;
@@ -139,8 +139,7 @@ fn launched_pid(stderr: &str) -> u32 {
 
 #[test]
 fn node_perf_map_names_compiled_javascript() {
-    let test = "node_perf_map_names_compiled_javascript";
-    let Some(_turn) = privileged(test) else { return };
+    privileged_test!(test);
     if !have(test, "node") {
         return;
     }
@@ -222,8 +221,7 @@ const FIB_JAVA: &str = "public class Fib {\n\
 /// (read after the process is gone, through the root held since its first JIT sample).
 #[test]
 fn java_perf_map_names_compiled_java() {
-    let test = "java_perf_map_names_compiled_java";
-    let Some(_turn) = privileged(test) else { return };
+    privileged_test!(test);
     if !have(test, "javac") || !have(test, "jcmd") {
         return;
     }

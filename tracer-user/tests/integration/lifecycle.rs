@@ -9,9 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{
-    Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, privileged, wait_for_cpu,
-};
+use crate::support::{Progress, Rng, Running, SILENCE, SUMMARY_JSON, Summary, Tracer, build_workloads, wait_for_cpu};
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
@@ -76,9 +74,7 @@ fn assert_flushed(out: &Output, why: &str) {
 /// SIGINT (Ctrl-C) stops a launched trace and still writes all stacks and the summary.
 #[test]
 fn sigint_flushes_the_stacks() {
-    let Some(_serial) = privileged("sigint_flushes_the_stacks") else {
-        return;
-    };
+    privileged_test!();
     let dir = build_workloads(&["v1"]);
     let deep = dir.path().join("v1/deep");
     let out = interrupted(
@@ -92,9 +88,7 @@ fn sigint_flushes_the_stacks() {
 /// SIGTERM stops a `--pid` trace and still writes all stacks; the traced process keeps running.
 #[test]
 fn sigterm_flushes_the_stacks_and_spares_the_target() {
-    let Some(_serial) = privileged("sigterm_flushes_the_stacks_and_spares_the_target") else {
-        return;
-    };
+    privileged_test!();
     let dir = build_workloads(&["v1"]);
     let target = Running(
         Command::new(dir.path().join("v1/deep"))
@@ -114,9 +108,7 @@ fn sigterm_flushes_the_stacks_and_spares_the_target() {
 /// A trace without --duration ends when the traced process exits.
 #[test]
 fn the_session_ends_when_the_target_exits() {
-    let Some(_serial) = privileged("the_session_ends_when_the_target_exits") else {
-        return;
-    };
+    privileged_test!();
     let dir = build_workloads(&["v1"]);
     let started = Instant::now();
     let out = sframe_trace()
@@ -140,9 +132,7 @@ fn the_session_ends_when_the_target_exits() {
 /// Bad targets and bad flags are one sentence with status 2.
 #[test]
 fn bad_targets_are_one_clear_sentence() {
-    let Some(_serial) = privileged("bad_targets_are_one_clear_sentence") else {
-        return;
-    };
+    privileged_test!();
     for (args, says) in [
         (&["--pid", "999999999"][..], "no process with pid 999999999"),
         (
@@ -292,9 +282,7 @@ fn samples_written(path: &std::path::Path, format: &str) -> u64 {
 /// and the summary.
 #[test]
 fn signals_at_any_moment_flush_complete_output() {
-    let Some(_serial) = privileged("signals_at_any_moment_flush_complete_output") else {
-        return;
-    };
+    privileged_test!();
     let dir = build_workloads(&["v1"]);
     let target = Running(
         Command::new(dir.path().join("v1/deep"))
@@ -358,9 +346,7 @@ fn signals_at_any_moment_flush_complete_output() {
 /// the doctor (its verdict, on stdout).
 #[test]
 fn missing_btf_is_one_clear_sentence() {
-    let Some(_serial) = privileged("missing_btf_is_one_clear_sentence") else {
-        return;
-    };
+    privileged_test!();
     let script = format!(
         "mount -t tmpfs none /sys/kernel/btf && exec {} \"$@\"",
         env!("CARGO_BIN_EXE_sframe-trace")
@@ -383,9 +369,7 @@ fn missing_btf_is_one_clear_sentence() {
 /// to the cgroup (5.11+), or says so in one sentence with status 2 where it charges the limit.
 #[test]
 fn low_memlock_limit_is_lifted_or_one_sentence() {
-    let Some(_serial) = privileged("low_memlock_limit_is_lifted_or_one_sentence") else {
-        return;
-    };
+    privileged_test!();
     // This test's own process is the target: nothing to build (the kernel matrix runs it too).
     let pid = std::process::id().to_string();
     let tracer = env!("CARGO_BIN_EXE_sframe-trace");
@@ -427,9 +411,7 @@ fn low_memlock_limit_is_lifted_or_one_sentence() {
 /// sampled in both about equally, and every stack through them is complete down to `_start`.
 #[test]
 fn a_launched_command_is_traced_from_its_entry_point() {
-    let Some(_serial) = privileged("a_launched_command_is_traced_from_its_entry_point") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = crate::support::compile_fixture("launch/early", &dir.path().join("launched"), &[]);
     let out = sframe_trace()

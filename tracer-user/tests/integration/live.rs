@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{build_workloads, privileged};
+use crate::support::build_workloads;
 
 /// The pseudo-terminal's size.
 const COLUMNS: u32 = 120;
@@ -138,9 +138,7 @@ fn printable(output: &str) -> String {
 /// writes the --output file and prints its summary.
 #[test]
 fn live_view_shows_the_hottest_function_and_quits_on_q() {
-    let Some(_serial) = privileged("live_view_shows_the_hottest_function_and_quits_on_q") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let folded = workloads.path().join("live.folded");
     let bin = workloads.path().join("v1/bigframe");

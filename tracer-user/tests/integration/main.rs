@@ -3,6 +3,10 @@
 
 #![deny(unsafe_code)]
 
+// First: its macros (`privileged_test!`) are used by the modules below.
+#[macro_use]
+mod support;
+
 mod check;
 mod cli;
 mod compressed;
@@ -70,7 +74,6 @@ mod readme;
 mod replay;
 #[cfg(feature = "ebpf")]
 mod security;
-mod support;
 #[cfg(feature = "ebpf")]
 mod symbols;
 mod table;

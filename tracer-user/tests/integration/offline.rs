@@ -13,7 +13,7 @@ use std::{
 
 use prost::Message as _;
 
-use crate::support::{SFRAME_CFLAGS, gcc, privileged, read_pprof, tracer_binary};
+use crate::support::{SFRAME_CFLAGS, gcc, read_pprof, tracer_binary};
 
 /// A loop in three functions, some tens of milliseconds per round; argument: rounds.
 const PROGRAM: &str = r#"
@@ -133,9 +133,7 @@ fn stacks(format: &str, path: &Path) -> BTreeMap<String, u64> {
 
 #[test]
 fn symbolize_writes_every_format_with_the_on_host_stacks() {
-    let Some(_serial) = privileged("symbolize_writes_every_format_with_the_on_host_stacks") else {
-        return;
-    };
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let src = d.join("offl.c");

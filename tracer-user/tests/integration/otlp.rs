@@ -21,7 +21,7 @@ use std::{
 use object::{Object as _, read::File as ElfFile};
 use serde_json::Value;
 
-use crate::support::{Running, SUMMARY_JSON, Summary, build_workloads, privileged, run, tracer_binary, wait_tracer};
+use crate::support::{Running, SUMMARY_JSON, Summary, build_workloads, run, tracer_binary, wait_tracer};
 
 /// The receiver's Python packages: the proto release of the protos sframe-trace speaks
 /// (opentelemetry-proto 1.45 carries the v1development profiles of the 1.10 protos; it is the
@@ -301,9 +301,7 @@ pub(crate) fn otlp_args(endpoint: &str, interval: &str, extra: &[&str]) -> Vec<S
 /// receiver resolves the exact chain, the resource, the threads and the build-ids.
 #[test]
 fn exports_over_grpc() {
-    let Some(_serial) = privileged("exports_over_grpc") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let bin_dir = workloads.path().join("v1");
     let receiver = Receiver::start("grpc", false);
@@ -329,9 +327,7 @@ fn exports_over_grpc() {
 /// name of its own and kernel stacks recorded (the user part must still be the exact chain).
 #[test]
 fn exports_over_http() {
-    let Some(_serial) = privileged("exports_over_http") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let bin_dir = workloads.path().join("v1");
     let receiver = Receiver::start("http", false);
@@ -374,9 +370,7 @@ fn exports_over_http() {
 /// all failed says so and exits 1 (it once exited 0).
 #[test]
 fn absent_or_stalled_collectors_never_stall_the_tracer() {
-    let Some(_serial) = privileged("absent_or_stalled_collectors_never_stall_the_tracer") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let bin = workloads.path().join("v1/plt");
     let secs = 2;

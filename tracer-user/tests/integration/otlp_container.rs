@@ -9,7 +9,7 @@ use std::{
 };
 
 use crate::otlp::{Receiver, otlp_args, sframe_trace};
-use crate::support::{build_workloads, privileged};
+use crate::support::build_workloads;
 
 /// The pod's uid (the systemd driver writes it with underscores in the path).
 const POD: &str = "6b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e";
@@ -54,9 +54,7 @@ fn containerd_cgroup(root: &Path, id: &str) -> Cgroups {
 /// `k8s.pod.uid` from its path, and `host.id` (the machine-id), `host.arch` and `os.type`.
 #[test]
 fn containerised_processes_carry_their_container_and_pod() {
-    let Some(_serial) = privileged("containerised_processes_carry_their_container_and_pod") else {
-        return;
-    };
+    privileged_test!(shared);
     let workloads = build_workloads(&["v1"]);
     let plt = workloads.path().join("v1/plt");
     let nanos = SystemTime::now()

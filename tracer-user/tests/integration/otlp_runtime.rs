@@ -11,7 +11,6 @@ use std::{collections::BTreeSet, time::Duration};
 use serde_json::Value;
 
 use crate::otlp::{Receiver, otlp_args, sframe_trace};
-use crate::support::privileged;
 
 /// Seconds each thread spins.
 const BUSY_SECS: u32 = 3;
@@ -62,9 +61,7 @@ fn cpu_list(text: &str) -> BTreeSet<u32> {
 /// pinned to.
 #[test]
 fn python_runtime_and_sample_cpus_are_exported() {
-    let Some(_serial) = privileged("python_runtime_and_sample_cpus_are_exported") else {
-        return;
-    };
+    privileged_test!(shared);
     let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
     let allowed = cpu_list(
         status

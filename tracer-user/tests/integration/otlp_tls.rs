@@ -20,7 +20,7 @@ use std::{
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, date_time_ymd};
 
 use crate::otlp::{Receiver, Traced, check_export, otlp_args, sframe_trace};
-use crate::support::{build_workloads, privileged};
+use crate::support::build_workloads;
 
 /// The bearer token the receivers require: it must reach them and appear nowhere else.
 const TOKEN: &str = "s3cr3t-0f-the-fleet";
@@ -150,25 +150,22 @@ fn check_headers(receiver: &Receiver, encoding: Option<&str>) {
     }
 }
 
-/// What every test here starts from: its turn (see `privileged`), the v1 workloads, the
-/// program it traces and a fresh PKI. `None` when the test is skipped.
+/// What every test here starts from, after its turn (`privileged_test!`): the v1 workloads,
+/// the program it traces and a fresh PKI.
 struct Setup {
-    _turn: crate::support::Turn,
     _workloads: crate::support::Workloads,
     bin: PathBuf,
     pki: Pki,
 }
 
-fn setup(test: &str) -> Option<Setup> {
-    let turn = privileged(test)?;
+fn setup() -> Setup {
     let workloads = build_workloads(&["v1"]);
     let bin = workloads.path().join("v1");
-    Some(Setup {
-        _turn: turn,
+    Setup {
         _workloads: workloads,
         bin,
         pki: Pki::new(),
-    })
+    }
 }
 
 /// Over `https://` with a bearer header, both protocols: gRPC with the flags (the header from a
@@ -176,9 +173,8 @@ fn setup(test: &str) -> Option<Setup> {
 /// receiver, behind a certificate from the test's CA, finds the exact chain and every sample.
 #[test]
 fn exports_over_https_with_a_bearer_header() {
-    let Some(set) = setup("exports_over_https_with_a_bearer_header") else {
-        return;
-    };
+    privileged_test!(shared);
+    let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
 
     let receiver = pki.receiver("grpc", "server", false);
@@ -225,9 +221,8 @@ fn exports_over_https_with_a_bearer_header() {
 /// a session that presents one (`--otlp-cert`/`--otlp-key`), over both protocols.
 #[test]
 fn exports_over_mutual_tls() {
-    let Some(set) = setup("exports_over_mutual_tls") else {
-        return;
-    };
+    privileged_test!(shared);
+    let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let (ca, token, cert, key) = pki.client("client");
     for protocol in ["grpc", "http"] {
@@ -277,9 +272,8 @@ fn check_refused(traced: &Traced, reason: Option<&str>, what: &str) {
 /// `refused_client_certificates_are_named`).
 #[test]
 fn untrusted_collectors_and_missing_credentials_are_refused_and_counted() {
-    let Some(set) = setup("untrusted_collectors_and_missing_credentials_are_refused_and_counted") else {
-        return;
-    };
+    privileged_test!(shared);
+    let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let (ca, wrong_ca, token) = (pki.arg("ca.pem"), pki.arg("wrong-ca.pem"), pki.arg("token"));
     for protocol in ["grpc", "http"] {
@@ -323,9 +317,8 @@ const REFUSAL_REASONS: [&str; 2] = ["tls-client-certificate-refused", "tls-close
 /// `unreachable` over gRPC), over both protocols, and the request never gets through.
 #[test]
 fn refused_client_certificates_are_named() {
-    let Some(set) = setup("refused_client_certificates_are_named") else {
-        return;
-    };
+    privileged_test!(shared);
+    let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let (ca, token, cert, key) = pki.client("stranger");
     for protocol in ["grpc", "http"] {
@@ -372,9 +365,8 @@ fn refused_client_certificates_are_named() {
 /// (`tls-not-tls`), and counts it.
 #[test]
 fn https_never_falls_back_to_clear_text() {
-    let Some(set) = setup("https_never_falls_back_to_clear_text") else {
-        return;
-    };
+    privileged_test!(shared);
+    let set = setup();
     let (bin, pki) = (&set.bin, &set.pki);
     let token = pki.arg("token");
     for protocol in ["grpc", "http"] {

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::support::{Running, privileged};
+use crate::support::Running;
 
 fn sframe_trace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
@@ -31,9 +31,7 @@ fn counter(output: &str, name: &str) -> u64 {
 /// pid; the doctor says `this host can trace: yes` before its counters.
 #[test]
 fn doctor_samples_only_the_target_process() {
-    let Some(_serial) = privileged("doctor_samples_only_the_target_process") else {
-        return;
-    };
+    privileged_test!();
     let busy = busy_loop();
     let _other = busy_loop();
     let out = sframe_trace()
@@ -75,9 +73,7 @@ fn doctor_samples_only_the_target_process() {
 /// status 2; the doctor gives it as its verdict, on stdout, and nothing else.
 #[test]
 fn refuses_clearly_without_root() {
-    let Some(_serial) = privileged("refuses_clearly_without_root") else {
-        return;
-    };
+    privileged_test!();
     for args in [&["doctor"][..], &["--pid", "1"][..]] {
         let out = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

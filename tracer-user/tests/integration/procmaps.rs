@@ -11,8 +11,6 @@ use sframe_trace::procmaps::{Mapping, MappingKind, ProcError, executable_mapping
 
 use super::reader::compile;
 
-use crate::support::privileged;
-
 /// Prints `&main` and waits; with an argument, first maps that file executable.
 const WAITER: &str = r#"
 #include <fcntl.h>
@@ -166,9 +164,7 @@ fn exited_process_is_gone() {
 /// deleted, with the build-id and bias of the file it was started from.
 #[test]
 fn deleted_executable_resolves_through_map_files() {
-    let Some(_serial) = privileged("deleted_executable_resolves_through_map_files") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = waiter(dir.path());
     let copy = dir.path().join("copy of waiter");

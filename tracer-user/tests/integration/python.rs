@@ -16,7 +16,7 @@ use sframe_trace::registry::Catalog;
 use sframe_trace::table::TableSet;
 use tracer_common::sample::Sample;
 
-use crate::support::{Running, privileged};
+use crate::support::Running;
 
 pub mod programs;
 
@@ -142,9 +142,6 @@ fn python_stack(sample: &Sample, catalog: &Catalog) -> (Vec<PyFrame>, bool) {
 /// Run `program` on every interpreter and judge every sample with Python frames: none wrong,
 /// at least 95 % exact, and enough of them.
 fn check(test: &str, program: &Program) {
-    let Some(_serial) = privileged(test) else {
-        return;
-    };
     for python in interpreters(test) {
         let traced = trace(&python, program.script);
         let python = python.join(" ");
@@ -167,25 +164,30 @@ fn check(test: &str, program: &Program) {
 
 #[test]
 fn python_recursive_fib() {
-    check("python_recursive_fib", &FIB);
+    privileged_test!(test);
+    check(test, &FIB);
 }
 
 #[test]
 fn python_sorted_key_lambda() {
-    check("python_sorted_key_lambda", &SORTED);
+    privileged_test!(test);
+    check(test, &SORTED);
 }
 
 #[test]
 fn python_generator() {
-    check("python_generator", &GENERATOR);
+    privileged_test!(test);
+    check(test, &GENERATOR);
 }
 
 #[test]
 fn python_class_method() {
-    check("python_class_method", &METHOD);
+    privileged_test!(test);
+    check(test, &METHOD);
 }
 
 #[test]
 fn python_thread() {
-    check("python_thread", &THREAD);
+    privileged_test!(test);
+    check(test, &THREAD);
 }

@@ -10,8 +10,8 @@ use std::process::Stdio;
 use sframe_trace::python::detect_file;
 
 use crate::support::{
-    NO_ROOT, Running, SUMMARY_JSON, Summary, TRIXIE_PYTHON, Tracer, in_root, json_frames, json_samples, privileged,
-    required, trixie_python, trixie_python_root,
+    NO_ROOT, Running, SUMMARY_JSON, Summary, TRIXIE_PYTHON, Tracer, in_root, json_frames, json_samples, required,
+    trixie_python, trixie_python_root,
 };
 
 /// A recursive fib, forever (the test kills it).
@@ -47,10 +47,7 @@ fn trixie_python_is_detected() {
 /// machine's root (inside the private root).
 #[test]
 fn trixie_python_is_walked_through_its_root() {
-    let test = "trixie_python_is_walked_through_its_root";
-    let Some(_serial) = privileged(test) else {
-        return;
-    };
+    privileged_test!(test);
     let Some(mut python) = required(test, trixie_python(), NO_ROOT) else {
         return;
     };

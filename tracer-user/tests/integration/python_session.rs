@@ -15,7 +15,7 @@ use std::process::Stdio;
 use crate::python::programs::{
     self, ALL, Program, PyFrame, Tally, dones, goings, interpreters, is_older, older, three_versions,
 };
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, privileged, read_pprof};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, read_pprof};
 
 /// Seconds of CPU each program works for.
 const CPU_SECONDS: &str = "2";
@@ -258,9 +258,7 @@ fn judge_outputs(session: &Session, what: &str) {
 /// Every program, every interpreter: traced with `--pid`.
 #[test]
 fn python_session_pid() {
-    let Some(_serial) = privileged("python_session_pid") else {
-        return;
-    };
+    privileged_test!();
     for python in interpreters("python_session_pid") {
         let session = session(&python, Mode::Pid, &[]);
         let what = format!("--pid, {}", python.join(" "));
@@ -273,9 +271,7 @@ fn python_session_pid() {
 /// pprof output).
 #[test]
 fn python_session_launched() {
-    let Some(_serial) = privileged("python_session_launched") else {
-        return;
-    };
+    privileged_test!();
     for python in three_versions("python_session_launched") {
         let session = session(&python, Mode::Launch, &[]);
         let what = format!("--, {}", python.join(" "));
@@ -289,9 +285,7 @@ fn python_session_launched() {
 /// registered as their exec is noticed.
 #[test]
 fn python_session_system_wide() {
-    let Some(_serial) = privileged("python_session_system_wide") else {
-        return;
-    };
+    privileged_test!();
     for python in three_versions("python_session_system_wide") {
         let session = session(&python, Mode::SystemWide, &[]);
         judge(&session, &format!("-a, {}", python.join(" ")));
@@ -301,9 +295,7 @@ fn python_session_system_wide() {
 /// pyenv's 3.6 to 3.10 (`PyFrameObject` frames, named by `co_name`), traced with `--pid`.
 #[test]
 fn python_session_pid_older() {
-    let Some(_serial) = privileged("python_session_pid_older") else {
-        return;
-    };
+    privileged_test!();
     for python in older("python_session_pid_older") {
         let session = session(&python, Mode::Pid, &[]);
         let what = format!("--pid, {}", python.join(" "));
@@ -317,9 +309,7 @@ fn python_session_pid_older() {
 #[test]
 #[ignore = "run by cargo xtask test (external)"]
 fn python_session_launched_older() {
-    let Some(_serial) = privileged("python_session_launched_older") else {
-        return;
-    };
+    privileged_test!();
     for python in older("python_session_launched_older") {
         let session = session(&python, Mode::Launch, &[]);
         let what = format!("--, {}", python.join(" "));
@@ -332,9 +322,7 @@ fn python_session_launched_older() {
 #[test]
 #[ignore = "run by cargo xtask test (external)"]
 fn python_session_system_wide_older() {
-    let Some(_serial) = privileged("python_session_system_wide_older") else {
-        return;
-    };
+    privileged_test!();
     for python in older("python_session_system_wide_older") {
         let session = session(&python, Mode::SystemWide, &[]);
         judge(&session, &format!("-a, {}", python.join(" ")));
@@ -345,9 +333,7 @@ fn python_session_system_wide_older() {
 /// process traced with native stacks only.
 #[test]
 fn python_session_refuses_2_7() {
-    let Some(_serial) = privileged("python_session_refuses_2_7") else {
-        return;
-    };
+    privileged_test!();
     let Some(python) = crate::support::required(
         "python_session_refuses_2_7",
         programs::pyenv("2.7"),
@@ -373,9 +359,7 @@ fn python_session_refuses_2_7() {
 /// traced with `--pid`: every program judged, no interpreter refused.
 #[test]
 fn python_session_pid_3_14_and_3_15() {
-    let Some(_serial) = privileged("python_session_pid_3_14_and_3_15") else {
-        return;
-    };
+    privileged_test!();
     for python in programs::sid("python_session_pid_3_14_and_3_15") {
         let session = session(&python, Mode::Pid, &[]);
         let what = format!("--pid, {}", python.join(" "));
@@ -388,9 +372,7 @@ fn python_session_pid_3_14_and_3_15() {
 /// Debian unstable's 3.14 and 3.15 launched with `--` (with a pprof output).
 #[test]
 fn python_session_launched_3_14_and_3_15() {
-    let Some(_serial) = privileged("python_session_launched_3_14_and_3_15") else {
-        return;
-    };
+    privileged_test!();
     for python in programs::sid("python_session_launched_3_14_and_3_15") {
         let session = session(&python, Mode::Launch, &[]);
         let what = format!("--, {}", python.join(" "));
@@ -412,9 +394,7 @@ fn assert_nothing_refused(session: &Session, what: &str) {
 /// `--no-python`: no walk and no Python frame; the evaluation loop stays a native frame.
 #[test]
 fn python_session_no_python() {
-    let Some(_serial) = privileged("python_session_no_python") else {
-        return;
-    };
+    privileged_test!();
     let session = session(&["/usr/bin/python3.11".to_owned()], Mode::Pid, &["--no-python"]);
     assert_eq!(session.summary.count("python.walks"), 0, "{}", session.summary.0);
     assert_eq!(

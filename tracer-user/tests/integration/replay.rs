@@ -5,7 +5,7 @@ use std::{os::unix::fs::PermissionsExt as _, path::Path, process::Command};
 
 use sframe_trace::snapshots::{recording::Recording, replay::replay};
 
-use crate::support::{build_workloads, privileged, tracer_binary};
+use crate::support::{build_workloads, tracer_binary};
 
 /// A stack as printed: each frame's address, return addresses minus one (as the json output
 /// writes them).
@@ -20,9 +20,7 @@ fn hex(text: &str) -> u64 {
 /// are the stacks the tracer printed, sample for sample.
 #[test]
 fn recorded_snapshots_replay_to_the_printed_stacks() {
-    let Some(_turn) = privileged("replay::recorded_snapshots_replay_to_the_printed_stacks") else {
-        return;
-    };
+    privileged_test!();
     let workloads = build_workloads(&["v1"]);
     let tmp = tempfile::tempdir().unwrap();
     let (rec, out) = (tmp.path().join("rec"), tmp.path().join("out.json"));

@@ -1,11 +1,18 @@
-//! Helpers shared by the test modules: the gate of tests that need root (privileged), a child process that cannot
-//! outlive its test, the build of the tracing workloads, and the interpreters of private roots
-//! (`roots`: trixie's `python3.13` run chrooted).
+//! Helpers shared by the test modules: `privileged_test!`, which opens every test that needs
+//! root (the privileged tier, asked for by `cargo xtask test`; their turns: `turns`), a child
+//! process that cannot outlive its test, the tracing workloads built once per process
+//! (`workloads`), the verdict on a sample's stack (`judge`), and the interpreters of private
+//! roots (`roots`: trixie's `python3.13` run chrooted).
 
+#[cfg(feature = "ebpf")]
+pub mod judge;
 #[cfg(feature = "ebpf")]
 pub mod neighbours;
 #[cfg(feature = "ebpf")]
 mod roots;
+mod turns;
+#[cfg(feature = "ebpf")]
+mod workloads;
 
 #[cfg(feature = "ebpf")]
 pub use roots::{
@@ -14,28 +21,102 @@ pub use roots::{
 };
 
 #[cfg(feature = "ebpf")]
-use std::process::Child;
-use std::{
-    path::Path,
-    process::Command,
-    sync::{Mutex, MutexGuard},
-};
+pub use workloads::{Workloads, build_workloads};
 
-/// Tests that need root (they load BPF and sample real processes) run one at a time, so that
-/// none of them measures another's load on a small machine.
-static PRIVILEGED: Mutex<()> = Mutex::new(());
+#[cfg(feature = "ebpf")]
+use std::process::Child;
+use std::{path::Path, process::Command};
+
+pub use turns::Kind;
+
+/// The name of the test function it is used in, as `cargo test` prints it (`module::test`).
+macro_rules! test_name {
+    () => {{
+        fn here() {}
+        $crate::support::test_path(::std::any::type_name_of_val(&here))
+    }};
+}
+
+/// Opens a privileged test (one that loads BPF or samples real processes): takes its turn for
+/// the rest of the function, named after the function (`module::test`, as `cargo test` names
+/// it), or returns after reporting it skipped, as [`privileged`] does (under `CI=true` a test
+/// that cannot run fails instead). The turn is exclusive (alone among privileged tests), or,
+/// with `shared`, one beside other shared tests (for tests that mostly wait: see
+/// `support/turns.rs`). `privileged_test!(name)` (`privileged_test!(shared, name)`) also binds
+/// `name` to the test's name, for the helpers that report skips of their own.
+macro_rules! privileged_test {
+    () => {
+        privileged_test!(@ $crate::support::Kind::Exclusive)
+    };
+    (shared) => {
+        privileged_test!(@ $crate::support::Kind::Shared)
+    };
+    (shared, $name:ident) => {
+        let $name: &'static str = test_name!();
+        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Shared) else {
+            return;
+        };
+    };
+    ($name:ident) => {
+        let $name: &'static str = test_name!();
+        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Exclusive) else {
+            return;
+        };
+    };
+    (@ $kind:expr) => {
+        let Some(_turn) = $crate::support::privileged(test_name!(), $kind) else {
+            return;
+        };
+    };
+}
+
+/// Names the directory of the tests' shared state (the privileged tests' turns, the built
+/// workloads) instead of cargo's `target/tmp`: `cargo xtask vm-test` sets it in its guests,
+/// where `target/` is the host's, over 9p (whose locks are not the host's).
+pub const STATE_DIR_VAR: &str = "SFRAME_TRACE_TEST_STATE_DIR";
+
+/// The directory of the tests' shared state: [`STATE_DIR_VAR`], else cargo's `target/tmp`.
+pub fn state_dir() -> std::path::PathBuf {
+    std::env::var_os(STATE_DIR_VAR).map_or_else(|| env!("CARGO_TARGET_TMPDIR").into(), Into::into)
+}
+
+/// `module::test` from the path of a function `here` declared in the test
+/// (`integration::module::test::here`): the crate's name and `here` left out.
+pub fn test_path(here: &'static str) -> &'static str {
+    let path = here.strip_suffix("::here").unwrap_or(here);
+    path.split_once("::").map_or(path, |(_crate, rest)| rest)
+}
 
 /// Where skipped tests are recorded, one line each, when set (`cargo xtask test` sets it and
 /// prints their count at the end: a skipped test must not pass for a passed one).
 pub const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
-/// The turn of a privileged test: `Some(turn)` when it may run (hold it for the whole test),
-/// `None` after reporting it skipped (see [`skipped`]). Under `CI=true`, not being root fails.
-pub fn privileged(test: &str) -> Option<Turn> {
+/// Set to `1` by `cargo xtask test` (and by hand, as root, to run privileged tests with plain
+/// `cargo test`): the privileged tier runs. Without it plain `cargo test` stays root-free and
+/// quick: each privileged test reports itself skipped, even as root.
+pub const PRIVILEGED_VAR: &str = "SFRAME_TRACE_PRIVILEGED";
+
+/// Whether the privileged tier was asked for: [`PRIVILEGED_VAR`] is `1`, or `CI=true` (under
+/// CI a privileged test never skips: it runs, or fails when it cannot).
+pub fn privileged_tier() -> bool {
+    std::env::var(PRIVILEGED_VAR).as_deref() == Ok("1") || std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// The turn of a privileged test, of `kind` (see `support/turns.rs`): `Some(turn)` when it may
+/// run (hold it for the whole test),
+/// `None` after reporting it skipped (see [`skipped`]): the privileged tier was not asked for
+/// ([`privileged_tier`]), or this is not root. Under `CI=true`, not being root fails.
+pub fn privileged(test: &str, kind: Kind) -> Option<Turn> {
+    if !privileged_tier() {
+        skipped(
+            test,
+            "privileged: run by `cargo xtask test`, or as root with SFRAME_TRACE_PRIVILEGED=1",
+        );
+        return None;
+    }
     if sframe_trace::sys::process::effective_uid() == 0 {
-        let guard = PRIVILEGED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         return Some(Turn {
-            _guard: guard,
+            _held: turns::take(kind),
             test: test.to_owned(),
             since: std::time::Instant::now(),
         });
@@ -52,10 +133,10 @@ pub fn privileged(test: &str) -> Option<Turn> {
 /// for the report of the slowest tests.
 pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
 
-/// A privileged test's turn: the others wait until it is dropped, which records how long the
-/// test held it in the file [`TIMES_VAR`] names, if any (passed or failed alike).
+/// A privileged test's turn: the others wait (all of them, or the exclusive ones for a shared
+/// turn) until it is dropped, which records how long the test held it in the file [`TIMES_VAR`] names, if any (passed or failed alike).
 pub struct Turn {
-    _guard: MutexGuard<'static, ()>,
+    _held: turns::Held,
     test: String,
     since: std::time::Instant,
 }
@@ -560,63 +641,6 @@ pub fn gcc(source: &Path, out: &Path, flags: &[&str]) -> std::path::PathBuf {
 pub fn compile_fixture(source: &str, out: &Path, extra: &[&str]) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/{source}.c"));
     gcc(&src, out, &[&SFRAME_CFLAGS[..], extra].concat())
-}
-
-/// Where the accuracy workloads were built ahead (`cargo xtask vm-test` for an aarch64 guest,
-/// which has no cross tools: `fixtures/workloads/build.sh` output, one directory per set).
-#[cfg(feature = "ebpf")]
-pub const PREBUILT_WORKLOADS_VAR: &str = "SFRAME_TRACE_WORKLOADS";
-
-/// The tracing workloads of fixtures/workloads, by set (`SET/PROGRAM`).
-#[cfg(feature = "ebpf")]
-pub struct Workloads {
-    dir: std::path::PathBuf,
-    _built: Option<tempfile::TempDir>,
-}
-
-#[cfg(feature = "ebpf")]
-impl Workloads {
-    /// The directory of the sets.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-/// Build the tracing workloads of fixtures/workloads (sets `v1`, `v2`, `v3`, `none`; on
-/// aarch64 also `v1-pac`, `v2-pac`, `v3-pac`) into a fresh temporary directory, or take them
-/// from [`PREBUILT_WORKLOADS_VAR`] when it is set (each of `sets` must be there).
-#[cfg(feature = "ebpf")]
-pub fn build_workloads(sets: &[&str]) -> Workloads {
-    if let Some(dir) = std::env::var_os(PREBUILT_WORKLOADS_VAR) {
-        let dir = std::path::PathBuf::from(dir);
-        for set in sets {
-            assert!(
-                dir.join(set).is_dir(),
-                "{PREBUILT_WORKLOADS_VAR}={}: no set {set} there",
-                dir.display()
-            );
-        }
-        return Workloads { dir, _built: None };
-    }
-    let out = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workloads/build.sh");
-    let build = Command::new(&script)
-        .arg(out.path())
-        .args(sets)
-        .env("WORKLOAD_ARCH", std::env::consts::ARCH)
-        .output()
-        .expect("run fixtures/workloads/build.sh (needs bash, gcc, binutils)");
-    assert!(
-        build.status.success(),
-        "fixtures/workloads/build.sh {} failed ({}):\n{}",
-        sets.join(" "),
-        build.status,
-        String::from_utf8_lossy(&build.stderr)
-    );
-    Workloads {
-        dir: out.path().to_owned(),
-        _built: Some(out),
-    }
 }
 
 /// The deterministic random numbers of every test (shared with the unit tests).

@@ -9,7 +9,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use crate::support::{Running, SFRAME_CFLAGS, json_frames, json_samples, privileged, run, tracer_binary};
+use crate::support::{Running, SFRAME_CFLAGS, json_frames, json_samples, run, tracer_binary};
 
 /// The C++ chain, innermost first, as the debug information or symbol table names it.
 const CXX_CHAIN: &[&str] = &["shop::Ledger<unsigned long>::settle(unsigned long)", "run", "main"];
@@ -79,9 +79,7 @@ fn assert_chain(stacks: &[Vec<(String, Option<String>)>], what: &str, chain: &[&
 /// file, found by `.gnu_debuglink` or by build-id; without one, frames are object and offset.
 #[test]
 fn demangled_names_and_separate_debug_files() {
-    let Some(_serial) = privileged("demangled_names_and_separate_debug_files") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     // Build-ids of their own, so that no variant finds another's debug file.

@@ -17,7 +17,7 @@ use std::{
 
 use folded::Verdict;
 
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, build_workloads as build, privileged, ticks_per_second};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, build_workloads as build, ticks_per_second};
 
 /// The bar for SFrame and frame-pointer workloads: exactly the known chain.
 const MIN_EXACT: f64 = 0.99;
@@ -367,25 +367,22 @@ fn complete_walks(_: &Workload, traced: &Traced, _: &Verdict) -> Result<(), Stri
 /// SFrame v1 (binutils 2.40): >= 99% of samples of every workload are exactly its chain.
 #[test]
 fn sframe_v1_workloads_unwind_exactly() {
-    if let Some(_serial) = privileged("sframe_v1_workloads_unwind_exactly") {
-        trace_set("v1", &sframe_workloads(), Check::Exact, complete_walks);
-    }
+    privileged_test!();
+    trace_set("v1", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// SFrame v2 (binutils 2.44): >= 99% of samples of every workload are exactly its chain.
 #[test]
 fn sframe_v2_workloads_unwind_exactly() {
-    if let Some(_serial) = privileged("sframe_v2_workloads_unwind_exactly") {
-        trace_set("v2", &sframe_workloads(), Check::Exact, complete_walks);
-    }
+    privileged_test!();
+    trace_set("v2", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// SFrame v3 (binutils 2.47.50, outermost markers): >= 99% of samples are exactly the chain.
 #[test]
 fn sframe_v3_workloads_unwind_exactly() {
-    if let Some(_serial) = privileged("sframe_v3_workloads_unwind_exactly") {
-        trace_set("v3", &sframe_workloads(), Check::Exact, complete_walks);
-    }
+    privileged_test!();
+    trace_set("v3", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// aarch64, SFrame v1 with return addresses signed (`-mbranch-protection=pac-ret`): the walker
@@ -394,41 +391,37 @@ fn sframe_v3_workloads_unwind_exactly() {
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn sframe_v1_pac_ret_workloads_unwind_exactly() {
-    if let Some(_serial) = privileged("sframe_v1_pac_ret_workloads_unwind_exactly") {
-        trace_set("v1-pac", &sframe_workloads(), Check::Exact, complete_walks);
-    }
+    privileged_test!();
+    trace_set("v1-pac", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// aarch64, SFrame v2 with signed return addresses: as v1.
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn sframe_v2_pac_ret_workloads_unwind_exactly() {
-    if let Some(_serial) = privileged("sframe_v2_pac_ret_workloads_unwind_exactly") {
-        trace_set("v2-pac", &sframe_workloads(), Check::Exact, complete_walks);
-    }
+    privileged_test!();
+    trace_set("v2-pac", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// aarch64, SFrame v3 with signed return addresses: as v1.
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn sframe_v3_pac_ret_workloads_unwind_exactly() {
-    if let Some(_serial) = privileged("sframe_v3_pac_ret_workloads_unwind_exactly") {
-        trace_set("v3-pac", &sframe_workloads(), Check::Exact, complete_walks);
-    }
+    privileged_test!();
+    trace_set("v3-pac", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// Without any unwind tables, frame pointers give >= 99% exact chains, and the summary counts
 /// those frames as frame-pointer frames.
 #[test]
 fn frame_pointers_give_exact_chains_without_sframe() {
-    if let Some(_serial) = privileged("frame_pointers_give_exact_chains_without_sframe") {
-        trace_set(
-            "none",
-            &[Workload::deep("nosframe", 100)],
-            Check::Exact,
-            counts_frame_pointer_frames,
-        );
-    }
+    privileged_test!();
+    trace_set(
+        "none",
+        &[Workload::deep("nosframe", 100)],
+        Check::Exact,
+        counts_frame_pointer_frames,
+    );
 }
 
 /// Without unwind tables or frame pointers, stacks may be truncated but are never wrong: every
@@ -436,12 +429,11 @@ fn frame_pointers_give_exact_chains_without_sframe() {
 /// its exit's printing reads `main;__fprintf;...`, true and truncated at `main`).
 #[test]
 fn no_unwind_info_truncates_but_never_invents_frames() {
-    if let Some(_serial) = privileged("no_unwind_info_truncates_but_never_invents_frames") {
-        trace_set(
-            "none",
-            &[Workload::deep("noinfo", 100)],
-            Check::InnermostPart,
-            no_extra_check,
-        );
-    }
+    privileged_test!();
+    trace_set(
+        "none",
+        &[Workload::deep("noinfo", 100)],
+        Check::InnermostPart,
+        no_extra_check,
+    );
 }

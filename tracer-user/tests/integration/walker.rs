@@ -17,7 +17,7 @@ use tracer_common::{
     trace::{ExecMapping, SOURCE_FP},
 };
 
-use crate::support::{Running, SFRAME_CFLAGS, gcc, privileged};
+use crate::support::{Running, SFRAME_CFLAGS, gcc};
 use tracer_common::walk::StopReason;
 
 /// The program: `c` spins (volatile work, so it stays in `c`; with `-DSYSCALLS` it mostly
@@ -329,9 +329,7 @@ fn explain(run: &Run) -> String {
 /// walk ever records a frame that is not the real caller.
 #[test]
 fn sframe_stacks_are_exact() {
-    let Some(_serial) = privileged("sframe_stacks_are_exact") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "sframe", &SFRAME_CFLAGS);
     let run = trace(&exe, false);
@@ -365,9 +363,7 @@ const FRAME_POINTERS: &[&str] = &["-fno-omit-frame-pointer", "-mno-omit-leaf-fra
 /// marks every caller it found from the executable's frames as a frame-pointer frame.
 #[test]
 fn frame_pointer_fallback_finds_the_chain() {
-    let Some(_serial) = privileged("frame_pointer_fallback_finds_the_chain") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "fp", &[FRAME_POINTERS, NO_UNWIND_TABLES].concat());
     let run = trace(&exe, false);
@@ -406,9 +402,7 @@ fn frame_pointer_fallback_finds_the_chain() {
 /// would skip `b`, `a` and `main`.)
 #[test]
 fn no_unwind_info_truncates_but_never_invents() {
-    let Some(_serial) = privileged("no_unwind_info_truncates_but_never_invents") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(
         dir.path(),
@@ -434,9 +428,7 @@ fn no_unwind_info_truncates_but_never_invents() {
 /// without `bpf_task_pt_regs` count them as `no_user_regs` instead.
 #[test]
 fn kernel_samples_have_both_stacks() {
-    let Some(_serial) = privileged("kernel_samples_have_both_stacks") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "syscalls", &[&SFRAME_CFLAGS[..], &["-DSYSCALLS"]].concat());
     let run = trace(&exe, true);

@@ -63,6 +63,14 @@ fn arm64_musl_headers() -> anyhow::Result<PathBuf> {
 
 /// Build the static executable for `arch`; its path.
 pub fn static_binary(root: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
+    sh(&mut static_build(arch)?)?;
+    let binary = root.join("target").join(arch.triple).join("release/sframe-trace");
+    check_static(&binary)?;
+    Ok(binary)
+}
+
+/// The `cargo build` of the static executable for `arch` (needs [`setup`]).
+pub fn static_build(arch: Arch) -> anyhow::Result<Command> {
     let mut command = crate::cmd::release_build();
     command.args(["--target", arch.triple]);
     let var = arch.triple.replace('-', "_");
@@ -92,10 +100,7 @@ pub fn static_binary(root: &Path, arch: Arch) -> anyhow::Result<PathBuf> {
             command.env(format!("CARGO_TARGET_{upper}_LINKER"), "aarch64-linux-gnu-gcc");
         }
     }
-    sh(&mut command)?;
-    let binary = root.join("target").join(arch.triple).join("release/sframe-trace");
-    check_static(&binary)?;
-    Ok(binary)
+    Ok(command)
 }
 
 /// Refuse a binary that asks for a program interpreter or shared libraries.

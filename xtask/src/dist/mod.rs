@@ -13,7 +13,7 @@
 //! command is printed before it runs. Installs what it needs (musl-tools, the musl targets,
 //! the arm64 musl headers) like `demo` does.
 
-mod build;
+pub mod build;
 pub mod bullseye;
 mod deb;
 mod oci;

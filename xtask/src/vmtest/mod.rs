@@ -386,6 +386,14 @@ impl Matrix<'_> {
         command.extend(["-Z", "unstable-options", "--report-time"].map(str::to_owned));
         let mut env = guest::passed_env();
         env.push(("RUSTC_BOOTSTRAP".to_owned(), "1".to_owned()));
+        // The guests exist to run the privileged tier (tests/integration/support.rs).
+        env.push((crate::cmd::PRIVILEGED_VAR.to_owned(), "1".to_owned()));
+        // The tests' turns (file locks) and built workloads on the guest's own tmpfs (root's
+        // only), not on the host's target/ over 9p (tests/integration/support.rs).
+        env.push((
+            "SFRAME_TRACE_TEST_STATE_DIR".to_owned(),
+            "/run/sframe-trace-tests".to_owned(),
+        ));
         if let Some(workloads) = self.workloads {
             env.push((WORKLOADS_VAR.to_owned(), workloads.display().to_string()));
         }

@@ -6,7 +6,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use crate::support::{Running, SUMMARY_JSON, Summary, gcc, privileged, tracer_binary};
+use crate::support::{Running, SUMMARY_JSON, Summary, gcc, tracer_binary};
 
 /// Trace with `args` and the JSON summary: its `diagnosis` sentences and the summary.
 fn diagnosed(args: &[&str]) -> (Vec<String>, Summary) {
@@ -55,9 +55,7 @@ int main(int argc, char **argv) {
 /// process is traced, its samples come back, and the summary says so.
 #[test]
 fn a_thread_id_traces_its_process_and_says_so() {
-    let Some(_serial) = privileged("a_thread_id_traces_its_process_and_says_so") else {
-        return;
-    };
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let program = spinner(dir.path(), true, &[]);
     let mut target = Running(Command::new(&program).arg("threads").spawn().expect("start"));
@@ -91,9 +89,7 @@ fn a_thread_id_traces_its_process_and_says_so() {
 /// and the diagnosis says it used no CPU and names `-e offcpu`.
 #[test]
 fn a_sleeping_process_is_told_to_use_offcpu() {
-    let Some(_serial) = privileged("a_sleeping_process_is_told_to_use_offcpu") else {
-        return;
-    };
+    privileged_test!(shared);
     let target = Running(Command::new("sleep").arg("600").spawn().expect("start sleep"));
     let pid = target.pid().to_string();
     let (said, summary) = diagnosed(&["--pid", &pid, "-d", "500ms"]);
@@ -109,9 +105,7 @@ fn a_sleeping_process_is_told_to_use_offcpu() {
 /// says it is a kernel thread, without user stacks.
 #[test]
 fn a_kernel_thread_is_named_one() {
-    let Some(_serial) = privileged("a_kernel_thread_is_named_one") else {
-        return;
-    };
+    privileged_test!(shared);
     // A kernel thread: no command line, `PF_KTHREAD` in its flags.
     let kthread = std::fs::read_dir("/proc")
         .expect("/proc")
@@ -138,9 +132,7 @@ fn a_kernel_thread_is_named_one() {
 /// diagnosis names the object and DEBUGINFOD_URLS.
 #[test]
 fn frames_of_a_stripped_program_name_debuginfod() {
-    let Some(_serial) = privileged("frames_of_a_stripped_program_name_debuginfod") else {
-        return;
-    };
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     let program = spinner(dir.path(), false, &["-s"]);
     let program = program.to_str().expect("a UTF-8 path");
@@ -158,9 +150,7 @@ fn frames_of_a_stripped_program_name_debuginfod() {
 /// debug package dpkg's lists give for it, `gzip-dbgsym`.
 #[test]
 fn a_stripped_debian_program_names_its_debug_package() {
-    let Some(_serial) = privileged("a_stripped_debian_program_names_its_debug_package") else {
-        return;
-    };
+    privileged_test!(shared);
     let owned = Command::new("dpkg").args(["-S", "/bin/gzip"]).output();
     if !owned.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).starts_with("gzip:")) {
         assert!(
@@ -197,9 +187,7 @@ fn a_stripped_debian_program_names_its_debug_package() {
 /// unnamed or cut stacks, silently): the diagnosis names the flag; given the flag, it does not.
 #[test]
 fn runtimes_without_their_flag_name_it() {
-    let Some(_serial) = privileged("runtimes_without_their_flag_name_it") else {
-        return;
-    };
+    privileged_test!(shared);
     let spin = "const t = Date.now(); while (Date.now() - t < 1500) {}";
     let (said, _) = diagnosed(&["--", "node", "-e", spin]);
     assert!(

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::support::{Running, SUMMARY_JSON, Summary, privileged, tracer_binary};
+use crate::support::{Running, SUMMARY_JSON, Summary, tracer_binary};
 
 /// `sframe-trace ARGS`: status and stderr.
 fn run(args: &[&str]) -> (Option<i32>, String) {
@@ -23,9 +23,7 @@ fn sleeper() -> Running {
 /// line, the cause once, status 2.
 #[test]
 fn a_missing_file_is_said_once() {
-    let Some(_serial) = privileged("a_missing_file_is_said_once") else {
-        return;
-    };
+    privileged_test!(shared);
     let target = sleeper();
     let pid = target.pid().to_string();
     for args in [
@@ -48,9 +46,7 @@ fn a_missing_file_is_said_once() {
 /// ends the session when it is over.
 #[test]
 fn durations_take_units() {
-    let Some(_serial) = privileged("durations_take_units") else {
-        return;
-    };
+    privileged_test!(shared);
     let target = sleeper();
     let pid = target.pid().to_string();
     let (status, stderr) = run(&[
@@ -77,9 +73,7 @@ fn durations_take_units() {
 /// own, and the tracer runs without CAP_DAC_OVERRIDE) is told what refused it, not to get root.
 #[test]
 fn root_refused_a_process_is_told_what_refused_it() {
-    let Some(_serial) = privileged("root_refused_a_process_is_told_what_refused_it") else {
-        return;
-    };
+    privileged_test!(shared);
     let target = sleeper();
     let dir = tempfile::tempdir().expect("tempdir");
     let unreadable = dir.path().join("maps");

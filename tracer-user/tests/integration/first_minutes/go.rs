@@ -2,16 +2,14 @@
 
 use std::process::{Command, Stdio};
 
-use crate::support::{SUMMARY_JSON, Summary, privileged, run, tracer_binary};
+use crate::support::{SUMMARY_JSON, Summary, run, tracer_binary};
 
 /// Issue 31 (a goroutine's stack, which ends at `runtime.goexit` with a zero return address
 /// above it, was counted a `zero_ra` truncation): goroutine stacks of a Go program end at
 /// `runtime.goexit` without a `[truncated: ...]` marker, and the summary counts them complete.
 #[test]
 fn goroutine_stacks_are_complete() {
-    let Some(_serial) = privileged("goroutine_stacks_are_complete") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("main.go"),

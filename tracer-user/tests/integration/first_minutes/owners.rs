@@ -2,16 +2,14 @@
 
 use std::{os::unix::fs::MetadataExt as _, process::Command};
 
-use crate::support::{Running, privileged, tracer_binary};
+use crate::support::{Running, tracer_binary};
 
 /// Issue 31 (under `sudo`, the flame graph was root's, mode 0600: the user could not open
 /// it): with `SUDO_UID`/`SUDO_GID`, the outputs and the summary file belong to that user,
 /// mode 0600 (or `--output-mode`); with a malformed `SUDO_UID` they stay root's, and it is said.
 #[test]
 fn outputs_belong_to_the_sudo_user() {
-    let Some(_serial) = privileged("outputs_belong_to_the_sudo_user") else {
-        return;
-    };
+    privileged_test!(shared);
     let target = Running(Command::new("sleep").arg("600").spawn().expect("start sleep"));
     let dir = tempfile::tempdir().expect("tempdir");
     let run = |uid: &str, extra: &[&str]| {

@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Running, Tracer, gcc, own_name, privileged, tracer_binary};
+use crate::support::{Running, Tracer, gcc, own_name, tracer_binary};
 
 /// A program whose main thread waits and whose one thread, named `thread`, spins.
 fn named_spinner(dir: &Path, name: &str, thread: &str) -> std::path::PathBuf {
@@ -49,9 +49,7 @@ fn whole_host(tracer: &Path, dir: &Path, hz: &str, extra: &[&str]) -> String {
 /// stacks are left out unless `--include-self`.
 #[test]
 fn whole_host_stacks_group_by_process() {
-    let Some(_serial) = privileged("whole_host_stacks_group_by_process") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let name = own_name(dir.path(), "grp");
     let thread = own_name(dir.path(), "wkr");
@@ -99,9 +97,7 @@ fn whole_host_stacks_group_by_process() {
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn whole_host_session_exits_within_a_second_of_its_end() {
-    let Some(_serial) = privileged("whole_host_session_exits_within_a_second_of_its_end") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("host.svg");
     let out = out.to_str().expect("a UTF-8 path");

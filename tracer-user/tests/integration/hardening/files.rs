@@ -14,7 +14,7 @@ use std::{
 };
 
 use super::{Folded, Verdict, Verdicts, chain_of, compile, read_folded};
-use crate::support::{Running, privileged, tracer_binary};
+use crate::support::{Running, tracer_binary};
 
 /// The capabilities the tracer can run with instead of root (then it cannot open
 /// `/proc/PID/map_files`, and finds mapped files by their paths).
@@ -184,9 +184,7 @@ wait
 /// sampled within `-d`, no host file is opened, and no stack is wrong.
 #[test]
 fn container_paths_cannot_mislead_the_tracer() {
-    let Some(_serial) = privileged("hardening::files::container_paths_cannot_mislead_the_tracer") else {
-        return;
-    };
+    privileged_test!();
     let dir = shared_tempdir();
     let first = compile(dir.path(), "chain", "first", &["-static"]);
     let second = compile(dir.path(), "chain", "second", &["-static", "-DSECOND"]);
@@ -315,9 +313,7 @@ fn build_id_hex(path: &Path) -> String {
 /// through libc came out truncated): the victim's stacks through libc stay exact.
 #[test]
 fn a_fake_build_id_does_not_poison_libc() {
-    let Some(_serial) = privileged("hardening::files::a_fake_build_id_does_not_poison_libc") else {
-        return;
-    };
+    privileged_test!();
     let dir = shared_tempdir();
     let first = compile(dir.path(), "chain", "first", &[]);
     let libc_path = sframe_trace::procmaps::executable_mappings(std::process::id())
@@ -378,9 +374,7 @@ fn a_fake_build_id_does_not_poison_libc() {
 /// the victim is untouched, and nothing planted is removed.
 #[test]
 fn planted_scratch_links_are_not_followed() {
-    let Some(_serial) = privileged("hardening::files::planted_scratch_links_are_not_followed") else {
-        return;
-    };
+    privileged_test!();
     let dir = shared_tempdir();
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).expect("mkdir");

@@ -7,7 +7,7 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use super::{chain_programs, compile, read_folded};
-use crate::support::{Rng, Running, SUMMARY_JSON, Summary, Tracer, privileged};
+use crate::support::{Rng, Running, SUMMARY_JSON, Summary, Tracer};
 
 /// `PT_GNU_SFRAME`.
 const PT_GNU_SFRAME: u32 = 0x6474_e554;
@@ -162,9 +162,7 @@ fn start(path: &Path, args: &[&str], plugin: Option<&Path>) -> Running {
 /// parses, and the objects it could not read are counted and named in the summary.
 #[test]
 fn corrupted_programs_are_survived_and_counted() {
-    let Some(_serial) = privileged("hardening::hostile::corrupted_programs_are_survived_and_counted") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let (first, _) = chain_programs(dir.path());
     let original = std::fs::read(&first).expect("read first");

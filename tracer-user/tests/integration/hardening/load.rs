@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use super::{Folded, Verdicts, chain_by_comm, chain_programs, read_folded};
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer};
 
 /// One busy `first` (three calls deep) per CPU for the length of a run.
 fn busy_on_every_cpu(first: &std::path::Path) -> Vec<Running> {
@@ -45,9 +45,7 @@ fn run_at_10_khz(extra: &[&str]) -> (String, Summary, Verdicts) {
 /// counts what it loses, and the stacks it keeps are right.
 #[test]
 fn ten_khz_on_every_cpu() {
-    let Some(_serial) = privileged("hardening::load::ten_khz_on_every_cpu") else {
-        return;
-    };
+    privileged_test!();
     // The tracer's own samples count too (they are most of a debug build's at 10 kHz, and
     // left out of the outputs by default).
     let (stderr, summary, verdicts) = run_at_10_khz(&["--include-self"]);
@@ -68,9 +66,7 @@ fn ten_khz_on_every_cpu() {
 /// and what is kept is still right.
 #[test]
 fn maps_far_too_small_lose_counted_samples() {
-    let Some(_serial) = privileged("hardening::load::maps_far_too_small_lose_counted_samples") else {
-        return;
-    };
+    privileged_test!();
     let (stderr, summary, verdicts) = run_at_10_khz(&["--ring-buffer-size", "8K", "--max-table-memory", "64K"]);
     let (samples, lost) = (summary.count("samples"), summary.count("lost"));
     eprintln!("{stderr}\ntiny ring buffer: {samples} samples kept, {lost} lost");

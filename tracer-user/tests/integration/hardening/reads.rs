@@ -13,7 +13,7 @@ use super::{
     files::{mapping, trace_bounded},
     read_folded,
 };
-use crate::support::{Running, privileged, tracer_binary};
+use crate::support::{Running, tracer_binary};
 
 /// Regression (`dump` and `check` read a whole file before looking at it: `/dev/zero` grew
 /// without bound, a FIFO hung): a device, a FIFO and a directory are refused at once, and a
@@ -73,9 +73,7 @@ fn dump_and_check_refuse_what_is_not_a_file() {
 /// with 4 GiB of holes after its end is traced normally.
 #[test]
 fn huge_mapped_files_are_bounded() {
-    let Some(_serial) = privileged("hardening::files::huge_mapped_files_are_bounded") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let mapexec = compile(dir.path(), "mapexec", "mapexec", &[]);
     let program = compile(dir.path(), "chain", "first", &[]);
@@ -155,9 +153,7 @@ fn huge_mapped_files_are_bounded() {
 /// traced both ways, and its samples are kept.
 #[test]
 fn non_utf8_file_names_are_traced() {
-    let Some(_serial) = privileged("hardening::files::non_utf8_file_names_are_traced") else {
-        return;
-    };
+    privileged_test!();
     use std::os::unix::ffi::OsStrExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
     let mapexec = compile(dir.path(), "mapexec", "mapexec", &[]);
@@ -194,9 +190,7 @@ fn non_utf8_file_names_are_traced() {
 /// reopened through the descriptor held (the symbolizer: blazesym takes paths).
 #[test]
 fn a_traced_object_is_opened_once() {
-    let Some(_serial) = privileged("hardening::reads::a_traced_object_is_opened_once") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let program = compile(dir.path(), "chain", "first", &[]);
     let mut first = Running(Command::new(&program).args(["0", "1"]).spawn().expect("start"));

@@ -14,7 +14,7 @@ use super::{
     Folded, ROOMY, Verdict, Verdicts, chain_by_comm, chain_of, chain_programs, comm, compile, free_pid, judge,
     read_folded,
 };
-use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, privileged, ticks_per_second, wait_for_cpu};
+use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, ticks_per_second, wait_for_cpu};
 
 /// fixtures/hardening/churn.c's stack in its plugin. churn_work calls churn_leaf (exported)
 /// through the library's PLT: a sample in that stub ends in `churn_leaf@plt` instead.
@@ -34,9 +34,7 @@ const CHURN_CHAIN: [&str; 7] = [
 /// `churn_pad`, code that never runs, would be a PC resolved through a stale mapping).
 #[test]
 fn dlopen_dlclose_churn_is_never_wrong() {
-    let Some(_serial) = privileged("hardening::reuse::dlopen_dlclose_churn_is_never_wrong") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let plugin = compile(dir.path(), "churn_plugin", "libchurn.so", &["-shared", "-fPIC"]);
     let churn = compile(dir.path(), "churn", "churn", &[]);
@@ -97,9 +95,7 @@ fn dlopen_dlclose_churn_is_never_wrong() {
 /// mappings shows as wrong.
 #[test]
 fn reused_pids_are_told_apart() {
-    let Some(_serial) = privileged("hardening::reuse::reused_pids_are_told_apart") else {
-        return;
-    };
+    privileged_test!();
     // An unprivileged user's busy and growing-jitdump programs beside it all along (issue 29:
     // they once left the tracer judging none of this test's samples).
     let _neighbours = crate::support::neighbours::start();
@@ -182,9 +178,7 @@ fn json_sample(line: &str) -> (u32, Folded) {
 /// stacks (its code is now a deleted file), the second gets the new file's.
 #[test]
 fn a_replaced_program_keeps_its_stacks() {
-    let Some(_serial) = privileged("hardening::reuse::a_replaced_program_keeps_its_stacks") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let (first, second) = chain_programs(dir.path());
     let app = dir.path().join("app");

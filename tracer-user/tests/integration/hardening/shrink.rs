@@ -8,9 +8,7 @@ use std::{
 };
 
 use super::compile;
-use crate::support::{
-    Progress, SILENCE, SUMMARY_JSON, Summary, Tracer, json_frames, own_name, privileged, tracer_binary,
-};
+use crate::support::{Progress, SILENCE, SUMMARY_JSON, Summary, Tracer, json_frames, own_name, tracer_binary};
 
 /// A library owned by another user than root, emptied (`ftruncate` to 0) by the process that
 /// runs it while a frame of it is on the stack, after the tracer named it: the frames of the
@@ -18,9 +16,7 @@ use crate::support::{
 /// all the same, from the sealed copy the tracer read it through, and the tracer ends well.
 #[test]
 fn a_library_emptied_by_its_owner_is_still_named() {
-    let Some(_serial) = privileged("hardening::shrink::a_library_emptied_by_its_owner_is_still_named") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let library = compile(dir.path(), "shrink", "libshrink.so", &["-DLIB", "-shared", "-fPIC"]);
     let program = compile(dir.path(), "shrink", &own_name(dir.path(), "shrink"), &["-ldl"]);

@@ -44,7 +44,7 @@ use super::{
 };
 use crate::{
     otlp::Receiver,
-    support::{SILENCE, SUMMARY_JSON, Summary, Tracer, own_name, privileged, tracer_binary},
+    support::{SILENCE, SUMMARY_JSON, Summary, Tracer, own_name, tracer_binary},
 };
 
 /// How much the tracer's memory may grow from the end of the warm-up to the end, in percent.
@@ -137,9 +137,7 @@ fn run_copies(
 /// reports (`soak:` line).
 #[test]
 fn memory_and_open_files_stay_flat_under_churn() {
-    let Some(_serial) = privileged("hardening::soak::memory_and_open_files_stay_flat_under_churn") else {
-        return;
-    };
+    privileged_test!();
     // An unprivileged user's busy and growing-jitdump programs beside it all along (issue 29:
     // one neighbour once grew the tracer from 317 MB to 914 MB and blinded it to others).
     let _neighbours = crate::support::neighbours::start();

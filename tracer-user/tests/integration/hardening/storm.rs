@@ -12,7 +12,7 @@ use super::{
     storm_duration,
     watch::{RssWatch, open_files, open_files_in, open_process_files, settled_rss},
 };
-use crate::support::{Rng, Running, SUMMARY_JSON, Summary, Tracer, privileged};
+use crate::support::{Rng, Running, SUMMARY_JSON, Summary, Tracer};
 
 /// Resident memory the tracer may gain during a storm, at most and at the end. The storm's
 /// processes are forgotten after they exit (what stays is their stacks, a few hundred bytes
@@ -30,9 +30,7 @@ const LATE_GROWTH_KIB: u64 = 256 << 10;
 /// end are no more than at the start.
 #[test]
 fn fork_exec_storm_is_bounded() {
-    let Some(_serial) = privileged("hardening::storm::fork_exec_storm_is_bounded") else {
-        return;
-    };
+    privileged_test!();
     // An unprivileged user's busy and growing-jitdump programs beside it all along (issue 29:
     // they once left the tracer judging none of this test's samples).
     let _neighbours = crate::support::neighbours::start();
@@ -134,9 +132,7 @@ fn fork_exec_storm_is_bounded() {
 /// is exact or truncated.
 #[test]
 fn processes_killed_mid_walk() {
-    let Some(_serial) = privileged("hardening::storm::processes_killed_mid_walk") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let programs = chain_programs(dir.path());
     let out = dir.path().join("stacks.folded");

@@ -12,7 +12,7 @@ use std::{
 };
 
 use super::user_stacks;
-use crate::support::{Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc, privileged};
+use crate::support::{Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc};
 
 /// A perf map the test placed, removed afterwards whatever it is.
 pub(crate) struct Placed(pub(crate) PathBuf);
@@ -60,9 +60,7 @@ pub(crate) fn ready(mut command: Command) -> (Running, u64) {
 
 #[test]
 fn hostile_perf_maps_are_refused_and_counted() {
-    let Some(_turn) = privileged("hostile_perf_maps_are_refused_and_counted") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build_jit(dir.path());
     let mut running = Vec::new();

@@ -13,7 +13,7 @@ use super::{
     hostile::{build_jit, start_jit},
     user_stacks,
 };
-use crate::support::{SUMMARY_JSON, Summary, Tracer, privileged, tracer_binary};
+use crate::support::{SUMMARY_JSON, Summary, Tracer, tracer_binary};
 
 /// How many of `stacks` go through the JIT function `name` and are exact (named from the
 /// dump, `spin` or nothing above it, `run`, `main`, two libc frames and `_start` below), and
@@ -72,9 +72,7 @@ fn trace(dir: &std::path::Path, pid: u32, name: &str) -> (String, Summary, Strin
 
 #[test]
 fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
-    let Some(_turn) = privileged("jitdump_unwinds_jit_code_without_frame_pointers_exactly") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build_jit(dir.path());
 
@@ -114,9 +112,7 @@ fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
 
 #[test]
 fn code_compiled_later_into_a_known_region_is_named_and_unwound() {
-    let Some(_turn) = privileged("code_compiled_later_into_a_known_region_is_named_and_unwound") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build_jit(dir.path());
     let out = dir.path().join("later.json");

@@ -26,7 +26,7 @@ use std::{
 };
 
 use super::hostile::{Placed, build_jit};
-use crate::support::{SUMMARY_JSON, Tracer, privileged, read_pprof};
+use crate::support::{SUMMARY_JSON, Tracer, read_pprof};
 
 /// The JIT frame names of the samples of `pid` in a pprof, per command, with their counts.
 fn pprof_names(path: &std::path::Path, pid: u32) -> BTreeMap<(String, String), i64> {
@@ -58,9 +58,7 @@ fn pprof_names(path: &std::path::Path, pid: u32) -> BTreeMap<(String, String), i
 
 #[test]
 fn maps_written_at_exit_name_each_process_of_a_reused_pid() {
-    let Some(_turn) = privileged("maps_written_at_exit_name_each_process_of_a_reused_pid") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build_jit(dir.path());
     let pprof = dir.path().join("out.pb.gz");

@@ -240,14 +240,9 @@ impl Program {
     }
 }
 
-/// How a sample's Python frames compare with a program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Verdict {
-    Exact,
-    /// The innermost frames of a shape, the outer ones missing.
-    Truncated,
-    Wrong,
-}
+/// How a sample's Python frames compare with a program (the verdict of `support/judge.rs`:
+/// truncated when the innermost frames of a shape are there without the outer ones).
+pub use crate::support::judge::Verdict;
 
 /// The name a frame of qualified name `name` has where names are `co_name`s (before 3.11: a
 /// code object has no qualified name): its last part.

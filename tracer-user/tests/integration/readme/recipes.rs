@@ -24,7 +24,7 @@ use std::{
 
 use crate::{
     otlp::Receiver,
-    support::{Running, SFRAME_CFLAGS, Tracer, gcc, privileged, run, skipped, tracer_binary},
+    support::{Running, SFRAME_CFLAGS, Tracer, gcc, run, skipped, tracer_binary},
 };
 
 /// What `-d 30` becomes: long enough for samples of a busy program, short for a test.
@@ -226,9 +226,7 @@ fn runtimes_installed(test: &str) -> bool {
 /// give a result that names the functions of the program it traced.
 #[test]
 fn readme_commands_work_as_written() {
-    let Some(_turn) = privileged("readme_commands_work_as_written") else {
-        return;
-    };
+    privileged_test!(shared);
     if !runtimes_installed("readme_commands_work_as_written") {
         return;
     }

@@ -4,7 +4,7 @@
 
 use std::{ffi::OsStr, os::unix::ffi::OsStrExt as _, process::Command};
 
-use crate::support::{assert_refused, privileged, tracer_binary};
+use crate::support::{assert_refused, tracer_binary};
 
 /// Regression (`-d 1e20`, `--export-interval 1e20` and `doctor -d 1e20` panicked, the last
 /// after attaching; a leading non-ASCII space panicked the size parser and `' 100K'` read as
@@ -12,9 +12,7 @@ use crate::support::{assert_refused, privileged, tracer_binary};
 /// command named `-1`): each is one sentence, status 2, before anything is traced.
 #[test]
 fn bad_values_are_one_sentence_before_anything_happens() {
-    let Some(_serial) = privileged("bad_values_are_one_sentence_before_anything_happens") else {
-        return;
-    };
+    privileged_test!(shared);
     let otlp = ["-f", "otlp", "--otlp-endpoint", "http://localhost:4317"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["-d", "1e20", "--pid", "1"], "at most 1000000000 seconds"),
@@ -64,9 +62,7 @@ fn bad_values_are_one_sentence_before_anything_happens() {
 /// UTF-8, naming it lossily where they must.
 #[test]
 fn arguments_and_file_names_are_bytes() {
-    let Some(_serial) = privileged("arguments_and_file_names_are_bytes") else {
-        return;
-    };
+    privileged_test!(shared);
     let dir = tempfile::tempdir().expect("tempdir");
     // (A program file whose name is not UTF-8 is a matter of reading /proc/PID/maps.)
     let program = "/bin/sh";

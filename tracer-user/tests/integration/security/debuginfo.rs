@@ -23,8 +23,7 @@ use sframe_trace::{
 use super::{LIMIT, as_nobody, nobody_does, sticky_dir};
 use crate::hardening::{Verdicts, chain_of, read_folded, status_kib};
 use crate::support::{
-    Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, compile_fixture, gcc, own_name, privileged, read_pprof, run_text,
-    tracer_binary,
+    Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, compile_fixture, gcc, own_name, read_pprof, run_text, tracer_binary,
 };
 
 /// How long the sessions sample.
@@ -245,9 +244,7 @@ fn offline_commands_take(path: &Path) {
 /// ends with the honest program's stacks exact.
 #[test]
 fn deeply_nested_inlines_cost_nobody_the_session() {
-    let Some(_serial) = privileged("deeply_nested_inlines_cost_nobody_the_session") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let asm = hostile::nested_inlines_asm("deep_spin", 20_000);
     let built = build(dir.path(), "deep", "deep_spin", &asm, &[]);
@@ -278,9 +275,7 @@ fn deeply_nested_inlines_cost_nobody_the_session() {
 /// every output, which stay small; `symbolize` cuts it the same.
 #[test]
 fn a_four_mib_symbol_is_cut_in_every_output() {
-    let Some(_serial) = privileged("a_four_mib_symbol_is_cut_in_every_output") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let long = format!("long_{}", "x".repeat(4 << 20));
     let asm = hostile::long_name_asm("long_entry", &long);
@@ -308,9 +303,7 @@ fn a_four_mib_symbol_is_cut_in_every_output() {
 /// `minidebuginfo_too_large`, and the tracer's peak stays far below what it decompresses to.
 #[test]
 fn a_minidebuginfo_bomb_is_refused_at_its_cap() {
-    let Some(_serial) = privileged("a_minidebuginfo_bomb_is_refused_at_its_cap") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     std::fs::write(dir.path().join("bomb.c"), SPIN).expect("write the program");
     let plain = gcc(

@@ -19,7 +19,7 @@ use crate::{
         jitdump::exact_through,
         user_stacks,
     },
-    support::{Running, SUMMARY_JSON, Summary, privileged},
+    support::{Running, SUMMARY_JSON, Summary},
 };
 
 /// The size the attacker's jitdump is filled to before it starts growing, in MiB.
@@ -67,9 +67,7 @@ fn wait_noting_peak(child: &mut Child, limit: Duration) -> (std::process::ExitSt
 /// appended after it began (the dump read incrementally) and honours SIGTERM within 2 s.
 #[test]
 fn a_growing_jitdump_stalls_neither_the_duration_nor_signals() {
-    let Some(_turn) = privileged("a_growing_jitdump_stalls_neither_the_duration_nor_signals") else {
-        return;
-    };
+    privileged_test!();
     let shared = sticky_dir();
     let program = build_jit(shared.path());
     let mut attack = as_nobody(&[program.as_os_str(), "120".as_ref(), "grow".as_ref(), FILL_MIB.as_ref()]);
@@ -188,9 +186,7 @@ fn big_perf_map(pid: u32, lines: u64) -> crate::jit::hostile::Placed {
 /// dropped for it by name, stays small, and names the honest process's JIT code.
 #[test]
 fn perf_maps_past_the_jit_budget_are_cut_and_the_honest_process_is_named() {
-    let Some(_turn) = privileged("perf_maps_past_the_jit_budget_are_cut_and_the_honest_process_is_named") else {
-        return;
-    };
+    privileged_test!();
     let shared = sticky_dir();
     let program = build_jit(shared.path());
     let mut attackers = Vec::new();

@@ -6,7 +6,7 @@
 use std::{ffi::OsStr, os::unix::ffi::OsStrExt as _, path::Path};
 
 use super::{nobody_does, sticky_dir, trace};
-use crate::support::{Running, compile_fixture, privileged};
+use crate::support::{Running, compile_fixture};
 
 /// The placeholder name of `fixtures/security/hostile.c`'s hot function.
 const PLACEHOLDER: &[u8] = b"hostile_symbol_placeholder_0123456789";
@@ -60,9 +60,7 @@ fn assert_no_controls(bytes: &[u8], allowed: &[u8], what: &str) {
 /// in the outputs; the summary and the live view carry no raw escape sequence.
 #[test]
 fn hostile_names_forge_nothing_and_reach_no_terminal() {
-    let Some(_serial) = privileged("hostile_names_forge_nothing_and_reach_no_terminal") else {
-        return;
-    };
+    privileged_test!();
     let shared = sticky_dir();
     let program = hostile_program(shared.path());
     let pid = program.pid().to_string();

@@ -8,7 +8,7 @@ use super::{
     busy_nobody, folded_samples, mode, nobody_does, said, sticky_dir, temporaries_of, trace, until_sampling,
     wait_bounded,
 };
-use crate::support::{SUMMARY_JSON, Summary, privileged};
+use crate::support::{SUMMARY_JSON, Summary};
 
 /// Regression (root clobbered a file through a user's symlink at `-o`, and blocked forever on a
 /// user's FIFO there): nobody pre-creates a symlink to a root-only file, a FIFO and a directory
@@ -16,9 +16,7 @@ use crate::support::{SUMMARY_JSON, Summary, privileged};
 /// once, the link's target unchanged and nothing created.
 #[test]
 fn links_fifos_and_directories_at_the_output_are_refused() {
-    let Some(_serial) = privileged("links_fifos_and_directories_at_the_output_are_refused") else {
-        return;
-    };
+    privileged_test!();
     let private = tempfile::tempdir().expect("tempdir");
     let precious = private.path().join("precious");
     std::fs::write(&precious, "root's own\n").expect("write");
@@ -73,9 +71,7 @@ fn links_fifos_and_directories_at_the_output_are_refused() {
 /// the end (while it traces, the old file is still whole), with 0600 files even under umask 0.
 #[test]
 fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
-    let Some(_serial) = privileged("outputs_are_private_and_replace_an_old_file_only_when_complete") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let old = dir.path().join("old.folded");
     let json = dir.path().join("new.json");
@@ -134,9 +130,7 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
 /// summary): the failing output is named in the summary, the other is written whole, status 2.
 #[test]
 fn a_failing_output_fails_alone() {
-    let Some(_serial) = privileged("a_failing_output_fails_alone") else {
-        return;
-    };
+    privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let good = dir.path().join("good");
     let target = busy_nobody();

@@ -311,9 +311,7 @@ fn both_sessions_at(attack: &[u32], dir: &Path, what: &str, hz: &str, check: imp
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn forged_line_tables_are_shared_and_bounded() {
-    let Some(_serial) = crate::support::privileged("forged_line_tables_are_shared_and_bounded") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let forger = forger(dir.path(), None);
     let attack = start_forger(&forger, &["lines", "16384", "2"], 1);
@@ -332,9 +330,7 @@ fn forged_line_tables_are_shared_and_bounded() {
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn one_users_python_names_leave_room_for_others() {
-    let Some(_serial) = crate::support::privileged("one_users_python_names_leave_room_for_others") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let forger = forger(dir.path(), None);
     // Four processes of the user's, at 997 Hz: enough to take its share in seconds on a busy
@@ -371,9 +367,7 @@ fn one_users_python_names_leave_room_for_others() {
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn python_names_do_not_amplify_the_output() {
-    let Some(_serial) = crate::support::privileged("python_names_do_not_amplify_the_output") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let forger = forger(dir.path(), None);
     let attack = start_forger(&forger, &["names", "256", "2"], 1);
@@ -402,9 +396,7 @@ fn python_names_do_not_amplify_the_output() {
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn idle_forged_interpreters_give_way_in_a_full_map() {
-    let Some(_serial) = crate::support::privileged("idle_forged_interpreters_give_way_in_a_full_map") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let forger = forger(dir.path(), None);
     let _attack = start_forger(&forger, &["idle", "1100"], 1100);
@@ -423,9 +415,7 @@ fn idle_forged_interpreters_give_way_in_a_full_map() {
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn a_users_busy_threads_do_not_delay_the_session() {
-    let Some(_serial) = crate::support::privileged("a_users_busy_threads_do_not_delay_the_session") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let forger = forger(dir.path(), None);
     let attack = start_forger(&forger, &["spin", "128"], 1);
@@ -439,9 +429,7 @@ fn a_users_busy_threads_do_not_delay_the_session() {
 #[test]
 #[ignore = "run by cargo xtask test against the release build (SFRAME_TRACE_BIN)"]
 fn forged_interpreter_structures_are_survived() {
-    let Some(_serial) = crate::support::privileged("forged_interpreter_structures_are_survived") else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let hostile = start_forger(&forger(dir.path(), None), &["hostile"], 1);
     let v313 = start_forger(&forger(dir.path(), Some("V313")), &["hostile"], 1);

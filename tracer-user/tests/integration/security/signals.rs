@@ -3,16 +3,14 @@
 //! 0, and no temporary file is left.
 
 use super::{busy_nobody, folded_samples, temporaries_of, tracer, until_sampling, wait_bounded};
-use crate::support::{SUMMARY_JSON, Summary, privileged, ticks_per_second, wait_for_cpu};
+use crate::support::{SUMMARY_JSON, Summary, ticks_per_second, wait_for_cpu};
 
 /// Regression (SIGHUP killed the tracer with status 129, an empty output and scratch files
 /// left): SIGHUP and SIGPIPE with stderr closed (its reader gone, as after a dropped ssh
 /// session), and SIGUSR1 with stderr open, each end a `--pid` session with its output whole.
 #[test]
 fn hangup_usr1_and_pipe_end_the_session_with_everything_written() {
-    let Some(_serial) = privileged("hangup_usr1_and_pipe_end_the_session_with_everything_written") else {
-        return;
-    };
+    privileged_test!();
     let target = busy_nobody();
     let pid = target.pid().to_string();
     let dir = tempfile::tempdir().expect("tempdir");

@@ -16,7 +16,7 @@ use std::{
 
 use super::{LIMIT, as_nobody, sticky_dir};
 use crate::support::{
-    Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc, own_name, privileged, ticks_per_second, wait_for_cpu,
+    Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc, own_name, ticks_per_second, wait_for_cpu,
 };
 
 /// Functions of the plugin: three SFrame rows each (entry, after the stack adjustment, before
@@ -134,10 +134,7 @@ fn step(stdin: &mut ChildStdin, lines: &mpsc::Receiver<String>, said: &str) {
 /// program exec'ed afterwards is loaded and every sample in `leaf` has its exact stack.
 #[test]
 fn unmapped_copies_are_released_and_one_process_gets_a_share() {
-    let Some(_serial) = privileged("security::tables::unmapped_copies_are_released_and_one_process_gets_a_share")
-    else {
-        return;
-    };
+    privileged_test!();
     let dir = sticky_dir();
     let src = dir.path().join("plugin.c");
     std::fs::write(&src, plugin_source()).expect("write the plugin");
