@@ -3,8 +3,8 @@
 use std::{io::Write as _, path::Path, process::ExitCode};
 
 use anyhow::Context as _;
-use sframe_trace::{
-    check, dump,
+use tracer_unwind::{check, dump};
+use tracer_unwind::{
     elf::{self, SframeData},
     sframe::Section,
 };
@@ -116,7 +116,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         args.output_mode,
     );
     if let Some(refused) = refused {
-        eprintln!("sframe-trace: {}", sframe_trace::names::escaped(&refused.to_string()));
+        eprintln!("sframe-trace: {}", tracer_unwind::names::escaped(&refused.to_string()));
     }
     sframe_trace::symfiles::configure(
         symbol_config(args.symbolize == crate::cli::Symbolize::None, &args.symbols)?,
@@ -420,9 +420,9 @@ fn run_trace(_args: TraceArgs) -> anyhow::Result<Status> {
 
 /// The parts of `file` that unwind information is read from, within the per-object limits
 /// (a FIFO, a device or a huge sparse file is refused, not read).
-fn read(file: &Path) -> anyhow::Result<sframe_trace::objfile::ObjectImage> {
-    sframe_trace::objfile::open_regular(file)
-        .and_then(|f| sframe_trace::objfile::read_object(&f))
+fn read(file: &Path) -> anyhow::Result<sframe_trace::sys::objfile::ObjectImage> {
+    sframe_trace::sys::objfile::open_regular(file)
+        .and_then(|f| sframe_trace::sys::objfile::read_object(&f))
         .with_context(|| format!("cannot read {}", file.display()))
 }
 
@@ -465,7 +465,7 @@ fn run_dump(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> 
 fn run_dump_cfi(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> {
     let bytes = read(file)?;
     let entry = elf::entry_point(&bytes).with_context(|| format!("{}", file.display()))?;
-    let table = sframe_trace::table::build_from_cfi(&bytes, entry)
+    let table = tracer_unwind::table::build_from_cfi(&bytes, entry)
         .with_context(|| format!("{}: malformed call-frame information", file.display()))?;
     let Some(table) = table else {
         eprintln!("sframe-trace: {} has no .eh_frame or .debug_frame", file.display());
@@ -577,7 +577,7 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
             writeln!(
                 out,
                 "this host can trace: no: {}",
-                sframe_trace::names::escaped(&sentence(&err))
+                tracer_unwind::names::escaped(&sentence(&err))
             )?;
             out.flush()?;
             return Ok(Status::Error);
@@ -618,7 +618,8 @@ fn perf_events_fired(lines: &[String]) -> bool {
 /// Load the program, sample for `duration`, and the counters as `name: value` lines.
 #[cfg(feature = "ebpf")]
 fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -> anyhow::Result<Vec<String>> {
-    use sframe_trace::{bpf, table::TableSet};
+    use sframe_trace::bpf;
+    use sframe_trace::tables::TableSet;
     use tracer_common::trace::DEFAULT_MAX_DEPTH;
 
     bpf::preflight()?;

@@ -2,27 +2,14 @@
 //! discovery), the renderers and checks built on them, and, behind the `ebpf` feature, the kernel
 //! plumbing that loads the embedded eBPF program. The binary (`main.rs`) is glue over this.
 
-pub mod cfi;
-pub mod check;
-pub mod compressed;
-pub mod dump;
-pub mod dwarfdepth;
-pub mod elf;
-pub mod gopclntab;
 pub mod heap;
 pub mod jit;
-pub mod names;
-pub mod objfile;
 pub mod priority;
 pub mod procmaps;
 pub mod python;
 pub mod registry;
-pub mod schema;
-pub mod sframe;
 pub mod sys;
-pub mod table;
-#[doc(hidden)]
-pub mod testing;
+pub mod tables;
 
 #[cfg(feature = "ebpf")]
 pub mod bpf;

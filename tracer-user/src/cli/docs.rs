@@ -27,7 +27,7 @@ pub fn page(page: Page) -> String {
         Page::SummarySchema => sframe_trace::trace::summary_schema(),
         #[cfg(not(feature = "ebpf"))]
         Page::SummarySchema => String::new(),
-        Page::DumpSchema => sframe_trace::dump::schema(),
+        Page::DumpSchema => tracer_unwind::dump::schema(),
     }
 }
 

@@ -26,8 +26,9 @@ use tracer_common::trace::{ExecMapping, NO_OBJECT};
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
     sys::monotonic_ns,
-    table::TableSet,
 };
+
+use crate::tables::TableSet;
 
 /// One executable mapping of a traced process, as userspace resolves frames with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

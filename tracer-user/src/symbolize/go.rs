@@ -1,4 +1,4 @@
-//! Go code named from its binary's `.gopclntab` (`crate::gopclntab`): the table Go's runtime
+//! Go code named from its binary's `.gopclntab` (`tracer_unwind::gopclntab`): the table Go's runtime
 //! names its own code with, kept in a binary stripped of symbols and DWARF. Every address a Go
 //! object's table covers is named from it, stripped or not, so that the two builds of one
 //! program name the same functions (its names are the runtime's: `main.work`,
@@ -11,7 +11,7 @@ use std::{fs::File, ops::Range, os::unix::fs::FileExt as _};
 use object::ReadCache;
 
 use super::named::Named;
-use crate::gopclntab::{Bytes, Section, Table, Version};
+use tracer_unwind::gopclntab::{Bytes, Section, Table, Version};
 
 /// The `.gopclntab` of one object, ready to name its addresses.
 #[derive(Debug)]
@@ -45,7 +45,7 @@ impl GoText {
     /// descriptor of its own is kept: the table is read as addresses are named).
     pub fn of_file(file: &File) -> Option<GoText> {
         let len = file.metadata().ok()?.len();
-        let section = Section::find(&ReadCache::new(crate::objfile::Pread::new(file, len)))?;
+        let section = Section::find(&ReadCache::new(crate::sys::objfile::Pread::new(file, len)))?;
         let file = file.try_clone().ok()?;
         let bytes = FileBytes {
             file: &file,

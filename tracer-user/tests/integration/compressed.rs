@@ -7,8 +7,8 @@
 use std::{path::Path, process::Command};
 
 use object::{Object as _, ObjectSection as _};
-use sframe_trace::cfi::{CfiError, CfiSource, CfiTable};
-use sframe_trace::compressed::DecompressError;
+use tracer_unwind::cfi::{CfiError, CfiSource, CfiTable};
+use tracer_unwind::compressed::DecompressError;
 
 use crate::support::{gcc, run};
 

@@ -622,7 +622,7 @@ pub fn build_workloads(sets: &[&str]) -> Workloads {
 }
 
 /// The deterministic random numbers of every test (shared with the unit tests).
-pub use sframe_trace::testing::Rng;
+pub use tracer_unwind::testing::Rng;
 
 /// Run a build or inspection command that must succeed; its stdout. Fails with the command,
 /// its status and its output.
