@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::{gopclntab::Table, names::MAX_NAME_BYTES};
+use tracer_unwind::{gopclntab::Table, names::MAX_NAME_BYTES};
 
 fuzz_target!(|input: &[u8]| {
     // The first 8 bytes choose where the code starts (Go 1.18 on); the rest is the table.

@@ -1,33 +1,25 @@
-//! sframe-trace as a library: pure readers of unwind information (SFrame, `.eh_frame`, ELF
-//! discovery), the renderers and checks built on them, and, behind the `ebpf` feature, the kernel
-//! plumbing that loads the embedded eBPF program. The binary (`main.rs`) is glue over this.
+//! sframe-trace as a library: the processes and their files (`procmaps`, `registry`, `jit`,
+//! `python`), the system-call layer (`sys`), the tables loaded into the kernel (`tables`), the
+//! kernel plumbing that loads the embedded eBPF program (`bpf`), naming and outputs, and the
+//! session that sequences them (`trace`). The pure readers of unwind information (SFrame,
+//! `.eh_frame`, ELF, Go's tables, the table builder) are the tracer-unwind crate, used by name
+//! (`tracer_unwind::sframe`). The binary (`main.rs`) is glue over this.
 
+pub mod bpf;
+pub mod event;
+pub mod export;
 pub mod heap;
 pub mod jit;
+pub mod offline;
+pub mod outfile;
 pub mod priority;
 pub mod procmaps;
+pub mod profile;
 pub mod python;
 pub mod registry;
+pub mod snapshots;
+pub mod symbolize;
+pub mod symfiles;
 pub mod sys;
 pub mod tables;
-
-#[cfg(feature = "ebpf")]
-pub mod bpf;
-#[cfg(feature = "ebpf")]
-pub mod event;
-#[cfg(feature = "ebpf")]
-pub mod export;
-#[cfg(feature = "ebpf")]
-pub mod offline;
-#[cfg(feature = "ebpf")]
-pub mod outfile;
-#[cfg(feature = "ebpf")]
-pub mod profile;
-#[cfg(feature = "ebpf")]
-pub mod snapshots;
-#[cfg(feature = "ebpf")]
-pub mod symbolize;
-#[cfg(feature = "ebpf")]
-pub mod symfiles;
-#[cfg(feature = "ebpf")]
 pub mod trace;

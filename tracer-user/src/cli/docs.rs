@@ -23,10 +23,7 @@ pub enum Page {
 pub fn page(page: Page) -> String {
     match page {
         Page::Cli => cli_reference(),
-        #[cfg(feature = "ebpf")]
         Page::SummarySchema => sframe_trace::trace::summary_schema(),
-        #[cfg(not(feature = "ebpf"))]
-        Page::SummarySchema => String::new(),
         Page::DumpSchema => tracer_unwind::dump::schema(),
     }
 }

@@ -241,7 +241,7 @@ impl<T: TableStore> Catalog<T> {
     }
 
     /// The kernel may use object `i`'s table for its file's code in processes not read yet
-    /// (`table::files`): bind the table to the file's identity.
+    /// (`tables::files`): bind the table to the file's identity.
     fn bind_file(&mut self, i: usize) {
         let object = &self.objects[i];
         if let (Ok(table), Some(key), Some(file)) = (&object.table, &object.key, &object.file) {
