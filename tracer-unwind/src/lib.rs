@@ -12,7 +12,8 @@
 //! checks: no `unsafe` (forbidden below), no aya, tokio, blazesym or libc, and no cargo
 //! features (the crate is the same in the tracer, in fuzz/ and in the benchmarks). Every byte
 //! it reads may be hostile: reads are bounded, and what is wrong is a typed error, never a
-//! panic.
+//! panic. (`testing`, hidden, is test support for this crate and tracer-user: it builds Go
+//! programs and writes fuzz seeds, and the tracer never calls it.)
 #![forbid(unsafe_code)]
 
 pub mod cfi;
