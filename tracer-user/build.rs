@@ -1,5 +1,5 @@
 //! Builds the eBPF program (`tracer-ebpf`) with aya-build and leaves it in `OUT_DIR/tracer`
-//! for `include_bytes_aligned!`. Only with the `ebpf` feature (the default).
+//! for `include_bytes_aligned!`.
 //!
 //! The program is built by the toolchain running this build (stable is fine): `RUSTC_BOOTSTRAP=1`
 //! lets it use `-Z build-std=core` for the bpf target, so a machine without nightly works too.
@@ -7,7 +7,6 @@
 
 fn main() -> anyhow::Result<()> {
     commit();
-    #[cfg(feature = "ebpf")]
     build_ebpf()?;
     Ok(())
 }
@@ -44,7 +43,6 @@ fn commit() {
     );
 }
 
-#[cfg(feature = "ebpf")]
 fn build_ebpf() -> anyhow::Result<()> {
     use anyhow::Context as _;
 

@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::{cfi::CfiTable, table};
+use tracer_unwind::{cfi::CfiTable, table};
 
 /// Where the wrapped sections are placed (the CFI encodes addresses relative to them).
 const EH_FRAME_ADDR: u64 = 0x40_0000;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::{elf, sframe};
+use tracer_unwind::{elf, sframe};
 
 fuzz_target!(|file: &[u8]| {
     let _ = elf::find_section(file, ".eh_frame");

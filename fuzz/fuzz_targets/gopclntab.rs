@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::{
+use tracer_unwind::{
     gopclntab::{MAX_INLINE_DEPTH, Table},
     names::MAX_NAME_BYTES,
 };

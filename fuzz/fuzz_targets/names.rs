@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::names;
+use tracer_unwind::names;
 
 fn has_control(s: &str) -> bool {
     s.chars().any(|c| c.is_control())

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sframe_trace::sframe::{Error, Section};
+use tracer_unwind::sframe::{Error, Section};
 
 fuzz_target!(|input: &[u8]| {
     // The first 8 bytes choose the section address; the rest is the section.

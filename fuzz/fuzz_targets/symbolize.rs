@@ -14,7 +14,7 @@ use std::{io::Write as _, os::fd::FromRawFd as _};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer, source::Elf, source::Source};
 use libfuzzer_sys::fuzz_target;
 use object::{Object as _, ObjectSymbol as _};
-use sframe_trace::{compressed, dwarfdepth, names};
+use tracer_unwind::{compressed, dwarfdepth, names};
 
 /// The most addresses of one file named.
 const ADDRESSES: usize = 16;

@@ -20,7 +20,7 @@
 //! - `KIND_NO_INFO`:   no unwind information covers the address (gap between functions, or a
 //!   rule the kernel cannot execute): fall back to frame pointers, or stop with a reason. Gaps
 //!   that are nothing but alignment padding carry the rule before them instead (never executed;
-//!   see `tracer-user/src/table/padding.rs`).
+//!   see `tracer-unwind/src/table/padding.rs`).
 //!
 //! `FLAG_TOPMOST_ONLY` marks rules that read a register other than SP/FP (or need the
 //! pre-prologue state): valid only in the first frame, whose full register set is known.

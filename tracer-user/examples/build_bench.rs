@@ -10,8 +10,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use sframe_trace::{elf, table};
 use tracer_common::trace::{MAX_KERNEL_FRAMES, MAX_USER_FRAMES, RECORD_HEADER_BYTES, SampleRecord};
+use tracer_unwind::elf;
+use tracer_unwind::table;
 
 /// Bytes the BPF ring buffer adds in front of each record (`BPF_RINGBUF_HDR_SZ`).
 const RINGBUF_HEADER: usize = 8;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use sframe_trace::{elf, sframe};
+use tracer_unwind::{elf, sframe};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args_os().skip(1);

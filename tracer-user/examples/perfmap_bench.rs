@@ -12,7 +12,8 @@ use std::{
 };
 
 use anyhow::Context as _;
-use sframe_trace::{jit::JitNames, testing::Rng};
+use sframe_trace::jit::JitNames;
+use tracer_unwind::testing::Rng;
 
 /// Where the functions start, spaced as a JIT's code cache places them.
 const BASE: u64 = 0x7f00_0000_0000;

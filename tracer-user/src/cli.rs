@@ -394,7 +394,6 @@ pub enum Command {
     ///   sframe-trace symbolize host.pb.gz -f folded -o host.folded --debug-dir ./debug
     ///   sframe-trace symbolize host.pb.gz -f perf-script -o - | less
     #[command(verbatim_doc_comment)]
-    #[cfg(feature = "ebpf")]
     Symbolize {
         /// The pprof file (gzipped or not).
         profile: PathBuf,
@@ -431,7 +430,6 @@ pub enum Command {
         #[arg(value_enum)]
         page: docs::Page,
     },
-    #[cfg(feature = "ebpf")]
     Doctor {
         /// Count samples of this process only (default: every process).
         #[arg(short, long, allow_negative_numbers = true)]

@@ -3,8 +3,8 @@
 use std::{io::Write as _, path::Path, process::ExitCode};
 
 use anyhow::Context as _;
-use sframe_trace::{
-    check, dump,
+use tracer_unwind::{check, dump};
+use tracer_unwind::{
     elf::{self, SframeData},
     sframe::Section,
 };
@@ -54,7 +54,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             out.flush()?;
             Ok(Status::Ok)
         }
-        #[cfg(feature = "ebpf")]
         Some(Command::Symbolize {
             profile,
             output,
@@ -63,7 +62,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             no_inline,
             symbols,
         }) => run_symbolize(profile, output, format, max_frames, !no_inline, symbols),
-        #[cfg(feature = "ebpf")]
         Some(Command::Doctor {
             pid,
             frequency,
@@ -74,7 +72,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
 }
 
 /// Validate the tracing flags (what clap cannot check alone) into a configuration.
-#[cfg(feature = "ebpf")]
 fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceConfig> {
     use tracer_common::trace::MAX_USER_FRAMES;
     let stdout_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
@@ -114,7 +111,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         args.output_mode,
     );
     if let Some(refused) = refused {
-        eprintln!("sframe-trace: {}", sframe_trace::names::escaped(&refused.to_string()));
+        eprintln!("sframe-trace: {}", tracer_unwind::names::escaped(&refused.to_string()));
     }
     sframe_trace::symfiles::configure(
         symbol_config(args.symbolize == crate::cli::Symbolize::None, &args.symbols)?,
@@ -162,7 +159,6 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
 /// The files (or stdout) of the `-f` formats other than otlp: each paired with the `--output`
 /// in the same position; one format without `--output` goes to stdout (or, with `--live` and
 /// folded, nowhere). Refused in one sentence when they do not pair.
-#[cfg(feature = "ebpf")]
 fn outputs(args: &TraceArgs, stdout_is_terminal: bool) -> anyhow::Result<Vec<sframe_trace::trace::OutputSpec>> {
     use sframe_trace::{export::Format, trace::OutputSpec};
     let name = |f: &crate::cli::Format| {
@@ -237,7 +233,6 @@ fn outputs(args: &TraceArgs, stdout_is_terminal: bool) -> anyhow::Result<Vec<sfr
 
 /// The `-f otlp` flags over the `OTEL_*` variables, validated (see `OtlpConfig::resolve`): the
 /// flags with `-f otlp` only, the header files read here.
-#[cfg(feature = "ebpf")]
 fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::otlp::OtlpConfig>> {
     use sframe_trace::export::otlp::{Compression, HeaderArg, OtlpConfig, OtlpFlags, Protocol, TlsFiles};
     if !args.format.contains(&crate::cli::Format::Otlp) {
@@ -299,7 +294,6 @@ fn otlp_config(args: &TraceArgs) -> anyhow::Result<Option<sframe_trace::export::
 }
 
 /// The headers of an `--otlp-header-file` (at most 64 KiB), one `name=value` a line.
-#[cfg(feature = "ebpf")]
 fn header_file(path: &Path) -> anyhow::Result<Vec<sframe_trace::export::otlp::HeaderArg>> {
     use std::io::Read as _;
     const MAX_BYTES: u64 = 64 << 10;
@@ -328,7 +322,6 @@ fn header_file(path: &Path) -> anyhow::Result<Vec<sframe_trace::export::otlp::He
 /// multi-threaded runtime parks the session's thread and wakes it from a worker for every
 /// ready ring buffer or timer: two threads scheduled per wakeup, for nothing.) Table builds
 /// still run on the blocking pool.
-#[cfg(feature = "ebpf")]
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -336,7 +329,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-#[cfg(feature = "ebpf")]
 fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
     use sframe_trace::trace::Ended;
     let config = trace_config(args)?;
@@ -359,7 +351,6 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<Status> {
 }
 
 /// The symbol sources of the `--debug-dir`, `--debuginfod` and `--offline` flags.
-#[cfg(feature = "ebpf")]
 fn symbol_config(
     no_user_symbols: bool,
     args: &crate::cli::SymbolArgs,
@@ -375,7 +366,6 @@ fn symbol_config(
 
 /// `symbolize`: name the frames of a `--symbolize none` pprof and write them, until done or
 /// stopped by a signal (then no output file is left).
-#[cfg(feature = "ebpf")]
 fn run_symbolize(
     input: std::path::PathBuf,
     output: std::path::PathBuf,
@@ -413,16 +403,11 @@ fn run_symbolize(
     Ok(Status::Ok)
 }
 
-#[cfg(not(feature = "ebpf"))]
-fn run_trace(_args: TraceArgs) -> anyhow::Result<Status> {
-    anyhow::bail!("this build of sframe-trace has no tracing (built without the `ebpf` feature)")
-}
-
 /// The parts of `file` that unwind information is read from, within the per-object limits
 /// (a FIFO, a device or a huge sparse file is refused, not read).
-fn read(file: &Path) -> anyhow::Result<sframe_trace::objfile::ObjectImage> {
-    sframe_trace::objfile::open_regular(file)
-        .and_then(|f| sframe_trace::objfile::read_object(&f))
+fn read(file: &Path) -> anyhow::Result<sframe_trace::sys::objfile::ObjectImage> {
+    sframe_trace::sys::objfile::open_regular(file)
+        .and_then(|f| sframe_trace::sys::objfile::read_object(&f))
         .with_context(|| format!("cannot read {}", file.display()))
 }
 
@@ -465,7 +450,7 @@ fn run_dump(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> 
 fn run_dump_cfi(file: &Path, json: bool, pc: Option<u64>) -> anyhow::Result<Status> {
     let bytes = read(file)?;
     let entry = elf::entry_point(&bytes).with_context(|| format!("{}", file.display()))?;
-    let table = sframe_trace::table::build_from_cfi(&bytes, entry)
+    let table = tracer_unwind::table::build_from_cfi(&bytes, entry)
         .with_context(|| format!("{}: malformed call-frame information", file.display()))?;
     let Some(table) = table else {
         eprintln!("sframe-trace: {} has no .eh_frame or .debug_frame", file.display());
@@ -567,7 +552,6 @@ pub fn sentence(err: &anyhow::Error) -> String {
 
 /// `doctor`: the verdict first (`this host can trace: yes`, or `no: ` what is missing and how
 /// to fix it), on stdout, then the sample counters of the trial.
-#[cfg(feature = "ebpf")]
 fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -> anyhow::Result<Status> {
     anyhow::ensure!(frequency > 0, "--frequency must be at least 1 Hz");
     let trial = doctor_trial(pid, frequency, duration);
@@ -577,7 +561,7 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
             writeln!(
                 out,
                 "this host can trace: no: {}",
-                sframe_trace::names::escaped(&sentence(&err))
+                tracer_unwind::names::escaped(&sentence(&err))
             )?;
             out.flush()?;
             return Ok(Status::Error);
@@ -606,7 +590,6 @@ fn run_doctor(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -
 /// Whether the trial's cpu-clock events reached the program: a sample that was walked and
 /// received, or one the program counted and left (a process not traced, or a CPU that was in
 /// the kernel with no user registers, as every sample of an idle host is).
-#[cfg(any(feature = "ebpf", test))]
 fn perf_events_fired(lines: &[String]) -> bool {
     const FIRED: [&str; 4] = ["samples_received", "sampled", "not_traced", "no_user_regs"];
     lines.iter().any(|line| {
@@ -616,9 +599,9 @@ fn perf_events_fired(lines: &[String]) -> bool {
 }
 
 /// Load the program, sample for `duration`, and the counters as `name: value` lines.
-#[cfg(feature = "ebpf")]
 fn doctor_trial(pid: Option<u32>, frequency: u64, duration: std::time::Duration) -> anyhow::Result<Vec<String>> {
-    use sframe_trace::{bpf, table::TableSet};
+    use sframe_trace::bpf;
+    use sframe_trace::tables::TableSet;
     use tracer_common::trace::DEFAULT_MAX_DEPTH;
 
     bpf::preflight()?;

@@ -1,55 +1,30 @@
-//! sframe-trace as a library: pure readers of unwind information (SFrame, `.eh_frame`, ELF
-//! discovery), the renderers and checks built on them, and, behind the `ebpf` feature, the kernel
-//! plumbing that loads the embedded eBPF program. The binary (`main.rs`) is glue over this.
+//! sframe-trace as a library: the processes and their files (`procmaps`, `registry`, `jit`,
+//! `python`), the system-call layer (`sys`), the tables loaded into the kernel (`tables`), the
+//! kernel plumbing that loads the embedded eBPF program (`bpf`), naming and outputs, and the
+//! session that sequences them (`trace`). The pure readers of unwind information (SFrame,
+//! `.eh_frame`, ELF, Go's tables, the table builder) are the tracer-unwind crate, used by name
+//! (`tracer_unwind::sframe`). The binary (`main.rs`) is glue over this.
 //! Every system call and `unsafe` block is in [`sys`] (safe wrappers); the rest of the crate
 //! denies `unsafe` code (docs/design.md, "How the code is layered").
 
 #![deny(unsafe_code)]
 
-pub mod cfi;
-pub mod check;
-pub mod compressed;
-pub mod dump;
-pub mod dwarfdepth;
-pub mod elf;
-pub mod gopclntab;
+pub mod bpf;
+pub mod event;
+pub mod export;
 pub mod heap;
 pub mod jit;
-pub mod names;
-// Its unsafe code moves into sys with the pure-crate split.
-#[allow(unsafe_code)]
-pub mod objfile;
+pub mod offline;
+pub mod outfile;
 pub mod priority;
 pub mod procmaps;
+pub mod profile;
 pub mod python;
 pub mod registry;
-pub mod schema;
-pub mod sframe;
+pub mod snapshots;
+pub mod symbolize;
+pub mod symfiles;
 #[allow(unsafe_code)]
 pub mod sys;
-// Its unsafe code moves into sys with the pure-crate split.
-#[allow(unsafe_code)]
-pub mod table;
-#[doc(hidden)]
-pub mod testing;
-
-#[cfg(feature = "ebpf")]
-pub mod bpf;
-#[cfg(feature = "ebpf")]
-pub mod event;
-#[cfg(feature = "ebpf")]
-pub mod export;
-#[cfg(feature = "ebpf")]
-pub mod offline;
-#[cfg(feature = "ebpf")]
-pub mod outfile;
-#[cfg(feature = "ebpf")]
-pub mod profile;
-#[cfg(feature = "ebpf")]
-pub mod snapshots;
-#[cfg(feature = "ebpf")]
-pub mod symbolize;
-#[cfg(feature = "ebpf")]
-pub mod symfiles;
-#[cfg(feature = "ebpf")]
+pub mod tables;
 pub mod trace;

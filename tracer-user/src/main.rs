@@ -13,7 +13,7 @@ mod generate;
 use std::{io::Write as _, process::ExitCode};
 
 use clap::Parser as _;
-use sframe_trace::names;
+use tracer_unwind::names;
 
 fn main() -> ExitCode {
     // aya warns when it cannot lift the memlock limit; where that matters, the error says so in

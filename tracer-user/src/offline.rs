@@ -193,7 +193,7 @@ pub fn samples(resolved: &Resolved) -> impl Iterator<Item = ResolvedSample> + '_
 /// The profile message of the file at `path` (gzipped or not), at most `cap` bytes before and
 /// after gunzipping.
 fn read_profile(path: &Path, cap: u64) -> anyhow::Result<pprof::Profile> {
-    let file = crate::objfile::open_regular(path)?;
+    let file = crate::sys::objfile::open_regular(path)?;
     let mut raw = Vec::new();
     (&file).take(cap + 1).read_to_end(&mut raw)?;
     if raw.len() as u64 > cap {
@@ -267,7 +267,7 @@ fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow
             .then_some(local.as_path())
             .filter(|p| p.is_absolute());
         let file = symfiles::symbol_file(info.build_id.as_deref(), own);
-        let own_file = own.and_then(|path| crate::objfile::open_regular(path).ok());
+        let own_file = own.and_then(|path| crate::sys::objfile::open_regular(path).ok());
         let plt = own_file
             .as_ref()
             .map_or_else(symbolize::Plt::default, symbolize::Plt::of_file);
@@ -364,9 +364,9 @@ fn resolve_within(p: &pprof::Profile, inline: bool, max_frames: usize) -> anyhow
                 // Names the profile carries are cut like every name the tracer reads.
                 let file = Some(string(f.filename)?)
                     .filter(|s| !s.is_empty())
-                    .map(|s| crate::names::capped_str(s).into_owned());
+                    .map(|s| tracer_unwind::names::capped_str(s).into_owned());
                 let number = u32::try_from(line.line).ok().filter(|&n| n > 0);
-                let name = crate::names::capped_str(string(f.name)?).into_owned();
+                let name = tracer_unwind::names::capped_str(string(f.name)?).into_owned();
                 stack.frames.push(frame(Some(name), file, number, i != last));
             }
         }

@@ -9,6 +9,8 @@ mod dist;
 mod fuzz;
 #[cfg(test)]
 mod imports;
+#[cfg(test)]
+mod purity;
 mod run;
 mod setup;
 #[cfg(test)]

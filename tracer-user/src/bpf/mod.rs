@@ -52,10 +52,9 @@ use tracer_common::{
 pub use events::{Events, Notices};
 pub use python::PythonCounts;
 
-use crate::{
-    event::EventSet,
-    table::{Capacity, TableSet},
-};
+use crate::event::EventSet;
+
+use crate::tables::{Capacity, TableSet};
 
 /// The eBPF object built by `build.rs` from `tracer-ebpf`.
 static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));

@@ -15,7 +15,7 @@ use tracer_common::{
 };
 
 use super::{is_missing, map_mut};
-use crate::table::{Capacity, TableSet};
+use crate::tables::{Capacity, TableSet};
 
 /// `max_entries` of each table map: at least one (a map cannot be empty).
 pub(super) struct MapSizes {

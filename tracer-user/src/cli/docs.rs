@@ -23,11 +23,8 @@ pub enum Page {
 pub fn page(page: Page) -> String {
     match page {
         Page::Cli => cli_reference(),
-        #[cfg(feature = "ebpf")]
         Page::SummarySchema => sframe_trace::trace::summary_schema(),
-        #[cfg(not(feature = "ebpf"))]
-        Page::SummarySchema => String::new(),
-        Page::DumpSchema => sframe_trace::dump::schema(),
+        Page::DumpSchema => tracer_unwind::dump::schema(),
     }
 }
 

@@ -91,7 +91,6 @@ fn ring_buffer_sizes_parse() {
 }
 
 /// `--max-symbol-memory` defaults to what the symbol cache documents as its default.
-#[cfg(feature = "ebpf")]
 #[test]
 fn symbol_memory_defaults_to_the_caches_default() {
     let cli = Cli::try_parse_from(["sframe-trace"]).unwrap();

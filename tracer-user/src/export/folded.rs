@@ -14,7 +14,7 @@
 //!
 //! Counts that would pass `u64::MAX` (only a crafted profile has them) stay at `u64::MAX`.
 //!
-//! Names are written by the folded rule of [`crate::names`]: control characters as `\xHH`, `;`
+//! Names are written by the folded rule of [`tracer_unwind::names`]: control characters as `\xHH`, `;`
 //! as `_`, and never ending in what reads as a count, so a line has one `;` per frame and ends
 //! in its count whatever the names.
 
@@ -24,7 +24,8 @@ use std::{
 };
 
 use super::model::{Resolved, truncation_marker};
-use crate::{event::is_offcpu, names};
+use crate::event::is_offcpu;
+use tracer_unwind::names;
 
 /// How the lines are drawn, beyond the frames.
 #[derive(Clone, Copy, Debug, Default)]

@@ -17,14 +17,14 @@
 //! is named by its object and offset instead of perf's `[unknown]`), so collapsing this text
 //! gives the folded stacks, with counts multiplied by the period.
 //!
-//! Names other users control are written by the perf-script rules of [`crate::names`]: no
+//! Names other users control are written by the perf-script rules of [`tracer_unwind::names`]: no
 //! control character, no space in the command name or in an object path, no command name
 //! starting with `#`, so that a name can neither start a record nor split a field.
 
 use std::io::{self, Write};
 
 use super::model::{FrameSource, ObjectInfo, ResolvedSample};
-use crate::names;
+use tracer_unwind::names;
 
 /// Write one sample as a record and flush it.
 pub fn write_sample(out: &mut impl Write, sample: &ResolvedSample, objects: &[ObjectInfo]) -> io::Result<()> {

@@ -49,7 +49,7 @@ pub fn write_titled(
     options.title = if what.is_empty() {
         "sframe-trace".to_owned()
     } else {
-        format!("sframe-trace: {}, {secs:.1} s", crate::names::escaped(what))
+        format!("sframe-trace: {}, {secs:.1} s", tracer_unwind::names::escaped(what))
     };
     // The widths are the folded counts: samples, or for offcpu microseconds blocked.
     let (count_name, subtitle) = match resolved.weights() {

@@ -245,7 +245,7 @@ fn check_perf_script(resolved: &Resolved, samples: &[ResolvedSample]) {
         .iter()
         .filter(|s| {
             s.frames.iter().any(|f| {
-                !crate::names::escaped(&f.name(&resolved.objects))
+                !tracer_unwind::names::escaped(&f.name(&resolved.objects))
                     .trim()
                     .starts_with('(')
             })

@@ -199,7 +199,7 @@ fn code_load(body: &mut Fields<'_>, unwind: Option<Unwind>) -> Option<CodeLoad> 
     let (addr, size, _index) = (body.u64()?, body.u64()?, body.u64()?);
     let rest = body.bytes.get(body.at..)?;
     let nul = rest.iter().position(|&b| b == 0)?;
-    let name = crate::names::capped_lossy(&rest[..nul]);
+    let name = tracer_unwind::names::capped_lossy(&rest[..nul]);
     body.at += nul + 1;
     let code = body.take(usize::try_from(size).ok()?)?.to_vec();
     (size > 0 && addr.checked_add(size).is_some()).then_some(CodeLoad {

@@ -135,7 +135,7 @@ impl PerfMap {
             self.over_limit += 1;
             return;
         }
-        let name = crate::names::capped_str(name);
+        let name = tracer_unwind::names::capped_str(name);
         if self.room.is_some_and(|room| self.bytes + cost(&name) > room) {
             self.over_budget += 1;
             return;

@@ -15,7 +15,8 @@ use std::{
     path::Path,
 };
 
-use crate::objfile::{ObjectFileError, reopen_checked};
+use crate::sys::objfile::reopen_checked;
+use tracer_unwind::objfile::ObjectFileError;
 
 /// The largest JIT file read (a perf map of a million functions is about 80 MiB).
 pub const MAX_FILE: u64 = 256 << 20;

@@ -22,7 +22,7 @@
 //!
 //! Both open with `O_PATH` first (no blocking on a FIFO, no device driver's open) and open for
 //! reading only once the descriptor is known to be the right regular file
-//! ([`crate::objfile::reopen_checked`]). Nothing here reads the file.
+//! ([`crate::sys::objfile::reopen_checked`]). Nothing here reads the file.
 
 use std::{
     ffi::CString,
@@ -37,7 +37,8 @@ use std::{
 };
 
 use super::{MapsEntry, ObjectKey, Unreadable};
-use crate::objfile::{ObjectFileError, check_regular, reopen_checked};
+use crate::sys::objfile::{check_regular, reopen_checked};
+use tracer_unwind::objfile::ObjectFileError;
 
 /// The files already open, by identity: a file known is not opened for reading again.
 pub type Known<'a> = &'a dyn Fn(&ObjectKey) -> Option<Arc<File>>;

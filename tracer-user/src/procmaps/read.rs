@@ -14,7 +14,7 @@ use object::ReadCache;
 pub use super::open::Known;
 use super::open::ProcessFiles;
 use super::{Backing, Mapping, MappingKind, MapsEntry, ParseError, Unreadable, inspect, parse_maps};
-use crate::objfile::Pread;
+use crate::sys::objfile::Pread;
 
 /// Why the mappings of a process could not be listed at all.
 #[derive(Debug, thiserror::Error)]

@@ -146,8 +146,8 @@ pub fn read_meta(
         return Err(CodeError::BadLineTable);
     }
     Ok(CodeMeta {
-        qualname: crate::names::capped(read_str(layout, qualname, read)?),
-        filename: crate::names::capped(read_str(layout, filename, read)?),
+        qualname: tracer_unwind::names::capped(read_str(layout, qualname, read)?),
+        filename: tracer_unwind::names::capped(read_str(layout, filename, read)?),
         first_line,
         header,
         table_at: linetable.wrapping_add(u64::from(layout.bytes_data)),

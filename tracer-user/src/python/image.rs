@@ -134,6 +134,6 @@ impl PythonImage {
 /// [`detect`] over an open object file (the registry's descriptor), read where needed.
 pub fn detect_file(file: &std::fs::File) -> Result<Option<PythonImage>, PythonError> {
     let len = file.metadata().map_err(|e| PythonError::Elf(e.to_string()))?.len();
-    let cache = object::ReadCache::new(crate::objfile::Pread::new(file, len));
+    let cache = object::ReadCache::new(crate::sys::objfile::Pread::new(file, len));
     detect(&cache)
 }

@@ -6,7 +6,8 @@
 
 use tracer_common::trace::ROW_CHUNK;
 
-use crate::table::{Capacity, ROW_BYTES, RULE_BYTES, TableSet};
+use crate::tables::{Capacity, TableSet};
+use tracer_unwind::table::{ROW_BYTES, RULE_BYTES};
 
 /// The rule table can hold at most this many rules (16-bit rule index in a row).
 const MAX_RULES: usize = 1 << 16;

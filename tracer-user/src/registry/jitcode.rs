@@ -348,7 +348,7 @@ fn open_dump(pid: u32, m: &Mapping) -> Result<(File, (u64, u64), u64), Refusal> 
     if meta.ino() != m.inode {
         return Err(Refusal::Unreadable);
     }
-    let file: File = crate::objfile::reopen_checked(&handle, &meta).map_err(|_| Refusal::Unreadable)?;
+    let file: File = crate::sys::objfile::reopen_checked(&handle, &meta).map_err(|_| Refusal::Unreadable)?;
     Ok((file, (meta.dev(), meta.ino()), meta.size()))
 }
 

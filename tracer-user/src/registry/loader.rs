@@ -14,10 +14,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{
-    procmaps::ObjectKey,
-    table::{AddError, ObjectTable, TableSet, build_object},
-};
+use crate::procmaps::ObjectKey;
+
+use crate::tables::{AddError, TableSet};
+use tracer_unwind::table::{ObjectTable, build_object};
 
 /// Where installed tables go: the kernel's tables, as far as loading objects changes them.
 pub trait TableStore {
@@ -52,7 +52,7 @@ impl TableStore for TableSet {
     }
 
     fn bind_file(&mut self, table: u32, owner: usize, key: &ObjectKey, file: &File) {
-        crate::table::files::bind(self, table, owner, key, file);
+        crate::tables::files::bind(self, table, owner, key, file);
     }
 
     fn row_room(&self) -> Option<u64> {
@@ -168,7 +168,7 @@ pub enum NoTable {
     /// The file could not be read or parsed; the message says why.
     Unreadable(String),
     /// The parts of the file the table is built from are over the per-object limit
-    /// ([`crate::objfile::MAX_OBJECT_READ`]); the message says how large.
+    /// ([`tracer_unwind::objfile::MAX_OBJECT_READ`]); the message says how large.
     TooLarge(String),
     /// The table maps have no room left (`--max-table-memory`, or the shared rule table); the
     /// message says which part is full.
@@ -224,11 +224,13 @@ impl Prebuilt {
     }
 }
 
-/// Read (within bounds, see [`crate::objfile`]) and build the table of the object `file`, shown
+/// Read (within bounds, see [`crate::sys::objfile`]) and build the table of the object `file`, shown
 /// as `path` in messages (pure; any thread).
 pub fn prebuild(file: &File, path: &Path) -> Result<Prebuilt, NoTable> {
-    let image = crate::objfile::read_object(file).map_err(|e| match e {
-        crate::objfile::ObjectFileError::TooLarge { .. } => NoTable::TooLarge(format!("{}: {e}", path.display())),
+    let image = crate::sys::objfile::read_object(file).map_err(|e| match e {
+        tracer_unwind::objfile::ObjectFileError::TooLarge { .. } => {
+            NoTable::TooLarge(format!("{}: {e}", path.display()))
+        }
         e => NoTable::Unreadable(format!("{}: {e}", path.display())),
     })?;
     prebuild_bytes(path, &image)

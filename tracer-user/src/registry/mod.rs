@@ -26,8 +26,9 @@ use tracer_common::trace::{ExecMapping, NO_OBJECT};
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
     sys::monotonic_ns,
-    table::TableSet,
 };
+
+use crate::tables::TableSet;
 
 /// One executable mapping of a traced process, as userspace resolves frames with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,7 +240,7 @@ impl<T: TableStore> Catalog<T> {
     }
 
     /// The kernel may use object `i`'s table for its file's code in processes not read yet
-    /// (`table::files`): bind the table to the file's identity.
+    /// (`tables::files`): bind the table to the file's identity.
     fn bind_file(&mut self, i: usize) {
         let object = &self.objects[i];
         if let (Ok(table), Some(key), Some(file)) = (&object.table, &object.key, &object.file) {

@@ -12,7 +12,7 @@
 use std::{borrow::Cow, path::Path};
 
 use crate::registry::TableLoader;
-use crate::table::TableSet;
+use crate::tables::TableSet;
 
 use super::{
     recording::{Cover, FormatError, RecordedFrame, RecordedMapping, Recording, frames_of},

@@ -1,10 +1,10 @@
-//! Go code named from its binary's `.gopclntab` (`crate::gopclntab`): the table Go's runtime
+//! Go code named from its binary's `.gopclntab` (`tracer_unwind::gopclntab`): the table Go's runtime
 //! names its own code with, kept in a binary stripped of symbols and DWARF. Every address a Go
 //! object's table covers is named from it, stripped or not, so that the two builds of one
 //! program name the same functions (its names are the runtime's: `main.work`,
 //! `runtime.goexit`); addresses outside it (cgo's C code) are left to the ELF symbols and DWARF.
 //! Functions the compiler inlined are named too, from the binary's inline trees, as Go's runtime
-//! names them (`crate::gopclntab::Call`). The table and the trees are read from the mapped file
+//! names them (`tracer_unwind::gopclntab::Call`). The table and the trees are read from the mapped file
 //! on demand (`pread`, never mapped: a file truncated by its owner gives short reads, no
 //! fault), within the reader's bounds.
 
@@ -13,7 +13,7 @@ use std::{fs::File, ops::Range, os::unix::fs::FileExt as _};
 use object::ReadCache;
 
 use super::named::Named;
-use crate::gopclntab::{Bytes, Loaded, Part, Section, Table, Version};
+use tracer_unwind::gopclntab::{Bytes, Loaded, Part, Section, Table, Version};
 
 /// The `.gopclntab` of one object, ready to name its addresses.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ impl GoText {
     /// functions inlined at each address if `inline`.
     pub fn of_file(file: &File, inline: bool) -> Option<GoText> {
         let len = file.metadata().ok()?.len();
-        let section = Section::find(&ReadCache::new(crate::objfile::Pread::new(file, len)))?;
+        let section = Section::find(&ReadCache::new(crate::sys::objfile::Pread::new(file, len)))?;
         let file = file.try_clone().ok()?;
         let bytes = FileBytes {
             file: &file,

@@ -1,7 +1,7 @@
 //! What a function at an address is called: a symbol demangled and bounded, with its file
 //! and line, whichever reader found it (blazesym, a Go table, a PLT stub).
 
-use crate::names::{capped, capped_str};
+use tracer_unwind::names::{capped, capped_str};
 
 /// A symbol name for people: Rust (`_R`, legacy `_ZN...E`) and Itanium C++ (`_Z`) names
 /// demangled, anything else (C) as it is.
@@ -19,7 +19,7 @@ pub fn demangle(name: &str) -> String {
 }
 
 /// A symbol as the outputs name it: demangled, cut to the bound of every name
-/// ([`crate::names::MAX_NAME_BYTES`]); a name past the bound is cut before it is demangled
+/// ([`tracer_unwind::names::MAX_NAME_BYTES`]); a name past the bound is cut before it is demangled
 /// (then it no longer demangles and is kept as it is: the demangler never sees a long input).
 pub(super) fn symbol_name(raw: &str) -> String {
     capped(demangle(&capped_str(raw)))

@@ -10,11 +10,11 @@ use super::{
     named::{Named, symbol_name},
     plt::Plt,
 };
-use crate::names::{capped, capped_str};
 use blazesym::symbolize::{
     CodeInfo, Input, Symbolized, Symbolizer,
     source::{Elf, Source},
 };
+use tracer_unwind::names::{capped, capped_str};
 
 /// A blazesym symbolizer; inlined functions if `inline`.
 pub(crate) fn symbolizer(inline: bool) -> Symbolizer {
@@ -255,7 +255,7 @@ mod tests {
                 .sections()
                 .filter_map(|s| s.name().ok().map(str::to_owned))
                 .collect();
-            crate::objfile::LINK_SECTIONS
+            tracer_unwind::objfile::LINK_SECTIONS
                 .iter()
                 .filter(|link| names.iter().any(|n| n.as_bytes() == **link))
                 .count()

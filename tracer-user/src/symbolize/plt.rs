@@ -40,7 +40,7 @@ impl Plt {
         let Ok(len) = file.metadata().map(|m| m.len()) else {
             return Plt::default();
         };
-        Plt::of(&ReadCache::new(crate::objfile::Pread::new(file, len)))
+        Plt::of(&ReadCache::new(crate::sys::objfile::Pread::new(file, len)))
     }
 
     /// The stubs of the ELF file `data`.

@@ -21,7 +21,7 @@ use std::os::fd::AsRawFd as _;
 
 use object::{Object as _, ReadCache};
 
-use crate::objfile::{self, Pread};
+use crate::sys::objfile::{self, Pread};
 
 /// Bounds of one session's fetches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(30),
             requests: 64,
             session_time: Duration::from_secs(120),
-            file_bytes: crate::objfile::MAX_OBJECT_READ,
+            file_bytes: tracer_unwind::objfile::MAX_OBJECT_READ,
             session_bytes: 4 << 30,
         }
     }

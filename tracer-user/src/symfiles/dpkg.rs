@@ -31,7 +31,7 @@ pub fn owners(info: &Path, paths: &[&str]) -> Vec<(String, String)> {
         let Some(package) = name.to_str().and_then(|n| n.strip_suffix(".list")) else {
             continue;
         };
-        let Ok(file) = crate::objfile::open_regular(&entry.path()) else {
+        let Ok(file) = crate::sys::objfile::open_regular(&entry.path()) else {
             continue;
         };
         let mut text = String::new();

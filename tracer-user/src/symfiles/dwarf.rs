@@ -1,14 +1,13 @@
 //! Whether blazesym may read a symbol file's DWARF: its inlined calls must nest no deeper than
-//! blazesym's recursion can take ([`crate::dwarfdepth`]). Asked once per file (by device and
+//! blazesym's recursion can take ([`tracer_unwind::dwarfdepth`]). Asked once per file (by device and
 //! inode); a file refused is named from its symbol table only, and counted by reason
 //! (`symbols.symbol_table_only_by_reason` in the summary).
 
 use std::path::Path;
 
-use crate::{
-    dwarfdepth::{self, DwarfRefusal},
-    sys::memory::Mapped,
-};
+use tracer_unwind::dwarfdepth::{self, DwarfRefusal};
+
+use crate::sys::memory::Mapped;
 
 /// Whether the DWARF of the file at `path` may be read (see the module docs). `path` is one
 /// [`super::symbol_file`] chose: a file only root can change, or a sealed copy.

@@ -5,7 +5,7 @@
 //! debuginfod server (`DEBUGINFOD_URLS` or `--debuginfod`, through the client cache shared with
 //! gdb and perf; see [`debuginfod`]), else the object with what it has (`.dynsym`).
 //!
-//! Every file chosen is vetted first ([`crate::compressed::vet_file`]): blazesym decompresses
+//! Every file chosen is vetted first ([`tracer_unwind::compressed::vet_file`]): blazesym decompresses
 //! sections without a bound, so a file whose compressed sections are not what they state is
 //! not symbolized from at all (its frames keep their object and offset) and the refusal is
 //! counted. Network fetches are never made on the sampling path: while samples are being
@@ -33,7 +33,7 @@ use std::{
 
 use object::{Object as _, ObjectSection as _, ReadCache};
 
-use crate::objfile::{self, Pread, sealed};
+use crate::sys::objfile::{self, Pread, sealed};
 
 /// How symbols are found, set once from the command line.
 #[derive(Clone, Debug, Default)]
@@ -93,10 +93,10 @@ pub struct SymbolFigures {
     /// that changed while it was copied).
     pub refused_by_reason: BTreeMap<&'static str, u64>,
     /// Files named from their symbol tables only, their DWARF not read, by reason (inlined
-    /// calls nested deeper than [`crate::dwarfdepth::MAX_INLINE_DEPTH`], damaged DWARF).
+    /// calls nested deeper than [`tracer_unwind::dwarfdepth::MAX_INLINE_DEPTH`], damaged DWARF).
     pub symbol_table_only_by_reason: BTreeMap<&'static str, u64>,
     /// Files others than root could change, read through a sealed copy (see
-    /// [`crate::objfile::sealed`]).
+    /// [`crate::sys::objfile::sealed`]).
     pub sealed_copies: u64,
 }
 
@@ -116,7 +116,7 @@ struct State {
     dwarf: HashMap<(u64, u64), bool>,
     /// Whether a file has symbols of its own, by (device, inode).
     own_symbols: HashMap<(u64, u64), bool>,
-    /// The most a MiniDebugInfo file may decompress to: [`crate::compressed::MAX_GNU_DEBUGDATA`],
+    /// The most a MiniDebugInfo file may decompress to: [`tracer_unwind::compressed::MAX_GNU_DEBUGDATA`],
     /// or less under `--max-symbol-memory` ([`bound_memory`]).
     debugdata_cap: u64,
     /// Sealed copies of files others than root could change, by (device, inode): the file as
@@ -144,7 +144,7 @@ fn with_state<T>(f: impl FnOnce(&mut State) -> T) -> T {
         vetted: HashMap::new(),
         dwarf: HashMap::new(),
         own_symbols: HashMap::new(),
-        debugdata_cap: crate::compressed::MAX_GNU_DEBUGDATA,
+        debugdata_cap: tracer_unwind::compressed::MAX_GNU_DEBUGDATA,
         copies: HashMap::new(),
         deferred: std::collections::HashSet::new(),
         generation: 0,
@@ -167,7 +167,7 @@ pub fn configure(config: SymbolConfig, sampling: bool) {
 /// What naming may hold (`--max-symbol-memory`): a MiniDebugInfo file larger than that is
 /// refused (`minidebuginfo_too_large`) before blazesym decompresses and keeps it.
 pub fn bound_memory(max_bytes: u64) {
-    with_state(|state| state.debugdata_cap = max_bytes.min(crate::compressed::MAX_GNU_DEBUGDATA));
+    with_state(|state| state.debugdata_cap = max_bytes.min(tracer_unwind::compressed::MAX_GNU_DEBUGDATA));
 }
 
 /// Sampling is over: missing debug files may be fetched now (the background fetch stops after
@@ -294,7 +294,7 @@ pub fn symbol_file(build_id: Option<&[u8]>, object: Option<&Path>) -> Option<Pat
 
 /// What blazesym is to read for `path`: `path` itself when only root can change that file,
 /// else a sealed copy of it, made when it is first read and kept while the object is known
-/// (see [`crate::objfile::sealed`]: blazesym maps the file it reads, and a mapped file that
+/// (see [`crate::sys::objfile::sealed`]: blazesym maps the file it reads, and a mapped file that
 /// shrinks would end the tracer with SIGBUS; the copy is also the file as its tables were
 /// built, whatever its owner does to it afterwards). `None`: no copy could be made (counted).
 fn mappable(path: &Path) -> Option<PathBuf> {
@@ -455,7 +455,7 @@ fn vet(path: &Path) -> bool {
         Some(bytes)
     };
     let cap = with_state(|state| state.debugdata_cap);
-    let verdict = crate::compressed::vet_file(&cache, &mut read, cap)
+    let verdict = tracer_unwind::compressed::vet_file(&cache, &mut read, cap)
         .map(drop)
         .map_err(|e| refusal(&e));
     with_state(|state| {
@@ -478,8 +478,8 @@ pub fn naming_panicked(path: &Path) {
 }
 
 /// The summary's name for why a file was refused.
-fn refusal(error: &crate::compressed::DecompressError) -> &'static str {
-    use crate::compressed::DecompressError as E;
+fn refusal(error: &tracer_unwind::compressed::DecompressError) -> &'static str {
+    use tracer_unwind::compressed::DecompressError as E;
     match error {
         E::TooLarge { section, .. } | E::Unbounded { section, .. } if section == ".gnu_debugdata" => {
             "minidebuginfo_too_large"

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::{SymbolConfig, build_id_path, hex, refusal};
-use crate::compressed::DecompressError;
+use tracer_unwind::compressed::DecompressError;
 
 #[test]
 fn build_id_paths_are_as_gdb_lays_them_out() {
@@ -67,5 +67,5 @@ fn minidebuginfo_over_its_cap_is_named() {
         }),
         "minidebuginfo_too_large"
     );
-    assert_eq!(crate::compressed::MAX_GNU_DEBUGDATA, 32 << 20);
+    assert_eq!(tracer_unwind::compressed::MAX_GNU_DEBUGDATA, 32 << 20);
 }

@@ -1,20 +1,19 @@
 //! System calls behind safe functions: the layer the rest of the tracer calls instead of `libc`.
-//! Every `unsafe` block of the crate lives here (but for the unwind-table readers that move out
-//! with the pure-crate split; see docs/design.md), each with a `// SAFETY:` comment; the
+//! Every `unsafe` block of the crate lives here, each with a `// SAFETY:` comment; the
 //! wrappers keep the exact flags and error handling of the calls they replace (`O_NOFOLLOW`,
 //! `O_EXCL`, `RESOLVE_*`), since the tracer runs as root beside processes it must not trust.
 //! One file per concern: [`fs`] opens and names files, [`memory`] maps them, [`process`] handles
 //! processes, threads and ptrace, [`signals`] masks and waits for signals, [`priority`]
 //! schedules threads, [`limits`] and [`heap`] tune the process, [`alloc`] counts the heap,
-//! `poll` registers descriptors with tokio, and [`session`] makes the process-wide settings of
-//! a tracing session once, when it starts.
+//! `poll` registers descriptors with tokio, [`objfile`] reads the parts of object files the
+//! unwind-info readers name, and [`session`] makes the process-wide settings of a tracing
+//! session once, when it starts.
 
 pub mod alloc;
 pub mod fs;
 pub mod heap;
 pub mod limits;
 pub mod memory;
-#[cfg(feature = "ebpf")]
 pub mod poll;
 pub mod priority;
 pub mod process;
@@ -61,3 +60,9 @@ pub fn clock_ticks() -> libc::c_long {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
+/// The size of a memory page (4096 if the system will not say).
+pub fn page_bytes() -> u64 {
+    u64::try_from(page_size()).unwrap_or(4096)
+}
+
+pub mod objfile;

@@ -7,10 +7,9 @@
 
 use tracer_common::{python::PyProcInfo, trace::ExecMapping};
 
-use crate::{
-    procmaps::{self, Known, Mapping, ProcError},
-    table::TableSet,
-};
+use crate::procmaps::{self, Known, Mapping, ProcError};
+
+use crate::tables::TableSet;
 
 /// The kernel maps the walker reads.
 pub trait KernelTables {

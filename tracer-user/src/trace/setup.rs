@@ -15,10 +15,10 @@ use super::{
     targets::{Signals, Targets},
 };
 use crate::registry::{Catalog, budget};
+use crate::tables::TableSet;
 use crate::{
     bpf::{Kernel, KernelConfig},
     procmaps,
-    table::TableSet,
 };
 
 /// Processes the process map has room for in system-wide mode: twice those running at start

@@ -84,7 +84,7 @@ impl Targets {
                         "pid {pid} is a thread of process {} ({}): its whole process was traced (give --pid a \
                          process id; `top -H` and `ps -L` list thread ids)",
                         facts.tgid,
-                        crate::names::escaped(&facts.comm),
+                        tracer_unwind::names::escaped(&facts.comm),
                     ));
                     facts.tgid
                 }
@@ -94,7 +94,7 @@ impl Targets {
                 notes.push(format!(
                     "pid {pid} ({}) is a kernel thread: it has no user stack, and shows kernel frames only when it \
                      runs (to see where it waits, add -e offcpu)",
-                    crate::names::escaped(&facts.comm),
+                    tracer_unwind::names::escaped(&facts.comm),
                 ));
             }
             if !processes.contains(&process) {

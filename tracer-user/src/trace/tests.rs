@@ -496,7 +496,7 @@ fn frames_found_through_vmas_resolve_without_the_process() {
     let mut catalog = catalog();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bin/v2/x86_64/chain");
     let bytes = std::fs::read(&path).expect("fixture");
-    let (table, _) = crate::table::build_object(&bytes)
+    let (table, _) = tracer_unwind::table::build_object(&bytes)
         .expect("builds")
         .expect("has a table");
     let id = catalog.loader.tables.add(&table).expect("room");

@@ -12,9 +12,9 @@ use std::{
 };
 
 use object::{Object as _, ObjectSection as _};
-use sframe_trace::{
+use tracer_unwind::check::{self, FindingKind, Report, reason};
+use tracer_unwind::{
     cfi::{CfiCfa, CfiSource, CfiTable},
-    check::{self, FindingKind, Report, reason},
     sframe::{Abi, FreType, PcType, Reg, Row, Rule, Section},
 };
 
@@ -405,7 +405,7 @@ fn libc_every_fde_evaluates() {
             let other = scanned.rule_at(pc).expect("scan lookup").expect("scan finds it");
             assert_eq!(
                 other,
-                sframe_trace::cfi::CfiRule {
+                tracer_unwind::cfi::CfiRule {
                     source: CfiSource::EhFrame,
                     ..rule
                 },

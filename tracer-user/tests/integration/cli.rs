@@ -38,7 +38,7 @@ fn dump_of_a_malformed_section_names_the_offset() {
     let path = fixture("v1/x86_64/chain");
     let mut bytes = std::fs::read(&path).expect("fixture");
     let at = {
-        let found = sframe_trace::elf::find_sframe(&bytes)
+        let found = tracer_unwind::elf::find_sframe(&bytes)
             .expect("elf")
             .expect("has .sframe");
         found.data.as_ptr() as usize - bytes.as_ptr() as usize

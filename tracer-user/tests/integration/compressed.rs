@@ -7,8 +7,8 @@
 use std::{path::Path, process::Command};
 
 use object::{Object as _, ObjectSection as _};
-use sframe_trace::cfi::{CfiError, CfiSource, CfiTable};
-use sframe_trace::compressed::DecompressError;
+use tracer_unwind::cfi::{CfiError, CfiSource, CfiTable};
+use tracer_unwind::compressed::DecompressError;
 
 use crate::support::{gcc, run};
 
@@ -193,7 +193,6 @@ fn go_binary_compressed_debug_frame_is_read() {
 
 /// Traced, the Go binary gets a table and its frames are named: no note about its
 /// call-frame information.
-#[cfg(feature = "ebpf")]
 #[test]
 fn traced_go_binary_has_a_table_and_no_note() {
     use crate::support::{SUMMARY_JSON, Summary, tracer_binary};

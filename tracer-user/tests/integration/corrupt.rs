@@ -8,11 +8,11 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use sframe_trace::elf::{self, ElfError, FoundBy};
+use tracer_unwind::elf::{self, ElfError, FoundBy};
 
 use crate::reader::{Craft, craft};
 use crate::support::Rng;
-use sframe_trace::sframe::Section;
+use tracer_unwind::sframe::Section;
 
 const GOLDEN: [(&str, &[(usize, usize)]); 3] = [
     (
@@ -60,7 +60,7 @@ pub fn golden_sections() -> Vec<Vec<u8>> {
 /// Parse, decode, look up; `Err` describes a broken invariant (a panic is caught outside).
 fn exercise(data: &[u8], vaddr: u64, rng: &mut Rng) -> Result<(), String> {
     let len = data.len() as u64;
-    let check = |e: &sframe_trace::sframe::Error| {
+    let check = |e: &tracer_unwind::sframe::Error| {
         if e.offset() <= len {
             Ok(())
         } else {

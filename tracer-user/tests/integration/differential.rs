@@ -23,9 +23,9 @@
 use std::path::{Path, PathBuf};
 
 use fallible_iterator::FallibleIterator as _;
-use sframe_trace::elf;
-use sframe_trace::sframe::{Abi, FdeType, PcType, Reg, Row, Rule, Section};
 use simple_frame_rs::{self as oracle, SFrameFRE, SFrameSection, v3::SFrameFlexRecoveryRule};
+use tracer_unwind::elf;
+use tracer_unwind::sframe::{Abi, FdeType, PcType, Reg, Row, Rule, Section};
 
 /// One oracle row, reduced to what is compared.
 struct ORow {

@@ -13,14 +13,12 @@ use std::{
 
 use crate::support::{Rng, run};
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
-use sframe_trace::{
-    cfi::{CfiCfa, CfiReg, CfiRule, CfiTable},
-    table::{ObjectTable, build_from_cfi},
-};
 use tracer_common::unwind::{
     FLAG_FP_SAVED, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_NO_INFO, KIND_OUTERMOST,
     REG_DWARF_BASE, REG_FP, REG_SP, UnwindRule,
 };
+use tracer_unwind::cfi::{CfiCfa, CfiReg, CfiRule, CfiTable};
+use tracer_unwind::table::{ObjectTable, build_from_cfi};
 
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 

@@ -16,8 +16,9 @@ use std::{
 use sframe_trace::{
     bpf::{Kernel, KernelConfig},
     event::EventSet,
-    table::TableSet,
 };
+
+use sframe_trace::tables::TableSet;
 
 use crate::support::{Running, Tracer, compile_fixture, tracer_binary};
 

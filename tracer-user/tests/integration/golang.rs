@@ -1,5 +1,5 @@
 //! Go programs, built normally and stripped (`-ldflags=-s -w`) by every Go toolchain the host
-//! has (`sframe_trace::testing::go`), traced with `--`: Go keeps frame pointers, so the walk is
+//! has (`tracer_unwind::testing::go`), traced with `--`: Go keeps frame pointers, so the walk is
 //! the kernel's usual one; what is judged here is what the tracer makes of it. Each sample must
 //! be complete (a goroutine's stack ends at `runtime.goexit`, a system stack at
 //! `runtime.mstart`: the summary counts neither as cut), every frame named as `go tool nm`
@@ -16,7 +16,7 @@ use std::{
 };
 
 use prost::Message as _;
-use sframe_trace::testing::go;
+use tracer_unwind::testing::go;
 
 use crate::support::{SUMMARY_JSON, Summary, json_frames, json_samples, read_pprof, skipped, tracer_binary};
 

@@ -13,7 +13,7 @@ use sframe_trace::bpf::Kernel;
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
 use sframe_trace::python::{detect_file, merge};
 use sframe_trace::registry::Catalog;
-use sframe_trace::table::TableSet;
+use sframe_trace::tables::TableSet;
 use tracer_common::sample::Sample;
 
 use crate::support::Running;

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sframe_trace::elf::{self, ElfError, FoundBy};
-use sframe_trace::sframe::Section;
+use tracer_unwind::elf::{self, ElfError, FoundBy};
+use tracer_unwind::sframe::Section;
 
 use crate::support::SFRAME_CFLAGS;
 
@@ -102,7 +102,7 @@ fn shared_object() {
     let bytes = std::fs::read(&so).expect("read");
     let found = elf::find_sframe(&bytes).expect("ELF").expect(".sframe");
     let s = Section::parse(&found.data, found.vaddr).expect("parses");
-    assert_eq!(sframe_trace::sframe::decode_all(&s), Ok(u64::from(s.num_rows())));
+    assert_eq!(tracer_unwind::sframe::decode_all(&s), Ok(u64::from(s.num_rows())));
     let (_, sh_addr) = elf::find_section(&bytes, ".sframe").expect("ELF").expect("section");
     assert_eq!(sh_addr, found.vaddr);
 }

@@ -3,7 +3,6 @@
 //! file of the repository, and the commands of the README's "Quick start" and "Recipes" run as
 //! written (`recipes`, privileged).
 
-#[cfg(feature = "ebpf")]
 mod recipes;
 
 use std::path::{Path, PathBuf};

@@ -4,26 +4,19 @@
 //! (`workloads`), the verdict on a sample's stack (`judge`), and the interpreters of private
 //! roots (`roots`: trixie's `python3.13` run chrooted).
 
-#[cfg(feature = "ebpf")]
 pub mod judge;
-#[cfg(feature = "ebpf")]
 pub mod neighbours;
-#[cfg(feature = "ebpf")]
 mod roots;
 mod turns;
-#[cfg(feature = "ebpf")]
 mod workloads;
 
-#[cfg(feature = "ebpf")]
 pub use roots::{
     NO_ROOT, NO_SID_ROOT, TRIXIE_PYTHON, in_root, required, sid_python_argv, trixie_python, trixie_python_argv,
     trixie_python_root,
 };
 
-#[cfg(feature = "ebpf")]
 pub use workloads::{Workloads, build_workloads};
 
-#[cfg(feature = "ebpf")]
 use std::process::Child;
 use std::{path::Path, process::Command};
 
@@ -172,10 +165,8 @@ pub fn skipped(test: &str, why: &str) {
 }
 
 /// A process started by a test; killed and reaped on drop, even when an assertion fails.
-#[cfg(feature = "ebpf")]
 pub struct Running(pub Child);
 
-#[cfg(feature = "ebpf")]
 impl Running {
     pub fn pid(&self) -> u32 {
         self.0.id()
@@ -213,7 +204,6 @@ impl Running {
 
 /// The CPU time `pid` has used, in clock ticks (utime + stime of /proc/PID/stat, fields 14 and
 /// 15, after the parenthesised command name), 0 when it cannot be read.
-#[cfg(feature = "ebpf")]
 pub fn cpu_ticks(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -232,14 +222,12 @@ pub fn cpu_ticks(pid: u32) -> u64 {
 }
 
 /// Clock ticks per second, the unit of [`cpu_ticks`].
-#[cfg(feature = "ebpf")]
 pub fn ticks_per_second() -> u64 {
     u64::try_from(sframe_trace::sys::clock_ticks()).unwrap_or(100)
 }
 
 /// Wait until process `pid` has used `ticks` more clock ticks of CPU time; fails the test if it
 /// gets none for [`SILENCE`].
-#[cfg(feature = "ebpf")]
 pub fn wait_for_cpu(pid: u32, ticks: u64) {
     let (mut last, mut since) = (cpu_ticks(pid), std::time::Instant::now());
     let until = last + ticks;
@@ -257,7 +245,6 @@ pub fn wait_for_cpu(pid: u32, ticks: u64) {
     }
 }
 
-#[cfg(feature = "ebpf")]
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -265,7 +252,6 @@ impl Drop for Running {
     }
 }
 
-#[cfg(feature = "ebpf")]
 /// A tracer running in the background; its stderr is collected line by line.
 pub struct Tracer {
     child: Child,
@@ -277,11 +263,9 @@ pub struct Tracer {
 /// line on stderr (while the tables load it prints its progress every few seconds) or CPU time
 /// spent (one large object's table can take minutes on a busy machine), so a slow start is
 /// waited for as long as it works, and a blocked one fails.
-#[cfg(feature = "ebpf")]
 pub const SILENCE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// When a starting tracer last made progress (see [`SILENCE`]).
-#[cfg(feature = "ebpf")]
 pub struct Progress {
     pid: u32,
     cpu: u64,
@@ -289,7 +273,6 @@ pub struct Progress {
     at: std::time::Instant,
 }
 
-#[cfg(feature = "ebpf")]
 impl Progress {
     pub fn new(pid: u32) -> Progress {
         Progress {
@@ -310,7 +293,6 @@ impl Progress {
     }
 }
 
-#[cfg(feature = "ebpf")]
 impl Tracer {
     /// Start `sframe-trace ARGS` (its stdout discarded) and wait until it samples.
     pub fn start(args: &[&str]) -> Tracer {
@@ -499,7 +481,6 @@ impl Tracer {
 }
 
 /// A tracer a failed test leaves behind is killed, not left sampling.
-#[cfg(feature = "ebpf")]
 impl Drop for Tracer {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
@@ -511,15 +492,12 @@ impl Drop for Tracer {
 
 /// The flags that make the tracer write its summary as one JSON object on stderr, for
 /// [`Summary::of`].
-#[cfg(feature = "ebpf")]
 pub const SUMMARY_JSON: [&str; 2] = ["--summary-format", "json"];
 
 /// The summary of a tracer run with [`SUMMARY_JSON`] (its fields are listed in docs/guide.md).
-#[cfg(feature = "ebpf")]
 #[derive(Debug)]
 pub struct Summary(pub serde_json::Value);
 
-#[cfg(feature = "ebpf")]
 impl Summary {
     /// The last line of `stderr` that is a JSON object.
     pub fn of(stderr: &str) -> Summary {
@@ -563,7 +541,6 @@ impl Summary {
 /// `name` with a tag of `dir` (a test's own temporary directory, named at random): a command
 /// name (at most 15 bytes) no other program on the host uses, so that a system-wide trace,
 /// which also sees other programs (other test runs' included), can be judged by it.
-#[cfg(feature = "ebpf")]
 pub fn own_name(dir: &Path, name: &str) -> String {
     let dir_name = dir
         .file_name()
@@ -581,7 +558,6 @@ pub fn own_name(dir: &Path, name: &str) -> String {
 /// Wait for a tracer whose stderr goes to the file `stderr` to end: while it starts, as long
 /// as it makes progress (see [`SILENCE`]); once it says it samples, `after_start` at most.
 /// Past either, it is killed and the test fails with what it printed.
-#[cfg(feature = "ebpf")]
 pub fn wait_tracer(child: &mut Child, stderr: &Path, after_start: std::time::Duration) -> std::process::ExitStatus {
     use std::time::Instant;
     let mut progress = Progress::new(child.id());
@@ -614,7 +590,6 @@ pub fn wait_tracer(child: &mut Child, stderr: &Path, after_start: std::time::Dur
 
 /// The tracer to run: `SFRAME_TRACE_BIN` when set (`cargo xtask test` points the accuracy tests
 /// on external programs at the release build users run), else this test build's.
-#[cfg(feature = "ebpf")]
 pub fn tracer_binary() -> std::path::PathBuf {
     std::env::var_os("SFRAME_TRACE_BIN").map_or_else(|| env!("CARGO_BIN_EXE_sframe-trace").into(), Into::into)
 }
@@ -637,14 +612,13 @@ pub fn gcc(source: &Path, out: &Path, flags: &[&str]) -> std::path::PathBuf {
 }
 
 /// Compile `fixtures/SOURCE.c` into `out` with [`SFRAME_CFLAGS`] and `extra` flags.
-#[cfg(feature = "ebpf")]
 pub fn compile_fixture(source: &str, out: &Path, extra: &[&str]) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../fixtures/{source}.c"));
     gcc(&src, out, &[&SFRAME_CFLAGS[..], extra].concat())
 }
 
 /// The deterministic random numbers of every test (shared with the unit tests).
-pub use sframe_trace::testing::Rng;
+pub use tracer_unwind::testing::Rng;
 
 /// Run a build or inspection command that must succeed; its stdout. Fails with the command,
 /// its status and its output.
@@ -661,7 +635,6 @@ pub fn run(cmd: &mut Command) -> Vec<u8> {
 }
 
 /// [`run`], its stdout as text.
-#[cfg(feature = "ebpf")]
 pub fn run_text(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&run(cmd)).into_owned()
 }
@@ -687,7 +660,6 @@ pub fn assert_refused(args: &[&str], says: &str) {
 }
 
 /// The profile in a gzipped pprof file the tracer wrote.
-#[cfg(feature = "ebpf")]
 pub fn read_pprof(path: &Path) -> sframe_trace::export::pprof::Profile {
     use prost::Message as _;
     use std::io::Read as _;
@@ -700,7 +672,6 @@ pub fn read_pprof(path: &Path) -> sframe_trace::export::pprof::Profile {
 
 /// The samples of `pid` in the tracer's json output (one object per line), each with its
 /// frames innermost first.
-#[cfg(feature = "ebpf")]
 pub fn json_samples(text: &str, pid: u32) -> Vec<serde_json::Value> {
     text.lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
@@ -709,14 +680,12 @@ pub fn json_samples(text: &str, pid: u32) -> Vec<serde_json::Value> {
 }
 
 /// The frames of a json sample.
-#[cfg(feature = "ebpf")]
 pub fn json_frames(sample: &serde_json::Value) -> &[serde_json::Value] {
     sample["frames"].as_array().expect("a sample has frames")
 }
 
 /// The kernel program's settings for the tests that load it directly: 499 Hz, stacks up to
 /// `max_depth` frames (with kernel stacks or not), a few processes, the default ring buffer.
-#[cfg(feature = "ebpf")]
 pub fn kernel_config(max_depth: u32, kernel_stacks: bool) -> sframe_trace::bpf::KernelConfig {
     sframe_trace::bpf::KernelConfig {
         frequency: 499,

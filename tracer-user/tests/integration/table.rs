@@ -8,10 +8,10 @@ mod synthetic;
 
 use std::path::{Path, PathBuf};
 
-use sframe_trace::elf;
-use sframe_trace::sframe::{Abi, Error, Function, PcType, Section};
-use sframe_trace::table::{ObjectTable, RuleTable, build_from_sframe, convert, unsupported_rule};
 use tracer_common::unwind::UnwindRule;
+use tracer_unwind::elf;
+use tracer_unwind::sframe::{Abi, Error, Function, PcType, Section};
+use tracer_unwind::table::{ObjectTable, RuleTable, build_from_sframe, convert, unsupported_rule};
 
 /// Functions up to this size are checked at every address; larger ones at row boundaries
 /// (and their neighbours) plus a deterministic sample.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sframe_trace::bpf::Kernel;
 use sframe_trace::procmaps::{MappingKind, executable_mappings};
 use sframe_trace::registry::Catalog;
-use sframe_trace::table::TableSet;
+use sframe_trace::tables::TableSet;
 use tracer_common::{
     sample::Sample,
     trace::{ExecMapping, SOURCE_FP},

@@ -223,16 +223,11 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Build the benchmark examples `names` (release, without the eBPF program).
+/// Build the benchmark examples `names` (release; the eBPF program is the release tracer's,
+/// already built).
 fn build_examples(names: &[&str]) -> anyhow::Result<()> {
     let mut examples = cargo();
-    examples.args([
-        "build",
-        "--release",
-        "--package",
-        "tracer-user",
-        "--no-default-features",
-    ]);
+    examples.args(["build", "--release", "--package", "tracer-user"]);
     for name in names {
         examples.args(["--example", name]);
     }
@@ -259,7 +254,7 @@ fn prepare(b: &Bench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The benchmark examples of tracer-user (pure readers only), built by [`prepare`].
+/// The benchmark examples of tracer-user (the pure readers and perf maps), built by [`prepare`].
 const EXAMPLES: [&str; 3] = ["build_bench", "decode_bench", "perfmap_bench"];
 
 /// One of [`EXAMPLES`], ready to run.

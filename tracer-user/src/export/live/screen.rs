@@ -119,7 +119,7 @@ pub fn render(table: &Table, status: &Status, view: &View, width: usize, height:
     let first = view.scroll.min(rows.saturating_sub(page));
     // Names come from other users: no control character reaches the terminal.
     let plain = |text: String| Line {
-        text: fit(&crate::names::escaped(&text), width),
+        text: fit(&tracer_unwind::names::escaped(&text), width),
         style: Style::Plain,
     };
     let mut lines = vec![plain(status_line(status, table.samples))];
@@ -144,7 +144,7 @@ pub fn render(table: &Table, status: &Status, view: &View, width: usize, height:
                 f.total_count,
                 table.percent(f.total_count),
                 fit(
-                    &crate::names::escaped(f.object.as_deref().unwrap_or("[unknown]")),
+                    &tracer_unwind::names::escaped(f.object.as_deref().unwrap_or("[unknown]")),
                     OBJECT_WIDTH
                 ),
                 f.name

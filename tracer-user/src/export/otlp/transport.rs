@@ -336,7 +336,7 @@ impl Http<'_> {
             _ => "refused",
         };
         Err(fail(
-            format!("HTTP {status}: {}", crate::names::escaped(text.trim())),
+            format!("HTTP {status}: {}", tracer_unwind::names::escaped(text.trim())),
             matches!(status.as_u16(), 429 | 502 | 503 | 504),
             reason,
         ))

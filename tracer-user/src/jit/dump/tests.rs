@@ -162,7 +162,7 @@ fn the_image_unwinds_the_jit_code_exactly() {
     let loads = dump.within(REGION, REGION + 0x1000);
     let (elf, unusable) = image(&loads, dump.machine, REGION).expect("an image");
     assert_eq!(unusable, 0);
-    let (table, _) = crate::table::build_object(&elf).unwrap().expect("a table");
+    let (table, _) = tracer_unwind::table::build_object(&elf).unwrap().expect("a table");
     // (offset in the function, CFA offset from SP) after each push and pop.
     for start in [code, second] {
         for (at, cfa) in [(0, 8), (1, 16), (5, 48), (13, 48), (17, 16), (18, 8)] {

@@ -1,7 +1,7 @@
 //! Unit tests of `trace::budget`; each test says what it proves.
 
 use super::*;
-use crate::table::PAGE_ENTRY_BYTES;
+use tracer_unwind::table::PAGE_ENTRY_BYTES;
 
 /// Kernel memory of maps with these capacities.
 pub fn bytes(capacity: &Capacity) -> u64 {

@@ -14,7 +14,8 @@ use super::super::{
     Catalog, NoTable, TableStore,
     testing::{BUILD_ID, mapped, object},
 };
-use crate::table::{AddError, Capacity, ObjectTable, TableSet};
+use crate::tables::{AddError, Capacity, TableSet};
+use tracer_unwind::table::ObjectTable;
 
 /// The kernel tables, as far as the registry changes them: the ids loaded, with room for at
 /// most `room` tables at once.

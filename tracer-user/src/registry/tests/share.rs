@@ -12,7 +12,8 @@ use super::super::{
     Catalog, NoTable, NoTableKind, TableStore, prebuild,
     testing::{Fixture, mapped, object},
 };
-use crate::table::{AddError, ObjectTable};
+use crate::tables::AddError;
+use tracer_unwind::table::ObjectTable;
 
 /// The kernel tables, as far as the registry changes them: the rows each loaded table takes,
 /// within `room` rows.

@@ -121,7 +121,7 @@ fn damaged_files_give_no_stubs_and_never_panic() {
     for len in (0..bytes.len()).step_by(97) {
         let _ = Plt::of(&bytes[..len]);
     }
-    let mut rng = crate::testing::Rng::new(0x91e7_0c5a_d3b2_7f01);
+    let mut rng = tracer_unwind::testing::Rng::new(0x91e7_0c5a_d3b2_7f01);
     for _ in 0..2000 {
         let mut damaged = bytes.clone();
         for _ in 0..1 + rng.below(8) {

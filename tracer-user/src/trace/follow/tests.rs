@@ -17,6 +17,7 @@ use tracer_common::{
 };
 
 use super::{Follower, Timing};
+use crate::tables::{Capacity, TableSet};
 use crate::{
     procmaps::{Known, Mapping, ProcError},
     registry::{
@@ -24,7 +25,6 @@ use crate::{
         testing::{mapped, object},
     },
     sys::monotonic_ns,
-    table::{Capacity, TableSet},
     trace::kernel::{KernelTables, Processes},
 };
 

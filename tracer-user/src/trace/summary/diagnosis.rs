@@ -82,13 +82,13 @@ pub fn diagnose(e: &Evidence<'_>) -> Vec<String> {
         let named: Vec<String> = unnamed
             .iter()
             .take(MAX_UNNAMED)
-            .map(|(path, n)| format!("{} ({n} samples)", crate::names::escaped(path)))
+            .map(|(path, n)| format!("{} ({n} samples)", tracer_unwind::names::escaped(path)))
             .collect();
         let more = unnamed.len().saturating_sub(MAX_UNNAMED);
         let mut debug_packages: Vec<String> = Vec::new();
         for (path, _) in unnamed.iter().take(MAX_UNNAMED) {
             if let Some((_, package)) = e.packages.iter().find(|(owned, _)| owned == path) {
-                let debug = format!("{}-dbgsym", crate::names::escaped(package));
+                let debug = format!("{}-dbgsym", tracer_unwind::names::escaped(package));
                 if !debug_packages.contains(&debug) {
                     debug_packages.push(debug);
                 }

@@ -470,21 +470,21 @@ impl fmt::Display for Summary<'_> {
         // The first few reasons in full; system-wide there can be many.
         for why in figures.notes.iter().take(MAX_NOTES) {
             // Reasons name files other users control.
-            writeln!(f, "  note: {}", crate::names::escaped(why))?;
+            writeln!(f, "  note: {}", tracer_unwind::names::escaped(why))?;
         }
         let more = figures.notes.len().saturating_sub(MAX_NOTES) as u64 + figures.notes_left_out;
         if more > 0 {
             writeln!(f, "  note: and {more} more objects without a table")?;
         }
         for failed in &figures.failed_outputs {
-            writeln!(f, "  output failed: {}", crate::names::escaped(failed))?;
+            writeln!(f, "  output failed: {}", tracer_unwind::names::escaped(failed))?;
         }
         if let Some(report) = self.otlp {
             write!(f, "{report}")?;
         }
         // Last, where the eye lands.
         for sentence in &figures.diagnosis {
-            writeln!(f, "  diagnosis: {}", crate::names::escaped(sentence))?;
+            writeln!(f, "  diagnosis: {}", tracer_unwind::names::escaped(sentence))?;
         }
         Ok(())
     }

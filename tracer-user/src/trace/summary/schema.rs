@@ -1,6 +1,6 @@
 //! The shape of `--summary-format json` (`docs/schemas/summary.json`), drawn from the summary
 //! of an empty session and of one with an OTLP export and a diagnosis (see
-//! [`crate::schema`]), so that the page says which fields may be null.
+//! [`tracer_unwind::schema`]), so that the page says which fields may be null.
 
 use std::time::Duration;
 
@@ -8,8 +8,9 @@ use tracer_common::walk::StopReason;
 
 use super::Summary;
 use crate::export::otlp::{Destination, ExportReport};
+use crate::profile::Profile;
 use crate::registry::Catalog;
-use crate::{profile::Profile, schema};
+use tracer_unwind::schema;
 
 /// The page.
 pub fn schema() -> String {

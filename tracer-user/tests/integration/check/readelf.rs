@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use sframe_trace::cfi::{CfiCfa, CfiReg, CfiRule, CfiTable};
+use tracer_unwind::cfi::{CfiCfa, CfiReg, CfiRule, CfiTable};
 
 /// One FDE as readelf interprets it; an FDE without instructions gets its CIE's rows.
 #[derive(Debug)]

@@ -14,11 +14,8 @@ use std::{
 };
 
 use prost::Message as _;
-use sframe_trace::{
-    dwarfdepth::MAX_INLINE_DEPTH,
-    names::{CUT_MARKER, MAX_NAME_BYTES},
-    testing::hostile,
-};
+use tracer_unwind::names::{CUT_MARKER, MAX_NAME_BYTES};
+use tracer_unwind::{dwarfdepth::MAX_INLINE_DEPTH, testing::hostile};
 
 use super::{LIMIT, as_nobody, nobody_does, sticky_dir};
 use crate::hardening::{Verdicts, chain_of, read_folded, status_kib};

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use sframe_trace::elf;
-use sframe_trace::sframe::{PcType, Section};
-use sframe_trace::table::ObjectTable;
 use tracer_common::unwind::{
     FLAG_MANGLED_RA, FLAG_RA_SAVED, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, KIND_NO_INFO, KIND_OUTERMOST,
     REG_DWARF_BASE, UnwindRule,
 };
+use tracer_unwind::elf;
+use tracer_unwind::sframe::{PcType, Section};
+use tracer_unwind::table::ObjectTable;
 
 use super::check_section;
 

@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
-use sframe_trace::sframe::Section;
-use sframe_trace::table::ObjectTable;
+use tracer_unwind::sframe::Section;
+use tracer_unwind::table::ObjectTable;
 
 use super::{check_section, expected};
 

@@ -20,7 +20,10 @@ fn processes_share_the_row_space_against_the_kernel() {
         .map(|name| {
             let f = object(name, 1, 0);
             let bytes = std::fs::read(&f.path).expect("read the fixture");
-            crate::table::build_object(&bytes).expect("builds").expect("a table").0
+            tracer_unwind::table::build_object(&bytes)
+                .expect("builds")
+                .expect("a table")
+                .0
         })
         .collect();
     let largest = own.iter().map(rows_of).max().expect("tables") as u64;
@@ -40,7 +43,7 @@ fn processes_share_the_row_space_against_the_kernel() {
     let copies: Vec<(Fixture, usize)> = (0..3 * per_process as u64)
         .map(|i| (object(names[i as usize % 2], 100 + i, 0), i as usize % 2))
         .collect();
-    let mut rng = crate::testing::Rng::new(0x5eed_5a4e_0000_0006);
+    let mut rng = tracer_unwind::testing::Rng::new(0x5eed_5a4e_0000_0006);
     let mut kernel = Kernel::default();
     // Each process's copies (distinct per process: none shared).
     let mut mapped_by: HashMap<u32, Vec<usize>> = HashMap::new();

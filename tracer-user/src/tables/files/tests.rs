@@ -1,4 +1,4 @@
-//! Unit tests of `table::files`; each test says what it proves.
+//! Unit tests of `tables::files`; each test says what it proves.
 
 use super::*;
 use crate::procmaps::Device;

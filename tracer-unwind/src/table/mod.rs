@@ -19,16 +19,13 @@
 //! table dumps.
 
 mod cfi;
-pub mod files;
 mod global;
 mod gopcsp;
 mod leaf;
 mod object;
 mod padding;
 mod paging;
-mod rowspace;
 mod rules;
-pub mod set;
 mod transitions;
 
 #[cfg(test)]
@@ -43,7 +40,6 @@ pub use cfi::build_from_cfi;
 pub use global::{RuleTable, RulesFull};
 pub use object::{BuiltFrom, ObjectError, build_object};
 pub use rules::{Unsupported, convert, unsupported_rule};
-pub use set::{AddError, Capacity, Changes, TableSet};
 
 use crate::sframe::{self, Function, Header, Row, Section};
 
@@ -111,7 +107,7 @@ pub fn build_from_sframe_with_entry(section: &Section<'_>, entry: Option<u64>) -
 
 /// [`build_from_sframe`] over already parsed parts (`functions` sorted by start, each one's
 /// rows decoded by `decode`).
-pub(crate) fn build(
+pub fn build(
     header: &Header,
     functions: &[Function],
     entry: Option<u64>,

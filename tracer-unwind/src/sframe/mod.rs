@@ -30,8 +30,8 @@ mod lookup;
 mod read;
 mod types;
 
-#[cfg(test)]
-pub(crate) mod testing;
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(test)]
 mod tests;

@@ -8,10 +8,8 @@ use std::path::Path;
 use tracer_common::unwind::{FLAG_FP_SAVED, FLAG_RA_SAVED, KIND_CFA, REG_SP, UnwindRule};
 
 use super::flatten;
-use crate::{
-    table::{cfi, transitions::Flat},
-    testing::{Rng, go},
-};
+use crate::table::{cfi, transitions::Flat};
+use crate::testing::{Rng, go};
 
 /// The rule `flat` gives `addr`.
 fn at(flat: &Flat, addr: u64) -> UnwindRule {

@@ -26,9 +26,9 @@ use tracer_common::walk;
 
 use super::files::{FileChanges, FileTables};
 use super::rowspace::RowSpace;
-use super::{ObjectTable, PAGE_ENTRY_BYTES, ROW_BYTES, RULE_BYTES, RuleTable, RulesFull};
 use crate::procmaps::ObjectKey;
 use tracer_common::vma::FileSegment;
+use tracer_unwind::table::{ObjectTable, PAGE_ENTRY_BYTES, ROW_BYTES, RULE_BYTES, RuleTable, RulesFull};
 
 /// Rules a row's 16-bit index can name.
 const MAX_RULES: usize = 1 << 16;

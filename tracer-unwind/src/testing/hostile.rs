@@ -98,7 +98,7 @@ mod tests {
     /// Writes the checked-in seeds of the `symbolize` fuzz target (`fuzz/seeds/symbolize`): small
     /// static programs without libc whose `_start` has DWARF nested past the bound, nested
     /// within it, and a 2 KiB name. Run by hand when they change:
-    /// `cargo test -p tracer-user --lib write_fuzz_seeds -- --ignored`.
+    /// `cargo test -p tracer-unwind --lib write_fuzz_seeds -- --ignored`.
     #[test]
     #[ignore = "writes the fuzz seeds; run by hand"]
     fn write_fuzz_seeds() {

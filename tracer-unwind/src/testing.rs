@@ -1,6 +1,8 @@
-//! What the tests of this crate share with its integration tests: one deterministic stream of
-//! random numbers (xorshift64*, fixed seeds, no extra crate), so that a failing random case
-//! comes back on every run, and hostile inputs ([`hostile`]). Not part of the library's interface, and not used by the tracer.
+//! What the tests of this crate share with tracer-user's tests (unit and integration): one
+//! deterministic stream of random numbers (xorshift64*, fixed seeds, no extra crate), so that a
+//! failing random case comes back on every run, hostile inputs ([`hostile`]) and Go programs
+//! built for the tests ([`go`]). Not part of the library's interface, and not used by the
+//! tracer.
 
 pub mod go;
 pub mod hostile;

@@ -19,7 +19,9 @@ use std::{
     },
 };
 
-use super::{ObjectFileError, Wanted, bounded_parts};
+use tracer_unwind::objfile::{ObjectFileError, Wanted};
+
+use super::bounded_parts;
 
 /// File systems whose files can change under a root reader whoever owns them: FUSE (served by
 /// any user), NFS, SMB/CIFS and 9p (served by another host).

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
-use crate::elf::find_sframe;
-use crate::sframe::{Abi, Function, Header, Reg, Row, Rule, Section, testing};
-use crate::table::{build, build_from_sframe};
+use tracer_unwind::elf::find_sframe;
+use tracer_unwind::sframe::{Abi, Function, Header, Reg, Row, Rule, Section, testing};
+use tracer_unwind::table::{build, build_from_sframe};
 
 fn fixture(name: &str) -> ObjectTable {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -406,7 +406,7 @@ fn random_adds_and_removes_keep_the_kernel_in_step() {
         synthetic(0x40_0000, 150, 3),
         synthetic(0, 700, 40),
     ];
-    let mut rng = crate::testing::Rng::new(0x5eed_1234_abcd_0001);
+    let mut rng = tracer_unwind::testing::Rng::new(0x5eed_1234_abcd_0001);
     let mut next = move |n: usize| rng.below(n);
     let mut set = TableSet::with_capacity(Capacity {
         row_chunks: 3,

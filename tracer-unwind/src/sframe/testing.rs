@@ -1,10 +1,10 @@
-//! Test-only constructors of the typed SFrame data, shared by the unit tests of every module
-//! that consumes it (reader, check, table). Not compiled outside tests.
+//! Constructors of the typed SFrame data for tests, shared by the unit tests of every module
+//! that consumes it (reader, check, table, and tracer-user's table set). Not used by the tracer.
 
 use super::{Abi, CfaRule, FLAG_FDE_SORTED, FdeType, FreType, Function, Header, PauthKey, PcType, Reg, Row, Rule};
 
 /// An INC DEFAULT function at `start` of `size` bytes, first in its section.
-pub(crate) fn function(start: u64, size: u32) -> Function {
+pub fn function(start: u64, size: u32) -> Function {
     Function {
         start,
         size,
@@ -21,7 +21,7 @@ pub(crate) fn function(start: u64, size: u32) -> Function {
 }
 
 /// A row at `start`: `CFA = base + cfa`, RA and FP as given.
-pub(crate) fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
+pub fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
     Row {
         start,
         cfa: CfaRule {
@@ -38,7 +38,7 @@ pub(crate) fn row(start: u32, base: Reg, cfa: i64, ra: Rule, fp: Rule) -> Row {
 }
 
 /// A sorted header of `abi` and `version`, RA at `CFA + fixed_ra`, no FP offset, no counts.
-pub(crate) fn header(abi: Abi, version: u8, fixed_ra: i8) -> Header {
+pub fn header(abi: Abi, version: u8, fixed_ra: i8) -> Header {
     Header {
         version,
         flags: FLAG_FDE_SORTED,

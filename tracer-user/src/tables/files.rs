@@ -21,7 +21,7 @@ use object::{
 use tracer_common::vma::{FileKey, FileSegment, FileTable, MAX_FILE_SEGMENTS, NSEC_MASK};
 
 use super::TableSet;
-use crate::{objfile::Pread, procmaps::ObjectKey};
+use crate::{procmaps::ObjectKey, sys::objfile::Pread};
 
 /// The `FILES` entries of the loaded tables, and what the kernel map lacks.
 #[derive(Clone, Debug, Default)]
@@ -100,9 +100,7 @@ impl FileTables {
 /// Bind loaded table `table` of object `owner` to the file `key` (open as `file`) in `tables`:
 /// see [`TableSet::bind_file`].
 pub fn bind(tables: &mut TableSet, table: u32, owner: usize, key: &ObjectKey, file: &File) {
-    // SAFETY: sysconf has no preconditions.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    tables.bind_file(table, owner, key, &exec_segments(file, page));
+    tables.bind_file(table, owner, key, &exec_segments(file, crate::sys::page_bytes()));
 }
 
 /// The kernel's name of the file `key` names.
