@@ -1,5 +1,11 @@
 //! Resource limits of the process (raised once, at the start of a session).
 
+/// The type of an rlimit's resource: glibc's own enum type, a plain `int` elsewhere (musl).
+#[cfg(target_env = "gnu")]
+pub type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+pub type Resource = libc::c_int;
+
 /// Lift the memlock limit (the eBPF maps of kernels before 5.11 are charged to it): `None`
 /// when it is now unlimited, else the limit left in place.
 pub fn raise_memlock() -> Option<u64> {
@@ -35,7 +41,7 @@ pub fn raise_open_files() {
 }
 
 /// The (soft, hard) limits of `resource` of this process.
-pub fn get(resource: libc::__rlimit_resource_t) -> std::io::Result<(u64, u64)> {
+pub fn get(resource: Resource) -> std::io::Result<(u64, u64)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -48,6 +54,6 @@ pub fn get(resource: libc::__rlimit_resource_t) -> std::io::Result<(u64, u64)> {
 }
 
 /// The hard limit of `resource` of this process.
-pub fn hard(resource: libc::__rlimit_resource_t) -> std::io::Result<u64> {
+pub fn hard(resource: Resource) -> std::io::Result<u64> {
     Ok(get(resource)?.1)
 }
