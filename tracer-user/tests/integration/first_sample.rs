@@ -246,20 +246,26 @@ fn new_processes_are_exact_from_their_first_sample() {
     eprintln!(
         "{stderr}\n{name} run {RUNS} times: {total} samples of its code, {exact} exact ({:.2} %), {short} short, \
          {wrong_samples} wrong ({:.2} % exact with the {outside_samples} samples inside its execs and exits); \
-         {} stack copies, {} walked once loaded, {} never resolved",
+         {} stack copies, {} walked once loaded, {} never resolved; {} walks through VMAs",
         100.0 * exact as f64 / total.max(1) as f64,
         100.0 * exact as f64 / (total + outside_samples).max(1) as f64,
         summary.count("stack_copies.copies"),
         summary.count("stack_copies.walked"),
         summary.count("stack_copies.unresolved"),
+        summary.count("stacks.through_vmas"),
     );
     for (why, n) in shorts.iter().take(15) {
         eprintln!("  short {n} x {why}");
     }
     assert!(wrong.is_empty(), "wrong stacks:\n{}", wrong.join("\n"));
     assert!(total >= RUNS as u64, "too few samples of {name}: {total}");
+    // A sample before its process was loaded is walked either in the kernel, through the VMAs
+    // of a file whose table is in (`through_vmas`: the program's later runs), or from its stack
+    // copy once the tables arrive (`walked`: mostly the first runs, when the process lives long
+    // enough). Which of the two a host gives depends on timing; one of them must be seen.
+    let early = summary.count("stack_copies.walked") + summary.count("stacks.through_vmas");
     assert!(
-        summary.count("stack_copies.walked") > 0,
+        early > 0,
         "no sample came before its process was loaded: the first milliseconds were not tested"
     );
     assert!(
