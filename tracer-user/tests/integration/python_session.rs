@@ -382,6 +382,36 @@ fn python_session_launched_3_14_and_3_15() {
     }
 }
 
+/// Debian unstable's 3.14 and 3.15 started while the whole host is traced. Run by
+/// `cargo xtask test` (external).
+#[test]
+#[ignore = "run by cargo xtask test (external)"]
+fn python_session_system_wide_3_14_and_3_15() {
+    privileged_test!();
+    for python in programs::sid("python_session_system_wide_3_14_and_3_15") {
+        let session = session(&python, Mode::SystemWide, &[]);
+        let what = format!("-a, {}", python.join(" "));
+        assert_nothing_refused(&session, &what);
+        judge(&session, &what);
+    }
+}
+
+/// pyenv's 3.11 and 3.12 launched with `--` (with a pprof output) and started while the whole
+/// host is traced. Run by `cargo xtask test` (external).
+#[test]
+#[ignore = "run by cargo xtask test (external)"]
+fn python_session_launched_and_system_wide_3_11_and_3_12() {
+    privileged_test!();
+    for python in programs::pyenv_3_11_and_3_12("python_session_launched_and_system_wide_3_11_and_3_12") {
+        let launched = session(&python, Mode::Launch, &[]);
+        let what = format!("--, {}", python.join(" "));
+        judge(&launched, &what);
+        judge_outputs(&launched, &what);
+        let system_wide = session(&python, Mode::SystemWide, &[]);
+        judge(&system_wide, &format!("-a, {}", python.join(" ")));
+    }
+}
+
 /// The session's summary counts no interpreter refused.
 fn assert_nothing_refused(session: &Session, what: &str) {
     let refused = &session.summary.0["python"]["refused"];

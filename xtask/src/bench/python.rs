@@ -1,15 +1,19 @@
-//! What a Python walk costs (section 3c), per CPython version: Debian's `python3.11` and each
-//! pyenv 3.6-3.13 found, recursing in pure Python (`fib`, about 25 Python frames deep under the
+//! What a Python walk costs (section 3c), per CPython version: Debian's `python3.11`, each
+//! pyenv 3.6-3.13 found, trixie's 3.13 and unstable's 3.14 and 3.15 (run chrooted into their
+//! private roots, `setup/python_root.rs`), recursing in pure Python (`fib`, about 25 Python frames deep under the
 //! interpreter's native frames), traced with `--pid` at 999 Hz twice: with the kernel's walk of
 //! the CPython frame chain, and with `--no-python` (the same native walk of the same stacks,
 //! without it). BPF program time per sample from the kernel's statistics as in `depth`; the
 //! difference over the Python frames a sample holds is the cost of a Python frame (3.6-3.10
-//! walk `PyFrameObject` chains, 3.11+ `_PyInterpreterFrame`s), beside the native cost per frame
+//! walk `PyFrameObject` chains, 3.11+ `_PyInterpreterFrame`s, 3.13+ located by their debug
+//! offsets), beside the native cost per frame
 //! `depth` measures.
 
 use std::process::Command;
 
 use serde_json::json;
+
+use crate::setup::python_root;
 
 use super::{
     Bench,
@@ -51,19 +55,19 @@ impl Measured {
     }
 }
 
-/// The interpreters measured: Debian's, then each pyenv version installed.
-fn interpreters() -> Vec<(String, String)> {
-    let mut out = vec![(format!("3.11 (Debian, {PYTHON})"), PYTHON.to_owned())];
+/// The interpreters measured: Debian's, then each pyenv version installed, then the Debian
+/// interpreters of the private roots that are there (`cargo xtask setup` makes them): a label
+/// and the command that starts it.
+fn interpreters() -> Vec<(String, Vec<String>)> {
+    let mut out = vec![(format!("3.11 (Debian, {PYTHON})"), vec![PYTHON.to_owned()])];
     let root = Command::new("pyenv")
         .arg("root")
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let Some(root) = root else {
-        return out;
-    };
-    let versions: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("versions"))
+    let versions: Vec<std::path::PathBuf> = root
+        .and_then(|root| std::fs::read_dir(root.join("versions")).ok())
         .map(|dir| dir.filter_map(|e| Some(e.ok()?.path())).collect())
         .unwrap_or_default();
     for minor in PYENV_MINORS {
@@ -76,7 +80,25 @@ fn interpreters() -> Vec<(String, String)> {
             .map(|v| v.join(format!("bin/python{minor}")))
             .find(|p| p.exists());
         if let Some(python) = found {
-            out.push((format!("{minor} (pyenv)"), python.display().to_string()));
+            out.push((format!("{minor} (pyenv)"), vec![python.display().to_string()]));
+        }
+    }
+    let roots = [
+        (python_root::path(), "3.13", "trixie"),
+        (python_root::sid_path(), "3.14", "unstable"),
+        (python_root::sid_path(), "3.15", "unstable"),
+    ];
+    for (root, minor, suite) in roots {
+        let Ok(root) = root else { continue };
+        let python = format!("/usr/bin/python{minor}");
+        if root.join(python.trim_start_matches('/')).exists() {
+            let argv = vec!["chroot".to_owned(), root.display().to_string(), python];
+            out.push((format!("{minor} (Debian {suite}, chrooted)"), argv));
+        } else {
+            eprintln!(
+                "bench: no {minor} root at {} (cargo xtask setup makes it)",
+                root.display()
+            );
         }
     }
     out
@@ -144,27 +166,36 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
 }
 
 /// `reps` pairs of sessions of `python` (with the Python walk, then without it).
-fn measure(b: &Bench, index: usize, label: String, python: &str, reps: usize, secs: u64) -> anyhow::Result<Measured> {
+fn measure(
+    b: &Bench,
+    index: usize,
+    label: String,
+    python: &[String],
+    reps: usize,
+    secs: u64,
+) -> anyhow::Result<Measured> {
+    let start = || {
+        let mut command = Command::new(&python[0]);
+        command.args(&python[1..]).args(["-c", SCRIPT]);
+        command
+    };
     let mut with = Vec::new();
     let mut without = Vec::new();
     let mut frames_per_walk = Vec::new();
     for rep in 0..reps {
-        let (ns, summary) = traced_walk_ns(
-            b,
-            Command::new(python).args(["-c", SCRIPT]),
-            &format!("python{index}-{rep}"),
-            &[],
-            secs,
-            0.0,
-        )?;
+        let (ns, summary) = traced_walk_ns(b, &mut start(), &format!("python{index}-{rep}"), &[], secs, 0.0)?;
         let walks = summary["python"]["walks"].as_u64().unwrap_or(0);
         let frames = summary["python"]["frames"].as_u64().unwrap_or(0);
-        anyhow::ensure!(walks > 0, "no Python walk in the sessions of {python}: {summary}");
+        anyhow::ensure!(
+            walks > 0,
+            "no Python walk in the sessions of {}: {summary}",
+            python.join(" ")
+        );
         frames_per_walk.push(frames as f64 / walks as f64);
         with.push(ns);
         let (ns, _) = traced_walk_ns(
             b,
-            Command::new(python).args(["-c", SCRIPT]),
+            &mut start(),
             &format!("native{index}-{rep}"),
             &["--no-python"],
             secs,

@@ -421,6 +421,15 @@ pub fn three_versions(test: &str) -> Vec<Interpreter> {
     out
 }
 
+/// pyenv's 3.11 and 3.12 (`libpython3.X.so`), which [`three_versions`] leaves to `--pid` (the
+/// same skipping).
+pub fn pyenv_3_11_and_3_12(test: &str) -> Vec<Interpreter> {
+    ["3.11", "3.12"]
+        .iter()
+        .filter_map(|minor| pyenv_required(test, minor))
+        .collect()
+}
+
 /// Debian unstable's `python3.14` and `python3.15` in their private root; without it, skipped
 /// (failing under CI).
 pub fn sid(test: &str) -> Vec<Interpreter> {
