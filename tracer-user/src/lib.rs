@@ -14,6 +14,7 @@ pub mod event;
 pub mod export;
 pub mod heap;
 pub mod jit;
+pub mod manager;
 pub mod offline;
 pub mod outfile;
 pub mod priority;

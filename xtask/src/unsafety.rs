@@ -1,14 +1,12 @@
 //! `unsafe` only in the system-call layer: in tracer-user, every `unsafe` block, function or
-//! impl is under `src/sys/` (safe wrappers, each with a `// SAFETY:` comment), but for the
-//! modules allowed for now ([`ALLOWED`]); `lib.rs` and `main.rs` deny `unsafe_code` elsewhere,
+//! impl is under `src/sys/` (safe wrappers, each with a `// SAFETY:` comment: [`ALLOWED`]);
+//! `lib.rs` and `main.rs` deny `unsafe_code` elsewhere,
 //! and this check says so to anyone running `cargo test -p xtask`. Comments and the insides of
 //! string literals are not read (`imports::code_of`). [`outside`] is the pure part; a unit test
 //! runs it over tracer-user.
 
-/// The files of tracer-user's `src` that may hold `unsafe`: the `sys` layer, and, until the
-/// pure-crate split moves their unsafe code into `sys`, the object-file readers and the table
-/// files.
-pub const ALLOWED: [&str; 4] = ["sys/", "objfile.rs", "objfile/", "table/"];
+/// The files of tracer-user's `src` that may hold `unsafe`: the `sys` layer alone.
+pub const ALLOWED: [&str; 1] = ["sys/"];
 
 /// Each file of `files` (paths relative to the crate's `src`, `/`-separated, with their text)
 /// outside `allowed` (path prefixes) that uses the keyword `unsafe` in code, with how often.

@@ -3,12 +3,9 @@
 
 use anyhow::Context as _;
 use aya::maps::hash_map::HashMap;
-use tracer_common::python::{
-    MAP_PY_STOPS, MAP_PYTHON, PY_COUNT_FRAMES, PY_COUNT_WALKS, PY_THREAD_PTHREAD, PyProcInfo, PyStop,
-};
+use tracer_common::python::{MAP_PY_STOPS, MAP_PYTHON, PY_COUNT_FRAMES, PY_COUNT_WALKS, PyProcInfo, PyStop};
 
 use super::{Kernel, map_mut, per_cpu_u64, sum};
-use crate::registry::PythonMapFull;
 
 /// Totals of `PY_STOPS` over all CPUs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,22 +19,20 @@ pub struct PythonCounts {
 }
 
 impl Kernel {
-    /// Walk the Python frames of `tgid` with `info` (replacing what it had); a full map is
-    /// the error [`PythonMapFull`]. An interpreter whose threads are matched by their TLS
-    /// base (before 3.11) is refused where the kernel's offset of it is not known.
+    /// Walk the Python frames of `tgid` with `info` (replacing what it had). Before 3.11
+    /// (`PY_THREAD_PTHREAD`) the kernel must find threads by their TLS base:
+    /// [`Kernel::finds_pthreads`].
     pub fn set_python(&mut self, tgid: u32, info: &PyProcInfo) -> anyhow::Result<()> {
-        const E2BIG: i32 = 7;
-        anyhow::ensure!(
-            info.offsets.flags & PY_THREAD_PTHREAD == 0 || self.fsbase_offset != 0,
-            "CPython before 3.11: the kernel's BTF has no task_struct.thread.fsbase (x86-64 only) to find its threads by"
-        );
         let mut map: HashMap<_, u32, PyProcInfo> = HashMap::try_from(map_mut(&mut self.ebpf, MAP_PYTHON)?)?;
-        match map.insert(tgid, info, 0) {
-            Err(aya::maps::MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(E2BIG) => {
-                Err(PythonMapFull.into())
-            }
-            r => r.with_context(|| format!("adding process {tgid} to {MAP_PYTHON}")),
-        }
+        map.insert(tgid, info, 0)
+            .with_context(|| format!("adding process {tgid} to {MAP_PYTHON}"))
+    }
+
+    /// Whether the walk finds a thread by its TLS base (`pthread_self()`, as CPython before
+    /// 3.11 keeps it): the kernel's BTF gives the offset of `task_struct.thread.fsbase`
+    /// (x86-64 only).
+    pub fn finds_pthreads(&self) -> bool {
+        self.fsbase_offset != 0
     }
 
     /// Stop walking the Python frames of `tgid` (nothing happens if they were not walked).

@@ -75,6 +75,13 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<PythonImage>, Python
     };
     let Some(version) = version else {
         let layout = super::for_version(3, newest_api, None)?;
+        if file.architecture() != object::Architecture::X86_64 {
+            return Err(PythonError::ThreadsByTlsBase {
+                major: 3,
+                minor: newest_api,
+                arch: format!("{:?}", file.architecture()).to_lowercase(),
+            });
+        }
         return Ok(Some(PythonImage {
             major: 3,
             minor: newest_api,

@@ -36,6 +36,12 @@ pub enum PythonError {
     Unsupported { major: u8, minor: u8 },
     #[error("CPython {major}.{minor}: free-threaded builds are not supported")]
     FreeThreaded { major: u8, minor: u8 },
+    /// Before 3.11 a thread state is matched to its thread by the TLS base (`pthread_self()`),
+    /// whose place in the kernel's task the walk knows on x86-64 only.
+    #[error(
+        "CPython {major}.{minor} on {arch}: its threads are found by their TLS base, which the kernel walk reads on x86-64 only"
+    )]
+    ThreadsByTlsBase { major: u8, minor: u8, arch: String },
     #[error("symbol {0} is not in the file's data")]
     Unreadable(&'static str),
     #[error("_Py_DebugOffsets: {0}")]

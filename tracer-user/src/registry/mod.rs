@@ -395,7 +395,7 @@ pub use jitcode::{DumpStats, JITDUMP_OBJECT};
 pub use loader::{NoTable, Prebuilt, Table, TableLoader, TableSource, TableStore, prebuild};
 pub use maps::ProcessMaps;
 pub use pycode::{PYTHON_OBJECT, PyCodes, PyFrame, PyFrameStats, PyFunction};
-pub use pymap::{PyMapStats, PythonMapFull};
+pub use pymap::PyMapStats;
 pub use pymem::MemReader;
 pub use python::PythonVersion;
 pub use share::{SHARE_DIVISOR, TABLES_LOG, share_of};

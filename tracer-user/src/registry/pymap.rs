@@ -22,8 +22,3 @@ pub struct PyMapStats {
     pub refused_full: u64,
     pub refused_error: u64,
 }
-
-/// The kernel refused a process because its map of interpreters is full.
-#[derive(Debug, thiserror::Error)]
-#[error("the map of Python processes is full")]
-pub struct PythonMapFull;

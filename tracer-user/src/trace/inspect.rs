@@ -71,40 +71,6 @@ pub(crate) fn parse_stat(stat: &str) -> Option<(String, u64, u64)> {
     Some((comm, field(9)?, field(14)?.saturating_add(field(15)?)))
 }
 
-/// The pids whose process exited or ran another program (exec) during the session: their
-/// executable's name, looked at once, may be another process's or program's, so their stacks
-/// are not rooted at it (a pid reused by a later process would otherwise name that process's
-/// stacks after the earlier one). Bounded: past [`MAX_SEEN`] pids, no name is trusted.
-#[derive(Debug, Default)]
-pub struct Changed {
-    pids: HashSet<u32>,
-    overflowed: bool,
-}
-
-impl Changed {
-    /// Process `pid` ended or exec'd.
-    pub fn note(&mut self, pid: u32) {
-        if self.pids.len() >= MAX_SEEN {
-            self.overflowed = true;
-        } else {
-            self.pids.insert(pid);
-        }
-    }
-
-    /// The executable names of `names` that name their pid's one program: those of pids that
-    /// did not change (none when too many did).
-    pub fn trusted(&self, names: &HashMap<u32, String>) -> HashMap<u32, String> {
-        if self.overflowed {
-            return HashMap::new();
-        }
-        names
-            .iter()
-            .filter(|(pid, _)| !self.pids.contains(pid))
-            .map(|(pid, name)| (*pid, name.clone()))
-            .collect()
-    }
-}
-
 /// The processes met while tracing: their executable's name, and the runtimes that run
 /// without the flag their stacks need, one sentence each; each looked at once.
 #[derive(Debug)]

@@ -3,10 +3,8 @@
 //! duration ends or a signal arrives, then symbolizes and writes the stacks and a summary.
 //! Parsing and table building live in their own modules; this one only sequences them.
 
-mod follow;
 mod health;
 mod inspect;
-mod kernel;
 mod launch;
 mod live;
 mod memory;
@@ -22,13 +20,12 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::manager::Manager;
+pub use crate::manager::{LOAD_LOG, SWEEP_LOG};
 pub use crate::outfile::OutputFileError;
 use crate::profile::{Keep, Profile};
-use crate::registry;
 use crate::snapshots::Snapshots;
 use crate::symbolize::SymbolCache;
-use follow::Follower;
-pub use follow::{LOAD_LOG, SWEEP_LOG};
 pub use output::OutputSpec;
 pub use summary::{SummaryFormat, SummarySpec, schema as summary_schema};
 use targets::Targets;
@@ -141,7 +138,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         Targets::start(&config.pids, &config.command)?
     };
     let setup::Started {
-        mut catalog,
+        catalog,
         mut kernel,
         skipped,
         deferred,
@@ -153,13 +150,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let mut held: Option<Notice> = None;
     kernel.attach()?;
     targets.release();
-    let (mut follower, mut built) = Follower::new();
-    follower.python = config.python;
-    follower.stats.vanished += skipped;
-    follower.set_python_all(&mut catalog, &mut kernel);
-    for pid in deferred {
-        follower.load(pid, &mut catalog, &mut kernel)?;
-    }
+    let (mut manager, mut built) = Manager::new(catalog, kernel, config.python);
+    manager.start(deferred, skipped)?;
     let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
     say(format_args!(
         "sframe-trace: sampling {} {}{}; Ctrl-C to stop\n",
@@ -214,65 +206,60 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 // processes never forgotten, no export sent.
                 _ = housekeeping.tick() => {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
-                    sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
-                    follower.housekeep(&mut catalog, &mut kernel)?;
-                    follower.readmit_python(&mut catalog, &mut kernel);
-                    catalog.jit.refresh(false, crate::sys::monotonic_ns());
+                    sink.release(None, false, &mut manager)?;
+                    manager.housekeep()?;
                     // Stacks are symbolized as they arrive, or not kept at all.
-                    let forgot = keep == Keep::default()
-                        && forget(&follower.idle_objects(&catalog), &mut catalog, &mut sink.symbols);
+                    let forgot = keep == Keep::default() && forget(&manager.idle_objects(), &mut manager, &mut sink.symbols);
                     memory.bound(&mut sink.symbols);
-                    if follower.take_freed() | forgot | sink.symbols.take_dropped() {
+                    if manager.take_freed() | forgot | sink.symbols.take_dropped() {
                         release_freed_memory();
                     }
-                    sizes.tick(&catalog, &follower, &sink);
+                    sizes.tick(&manager, &sink);
                     if health.active() {
-                        publish_health(&health, &kernel, &sink, &catalog, &otlp, &memory)?;
+                        publish_health(&health, &manager, &sink, &otlp, &memory)?;
                     }
                 }
                 () = otlp.due() => {
                     // Idle before the window is taken: no stack after it refers to them.
-                    let idle = follower.idle_objects(&catalog);
-                    otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
-                    if !keep.whole && forget(&idle, &mut catalog, &mut sink.symbols) {
+                    let idle = manager.idle_objects();
+                    otlp.export(&mut sink.profile, manager.catalog(), &mut sink.symbols);
+                    if !keep.whole && forget(&idle, &mut manager, &mut sink.symbols) {
                         release_freed_memory();
                     }
                 }
-                () = live.due() => live.show(&sink.profile, &catalog, &mut sink.symbols, &kernel)?,
+                () = live.due() => live.show(&sink.profile, manager.catalog(), &mut sink.symbols, manager.kernel())?,
                 notice = next_notice(&mut held, &mut notices) => if let Some(notice) = notice {
                     // An exit, an exec or unmapped code ends the mappings the samples queued are
                     // resolved with.
-                    follower.ended(&notice, &mut catalog);
+                    manager.on_notice_seen(&notice);
                     // Loading can take a while: make room in the sample ring buffer first (a
                     // bounded number: when samples arrive faster than they are written, an
                     // unbounded drain would never end).
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
-                        notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
-                        sink.take(sample, &mut catalog);
+                        notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+                        sink.take(sample, &mut manager);
                     }
-                    follower.act(&notice, &mut catalog, &mut kernel)?;
-                    sink.release(Some(&[notice.tgid]), false, &mut catalog, &mut follower, &mut kernel)?;
+                    manager.on_notice(&notice)?;
+                    sink.release(Some(&[notice.tgid]), false, &mut manager)?;
                 },
                 Some(tables) = built.recv() => {
-                    follower.built(tables, &mut catalog, &mut kernel)?;
-                    sink.release(None, false, &mut catalog, &mut follower, &mut kernel)?;
+                    manager.on_built(tables)?;
+                    sink.release(None, false, &mut manager)?;
                 }
                 sample = events.next() => match sample {
                     Some(sample) => {
-                        notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
-                        sink.take(sample, &mut catalog);
+                        notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+                        sink.take(sample, &mut manager);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
-                            notices_first(&mut notices, &mut held, sample.time_ns, &mut follower, &mut catalog, &mut kernel)?;
-                            sink.take(sample, &mut catalog);
+                            notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+                            sink.take(sample, &mut manager);
                         }
                         // Code compiled into a known JIT region since its jitdump was read.
-                        for pid in catalog.take_dump_rereads() {
-                            follower.load(pid, &mut catalog, &mut kernel)?;
-                        }
+                        manager.reload_dumps()?;
                     }
                     None => break "the ring buffer closed",
                 },
@@ -285,18 +272,18 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let idle = targets.idle();
     // The terminal is back before anything else is printed.
     live.finish();
-    kernel.detach();
+    manager.kernel_mut().detach();
     step.done("detach");
     let deadline = Instant::now() + FINAL_DRAIN;
     let mut left_behind = 0u64;
     while let Some(sample) = events.try_next() {
         if Instant::now() < deadline {
-            sink.take(sample, &mut catalog);
+            sink.take(sample, &mut manager);
         } else {
             left_behind += 1;
         }
     }
-    sink.release(None, true, &mut catalog, &mut follower, &mut kernel)?;
+    sink.release(None, true, &mut manager)?;
     if let Some(recorder) = sink.copies.recorder() {
         say(format_args!(
             "sframe-trace: recorded {} stack copies ({} not recorded)\n",
@@ -306,19 +293,16 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     }
     step.done("drain");
     targets.finish().await;
-    follower.stats.traced_at_end = catalog.processes.len() as u64;
     // Missing debug files may be fetched from now on (never while samples are taken).
     crate::symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    catalog.jit.refresh(true, crate::sys::monotonic_ns());
+    manager.resolve(|catalog| catalog.jit.refresh(true, crate::sys::monotonic_ns()));
     step.done("perf maps");
+    let follow = manager.stats();
+    let trusted = manager.trusted_names(&sink.runtimes.names);
+    let (catalog, kernel) = manager.into_parts();
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
-    let mut finished = sink.output.finish(
-        &sink.profile,
-        &catalog,
-        &mut sink.symbols,
-        &follower.changed.trusted(&sink.runtimes.names),
-    );
+    let mut finished = sink.output.finish(&sink.profile, &catalog, &mut sink.symbols, &trusted);
     step.done("outputs");
     let failed_outputs = std::mem::take(&mut finished.failed);
     let mut stops = kernel.stop_reasons()?;
@@ -349,7 +333,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         copies: sink.copies.stats,
         table_bytes: catalog.loader.tables.map_bytes(),
         table_capacity_bytes: catalog.loader.tables.capacity_bytes(),
-        follow: follower.stats,
+        follow,
         failed_outputs: &failed_outputs,
         otlp: exported.as_ref(),
         python: summary::python::PythonFigures {
@@ -417,7 +401,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // process's exit frees. Freeing it here, object by object, took most of a second on a
     // whole host. The kernel side is dropped as it should be: its probes are taken down.
     std::mem::forget(catalog);
-    std::mem::forget((sink.profile, sink.symbols, sink.copies, follower));
+    std::mem::forget((sink.profile, sink.symbols, sink.copies));
     step.done("memory left to the exit");
     drop((events, notices, kernel));
     step.done("unload");
@@ -442,40 +426,39 @@ struct Sink {
 
 impl Sink {
     /// Take `sample`, or hold it if it is a stack copy.
-    fn take(&mut self, sample: &tracer_common::sample::Sample, catalog: &mut registry::Catalog) {
+    fn take(&mut self, sample: &tracer_common::sample::Sample, manager: &mut Manager) {
         if self.own_pid == Some(sample.tgid) || self.copies.hold(sample) {
             return;
         }
-        let stack = self.profile.add(sample, catalog);
-        self.runtimes.see(stack.pid);
-        // JIT code not named yet: its perf map may have grown since it was read.
-        if catalog.jit.is_wanted() {
-            catalog.jit.refresh_wanted();
-        }
-        self.output.sample(sample, stack, catalog, &mut self.symbols);
+        manager.resolve(|catalog| {
+            let stack = self.profile.add(sample, catalog);
+            self.runtimes.see(stack.pid);
+            // JIT code not named yet: its perf map may have grown since it was read.
+            if catalog.jit.is_wanted() {
+                catalog.jit.refresh_wanted();
+            }
+            self.output.sample(sample, stack, catalog, &mut self.symbols);
+        });
     }
 
     /// Walk the stack copies of `pids` (every process's with `None`) whose process is loaded,
     /// and those that waited long enough (all of them with `all`), and take them; read again
     /// the processes in which a copy met code not known yet.
-    fn release(
-        &mut self,
-        pids: Option<&[u32]>,
-        all: bool,
-        catalog: &mut registry::Catalog,
-        follower: &mut Follower,
-        kernel: &mut crate::bpf::Kernel,
-    ) -> anyhow::Result<()> {
+    fn release(&mut self, pids: Option<&[u32]>, all: bool, manager: &mut Manager) -> anyhow::Result<()> {
         if !self.copies.waiting() {
             return Ok(());
         }
-        let (profile, output, symbols) = (&mut self.profile, &mut self.output, &mut self.symbols);
-        let reload = self.copies.release(catalog, pids, all, |sample| {
-            let stack = profile.add(sample, catalog);
-            output.sample(sample, stack, catalog, symbols);
+        let (profile, output, symbols, copies) =
+            (&mut self.profile, &mut self.output, &mut self.symbols, &mut self.copies);
+        let reload = manager.resolve(|catalog| {
+            let catalog = &*catalog;
+            copies.release(catalog, pids, all, |sample| {
+                let stack = profile.add(sample, catalog);
+                output.sample(sample, stack, catalog, symbols);
+            })
         });
         for pid in reload {
-            follower.load(pid, catalog, kernel)?;
+            manager.load(pid)?;
         }
         Ok(())
     }
@@ -483,9 +466,11 @@ impl Sink {
 
 /// Free objects `idle` (no process maps them, no kept stack refers to them): their names and
 /// symbolizer data, then their files. Returns whether there were any.
-fn forget(idle: &[usize], catalog: &mut registry::Catalog, symbols: &mut SymbolCache) -> bool {
-    symbols.forget(idle, catalog);
-    catalog.forget(idle);
+fn forget(idle: &[usize], manager: &mut Manager, symbols: &mut SymbolCache) -> bool {
+    manager.resolve(|catalog| {
+        symbols.forget(idle, catalog);
+        catalog.forget(idle);
+    });
     !idle.is_empty()
 }
 
@@ -502,14 +487,15 @@ fn release_freed_memory() {
 /// The figures `/healthz` and `/metrics` serve, as they are now.
 fn publish_health(
     health: &health::Health,
-    kernel: &crate::bpf::Kernel,
+    manager: &Manager,
     sink: &Sink,
-    catalog: &crate::registry::Catalog,
     otlp: &otlp::Otlp,
     memory: &memory::MemoryBound,
 ) -> anyhow::Result<()> {
     use std::sync::atomic::Ordering::Relaxed;
-    let lost = kernel
+    let catalog = manager.catalog();
+    let lost = manager
+        .kernel()
         .counters()?
         .into_iter()
         .find(|(c, _)| *c == tracer_common::Counter::EventsLost)
@@ -546,9 +532,7 @@ fn notices_first(
     notices: &mut crate::bpf::Notices,
     held: &mut Option<Notice>,
     before_ns: u64,
-    follower: &mut Follower,
-    catalog: &mut registry::Catalog,
-    kernel: &mut crate::bpf::Kernel,
+    manager: &mut Manager,
 ) -> anyhow::Result<()> {
     loop {
         let notice = match held.take() {
@@ -562,7 +546,7 @@ fn notices_first(
             *held = Some(notice);
             return Ok(());
         }
-        follower.notice(&notice, catalog, kernel)?;
+        manager.notice(&notice)?;
     }
 }
 

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Sink, follow::Follower};
-use crate::registry::Catalog;
+use super::Sink;
+use crate::manager::Manager;
 use crate::symfiles;
 
 /// How often the sizes are logged.
@@ -31,7 +31,8 @@ impl SizeLog {
     }
 
     /// Log the sizes if the log wants them and they are due.
-    pub(super) fn tick(&mut self, catalog: &Catalog, follower: &Follower, sink: &Sink) {
+    pub(super) fn tick(&mut self, manager: &Manager, sink: &Sink) {
+        let catalog = manager.catalog();
         if !log::log_enabled!(target: "sframe_trace::sizes", log::Level::Debug)
             || self.last.is_some_and(|at| at.elapsed() < EVERY)
         {
@@ -44,7 +45,7 @@ impl SizeLog {
         add("rss_anon_kib", rss_anon_kib().unwrap_or(0));
         allocator(&mut add);
         catalog.sizes(&mut add);
-        follower.sizes(&mut add);
+        manager.sizes(&mut add);
         sink.symbols.sizes(&mut add);
         sink.profile.sizes(&mut add);
         sink.copies.sizes(&mut add);

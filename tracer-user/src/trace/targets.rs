@@ -10,6 +10,7 @@ use std::{
 };
 
 use super::launch::{self, Held};
+use crate::manager::seam::alive;
 use anyhow::{Context as _, bail};
 use tokio::{
     process::Child,
@@ -311,11 +312,6 @@ async fn exit_of(pid: u32) {
     while alive(pid) {
         sleep(EXIT_POLL).await;
     }
-}
-
-pub(super) fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
 }
 
 /// The first line of a small file of /proc (a name: at most 64 bytes read), trimmed; `None`

@@ -277,3 +277,28 @@ fn a_stripped_3_6_is_refused() {
         Err(PythonError::NoSymbolTable)
     );
 }
+
+/// On arm64, 3.6 to 3.10 are refused by name: pyenv's libpython3.9 with its ELF header's
+/// machine made aarch64 is the same interpreter to every reader but the walk, which cannot
+/// find its threads there. The x86-64 file itself is detected.
+#[test]
+fn older_interpreters_on_arm64_are_refused_by_name() {
+    let Some(lib) = required("pyenv's libpython3.9", pyenv_lib("3.9")) else {
+        return;
+    };
+    let mut bytes = std::fs::read(&lib).unwrap();
+    assert!(matches!(detect(&*bytes), Ok(Some(image)) if image.minor == 9));
+    // e_machine, at offset 18 of a 64-bit little-endian ELF header: EM_AARCH64.
+    assert_eq!(u16::from_le_bytes([bytes[18], bytes[19]]), 62, "an x86-64 file");
+    bytes[18..20].copy_from_slice(&183u16.to_le_bytes());
+    let err = detect(&*bytes).expect_err("refused");
+    assert_eq!(
+        err,
+        PythonError::ThreadsByTlsBase {
+            major: 3,
+            minor: 9,
+            arch: "aarch64".to_owned()
+        }
+    );
+    assert!(err.to_string().contains("CPython 3.9 on aarch64"), "{err}");
+}

@@ -18,7 +18,7 @@ use tracer_common::{Counter, walk::StopReason};
 
 use crate::export::otlp::ExportReport;
 
-use super::follow::FollowStats;
+use crate::manager::FollowStats;
 use crate::registry::{Catalog, NoTableKind};
 use crate::{profile::Profile, snapshots::SnapshotStats};
 

@@ -11,11 +11,9 @@ use tracer_common::{
 
 use super::{Summary, file};
 use crate::export::otlp::{Destination, ExportReport};
+use crate::manager::FollowStats;
 use crate::registry::{Catalog, NoTable};
-use crate::trace::{
-    follow::FollowStats,
-    tests::{catalog, object, sample},
-};
+use crate::trace::tests::{catalog, object, sample};
 use crate::{profile::Profile, snapshots::SnapshotStats};
 
 /// The session of these tests: the shared catalog with one more object (unreadable), and one

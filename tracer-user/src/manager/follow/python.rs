@@ -3,8 +3,8 @@
 //! way (a few tries: one that exited may have left already); else the process is refused,
 //! counted by reason.
 
-use super::KernelTables;
-use crate::registry::{Catalog, PythonMapFull};
+use crate::manager::seam::{KernelTables, SeamError};
+use crate::registry::Catalog;
 
 /// Processes taken out of a full map to make room for one, at most.
 const TRIES: usize = 4;
@@ -33,7 +33,7 @@ pub(super) fn place_python(
             }
             Err(err) => err,
         };
-        if !err.is::<PythonMapFull>() {
+        if !matches!(err, SeamError::Full(_)) {
             log::debug!("process {pid}: {err:#}");
             pycode.set_in_map(pid, false);
             pycode.count_map(|m| m.refused_error += 1);

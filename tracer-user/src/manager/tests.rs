@@ -1,4 +1,4 @@
-//! The life cycle of processes and objects, driven through [`Follower`] and [`Catalog`] against
+//! The life cycle of processes and objects, driven through the [`Manager`] against
 //! a fake kernel and fake processes: exec, exit and the grace period, dlopen and dlclose, pid
 //! reuse, a replaced file, table budget exhaustion, unloading and reloading. No root, no BPF.
 //! The objects are small ELF files checked in under `fixtures/bin`, of made-up identities
@@ -16,16 +16,16 @@ use tracer_common::{
     trace::{ExecMapping, NO_OBJECT},
 };
 
-use super::{Follower, Timing};
+use super::{Manager, Timing};
 use crate::tables::{Capacity, TableSet};
 use crate::{
+    manager::seam::{KernelTables, Processes, SeamError},
     procmaps::{Known, Mapping, ProcError},
     registry::{
         Catalog, NoTable,
         testing::{mapped, object},
     },
     sys::monotonic_ns,
-    trace::kernel::{KernelTables, Processes},
 };
 
 /// The kernel maps, as far as following changes them.
@@ -43,7 +43,7 @@ struct FakeKernel {
 
 impl KernelTables for FakeKernel {
     /// Apply the changes as the kernel maps would; the objects are those with pages.
-    fn sync_tables(&mut self, tables: &mut TableSet) -> anyhow::Result<()> {
+    fn sync_tables(&mut self, tables: &mut TableSet) -> Result<(), SeamError> {
         let changes = tables.take_changes();
         for key in changes.pages_removed {
             self.pages.remove(&(key.object, key.page));
@@ -56,15 +56,15 @@ impl KernelTables for FakeKernel {
         Ok(())
     }
 
-    fn set_process(&mut self, pid: u32, mappings: &[ExecMapping]) -> anyhow::Result<usize> {
+    fn set_process(&mut self, pid: u32, mappings: &[ExecMapping]) -> Result<usize, SeamError> {
         if self.max_processes.is_some_and(|max| self.processes.len() >= max) && !self.processes.contains_key(&pid) {
-            anyhow::bail!("the process map is full");
+            return Err(SeamError::Full("PROCS"));
         }
         self.processes.insert(pid, mappings.to_vec());
         Ok(0)
     }
 
-    fn remove_process(&mut self, pid: u32) -> anyhow::Result<()> {
+    fn remove_process(&mut self, pid: u32) -> Result<(), SeamError> {
         self.processes.remove(&pid);
         Ok(())
     }
@@ -101,12 +101,10 @@ impl Processes for World {
     }
 }
 
-/// A session's state: the follower, its catalog, the fake kernel and world, nothing kept
+/// A session's state: the manager over the fake kernel, and the fake world, nothing kept
 /// waiting (every grace period and idle time zero) unless a test says otherwise.
 struct Session {
-    follower: Follower<World>,
-    catalog: Catalog,
-    kernel: FakeKernel,
+    manager: Manager<FakeKernel, World>,
     world: World,
 }
 
@@ -122,45 +120,35 @@ impl Session {
             sweep_every: wait,
             unload_after: wait,
         };
-        let (follower, _built) = Follower::with(world.clone(), timing);
-        Session {
-            follower,
-            catalog: Catalog::with_tables(tables),
-            kernel: FakeKernel::default(),
-            world,
-        }
+        let catalog = Catalog::with_tables(tables);
+        let (manager, _built) = Manager::with(catalog, FakeKernel::default(), world.clone(), timing, true);
+        Session { manager, world }
     }
 
     /// Deliver a notice of `kind` for `pid`, sent now; returns when it was sent.
     fn notice(&mut self, kind: NoticeKind, pid: u32) -> u64 {
         let notice = notice_now(kind, pid);
-        self.follower
-            .notice(&notice, &mut self.catalog, &mut self.kernel)
-            .expect("notice");
+        self.manager.notice(&notice).expect("notice");
         notice.time_ns
     }
 
     fn load(&mut self, pid: u32) {
-        self.follower
-            .load(pid, &mut self.catalog, &mut self.kernel)
-            .expect("load");
+        self.manager.load(pid).expect("load");
     }
 
     fn housekeep(&mut self) {
-        self.follower
-            .housekeep(&mut self.catalog, &mut self.kernel)
-            .expect("housekeep");
+        self.manager.housekeep().expect("housekeep");
     }
 
     /// The catalog object that held `addr` in `pid` at `time_ns`, by its identity's inode.
     fn inode_at(&self, pid: u32, addr: u64, time_ns: u64) -> Option<u64> {
-        let index = self.catalog.mapping_at(pid, addr, time_ns)?.object?;
-        Some(self.catalog.objects[index].key.as_ref()?.inode)
+        let index = self.manager.catalog().mapping_at(pid, addr, time_ns)?.object?;
+        Some(self.manager.catalog().objects[index].key.as_ref()?.inode)
     }
 
     /// The kernel's table id of each of `pid`'s mappings.
     fn kernel_objects(&self, pid: u32) -> Vec<u32> {
-        self.kernel.processes[&pid].iter().map(|m| m.object).collect()
+        self.manager.kernel().processes[&pid].iter().map(|m| m.object).collect()
     }
 }
 
@@ -174,11 +162,11 @@ fn a_new_process_is_loaded_with_its_tables() {
     let ids = s.kernel_objects(10);
     assert!(ids.iter().all(|&id| id != NO_OBJECT), "{ids:?}");
     assert_eq!(
-        s.kernel.objects,
+        s.manager.kernel().objects,
         ids.iter().copied().collect(),
         "the tables were written"
     );
-    assert_eq!(s.follower.stats.loaded, 1);
+    assert_eq!(s.manager.stats().loaded, 1);
 }
 
 /// Two processes mapping the same file (the same identity) share one object and one table.
@@ -190,9 +178,9 @@ fn processes_mapping_one_file_share_its_table() {
     s.world.run(11, vec![mapped(&app, 0x50000)]);
     s.load(10);
     s.load(11);
-    assert_eq!(s.catalog.objects.len(), 1);
+    assert_eq!(s.manager.catalog().objects.len(), 1);
     assert_eq!(s.kernel_objects(10), s.kernel_objects(11));
-    assert_eq!(s.catalog.objects[0].users, 2);
+    assert_eq!(s.manager.catalog().objects[0].users, 2);
 }
 
 /// Regression (build-ids were trusted as identity): two files carrying the same build-id are
@@ -205,7 +193,7 @@ fn the_same_build_id_in_another_file_is_another_object() {
     s.world.run(11, vec![mapped(&real, 0x10000)]);
     s.load(10);
     s.load(11);
-    assert_eq!(s.catalog.objects.len(), 2);
+    assert_eq!(s.manager.catalog().objects.len(), 2);
     assert_ne!(s.kernel_objects(10), s.kernel_objects(11));
     assert_eq!(s.inode_at(11, 0x10800, monotonic_ns()), Some(1));
 }
@@ -223,7 +211,11 @@ fn exec_replaces_the_image_for_later_samples_only() {
     let exec = s.notice(NoticeKind::Exec, 10);
     assert_eq!(s.inode_at(10, 0x10800, before), Some(1));
     assert_eq!(s.inode_at(10, 0x10800, exec + 1), Some(2));
-    assert_eq!(s.catalog.objects[0].users, 0, "the old image is mapped no more");
+    assert_eq!(
+        s.manager.catalog().objects[0].users,
+        0,
+        "the old image is mapped no more"
+    );
 }
 
 /// An exit keeps the process's mappings for the samples queued before it, through the grace
@@ -238,22 +230,22 @@ fn an_exit_is_forgotten_after_the_grace_period() {
     s.world.exit(10);
     s.notice(NoticeKind::Exit, 10);
     s.housekeep();
-    assert_eq!(s.follower.stats.exited, 1);
+    assert_eq!(s.manager.stats().exited, 1);
     assert_eq!(
         s.inode_at(10, 0x10800, before),
         Some(1),
         "kept through the grace period"
     );
-    assert_eq!(s.kernel.objects.len(), 1, "still loaded");
-    s.follower.timing = Timing {
+    assert_eq!(s.manager.kernel().objects.len(), 1, "still loaded");
+    s.manager.follower.timing = Timing {
         exit_grace: Duration::ZERO,
         sweep_every: Duration::ZERO,
         unload_after: Duration::ZERO,
     };
     s.housekeep();
     assert_eq!(s.inode_at(10, 0x10800, before), None, "forgotten");
-    assert!(s.kernel.objects.is_empty(), "unloaded");
-    assert_eq!(s.follower.stats.unloaded, 1);
+    assert!(s.manager.kernel().objects.is_empty(), "unloaded");
+    assert_eq!(s.manager.stats().unloaded, 1);
 }
 
 /// dlopen: code added to a process (a PC in no known mapping) loads the new object, and the
@@ -267,7 +259,7 @@ fn dlopen_adds_an_object() {
     let before = monotonic_ns();
     s.world.run(10, vec![mapped(&app, 0x10000), mapped(&plugin, 0x20000)]);
     s.notice(NoticeKind::UnknownPc, 10);
-    assert_eq!(s.follower.stats.refreshed, 1);
+    assert_eq!(s.manager.stats().refreshed, 1);
     assert_eq!(s.kernel_objects(10).len(), 2);
     assert_eq!(
         s.inode_at(10, 0x20800, before),
@@ -295,14 +287,14 @@ fn dlclose_unloads_and_dlopen_again_reloads() {
     );
     assert_eq!(s.inode_at(10, 0x20800, unmapped + 1), None);
     s.housekeep();
-    assert_eq!(s.follower.stats.unloaded, 1);
-    assert_eq!(s.kernel.objects.len(), 1, "only the program's table is left");
-    assert!(s.catalog.objects[1].unloaded);
+    assert_eq!(s.manager.stats().unloaded, 1);
+    assert_eq!(s.manager.kernel().objects.len(), 1, "only the program's table is left");
+    assert!(s.manager.catalog().objects[1].unloaded);
     s.world.run(10, vec![mapped(&app, 0x10000), mapped(&plugin, 0x30000)]);
     s.notice(NoticeKind::UnknownPc, 10);
-    assert_eq!(s.catalog.objects.len(), 2, "the same object, not a new one");
-    assert!(!s.catalog.objects[1].unloaded);
-    assert_eq!(s.kernel.objects.len(), 2, "built and written again");
+    assert_eq!(s.manager.catalog().objects.len(), 2, "the same object, not a new one");
+    assert!(!s.manager.catalog().objects[1].unloaded);
+    assert_eq!(s.manager.kernel().objects.len(), 2, "built and written again");
     assert!(s.kernel_objects(10).iter().all(|&id| id != NO_OBJECT));
 }
 
@@ -324,9 +316,9 @@ fn a_reused_pid_is_two_processes() {
     assert_eq!(s.inode_at(10, 0x10800, after), Some(2));
     assert!(exit < after);
     // The grace period of the first ends while the second runs: the second is kept.
-    s.follower.timing.exit_grace = Duration::ZERO;
+    s.manager.follower.timing.exit_grace = Duration::ZERO;
     s.housekeep();
-    assert!(s.kernel.processes.contains_key(&10));
+    assert!(s.manager.kernel().processes.contains_key(&10));
     assert_eq!(s.inode_at(10, 0x10800, monotonic_ns()), Some(2));
 }
 
@@ -340,13 +332,13 @@ fn a_replaced_file_is_a_new_object() {
     s.load(10);
     s.world.run(11, vec![mapped(&new, 0x10000)]);
     s.load(11);
-    assert_eq!(s.catalog.objects.len(), 2);
+    assert_eq!(s.manager.catalog().objects.len(), 2);
     assert_ne!(s.kernel_objects(10), s.kernel_objects(11));
     s.world.exit(10);
     s.notice(NoticeKind::Exit, 10);
     s.housekeep();
-    assert_eq!(s.kernel.objects.len(), 1, "the old file's table is unloaded");
-    assert!(s.catalog.objects[0].unloaded && !s.catalog.objects[1].unloaded);
+    assert_eq!(s.manager.kernel().objects.len(), 1, "the old file's table is unloaded");
+    assert!(s.manager.catalog().objects[0].unloaded && !s.manager.catalog().objects[1].unloaded);
 }
 
 /// With no room left for tables (`--max-table-memory` spent), a process is still traced, its
@@ -363,22 +355,22 @@ fn an_exhausted_budget_leaves_objects_without_tables() {
     s.world.run(10, vec![mapped(&app, 0x10000)]);
     s.load(10);
     assert_eq!(s.kernel_objects(10), [NO_OBJECT]);
-    assert!(matches!(s.catalog.objects[0].table, Err(NoTable::NoRoom(_))));
-    assert!(s.kernel.objects.is_empty());
+    assert!(matches!(s.manager.catalog().objects[0].table, Err(NoTable::NoRoom(_))));
+    assert!(s.manager.kernel().objects.is_empty());
 }
 
 /// A process the process map has no room for is counted, and the others are unaffected.
 #[test]
 fn a_full_process_map_is_counted() {
     let mut s = Session::new();
-    s.kernel.max_processes = Some(1);
+    s.manager.kernel_mut().max_processes = Some(1);
     let app = object("chain", 1, 0);
     s.world.run(10, vec![mapped(&app, 0x10000)]);
     s.world.run(11, vec![mapped(&app, 0x10000)]);
     s.load(10);
     s.load(11);
-    assert_eq!(s.follower.stats.no_room, 1);
-    assert!(s.kernel.processes.contains_key(&10) && !s.kernel.processes.contains_key(&11));
+    assert_eq!(s.manager.stats().no_room, 1);
+    assert!(s.manager.kernel().processes.contains_key(&10) && !s.manager.kernel().processes.contains_key(&11));
 }
 
 /// A process gone before its mappings could be read is counted as vanished, and nothing is
@@ -387,8 +379,8 @@ fn a_full_process_map_is_counted() {
 fn a_process_gone_before_loading_is_counted() {
     let mut s = Session::new();
     s.notice(NoticeKind::NewProcess, 10);
-    assert_eq!(s.follower.stats.vanished, 1);
-    assert!(s.kernel.processes.is_empty() && s.catalog.objects.is_empty());
+    assert_eq!(s.manager.stats().vanished, 1);
+    assert!(s.manager.kernel().processes.is_empty() && s.manager.catalog().objects.is_empty());
 }
 
 /// A process that exited while it was being loaded (so no exit notice will come) leaves the
@@ -400,13 +392,13 @@ fn a_process_exiting_while_loaded_is_removed() {
     s.world.run(10, vec![mapped(&app, 0x10000)]);
     s.world.0.borrow_mut().get_mut(&10).expect("running").1 = false;
     s.load(10);
-    assert!(!s.kernel.processes.contains_key(&10));
+    assert!(!s.manager.kernel().processes.contains_key(&10));
     assert!(
-        s.catalog.processes.current.contains_key(&10),
+        s.manager.catalog().processes.current.contains_key(&10),
         "kept through the grace period"
     );
     s.housekeep();
-    assert!(!s.catalog.processes.current.contains_key(&10));
+    assert!(!s.manager.catalog().processes.current.contains_key(&10));
 }
 
 /// An exit whose notice was lost is found by the periodic sweep: the process leaves the kernel
@@ -419,10 +411,10 @@ fn an_unnoticed_exit_is_swept() {
     s.load(10);
     s.world.exit(10);
     s.housekeep();
-    assert!(!s.kernel.processes.contains_key(&10));
+    assert!(!s.manager.kernel().processes.contains_key(&10));
     s.housekeep();
-    assert!(!s.catalog.processes.current.contains_key(&10));
-    assert!(s.kernel.objects.is_empty());
+    assert!(!s.manager.catalog().processes.current.contains_key(&10));
+    assert!(s.manager.kernel().objects.is_empty());
 }
 
 /// An unused table is kept while the idle time runs (a program started again and again keeps
@@ -433,20 +425,20 @@ fn an_idle_table_is_kept_for_a_while() {
     let app = object("chain", 1, 0);
     s.world.run(10, vec![mapped(&app, 0x10000)]);
     s.load(10);
-    let syncs = s.kernel.syncs;
+    let syncs = s.manager.kernel().syncs;
     s.world.exit(10);
     s.notice(NoticeKind::Exit, 10);
     s.housekeep();
-    assert_eq!(s.follower.stats.unloaded, 0);
+    assert_eq!(s.manager.stats().unloaded, 0);
     s.world.run(11, vec![mapped(&app, 0x10000)]);
     s.load(11);
-    assert_eq!(s.catalog.objects.len(), 1);
-    assert!(!s.catalog.objects[0].unloaded);
+    assert_eq!(s.manager.catalog().objects.len(), 1);
+    assert!(!s.manager.catalog().objects[0].unloaded);
     assert_eq!(
         s.kernel_objects(11),
-        s.kernel.objects.iter().copied().collect::<Vec<_>>()
+        s.manager.kernel().objects.iter().copied().collect::<Vec<_>>()
     );
-    assert!(s.kernel.syncs > syncs);
+    assert!(s.manager.kernel().syncs > syncs);
 }
 
 /// A plugin unloaded after dlclose and then forgotten (nothing refers to it any more) gives up
@@ -462,22 +454,22 @@ fn a_forgotten_object_comes_back_as_a_new_one() {
     s.world.run(10, vec![mapped(&app, 0x10000)]);
     s.notice(NoticeKind::Unmapped, 10);
     s.housekeep();
-    let idle = s.follower.idle_objects(&s.catalog);
+    let idle = s.manager.idle_objects();
     assert_eq!(idle, [1], "the plugin only: the program is mapped");
-    s.catalog.forget(&idle);
-    assert!(s.catalog.objects[1].file.is_none());
-    assert!(s.catalog.known_file(&plugin.key).is_none());
-    assert!(s.follower.idle_objects(&s.catalog).is_empty());
+    s.manager.resolve(|c| c.forget(&idle));
+    assert!(s.manager.catalog().objects[1].file.is_none());
+    assert!(s.manager.catalog().known_file(&plugin.key).is_none());
+    assert!(s.manager.idle_objects().is_empty());
     s.world.run(10, vec![mapped(&app, 0x10000), mapped(&plugin, 0x30000)]);
     s.notice(NoticeKind::UnknownPc, 10);
     assert_eq!(
-        s.catalog.objects.len(),
+        s.manager.catalog().objects.len(),
         2,
         "a new object for the plugin, in the freed slot"
     );
-    assert!(s.catalog.objects[1].file.is_some());
+    assert!(s.manager.catalog().objects[1].file.is_some());
     assert_eq!(s.inode_at(10, 0x30800, monotonic_ns()), Some(2));
-    assert_eq!(s.kernel.objects.len(), 2, "its table written again");
+    assert_eq!(s.manager.kernel().objects.len(), 2, "its table written again");
     assert!(s.kernel_objects(10).iter().all(|&id| id != NO_OBJECT));
 }
 
@@ -492,13 +484,13 @@ fn objects_are_idle_only_after_their_idle_time() {
     s.world.exit(10);
     s.notice(NoticeKind::Exit, 10);
     s.housekeep();
-    assert!(s.follower.idle_objects(&s.catalog).is_empty());
+    assert!(s.manager.idle_objects().is_empty());
     assert!(
-        s.catalog.idle_objects(Duration::ZERO).is_empty(),
+        s.manager.catalog().idle_objects(Duration::ZERO).is_empty(),
         "its table is still loaded"
     );
-    assert_eq!(s.catalog.unload_unused(Duration::ZERO), 1);
-    assert_eq!(s.catalog.idle_objects(Duration::ZERO), [0]);
+    assert_eq!(s.manager.resolve(|c| c.unload_unused(Duration::ZERO)), 1);
+    assert_eq!(s.manager.catalog().idle_objects(Duration::ZERO), [0]);
 }
 
 /// A notice of `kind` for `pid`, sent now.
@@ -527,11 +519,11 @@ fn exited_process() -> (Session, Notice) {
 #[test]
 fn an_exit_taken_in_two_steps_ends_the_process_once() {
     let (mut s, exit) = exited_process();
-    s.follower.ended(&exit, &mut s.catalog);
-    s.follower.act(&exit, &mut s.catalog, &mut s.kernel).expect("act");
-    assert_eq!(s.follower.stats.exited, 1);
+    s.manager.on_notice_seen(&exit);
+    s.manager.on_notice(&exit).expect("act");
+    assert_eq!(s.manager.stats().exited, 1);
     let mut ends = None;
-    s.catalog.jit.sizes(&mut |name, n| {
+    s.manager.catalog().jit.sizes(&mut |name, n| {
         if name == "jit.ended" {
             ends = Some(n);
         }
@@ -546,11 +538,11 @@ fn an_exit_taken_in_two_steps_ends_the_process_once() {
 #[test]
 fn a_pid_reused_after_an_exit_keeps_its_incarnation() {
     let (mut s, exit) = exited_process();
-    let before = s.catalog.jit.want(10, 0x9000, exit.time_ns - 1);
-    s.follower.ended(&exit, &mut s.catalog);
-    let next = s.catalog.jit.want(10, 0x9000, exit.time_ns + 1);
+    let before = s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns - 1));
+    s.manager.on_notice_seen(&exit);
+    let next = s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns + 1));
     assert_ne!(next, before, "a sample after the exit is the next process's");
-    s.follower.act(&exit, &mut s.catalog, &mut s.kernel).expect("act");
-    assert_eq!(s.catalog.jit.want(10, 0x9000, exit.time_ns + 2), next);
-    assert_eq!(s.catalog.jit.want(10, 0x9000, exit.time_ns - 1), before);
+    s.manager.on_notice(&exit).expect("act");
+    assert_eq!(s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns + 2)), next);
+    assert_eq!(s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns - 1)), before);
 }

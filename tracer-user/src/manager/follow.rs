@@ -19,7 +19,7 @@ use std::{
 use tokio::sync::mpsc;
 use tracer_common::notice::{Notice, NoticeKind};
 
-use super::kernel::{KernelTables, Live, Processes};
+use super::seam::{KernelTables, Processes};
 use crate::procmaps::ObjectKey;
 use crate::registry::{Catalog, NoTable, Prebuilt, prebuild};
 
@@ -83,9 +83,9 @@ impl Default for Timing {
 }
 
 /// Process following state, over the processes `P` shows.
-pub struct Follower<P = Live> {
+pub struct Follower<P> {
     processes: P,
-    timing: Timing,
+    pub(super) timing: Timing,
     /// Exited processes waiting for their grace period to end.
     exited: VecDeque<(Instant, u32)>,
     built: mpsc::UnboundedSender<Built>,
@@ -103,15 +103,7 @@ pub struct Follower<P = Live> {
     pub python: bool,
     pub stats: FollowStats,
     /// Pids whose process exited or exec'd (their executable name is not trusted).
-    pub changed: super::inspect::Changed,
-}
-
-impl Follower {
-    /// A follower of this host's processes whose background builds arrive on the returned
-    /// receiver: pass each to [`Follower::built`].
-    pub fn new() -> (Follower, mpsc::UnboundedReceiver<Built>) {
-        Follower::with(Live, Timing::default())
-    }
+    pub changed: super::changed::Changed,
 }
 
 impl<P: Processes> Follower<P> {
@@ -130,7 +122,7 @@ impl<P: Processes> Follower<P> {
             freed: false,
             python: true,
             stats: FollowStats::default(),
-            changed: super::inspect::Changed::default(),
+            changed: super::changed::Changed::default(),
         };
         (follower, receiver)
     }
@@ -185,7 +177,7 @@ impl<P: Processes> Follower<P> {
             // Done by `ended`, but for the interpreter record, which the kernel keeps.
             Ok(NoticeKind::Exit) => {
                 catalog.pycode.set_in_map(pid, false);
-                kernel.set_python(pid, None)
+                Ok(kernel.set_python(pid, None)?)
             }
             Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
                 self.stats.loaded += 1;
@@ -375,5 +367,3 @@ impl<P: Processes> Follower<P> {
 }
 
 mod python;
-#[cfg(test)]
-mod tests;
