@@ -299,7 +299,7 @@ pub fn symbol_file(build_id: Option<&[u8]>, object: Option<&Path>) -> Option<Pat
 /// built, whatever its owner does to it afterwards). `None`: no copy could be made (counted).
 fn mappable(path: &Path) -> Option<PathBuf> {
     let (file, identity, _) = open(path)?;
-    if !sealed::may_change(&file).ok()? {
+    if !sealed::may_change(&file).ok()? && !links_may_lead_out(path) {
         return Some(path.to_path_buf());
     }
     let known = with_state(|state| state.copies.get(&identity).cloned());
@@ -318,6 +318,21 @@ fn mappable(path: &Path) -> Option<PathBuf> {
         }
     };
     copy.map(|copy| fd_path(&copy))
+}
+
+/// Whether a debug file the symbolizer would find through `path`'s debug link beside it
+/// (`DIR/NAME` or `DIR/.debug/NAME`) could be someone else's: that directory or its `.debug`
+/// is owned by another user than root or writable by its group or others (a sticky `/tmp`
+/// too). Such a file is read through its sealed copy, whose links lead nowhere: a debug file
+/// planted there would name the program's frames as its author chose, and one that shrinks
+/// while mapped would end the tracer. A directory that cannot be looked at counts as one.
+fn links_may_lead_out(path: &Path) -> bool {
+    let Some(dir) = path.parent() else { return true };
+    let open_to_others = |dir: &Path| match std::fs::metadata(dir) {
+        Ok(meta) => meta.uid() != 0 || meta.mode() & 0o022 != 0,
+        Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+    };
+    open_to_others(dir) || open_to_others(&dir.join(".debug"))
 }
 
 /// The path of an open file of this process (which holds it open while it is read).

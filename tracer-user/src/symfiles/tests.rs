@@ -69,3 +69,41 @@ fn minidebuginfo_over_its_cap_is_named() {
     );
     assert_eq!(tracer_unwind::compressed::MAX_GNU_DEBUGDATA, 32 << 20);
 }
+
+/// A program only root can change, in a directory others can write to (a sticky, world-writable
+/// one, as `/tmp`): its debug link would find whatever another user put beside it, so it is
+/// read through its sealed copy (links renamed). In a directory only root writes, the program
+/// is read as it is.
+#[test]
+fn a_program_in_a_directory_others_write_is_read_through_its_copy() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if crate::sys::process::effective_uid() != 0 {
+        eprintln!("SKIPPED: a file only root can change needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = dir.path().join("linked");
+    let source = dir.path().join("linked.c");
+    std::fs::write(&source, "int main(void) { return 0; }\n").expect("write");
+    let status = std::process::Command::new("cc")
+        .args(["-g", "-O0", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .expect("cc runs");
+    assert!(status.success());
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert_eq!(
+        super::symbol_file(None, Some(&program)).as_deref(),
+        Some(program.as_path()),
+        "only root writes here: the program itself"
+    );
+    // Another copy: the first one's answer is kept for its identity.
+    let shared = dir.path().join("shared");
+    std::fs::copy(&program, &shared).expect("copy");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let read = super::symbol_file(None, Some(&shared)).expect("a file is read");
+    assert_ne!(read, shared, "others write here: the sealed copy");
+    assert!(read.starts_with("/proc/self/fd"), "{}", read.display());
+}
