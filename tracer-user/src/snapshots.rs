@@ -56,6 +56,10 @@ pub struct SnapshotStats {
     /// How the walks of copies ended, by stop reason code (for the summary's stop reasons).
     #[serde(skip)]
     pub outcomes: [u64; StopReason::COUNT as usize],
+    /// Every sample was a copy, to be recorded (`--record-snapshots`), not only those whose
+    /// process or code had no table yet.
+    #[serde(skip)]
+    pub every_sample: bool,
 }
 
 impl SnapshotStats {
@@ -107,6 +111,7 @@ impl Snapshots {
 
     /// Record every copy walked from now on into `recorder`.
     pub fn record_into(&mut self, recorder: Recorder) {
+        self.stats.every_sample = true;
         self.recorder = Some(recorder);
     }
 

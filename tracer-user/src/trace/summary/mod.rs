@@ -461,9 +461,14 @@ impl fmt::Display for Summary<'_> {
         }
         let copies = &figures.stack_copies;
         if copies.copies > 0 {
+            let why = if copies.every_sample {
+                "every sample, recorded"
+            } else {
+                "no table yet when sampled"
+            };
             writeln!(
                 f,
-                "  stack copies (no table yet when sampled): {}, {} walked once loaded, {} never resolved, {} over the queue",
+                "  stack copies ({why}): {}, {} walked once loaded, {} never resolved, {} over the queue",
                 copies.copies, copies.walked, copies.unresolved, copies.overflowed
             )?;
         }

@@ -176,6 +176,23 @@ fn json_has_the_figures_of_the_text() {
     }
 }
 
+/// With `--record-snapshots` every sample is a copy: the text says so instead of calling them
+/// samples without a table; the JSON counts them the same.
+#[test]
+fn recorded_copies_are_not_called_missing_tables() {
+    let (catalog, profile) = session();
+    let mut recorded = summary(&catalog, &profile);
+    recorded.copies.every_sample = true;
+    let text = recorded.to_string();
+    assert!(
+        text.contains("stack copies (every sample, recorded): 6, 4 walked once loaded"),
+        "{text}"
+    );
+    assert!(!text.contains("no table yet"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&recorded.json()).unwrap();
+    assert_eq!(v["stack_copies"]["copies"], 6);
+}
+
 /// What jitdumps gave is a line of the text only when there was one, with the refusals by name.
 #[test]
 fn jitdumps_are_a_line_when_there_were_some() {
