@@ -3,23 +3,7 @@
 use std::path::Path;
 
 use super::*;
-
-/// Every `.rs` file under `dir`, relative to `src`, with its text.
-fn read_tree(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-    for entry in std::fs::read_dir(dir).expect("read a source directory").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            read_tree(src, &path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let relative = path
-                .strip_prefix(src)
-                .expect("under src")
-                .to_string_lossy()
-                .into_owned();
-            out.push((relative, std::fs::read_to_string(&path).expect("a source file")));
-        }
-    }
-}
+use crate::imports::tests::read_tree;
 
 /// The checkout's tracer-unwind: no features, no forbidden dependency, unsafe code forbidden,
 /// nothing compiled under a feature.
