@@ -191,11 +191,13 @@ pub struct TraceArgs {
     /// a quarter of it, and names past it are dropped, counted in the summary.
     #[arg(long, default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
     pub max_jit_memory: u64,
-    /// The tracer's own resident memory (its anonymous pages, RssAnon) at most before it sheds
-    /// what it can build again (K, M or G suffix): past it, the names of frames and what was parsed to find them are
-    /// dropped and found again as frames ask, at most once every 10 s, said in the log and
-    /// counted in /metrics (sframe_trace_memory_sheds_total). The session never stops for it:
-    /// the profile, the kernel tables and the samples are kept.
+    /// The tracer's own resident memory at most (K, M or G suffix). Past it in all (VmRSS, as a
+    /// cgroup counts it), the pages of the files it maps to read symbols are handed back to
+    /// the kernel, at most once every 10 s (read again as needed); past it in its anonymous
+    /// pages (RssAnon), the names of frames and what was parsed to find them are dropped and
+    /// found again as frames ask, at most once every 10 s, said in the log and counted in
+    /// /metrics (sframe_trace_memory_sheds_total). The session never stops for it: the
+    /// profile, the kernel tables and the samples are kept.
     #[arg(long, default_value = "150M", value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: u64,
     /// `-f otlp`: the OpenTelemetry collector, `http://HOST:PORT[/PATH]` (clear text) or

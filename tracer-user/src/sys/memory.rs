@@ -59,3 +59,21 @@ pub fn memfd(name: &CStr) -> io::Result<File> {
     // SAFETY: memfd_create returned a new descriptor that nothing else owns.
     Ok(unsafe { File::from_raw_fd(fd) })
 }
+
+/// Ask the kernel to reclaim the pages of the `len` bytes at `addr` of this process
+/// (`MADV_PAGEOUT`, Linux 5.4+): clean pages of a file mapping leave the process's resident
+/// set (and the page cache, when nothing else maps them) and are read again from the file if
+/// touched; the contents do not change, so any range of this process may be given. A kernel
+/// without it says `EINVAL`.
+pub fn page_out(addr: u64, len: u64) -> io::Result<()> {
+    const MADV_PAGEOUT: libc::c_int = 21;
+    let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    // SAFETY: MADV_PAGEOUT is advice that never changes what the memory holds (unlike
+    // MADV_DONTNEED or MADV_FREE); a range that is not mapped is refused with ENOMEM.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_PAGEOUT) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
