@@ -220,7 +220,8 @@ fn guests(
 
 /// The walker on a real program that is not in the repository: bash from Debian's source,
 /// built without frame pointers and with SFrame, traced end to end and judged against its
-/// disassembly; and the forged-interpreter attacks, whose time bounds are the release build's.
+/// disassembly; the forged-interpreter attacks, whose time bounds are the release build's; and
+/// the CPython versions the suite traces with `--pid` only, launched and system-wide.
 /// `long` (`cargo xtask test --long`): also CPython 3.6 to 3.10 launched and started
 /// system-wide, a session per program and version (about 10 minutes; `--pid` runs them in the
 /// suite).
