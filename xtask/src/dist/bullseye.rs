@@ -44,6 +44,7 @@ pub fn root() -> anyhow::Result<PathBuf> {
         .args([
             "--variant=minbase",
             "--arch=amd64",
+            &format!("--include={INCLUDE}"),
             "--keyring",
             debian::KEYRING,
             "bullseye",
