@@ -55,7 +55,7 @@ const MIN_COPIES: u64 = 400;
 const MEDIAN_OVER: Duration = Duration::from_secs(10);
 
 /// How long after the churn an object it left is forgotten: its table is unloaded 10 s after
-/// its last process ended (trace/follow.rs), and it is forgotten at the next export (every
+/// its last process ended (manager/follow.rs), and it is forgotten at the next export (every
 /// 5 s), with the one-second housekeeping on top. Waited for, as long as the copies' files
 /// are let go of, up to `SILENCE` more.
 const FORGOTTEN_WITHIN: Duration = Duration::from_secs(16);
