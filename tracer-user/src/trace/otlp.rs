@@ -2,8 +2,8 @@
 //! collected since the last export, kept apart from the whole session's) is taken, symbolized
 //! through the session's cache (each frame is looked up once per session, whichever consumer
 //! asks first) and submitted to the exporter, which sends them from its own task. At the end
-//! the last window follows and, once the summary is out, the exporter gets a bounded time to
-//! flush. Nothing here waits for the collector until then. The CPython interpreters the
+//! the last window follows and, before the summary, the exporter flushes what is queued while
+//! the collector takes an export at least every request timeout. Nothing here waits for the collector until then. The CPython interpreters the
 //! catalog found in the window's processes go with it (`process.runtime.*`).
 
 use std::time::{Duration, Instant, SystemTime};
@@ -18,14 +18,13 @@ use crate::{
     symbolize::{self, Collection, SymbolCache},
 };
 
-/// How long the exporter may take at the end to send what is still queued.
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// The OTLP export of a session; inert without `-f otlp`.
 pub struct Otlp(Option<Active>);
 
 struct Active {
     exporter: Exporter,
+    /// The request timeout: at the end, how long the exporter may go without an export sent.
+    flush: Duration,
     ticker: Ticker,
     period_ns: u64,
     /// When the current window began.
@@ -44,6 +43,7 @@ impl Otlp {
         Ok(Otlp(Some(Active {
             ticker: Ticker::new(exporter.interval()),
             exporter,
+            flush: otlp.timeout,
             period_ns: 1_000_000_000 / config.frequency.max(1),
             window_start: SystemTime::now(),
             window_started: Instant::now(),
@@ -96,9 +96,11 @@ impl Otlp {
         self.0.as_ref().map_or((0, 0, 0), |active| active.exporter.progress())
     }
 
-    /// Let the exporter flush for a bounded time (after the last [`Otlp::export`]), and report.
+    /// Let the exporter flush (after the last [`Otlp::export`]) while the collector takes an
+    /// export every request timeout at least, and report.
     pub async fn finish(self) -> Option<ExportReport> {
-        Some(self.0?.exporter.shutdown(FLUSH_TIMEOUT).await)
+        let active = self.0?;
+        Some(active.exporter.shutdown(active.flush).await)
     }
 }
 

@@ -2,8 +2,8 @@
 //! without ever waiting (a full queue drops the snapshot and counts it); a tokio task of its
 //! own takes snapshots off the queue one at a time, encodes them and sends them, retrying what
 //! may succeed later with exponential backoff. [`Exporter::shutdown`] stops the backoff (what
-//! is left gets one last attempt each), lets the task drain for a bounded time and reports what
-//! was sent and what was lost.
+//! is left gets one last attempt each), lets the task drain while the collector keeps taking
+//! exports (each within a bounded time) and reports what was sent and what was lost.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -163,8 +163,11 @@ impl Exporter {
         }
     }
 
-    /// Let the task send what is queued for at most `flush`, without backoff (one more attempt
-    /// each), then stop it and report.
+    /// Let the task send what is queued, without backoff (one more attempt each), then stop it
+    /// and report. It gets `flush` for the next export to reach the collector, and `flush`
+    /// again after each one that does: a slow collector that keeps taking exports gets them all
+    /// (at most the queue's capacity and the one in flight), a stalled or failing one is given
+    /// up after one `flush` without an export sent.
     pub async fn shutdown(self, flush: Duration) -> ExportReport {
         let Exporter {
             queue,
@@ -177,10 +180,16 @@ impl Exporter {
         drop(queue);
         // Ignored when the task is gone already.
         let _ = closing.send(true);
-        if tokio::time::timeout(flush, &mut task).await.is_err() {
-            task.abort();
-        }
         let get = |counter: &AtomicU64| counter.load(Relaxed);
+        let mut sent_before = get(&stats.sent);
+        while tokio::time::timeout(flush, &mut task).await.is_err() {
+            let sent_now = get(&stats.sent);
+            if sent_now == sent_before {
+                task.abort();
+                break;
+            }
+            sent_before = sent_now;
+        }
         let sent = get(&stats.sent);
         let failed = get(&stats.failed);
         let queue_full = get(&stats.queue_full);

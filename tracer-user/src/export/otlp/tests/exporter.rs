@@ -101,12 +101,15 @@ fn endpoints_parse() {
     }
 }
 
-/// A scripted collector: answers from `script` (then accepts), or never answers when stalled.
+/// A scripted collector: answers from `script` (then accepts) after `delay`, or never answers
+/// when stalled.
 #[derive(Clone, Default)]
 struct Fake {
     script: Arc<Mutex<VecDeque<Result<Accepted, SendError>>>>,
     received: Arc<Mutex<Vec<ExportProfilesServiceRequest>>>,
     stalled: bool,
+    /// How long each answer takes.
+    delay: Duration,
 }
 
 impl Transport for Fake {
@@ -114,6 +117,7 @@ impl Transport for Fake {
         if self.stalled {
             std::future::pending::<()>().await;
         }
+        tokio::time::sleep(self.delay).await;
         self.received.lock().unwrap().push(request.clone());
         let answer = self.script.lock().unwrap().pop_front();
         answer.unwrap_or(Ok(Accepted::default()))
@@ -197,6 +201,25 @@ async fn shutdown_cuts_the_backoff_short() {
     );
     assert_eq!(fake.received.lock().unwrap().len(), 2, "the first attempt and one more");
     assert_eq!((report.sent, report.failed, report.unsent), (0, 1, 0));
+}
+
+/// A slow collector that keeps taking exports gets every queued one at shutdown, though all of
+/// them together take longer than the flush time (it bounds the wait for each one).
+#[tokio::test]
+async fn shutdown_waits_for_a_slow_collector_that_keeps_taking_exports() {
+    let fake = Fake {
+        delay: Duration::from_millis(300),
+        ..Fake::default()
+    };
+    let mut exporter = Exporter::with_transport(fake.clone(), &config(), &[], QUICK);
+    for _ in 0..3 {
+        exporter.submit(sample_profile(), &Default::default());
+    }
+    let started = Instant::now();
+    let report = exporter.shutdown(Duration::from_millis(500)).await;
+    assert!(started.elapsed() >= Duration::from_millis(900), "3 answers of 300 ms each");
+    assert_eq!(fake.received.lock().unwrap().len(), 3);
+    assert_eq!((report.sent, report.unsent, report.lost_samples), (3, 0, 0), "{report:?}");
 }
 
 /// With a collector that never answers, submitting never waits: what does not fit the queue is
