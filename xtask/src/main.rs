@@ -70,7 +70,8 @@ enum Task {
         /// A short smoke run: fewer repetitions, shorter runs, one SFrame version.
         #[arg(long)]
         quick: bool,
-        /// Run only this phase (`perfmap`, or `hostscale` or `python` as root) and print it; no report is written.
+        /// Run only this phase and print it; no report is written: `perfmap`, or as root
+        /// `hostscale`, `python`, `static`, or `soak` (30 minutes; 40 s with --quick).
         #[arg(long, value_name = "PHASE")]
         phase: Option<String>,
     },
@@ -137,7 +138,7 @@ fn main() -> anyhow::Result<()> {
             let timeout = std::time::Duration::from_secs(timeout);
             vmtest::vm_test(&root, arch, &kernels, timeout, &tests)
         }
-        Task::Bench { phase: Some(phase), .. } => bench::phase(&root, &phase),
+        Task::Bench { phase: Some(phase), quick } => bench::phase(&root, &phase, quick),
         Task::Bench { quick, phase: None } => {
             setup::setup()?;
             bench::bench(&root, quick)

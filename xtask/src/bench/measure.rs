@@ -44,7 +44,7 @@ pub fn one(b: &Bench, config: Config, round: usize) -> anyhow::Result<Run> {
         Config::Baseline { .. } => None,
         Config::Traced { tool, .. } => Some(tool),
     };
-    let stops = !matches!(tool, Some(Tool::PerfDwarf | Tool::PerfFp));
+    let stops = !matches!(tool, Some(Tool::PerfDwarf | Tool::PerfFp | Tool::PerfBare));
     let mut args = vec![b.plan.units.to_string()];
     if stops {
         args.insert(0, "-s".to_owned());
@@ -83,7 +83,7 @@ pub fn one(b: &Bench, config: Config, round: usize) -> anyhow::Result<Run> {
     let output_bytes = output.as_ref().map_or(0, |o| sys::file_size(o));
     let (samples, frames) = match (tool, &output) {
         (Some(Tool::Ours), _) => (number_before(&stderr, " samples in "), ours_frames(&stderr)),
-        (Some(Tool::PerfDwarf | Tool::PerfFp), _) => (number_before(&stderr, " samples) ]"), None),
+        (Some(Tool::PerfDwarf | Tool::PerfFp | Tool::PerfBare), _) => (number_before(&stderr, " samples) ]"), None),
         (Some(Tool::Bpftrace), Some(out)) => {
             let (samples, frames) = fold::frames(&fold::bpftrace(&std::fs::read_to_string(out)?));
             (Some(samples), Some(frames))

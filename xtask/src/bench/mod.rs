@@ -175,9 +175,10 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
 }
 
 /// `cargo xtask bench --phase NAME`: one phase that needs no peer tool (`perfmap`: the examples
-/// only; `hostscale`: the release tracer too, run as root), printed (the report files of a full
-/// run are left as they are).
-pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
+/// only; `hostscale`, `python`, `static`, `soak`: the release tracer too, run as root),
+/// printed (the report files of a full run are left as they are). `quick` shortens the ones
+/// whose length the plan sets (the soak); the others always run as in `--quick`.
+pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
     let out = root.join("target/bench");
     let b = Bench {
         root: root.to_path_buf(),
@@ -185,7 +186,7 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
         scratch: out.join("phase"),
         workloads: out.join("workloads"),
         out,
-        plan: Plan::new(true),
+        plan: Plan::new(quick || name != "soak"),
     };
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
         "perfmap" => (perfmap::run, Some("perfmap_bench")),
@@ -202,7 +203,11 @@ pub fn phase(root: &Path, name: &str) -> anyhow::Result<()> {
             crate::dist::dist(root, &[crate::dist::arch("x86_64")?])?;
             (static_build::run, None)
         }
-        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python and static do)"),
+        "soak" => {
+            crate::cmd::build_release_tracer(root)?;
+            (soak::run, None)
+        }
+        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python, static and soak do)"),
     };
     if let Some(example) = example {
         build_examples(&[example])?;

@@ -24,6 +24,9 @@ use super::{
 
 /// Overhead target at 999 Hz, in percent.
 const TARGET_PCT: f64 = 1.0;
+/// sframe-trace's overhead at 999 Hz above bare sampling's (`perf record` without call
+/// graphs: the cost of the samples themselves), at most, in points.
+const TARGET_ABOVE_BARE_POINTS: f64 = 0.5;
 
 pub fn run(b: &Bench) -> anyhow::Result<Runs> {
     // For the kernel cost per sample (`cost`): on for the whole phase so that both BPF tracers
@@ -141,7 +144,7 @@ pub fn phase(runs: &Runs) -> Phase {
     );
     let summarized = [(Tool::Ours, 99), (Tool::Ours, 999)]
         .into_iter()
-        .chain([Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace].map(|t| (t, 999)));
+        .chain([Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace, Tool::PerfBare].map(|t| (t, 999)));
     let figures = summarized
         .map(|(tool, hz)| {
             let o = runs.overhead(Config::Traced { tool, hz });
@@ -161,6 +164,7 @@ pub fn phase(runs: &Runs) -> Phase {
                 verdict,
             )
         })
+        .chain(std::iter::once(above_bare(runs)))
         .chain([Tool::Ours, Tool::Bpftrace].map(|tool| {
             let part = runs.measured_part(Config::Traced { tool, hz: 999 });
             Figure::new(
@@ -178,9 +182,34 @@ pub fn phase(runs: &Runs) -> Phase {
         key: "overhead",
         title: "2. Overhead",
         text,
-        json: json!({"target_pct_at_999_hz": TARGET_PCT, "configs": json_rows}),
+        json: json!({
+            "target_pct_at_999_hz": TARGET_PCT,
+            "target_points_above_bare_at_999_hz": TARGET_ABOVE_BARE_POINTS,
+            "configs": json_rows,
+        }),
         figures,
     }
+}
+
+/// sframe-trace's median overhead at 999 Hz minus bare sampling's, in points, with perf's
+/// dwarf walk beside it (the same difference).
+fn above_bare(runs: &Runs) -> Figure {
+    let median = |tool| runs.overhead(Config::Traced { tool, hz: 999 }).map(|s| s.median);
+    let bare = median(Tool::PerfBare);
+    let above = |tool| Some(median(tool)? - bare?);
+    let (ours, dwarf) = (above(Tool::Ours), above(Tool::PerfDwarf));
+    let points = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{x:+.2} points"));
+    Figure::new(
+        "Overhead at 999 Hz above bare sampling (`perf record` without call graphs), medians",
+        format!(
+            "sframe-trace {}; perf --call-graph dwarf {} (bare sampling {})",
+            points(ours),
+            points(dwarf),
+            bare.map_or("—".to_owned(), pct)
+        ),
+        format!("<= {TARGET_ABOVE_BARE_POINTS} points"),
+        ours.map_or(Verdict::NotMeasured, |x| Verdict::of(x <= TARGET_ABOVE_BARE_POINTS)),
+    )
 }
 
 fn run_json(r: &Run) -> Value {

@@ -6,7 +6,7 @@
 use super::{
     progstats::ProgStats,
     report::Spread,
-    tool::{TOOLS, Tool},
+    tool::{OVERHEAD_TOOLS, Tool},
 };
 
 /// What one run measured.
@@ -71,7 +71,7 @@ impl Config {
             Config::Baseline { frame_pointers: true },
         ];
         for hz in FREQUENCIES {
-            all.extend(TOOLS.map(|tool| Config::Traced { tool, hz }));
+            all.extend(OVERHEAD_TOOLS.map(|tool| Config::Traced { tool, hz }));
         }
         all
     }

@@ -114,6 +114,15 @@ fn stat(pid: u32) -> Option<(char, u32, String)> {
     Some((state, ppid, comm))
 }
 
+/// The processes on the host (the numeric entries of /proc).
+pub fn process_count() -> usize {
+    std::fs::read_dir("/proc").map_or(0, |dir| {
+        dir.filter_map(Result::ok)
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+            .count()
+    })
+}
+
 /// Wait until `pid` is stopped (by a signal: state `T`); fail after `limit` or if it exits.
 pub fn wait_stopped(pid: u32, limit: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;

@@ -1,4 +1,4 @@
-//! The four tracers the bench compares and the command lines it runs them with, and
+//! The four tracers the bench compares (and bare sampling, the overhead's floor) and the command lines it runs them with, and
 //! [`Spawned`]: a started process whose stderr is collected line by line as it arrives (the
 //! tracers' summaries, the workloads' one-line results). How their output is read is `fold`'s
 //! business; what is measured around them is the phases'.
@@ -28,9 +28,15 @@ pub enum Tool {
     PerfFp,
     /// bpftrace's `ustack` (`bpf_get_stackid`: the kernel's frame-pointer walk).
     Bpftrace,
+    /// `perf record` without call graphs: the cost of taking the samples alone, the floor of
+    /// every stack tracer's overhead (the overhead phase only: it has no stacks to judge).
+    PerfBare,
 }
 
+/// The tracers that take stacks.
 pub const TOOLS: [Tool; 4] = [Tool::Ours, Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace];
+/// What the overhead phase runs: the tracers, and bare sampling.
+pub const OVERHEAD_TOOLS: [Tool; 5] = [Tool::Ours, Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace, Tool::PerfBare];
 
 impl Tool {
     pub fn name(self) -> &'static str {
@@ -39,6 +45,7 @@ impl Tool {
             Tool::PerfDwarf => "perf --call-graph dwarf",
             Tool::PerfFp => "perf --call-graph fp",
             Tool::Bpftrace => "bpftrace ustack",
+            Tool::PerfBare => "perf record (no call graph)",
         }
     }
 
@@ -49,6 +56,7 @@ impl Tool {
             Tool::PerfDwarf => "perf_dwarf",
             Tool::PerfFp => "perf_fp",
             Tool::Bpftrace => "bpftrace",
+            Tool::PerfBare => "perf_bare",
         }
     }
 
@@ -63,7 +71,7 @@ impl Tool {
         match self {
             Tool::Bpftrace => base.with_extension("stdout"),
             Tool::Ours => base.with_extension("folded"),
-            Tool::PerfDwarf | Tool::PerfFp => base.with_extension("perf.data"),
+            Tool::PerfDwarf | Tool::PerfFp | Tool::PerfBare => base.with_extension("perf.data"),
         }
     }
 
@@ -81,7 +89,7 @@ impl Tool {
                     .args(args);
                 cmd
             }
-            Tool::PerfDwarf | Tool::PerfFp => {
+            Tool::PerfDwarf | Tool::PerfFp | Tool::PerfBare => {
                 let mut cmd = self.perf_record(hz, &out);
                 cmd.arg("--").arg(program).args(args);
                 cmd
@@ -97,13 +105,17 @@ impl Tool {
         }
     }
 
-    /// `perf record` on cpu-clock (no hardware events in a VM) with this tool's call graphs.
+    /// `perf record` on cpu-clock (no hardware events in a VM) with this tool's call graphs
+    /// (none for bare sampling).
     pub fn perf_record(self, hz: u32, out: &Path) -> Command {
         let mut cmd = Command::new("perf");
-        cmd.args(["record", "-e", "cpu-clock", "-F", &hz.to_string(), "--call-graph"])
-            .arg(if self == Tool::PerfDwarf { "dwarf" } else { "fp" })
-            .arg("-o")
-            .arg(out);
+        cmd.args(["record", "-e", "cpu-clock", "-F", &hz.to_string()]);
+        match self {
+            Tool::PerfDwarf => cmd.args(["--call-graph", "dwarf"]),
+            Tool::PerfBare => &mut cmd,
+            _ => cmd.args(["--call-graph", "fp"]),
+        };
+        cmd.arg("-o").arg(out);
         cmd
     }
 }

@@ -49,7 +49,7 @@ pub fn phase(runs: &Runs, memory: &Memory) -> Phase {
                 .find_map(|r| r.post.map(|(_, bytes)| bytes as f64 / r.workload_cpu));
             let what = match tool {
                 Tool::Ours => "folded stacks",
-                Tool::PerfDwarf | Tool::PerfFp => "perf.data",
+                Tool::PerfDwarf | Tool::PerfFp | Tool::PerfBare => "perf.data",
                 Tool::Bpftrace => "printed `ustack` map",
             };
             let show = |s: Option<Spread>| s.map_or("—".to_owned(), |s| s.show(rate));
@@ -60,7 +60,7 @@ pub fn phase(runs: &Runs, memory: &Memory) -> Phase {
                 show(output),
                 match tool {
                     Tool::Ours => format!("ring buffer: {}", show(ring)),
-                    Tool::PerfDwarf | Tool::PerfFp => {
+                    Tool::PerfDwarf | Tool::PerfFp | Tool::PerfBare => {
                         format!("`perf script` text: {}", post.map_or("—".to_owned(), rate))
                     }
                     Tool::Bpftrace => "—".to_owned(),
