@@ -64,8 +64,9 @@ fn main() -> anyhow::Result<()> {
     drop(file);
 
     // The process's incarnation, which names are looked up in.
+    // Samples are taken now: one taken before the process started would be another's.
     let read = |jit: &mut JitNames| {
-        let process = jit.want(pid, BASE, 0);
+        let process = jit.want(pid, BASE, sframe_trace::sys::monotonic_ns());
         jit.refresh_wanted();
         process
     };

@@ -42,7 +42,9 @@ impl SizeLog {
         let mut line = String::new();
         let mut add = |name: &'static str, n: usize| line.push_str(&format!(" {name}={n}"));
         add("at_s", self.started.elapsed().as_secs() as usize);
-        add("rss_anon_kib", rss_anon_kib().unwrap_or(0));
+        // Logged with what naming holds (`symbols.naming_kib`) at the same moment, so that memory
+        // can be told apart from the symbol cache's, which is bounded on its own.
+        add("rss_anon_kib", (super::memory::anon_rss_bytes() / 1024) as usize);
         allocator(&mut add);
         catalog.sizes(&mut add);
         manager.sizes(&mut add);
@@ -53,15 +55,6 @@ impl SizeLog {
         threads(&mut line);
         log::debug!(target: "sframe_trace::sizes", "sizes:{line}");
     }
-}
-
-/// The tracer's own anonymous memory (`RssAnon` of `/proc/self/status`), in KiB: logged with
-/// what naming holds (`symbols.naming_kib`) at the same moment, so that memory can be told
-/// apart from the symbol cache's, which is bounded on its own.
-fn rss_anon_kib() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|line| line.strip_prefix("RssAnon:"))?;
-    line.trim().strip_suffix("kB")?.trim().parse().ok()
 }
 
 /// What the threads hold of the heap, in KiB ([`crate::heap::per_thread`]): the bytes Rust
