@@ -138,7 +138,10 @@ fn main() -> anyhow::Result<()> {
             let timeout = std::time::Duration::from_secs(timeout);
             vmtest::vm_test(&root, arch, &kernels, timeout, &tests)
         }
-        Task::Bench { phase: Some(phase), quick } => bench::phase(&root, &phase, quick),
+        Task::Bench {
+            phase: Some(phase),
+            quick,
+        } => bench::phase(&root, &phase, quick),
         Task::Bench { quick, phase: None } => {
             setup::setup()?;
             bench::bench(&root, quick)

@@ -47,9 +47,17 @@ const FORGOTTEN_WITHIN: Duration = Duration::from_secs(25);
 /// The phase's durations: the first memory figure, the rest of the churn, the quiet CPU.
 fn durations(quick: bool) -> (Duration, Duration, Duration) {
     if quick {
-        (Duration::from_secs(20), Duration::from_secs(20), Duration::from_secs(15))
+        (
+            Duration::from_secs(20),
+            Duration::from_secs(20),
+            Duration::from_secs(15),
+        )
     } else {
-        (Duration::from_secs(300), Duration::from_secs(1500), Duration::from_secs(60))
+        (
+            Duration::from_secs(300),
+            Duration::from_secs(1500),
+            Duration::from_secs(60),
+        )
     }
 }
 

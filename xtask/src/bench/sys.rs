@@ -118,7 +118,11 @@ fn stat(pid: u32) -> Option<(char, u32, String)> {
 pub fn process_count() -> usize {
     std::fs::read_dir("/proc").map_or(0, |dir| {
         dir.filter_map(Result::ok)
-            .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            })
             .count()
     })
 }

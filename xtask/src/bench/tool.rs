@@ -36,7 +36,13 @@ pub enum Tool {
 /// The tracers that take stacks.
 pub const TOOLS: [Tool; 4] = [Tool::Ours, Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace];
 /// What the overhead phase runs: the tracers, and bare sampling.
-pub const OVERHEAD_TOOLS: [Tool; 5] = [Tool::Ours, Tool::PerfDwarf, Tool::PerfFp, Tool::Bpftrace, Tool::PerfBare];
+pub const OVERHEAD_TOOLS: [Tool; 5] = [
+    Tool::Ours,
+    Tool::PerfDwarf,
+    Tool::PerfFp,
+    Tool::Bpftrace,
+    Tool::PerfBare,
+];
 
 impl Tool {
     pub fn name(self) -> &'static str {

@@ -217,9 +217,16 @@ async fn shutdown_waits_for_a_slow_collector_that_keeps_taking_exports() {
     }
     let started = Instant::now();
     let report = exporter.shutdown(Duration::from_millis(500)).await;
-    assert!(started.elapsed() >= Duration::from_millis(900), "3 answers of 300 ms each");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "3 answers of 300 ms each"
+    );
     assert_eq!(fake.received.lock().unwrap().len(), 3);
-    assert_eq!((report.sent, report.unsent, report.lost_samples), (3, 0, 0), "{report:?}");
+    assert_eq!(
+        (report.sent, report.unsent, report.lost_samples),
+        (3, 0, 0),
+        "{report:?}"
+    );
 }
 
 /// With a collector that never answers, submitting never waits: what does not fit the queue is
