@@ -282,6 +282,14 @@ impl JitNames {
         !self.wanted.borrow().is_empty()
     }
 
+    /// Whether the map of incarnation `process` of `pid` is to be read again, for a sample taken
+    /// after its last read began (after [`JitNames::refresh_wanted`]: a read put off by the
+    /// [`NEWER`] limit, which the next call makes). A sample whose frames it left without a
+    /// name waits for that read rather than being written without them.
+    pub fn put_off(&self, pid: u32, process: u32) -> bool {
+        self.wanted.borrow().contains_key(&(pid, process))
+    }
+
     /// Read what the perf maps of the processes wanted since the last call gained. A map is
     /// read again at most every [`REREAD`] for samples taken before its last read (code without
     /// a name in its map, such as a runtime's stubs, does not make it read again and again),
@@ -372,6 +380,25 @@ impl JitNames {
         let mut process = ProcessMaps::new(pid, id, None);
         process.map = map;
         self.processes.insert(id, process);
+    }
+
+    /// Process `pid` writes its perf map under `root` (for tests of what uses the names read):
+    /// its incarnation.
+    #[cfg(test)]
+    pub(crate) fn read_under(&mut self, pid: u32, root: &std::path::Path) -> u32 {
+        let id = self.next_id();
+        self.current.get_mut().insert(pid, id);
+        self.processes
+            .insert(id, ProcessMaps::new(pid, id, Some(process::own_view(root, pid))));
+        id
+    }
+
+    /// Incarnation `process`'s map as if last read at `at` (for tests of the rate limits).
+    #[cfg(test)]
+    pub(crate) fn set_read_at(&mut self, process: u32, at: std::time::Instant) {
+        if let Some(maps) = self.processes.get_mut(&process) {
+            maps.read_at = Some(at);
+        }
     }
 
     /// The perf map name of `addr` in incarnation `process` (from [`JitNames::want`]).

@@ -98,6 +98,20 @@ pub fn view(pid: u32) -> Option<ProcessView> {
     })
 }
 
+/// Our own view, with `root` as the root and `nspid` as the pid (for tests of what reads files).
+#[cfg(test)]
+pub(crate) fn own_view(root: &Path, nspid: u32) -> ProcessView {
+    ProcessView {
+        root: crate::procmaps::open_dir(root).expect("a directory"),
+        nspid,
+        uid: crate::sys::process::effective_uid(),
+        start_time: 0,
+        started_unix_ns: 0,
+        started_mono_ns: 0,
+        ended_unix_ns: 0,
+    }
+}
+
 /// `mono_ns` (`CLOCK_MONOTONIC`, the kernel's sample and notice times) as nanoseconds since
 /// the Unix epoch, from the clocks now.
 pub fn unix_of_monotonic(mono_ns: u64) -> Option<u64> {

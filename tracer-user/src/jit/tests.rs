@@ -41,19 +41,6 @@ fn scratch() -> tempfile::TempDir {
     dir
 }
 
-/// Our own view, with `root` as the root and `nspid` as the pid.
-fn own_view(root: &std::path::Path, nspid: u32) -> ProcessView {
-    ProcessView {
-        root: crate::procmaps::open_dir(root).unwrap(),
-        nspid,
-        uid: crate::sys::process::effective_uid(),
-        start_time: 0,
-        started_unix_ns: 0,
-        started_mono_ns: 0,
-        ended_unix_ns: 0,
-    }
-}
-
 #[test]
 fn trusted_files_only() {
     let scratch = scratch();

@@ -5,6 +5,7 @@
 
 mod health;
 mod inspect;
+mod late;
 mod launch;
 mod live;
 mod memory;
@@ -179,6 +180,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         copies: Snapshots::new(config.max_depth),
         runtimes: inspect::Runtimes::new(),
         own_pid: (config.all && !config.include_self).then(std::process::id),
+        late: late::Late::default(),
     };
     if let Some(recorder) = recorder {
         sink.copies.record_into(recorder);
@@ -208,6 +210,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // Before ended mappings are forgotten: copies waiting are walked in time.
                     sink.release(None, false, &mut manager)?;
                     manager.housekeep()?;
+                    sink.flush_late(&mut manager, false);
                     // Stacks are symbolized as they arrive, or not kept at all.
                     let forgot = keep == Keep::default() && forget(&manager.idle_objects(), &mut manager, &mut sink.symbols);
                     memory.bound(&mut sink.symbols);
@@ -297,6 +300,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     crate::symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
     manager.resolve(|catalog| catalog.jit.refresh(true, crate::sys::monotonic_ns()));
+    sink.flush_late(&mut manager, true);
     step.done("perf maps");
     let follow = manager.stats();
     let trusted = manager.trusted_names(&sink.runtimes.names);
@@ -422,6 +426,8 @@ struct Sink {
     /// The tracer's own process, whose samples are left out (whole host, without
     /// `--include-self`).
     own_pid: Option<u32>,
+    /// Streamed samples waiting for a read of their perf map that names their JIT code.
+    late: late::Late,
 }
 
 impl Sink {
@@ -437,8 +443,36 @@ impl Sink {
             if catalog.jit.is_wanted() {
                 catalog.jit.refresh_wanted();
             }
-            self.output.sample(sample, stack, catalog, &mut self.symbols);
+            let taken = output::Taken::from(sample);
+            if self.output.streams() && late::waits(stack, &catalog.jit) {
+                if let Some((taken, stack)) = self.late.hold(taken, stack.clone()) {
+                    self.output.sample(taken, &stack, catalog, &mut self.symbols);
+                }
+            } else {
+                self.output.sample(taken, stack, catalog, &mut self.symbols);
+            }
+            Self::write_late(&mut self.late, &mut self.output, &mut self.symbols, catalog, false);
         });
+    }
+
+    /// Write the samples held for their JIT names that wait no more (all of them with `all`,
+    /// at the end, once the perf maps had their last read).
+    fn write_late(
+        late: &mut late::Late,
+        output: &mut output::Outputs,
+        symbols: &mut SymbolCache,
+        catalog: &crate::registry::Catalog,
+        all: bool,
+    ) {
+        for (taken, stack) in late.ready(&catalog.jit, all) {
+            output.sample(taken, &stack, catalog, symbols);
+        }
+    }
+
+    /// [`Sink::write_late`] after the housekeeping tick's reads, or the last ones (`all`).
+    fn flush_late(&mut self, manager: &mut Manager, all: bool) {
+        let (late, output, symbols) = (&mut self.late, &mut self.output, &mut self.symbols);
+        manager.resolve(|catalog| Self::write_late(late, output, symbols, catalog, all));
     }
 
     /// Walk the stack copies of `pids` (every process's with `None`) whose process is loaded,
@@ -454,7 +488,7 @@ impl Sink {
             let catalog = &*catalog;
             copies.release(catalog, pids, all, |sample| {
                 let stack = profile.add(sample, catalog);
-                output.sample(sample, stack, catalog, symbols);
+                output.sample(sample.into(), stack, catalog, symbols);
             })
         });
         for pid in reload {

@@ -17,6 +17,24 @@ use std::{
 
 use tracer_common::sample::Sample;
 
+/// What a streamed record takes from its sample besides the stack: when, where and how much.
+#[derive(Clone, Copy, Debug)]
+pub struct Taken {
+    pub time_ns: u64,
+    pub cpu: u32,
+    pub weight: u64,
+}
+
+impl From<&Sample> for Taken {
+    fn from(sample: &Sample) -> Taken {
+        Taken {
+            time_ns: sample.time_ns,
+            cpu: sample.cpu,
+            weight: sample.weight,
+        }
+    }
+}
+
 use super::TraceConfig;
 use crate::export::{Format, folded, json, model::ResolvedSample, perf_script, pprof, svg};
 use crate::registry::Catalog;
@@ -147,10 +165,15 @@ impl Outputs {
         self.sinks.iter().any(|s| !s.format.is_streamed())
     }
 
+    /// Whether an output streams samples as they come (and is not given up on).
+    pub fn streams(&self) -> bool {
+        self.sinks.iter().any(|s| s.format.is_streamed() && s.failed.is_none())
+    }
+
     /// Stream one sample, whose stack the profile resolved, to the streaming outputs (those not
     /// given up on).
-    pub fn sample(&mut self, sample: &Sample, stack: &Stack, catalog: &Catalog, symbols: &mut SymbolCache) {
-        if !self.sinks.iter().any(|s| s.format.is_streamed() && s.failed.is_none()) {
+    pub fn sample(&mut self, sample: Taken, stack: &Stack, catalog: &Catalog, symbols: &mut SymbolCache) {
+        if !self.streams() {
             return;
         }
         let frames = symbols.frames(stack, catalog);

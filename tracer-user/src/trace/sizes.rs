@@ -51,6 +51,7 @@ impl SizeLog {
         sink.symbols.sizes(&mut add);
         sink.profile.sizes(&mut add);
         sink.copies.sizes(&mut add);
+        add("late.held", sink.late.len());
         symfiles::sizes(&mut add);
         threads(&mut line);
         log::debug!(target: "sframe_trace::sizes", "sizes:{line}");

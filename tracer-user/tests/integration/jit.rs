@@ -183,22 +183,34 @@ fn node_perf_map_names_compiled_javascript() {
 
 /// Shown with a failed judgement: of the samples whose innermost frame is compiled code
 /// left without a name, how many the perf map names at the end (its line was read too late)
-/// and how many it never names.
+/// and how many it never names, and when they were taken (seconds after the process's first
+/// sample: a cluster tells a window without reads from names written late).
 fn late_names(json: &str, pid: u32) {
     let text = std::fs::read(format!("/tmp/perf-{pid}.map")).unwrap_or_default();
     let mut map = sframe_trace::jit::perfmap::PerfMap::default();
     map.add_text(&text);
-    let unnamed: Vec<u64> = json_samples(json, pid)
+    let samples = json_samples(json, pid);
+    let first = samples
         .iter()
-        .filter_map(|s| json_frames(s).iter().find(|f| f["source"] != "kernel"))
-        .filter(|f| f["object"].is_null())
-        .filter_map(|f| u64::from_str_radix(f["addr"].as_str()?.trim_start_matches("0x"), 16).ok())
+        .filter_map(|s| s["time"].as_f64())
+        .fold(f64::MAX, f64::min);
+    let unnamed: Vec<(u64, f64)> = samples
+        .iter()
+        .filter_map(|s| {
+            let f = json_frames(s).iter().find(|f| f["source"] != "kernel")?;
+            f["object"].is_null().then_some(())?;
+            let addr = u64::from_str_radix(f["addr"].as_str()?.trim_start_matches("0x"), 16).ok()?;
+            Some((addr, s["time"].as_f64()? - first))
+        })
         .collect();
-    let late = unnamed.iter().filter(|&&a| map.name(a).is_some()).count();
+    let late = unnamed.iter().filter(|&&(a, _)| map.name(a).is_some()).count();
+    let times: Vec<String> = unnamed.iter().take(20).map(|(_, t)| format!("{t:.3}")).collect();
     eprintln!(
-        "unnamed compiled-code samples: {}, of which the final perf map ({} names) names {late}",
+        "unnamed compiled-code samples: {}, of which the final perf map ({} names) names {late}; \
+         taken at (s after the first sample): {}",
         unnamed.len(),
-        map.len()
+        map.len(),
+        times.join(" ")
     );
 }
 
