@@ -12,6 +12,7 @@
 pub mod bpf;
 pub mod event;
 pub mod export;
+pub mod frame;
 pub mod heap;
 pub mod jit;
 pub mod manager;
@@ -22,6 +23,8 @@ pub mod procmaps;
 pub mod profile;
 pub mod python;
 pub mod registry;
+pub mod runtime;
+pub mod runtimes;
 pub mod snapshots;
 pub mod symbolize;
 pub mod symfiles;

@@ -8,7 +8,7 @@
 //! throttling (`kernel.sched_rt_runtime_us`, 95 % of each CPU by default) should it ever spin.
 //! `SCHED_RESET_ON_FORK` is set with it, so the threads the session starts (table builds) and
 //! the commands it launches run at normal priority, but for the thread the session waits on
-//! to read processes' memory (`registry::pymem`), which takes the session's priority
+//! to read processes' memory (`python::pymem`), which takes the session's priority
 //! ([`inherit`]): at normal priority, behind the same busy threads, each of its reads kept the
 //! session waiting. `--drain-priority` picks another (`nice:N`, `none`); where `SCHED_FIFO` is
 //! not allowed (a cgroup without real-time time), the thread falls back to nice -20, with a

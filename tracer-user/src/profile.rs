@@ -8,33 +8,10 @@ use std::{collections::HashMap, sync::Arc};
 use tracer_common::{sample::Sample, trace::SOURCE_FP, walk::StopReason};
 
 use crate::python::merge::{Merged, split};
-use crate::registry::{Catalog, PyFrame, ResolvedMapping, TableSource};
+use crate::registry::{Catalog, ResolvedMapping, TableSource};
 use crate::{event::EventNames, export::model::FrameSource};
 
-/// One frame of a stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Frame {
-    /// User code of a known object: `offset` is the object-relative address to symbolize and
-    /// `addr` the address in the process (the sampled PC in frame 0; a return address minus one
-    /// above it, so that it falls in the call).
-    User {
-        object: usize,
-        offset: u64,
-        addr: u64,
-    },
-    /// User code in no known object (anonymous memory, JIT): the absolute address, and in
-    /// executable memory without an object the process's JIT incarnation (`JitNames::want`;
-    /// 0 elsewhere), which its perf-map names belong to.
-    UserUnknown {
-        addr: u64,
-        process: u32,
-    },
-    Kernel {
-        addr: u64,
-    },
-    /// A Python function at a line, in place of the evaluation-loop frame that ran it.
-    Python(PyFrame),
-}
+pub use crate::frame::Frame;
 
 /// A distinct stack: who and what took it, user frames innermost first with how each was found,
 /// then kernel frames innermost first (as the kernel records them).
@@ -72,14 +49,19 @@ impl Stack {
         let mut walk = NativeWalk::default();
         let lookup = |i: usize| if i == 0 { user[0] } else { user[i].wrapping_sub(1) };
         let native_whole = sample.stop == StopReason::Outermost as u32;
-        match catalog.pycode.merge(sample.tgid, user, native, native_whole, lookup) {
+        match catalog
+            .runtimes
+            .python
+            .code
+            .merge(sample.tgid, user, native, native_whole, lookup)
+        {
             Some(merged) => {
                 for frame in merged {
                     match frame {
                         Merged::Native(i) => walk.push(self, sample, catalog, i, lookup(i)),
                         Merged::Python(frame) => {
                             // None: left out by the sample's output bound.
-                            if let Some(frame) = catalog.pycode.frame(sample.tgid, frame) {
+                            if let Some(frame) = catalog.runtimes.python.code.frame(sample.tgid, frame) {
                                 self.user.push(Frame::Python(frame));
                                 self.sources.push(FrameSource::Python);
                             }
@@ -138,7 +120,11 @@ impl NativeWalk {
                 ..
             }) => {
                 // JIT code compiled after its jitdump was read asks for it again.
-                catalog.note_dump_frame(sample.tgid, object, lookup.wrapping_sub(bias));
+                catalog
+                    .runtimes
+                    .jit
+                    .dumps
+                    .note_frame(sample.tgid, object, lookup.wrapping_sub(bias));
                 Frame::User {
                     object,
                     offset: lookup.wrapping_sub(bias),
@@ -148,10 +134,10 @@ impl NativeWalk {
             // Executable memory without an object (JIT code): its perf map may name it.
             // (Not an address in no mapping at all: a frame-pointer walk's guess.)
             Some(_) => {
-                catalog.note_unknown_code(sample.tgid);
+                catalog.runtimes.jit.dumps.note_unknown_code(sample.tgid);
                 Frame::UserUnknown {
                     addr: lookup,
-                    process: catalog.jit.want(sample.tgid, lookup, sample.time_ns),
+                    process: catalog.runtimes.jit.names.want(sample.tgid, lookup, sample.time_ns),
                 }
             }
             None => Frame::UserUnknown {

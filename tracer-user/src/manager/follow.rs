@@ -140,7 +140,7 @@ impl<P: Processes> Follower<P> {
             }
             let known = catalog.end_process(notice.tgid, notice.time_ns);
             if kind == Ok(NoticeKind::Exit) {
-                catalog.jit.exited(notice.tgid, notice.time_ns);
+                catalog.runtimes.exited(notice.tgid, notice.time_ns);
             }
             if known && kind == Ok(NoticeKind::Exit) {
                 self.stats.exited += 1;
@@ -176,13 +176,13 @@ impl<P: Processes> Follower<P> {
         match NoticeKind::try_from(notice.kind) {
             // Done by `ended`, but for the interpreter record, which the kernel keeps.
             Ok(NoticeKind::Exit) => {
-                catalog.pycode.set_in_map(pid, false);
+                catalog.runtimes.python.code.set_in_map(pid, false);
                 Ok(kernel.set_python(pid, None)?)
             }
             Ok(NoticeKind::Exec | NoticeKind::NewProcess) => {
                 self.stats.loaded += 1;
                 // A new image: the code objects read from the old one are not its own.
-                catalog.pycode.forget(pid);
+                catalog.runtimes.python.code.forget(pid);
                 self.load(pid, catalog, kernel)
             }
             Ok(NoticeKind::UnknownPc | NoticeKind::Unmapped) => {
@@ -222,7 +222,7 @@ impl<P: Processes> Follower<P> {
             if !self.processes.alive(pid) {
                 self.exited.push_back((Instant::now(), pid));
                 kernel.remove_process(pid)?;
-                catalog.pycode.set_in_map(pid, false);
+                catalog.runtimes.python.code.set_in_map(pid, false);
                 kernel.set_python(pid, None)?;
             }
             return Ok(());
@@ -256,7 +256,7 @@ impl<P: Processes> Follower<P> {
 
     /// Tell the kernel whether `pid` (just loaded: started, exec'ed, remapped) runs a CPython
     /// interpreter whose frames it walks. A full map makes room by the policy of
-    /// `registry::pymap` (the least recently sampled process gives way), else the process
+    /// `python::pymap` (the least recently sampled process gives way), else the process
     /// keeps its native stacks, counted.
     fn set_python(&mut self, pid: u32, catalog: &mut Catalog, kernel: &mut impl KernelTables) {
         let info = if self.python { catalog.python_info(pid) } else { None };
@@ -267,9 +267,9 @@ impl<P: Processes> Follower<P> {
     }
 
     /// Put back in the kernel's map of interpreters the processes sampled while out of it
-    /// (see `registry::pymap`).
+    /// (see `python::pymap`).
     pub fn readmit_python(&mut self, catalog: &mut Catalog, kernel: &mut impl KernelTables) {
-        for pid in catalog.pycode.take_readmit() {
+        for pid in catalog.runtimes.python.code.take_readmit() {
             if self.processes.alive(pid) {
                 self.set_python(pid, catalog, kernel);
             }
@@ -317,7 +317,7 @@ impl<P: Processes> Follower<P> {
                 if !self.exited.iter().any(|&(_, p)| p == pid) {
                     self.exited.push_back((Instant::now(), pid));
                     kernel.remove_process(pid)?;
-                    catalog.pycode.set_in_map(pid, false);
+                    catalog.runtimes.python.code.set_in_map(pid, false);
                     kernel.set_python(pid, None)?;
                 }
             }

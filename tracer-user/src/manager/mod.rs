@@ -109,7 +109,7 @@ impl<K: KernelTables, P: Processes> Manager<K, P> {
     pub fn housekeep(&mut self) -> anyhow::Result<()> {
         self.follower.housekeep(&mut self.catalog, &mut self.kernel)?;
         self.follower.readmit_python(&mut self.catalog, &mut self.kernel);
-        self.catalog.jit.refresh(false, crate::sys::monotonic_ns());
+        self.catalog.runtimes.housekeep(false, crate::sys::monotonic_ns());
         Ok(())
     }
 
@@ -121,7 +121,7 @@ impl<K: KernelTables, P: Processes> Manager<K, P> {
     /// Read again the processes whose JIT code was compiled into a known region after their
     /// jitdump was read.
     pub fn reload_dumps(&mut self) -> anyhow::Result<()> {
-        for pid in self.catalog.take_dump_rereads() {
+        for pid in self.catalog.runtimes.jit.take_dump_rereads() {
             self.load(pid)?;
         }
         Ok(())

@@ -523,7 +523,7 @@ fn an_exit_taken_in_two_steps_ends_the_process_once() {
     s.manager.on_notice(&exit).expect("act");
     assert_eq!(s.manager.stats().exited, 1);
     let mut ends = None;
-    s.manager.catalog().jit.sizes(&mut |name, n| {
+    s.manager.catalog().runtimes.jit.names.sizes(&mut |name, n| {
         if name == "jit.ended" {
             ends = Some(n);
         }
@@ -538,11 +538,23 @@ fn an_exit_taken_in_two_steps_ends_the_process_once() {
 #[test]
 fn a_pid_reused_after_an_exit_keeps_its_incarnation() {
     let (mut s, exit) = exited_process();
-    let before = s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns - 1));
+    let before = s
+        .manager
+        .resolve(|c| c.runtimes.jit.names.want(10, 0x9000, exit.time_ns - 1));
     s.manager.on_notice_seen(&exit);
-    let next = s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns + 1));
+    let next = s
+        .manager
+        .resolve(|c| c.runtimes.jit.names.want(10, 0x9000, exit.time_ns + 1));
     assert_ne!(next, before, "a sample after the exit is the next process's");
     s.manager.on_notice(&exit).expect("act");
-    assert_eq!(s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns + 2)), next);
-    assert_eq!(s.manager.resolve(|c| c.jit.want(10, 0x9000, exit.time_ns - 1)), before);
+    assert_eq!(
+        s.manager
+            .resolve(|c| c.runtimes.jit.names.want(10, 0x9000, exit.time_ns + 2)),
+        next
+    );
+    assert_eq!(
+        s.manager
+            .resolve(|c| c.runtimes.jit.names.want(10, 0x9000, exit.time_ns - 1)),
+        before
+    );
 }

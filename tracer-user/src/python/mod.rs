@@ -18,9 +18,17 @@ pub mod image;
 pub mod layout;
 pub mod linetable;
 pub mod merge;
+pub mod pycode;
+pub mod pymap;
+pub mod pymem;
+pub mod runtime;
 
 pub use image::{PythonImage, detect, detect_file};
 pub use layout::{CodeLayout, Layout};
+pub use pycode::{PYTHON_OBJECT, PyCodes, PyFrame, PyFrameStats, PyFunction};
+pub use pymap::PyMapStats;
+pub use pymem::MemReader;
+pub use runtime::{Python, PythonVersion};
 
 /// Why an object that looks like a CPython interpreter cannot be used.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

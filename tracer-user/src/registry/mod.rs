@@ -16,8 +16,8 @@
 //!
 //! Each process gets the mapping table the kernel resolves its PCs with. Besides: `budget` (the
 //! room of the table maps), `share` (a process's fair share of that room, and room made from
-//! tables no process maps), `vdso` (the vDSO's image, which has no file) and `jitcode` (JIT code
-//! a jitdump describes).
+//! tables no process maps), `vdso` (the vDSO's image, which has no file), `jitcode` (JIT code a
+//! jitdump describes, made objects) and `python` (the objects shown to the Python runtime).
 
 use std::{fs::File, path::PathBuf, sync::Arc, time::Duration};
 
@@ -25,6 +25,8 @@ use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
     procmaps::{self, Mapping, MappingKind, ObjectKey},
+    runtime::Mapped,
+    runtimes::Runtimes,
     sys::monotonic_ns,
 };
 
@@ -47,16 +49,9 @@ pub struct Catalog<T = TableSet> {
     pub loader: TableLoader<T>,
     /// Each process's current mappings and those that ended.
     pub processes: ProcessMaps,
-    /// Names of JIT-compiled code, from the processes' perf maps.
-    pub jit: crate::jit::JitNames,
-    /// What the jitdumps of the processes gave (`jitcode`).
-    pub jit_dumps: DumpStats,
-    /// What code each jitdump image covers, and the reloads samples outside it asked for.
-    dump_code: jitcode::DumpCode,
-    /// Which objects are CPython interpreters (`python`).
-    python: python::PythonObjects,
-    /// The interpreters of the processes, and their Python frames named (`pycode`).
-    pub pycode: pycode::PyCodes,
+    /// The language runtimes (JIT code, CPython), told of each process's mappings, its end
+    /// and the objects forgotten (`crate::runtime`).
+    pub runtimes: Runtimes,
 }
 
 impl<T: TableStore + Default> Catalog<T> {
@@ -115,19 +110,21 @@ impl<T: TableStore> Catalog<T> {
                 _pad: 0,
             });
         }
-        // Anonymous executable memory (JIT code): the process is looked at now, while it
-        // runs, so that a perf map it writes at exit can be read after it is gone.
-        // (Not `[vsyscall]`, which every process has.)
-        let anonymous = |(m, r): (&Mapping, &ResolvedMapping)| {
-            matches!(m.kind, MappingKind::Anonymous)
-                && r.object.is_none()
-                && m.path != std::path::Path::new("[vsyscall]")
-        };
-        if mappings.iter().zip(&resolved).any(anonymous) {
-            self.jit.watch(pid);
-        }
+        // What the runtimes learn from them: executable memory without an object is JIT
+        // code, or a runtime's stubs (not `[vsyscall]`, which every process has).
+        let shown: Vec<Mapped<'_>> = mappings
+            .iter()
+            .zip(&resolved)
+            .map(|(m, r)| Mapped {
+                path: &m.path,
+                anonymous_code: matches!(m.kind, MappingKind::Anonymous)
+                    && r.object.is_none()
+                    && m.path != std::path::Path::new("[vsyscall]"),
+            })
+            .collect();
+        self.runtimes.attach(pid, &shown);
         if let Some(dump) = dump {
-            self.keep_dump(pid, dump);
+            self.runtimes.jit.dumps.keep(pid, dump);
         }
         let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);
@@ -139,9 +136,7 @@ impl<T: TableStore> Catalog<T> {
         if let Some(old) = self.processes.remove(pid) {
             self.release(&old);
         }
-        self.pycode.forget(pid);
-        self.forget_python(pid);
-        self.forget_dump(pid);
+        self.runtimes.detach(pid);
     }
 
     /// `pid` exited, exec'ed or unmapped code at kernel time `at_ns`: the mappings it had then
@@ -204,9 +199,8 @@ impl<T: TableStore> Catalog<T> {
     /// met, so nothing may refer to them any more (no process's mappings do, and whoever
     /// keeps stacks or names by object forgot them first).
     pub fn forget(&mut self, gone: &[usize]) {
-        for &i in &self.objects.forget(gone) {
-            self.dump_code.forget(i);
-        }
+        let forgotten = self.objects.forget(gone);
+        self.runtimes.forget_objects(&forgotten);
     }
 
     /// The tables of every object met: those known now and those forgotten.
@@ -358,9 +352,7 @@ impl Catalog<TableSet> {
         self.objects.sizes(add);
         add("objects.prebuilt", self.loader.prebuilt_len());
         self.processes.sizes(add);
-        self.jit.sizes(add);
-        self.dump_code.sizes(add);
-        self.pycode.sizes(add);
+        self.runtimes.sizes(add);
         self.loader.tables.sizes(add);
     }
 }
@@ -383,21 +375,13 @@ mod counts;
 mod jitcode;
 mod loader;
 mod maps;
-mod pycode;
-mod pymap;
-mod pymem;
 mod python;
 mod share;
 mod store;
 mod vdso;
 pub use counts::{NoTableKind, TableCounts};
-pub use jitcode::{DumpStats, JITDUMP_OBJECT};
 pub use loader::{NoTable, Prebuilt, Table, TableLoader, TableSource, TableStore, prebuild};
 pub use maps::ProcessMaps;
-pub use pycode::{PYTHON_OBJECT, PyCodes, PyFrame, PyFrameStats, PyFunction};
-pub use pymap::PyMapStats;
-pub use pymem::MemReader;
-pub use python::PythonVersion;
 pub use share::{SHARE_DIVISOR, TABLES_LOG, share_of};
 pub use store::{Object, ObjectStore};
 use vdso::{memory_file, read_memory};

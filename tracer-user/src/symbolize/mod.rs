@@ -19,7 +19,8 @@ use blazesym::symbolize::{
 
 use super::profile::{Frame, Stack};
 use crate::export::model::{FrameSource, ObjectInfo, ResolvedFrame};
-use crate::registry::{Catalog, PYTHON_OBJECT, PyFrame};
+use crate::python::PyFrame;
+use crate::registry::Catalog;
 
 /// Addresses whose names the cache keeps at most. Past it, or past the memory the cache may
 /// use (`--max-symbol-memory`), the names and everything blazesym parsed (DWARF units, line
@@ -37,7 +38,7 @@ const NAMING_LOG: &str = "sframe_trace::naming";
 /// The object name and path of kernel frames, as perf prints them.
 const KERNEL_OBJECT: &str = "[kernel.kallsyms]";
 /// The object (and pprof or OTLP mapping) of JIT code named by perf maps, as perf calls it.
-pub const JIT_OBJECT: &str = "[jit]";
+pub use crate::jit::JIT_OBJECT;
 
 /// The symbolizer and everything it has named so far. Not `Send` (blazesym's symbolizer is
 /// not): it lives on the session's thread.
@@ -340,23 +341,18 @@ impl SymbolCache {
     }
 
     fn push_frame(&mut self, frames: &mut Vec<ResolvedFrame>, frame: &Frame, source: FrameSource, catalog: &Catalog) {
-        if let Frame::UserUnknown { addr, process } = *frame
-            && let Some(name) = catalog.jit.name(process, addr)
-        {
+        // A frame a runtime names (JIT code a perf map names, a Python function).
+        if let Some(named) = catalog.runtimes.resolve(frame) {
             frames.push(ResolvedFrame {
-                addr,
-                object: Some(self.pseudo_index(JIT_OBJECT)),
-                offset: addr,
-                symbol: Some(name.to_owned()),
-                file: None,
-                line: None,
+                addr: named.addr,
+                object: Some(self.pseudo_index(named.object)),
+                offset: named.offset,
+                symbol: named.symbol,
+                file: named.file,
+                line: named.line,
                 inlined: false,
-                source: FrameSource::Jit,
+                source: named.source,
             });
-            return;
-        }
-        if let Frame::Python(py) = *frame {
-            frames.push(self.python_frame(py, catalog));
             return;
         }
         // JIT code a jitdump describes says so, however it was found.
@@ -365,7 +361,7 @@ impl SymbolCache {
                 if catalog
                     .objects
                     .get(object)
-                    .is_some_and(|o| o.name == crate::registry::JITDUMP_OBJECT) =>
+                    .is_some_and(|o| o.name == crate::jit::dumps::JITDUMP_OBJECT) =>
             {
                 FrameSource::JitDump
             }
@@ -432,40 +428,8 @@ impl SymbolCache {
         slot
     }
 
-    /// A Python frame: in the [`PYTHON_OBJECT`] pseudo-object, at an offset standing for its
-    /// function and line (`function << 32 | line`: what tells its pprof location apart), or
-    /// at its code object's address when that could not be read.
-    fn python_frame(&mut self, py: PyFrame, catalog: &Catalog) -> ResolvedFrame {
-        let object = Some(self.pseudo_index(PYTHON_OBJECT));
-        match catalog.pycode.function(py.function) {
-            Some(function) => {
-                let offset = u64::from(py.function) << 32 | u64::from(py.line);
-                ResolvedFrame {
-                    addr: offset,
-                    object,
-                    offset,
-                    symbol: Some(function.qualname.into()),
-                    file: Some(function.filename.into()),
-                    line: (py.line != 0).then_some(py.line),
-                    inlined: false,
-                    source: FrameSource::Python,
-                }
-            }
-            None => ResolvedFrame {
-                addr: py.code,
-                object,
-                offset: py.code,
-                symbol: None,
-                file: None,
-                line: None,
-                inlined: false,
-                source: FrameSource::Python,
-            },
-        }
-    }
-
-    /// The index in [`Self::objects`] of a pseudo-object: [`JIT_OBJECT`] (JIT code named by
-    /// perf maps, whose offsets are the code's addresses in its process) or [`PYTHON_OBJECT`].
+    /// The index in [`Self::objects`] of a pseudo-object, a runtime's (`[jit]`: JIT code named
+    /// by perf maps, whose offsets are the code's addresses in its process; `[python]`).
     fn pseudo_index(&mut self, name: &'static str) -> usize {
         if let Some(&i) = self.pseudo.get(name) {
             return i;

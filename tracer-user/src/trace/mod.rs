@@ -299,7 +299,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     // Missing debug files may be fetched from now on (never while samples are taken).
     crate::symfiles::end_sampling();
     // What the JIT runtimes wrote until the end (some write their perf map at exit).
-    manager.resolve(|catalog| catalog.jit.refresh(true, crate::sys::monotonic_ns()));
+    manager.resolve(|catalog| catalog.runtimes.housekeep(true, crate::sys::monotonic_ns()));
     sink.flush_late(&mut manager, true);
     step.done("perf maps");
     let follow = manager.stats();
@@ -344,13 +344,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
             refused: catalog.python_refused(),
             ..summary::python::PythonFigures::new(
                 &kernel.python_counts()?,
-                catalog.pycode.stats(),
-                catalog.pycode.map_stats(),
+                catalog.runtimes.python.code.stats(),
+                catalog.runtimes.python.code.map_stats(),
             )
         },
         diagnosis: Vec::new(),
     };
-    let jit = catalog.jit.stats();
+    let jit = catalog.runtimes.jit.names.stats();
     let unnamed: &[(String, u64)] = if crate::symfiles::user_symbols() {
         &finished.unnamed
     } else {
@@ -440,11 +440,11 @@ impl Sink {
             let stack = self.profile.add(sample, catalog);
             self.runtimes.see(stack.pid);
             // JIT code not named yet: its perf map may have grown since it was read.
-            if catalog.jit.is_wanted() {
-                catalog.jit.refresh_wanted();
+            if catalog.runtimes.jit.names.is_wanted() {
+                catalog.runtimes.jit.names.refresh_wanted();
             }
             let taken = output::Taken::from(sample);
-            if self.output.streams() && late::waits(stack, &catalog.jit) {
+            if self.output.streams() && late::waits(stack, &catalog.runtimes.jit.names) {
                 if let Some((taken, stack)) = self.late.hold(taken, stack.clone()) {
                     self.output.sample(taken, &stack, catalog, &mut self.symbols);
                 }
@@ -464,7 +464,7 @@ impl Sink {
         catalog: &crate::registry::Catalog,
         all: bool,
     ) {
-        for (taken, stack) in late.ready(&catalog.jit, all) {
+        for (taken, stack) in late.ready(&catalog.runtimes.jit.names, all) {
             output.sample(taken, &stack, catalog, symbols);
         }
     }

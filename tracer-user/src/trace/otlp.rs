@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 use super::TraceConfig;
 use crate::export::otlp::{ExportReport, Exporter, Runtime, Ticker};
-use crate::registry::{Catalog, PythonVersion};
+use crate::python::PythonVersion;
+use crate::registry::Catalog;
 use crate::{
     profile::Profile,
     symbolize::{self, Collection, SymbolCache},

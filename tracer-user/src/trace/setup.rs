@@ -52,7 +52,7 @@ fn new_bytes(catalog: &Catalog, mappings: &[procmaps::Mapping]) -> u64 {
 pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> anyhow::Result<Started> {
     let budget = budget::for_budget(config.max_table_memory);
     let mut catalog = Catalog::with_tables(TableSet::with_capacity(budget));
-    catalog.jit.budget = crate::jit::budget::JitBudget::new(config.max_jit_memory);
+    catalog.runtimes.jit.names.budget = crate::jit::budget::JitBudget::new(config.max_jit_memory);
     let mut progress = Progress::new(targets.pids().len());
     let mut exec = Vec::new();
     let mut skipped = 0;

@@ -257,7 +257,11 @@ fn jit_frames_are_named_from_the_perf_map() {
         object: None,
     };
     catalog.processes.current.get_mut(&7).unwrap().push(jit);
-    catalog.jit.set_map(7, 0, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
+    catalog
+        .runtimes
+        .jit
+        .names
+        .set_map(7, 0, b"a000 100 JS:*fib /srv/fib.js:1:13\n");
     let events = crate::event::EventSet::default().names();
     let of_sample = |sample: &tracer_common::sample::Sample, catalog: &Catalog, events| {
         let mut stack = crate::profile::Stack::default();
@@ -265,12 +269,21 @@ fn jit_frames_are_named_from_the_perf_map() {
         stack
     };
     let named = of_sample(&sample(&[0xa010], &[], &[]), &catalog, &events);
-    assert!(!catalog.jit.is_wanted(), "a named frame asks for nothing");
+    assert!(
+        !catalog.runtimes.jit.names.is_wanted(),
+        "a named frame asks for nothing"
+    );
     let unnamed = of_sample(&sample(&[0xb000], &[], &[]), &catalog, &events);
-    assert!(catalog.jit.is_wanted(), "an unnamed one asks for the map again");
-    catalog.jit.refresh_wanted();
+    assert!(
+        catalog.runtimes.jit.names.is_wanted(),
+        "an unnamed one asks for the map again"
+    );
+    catalog.runtimes.jit.names.refresh_wanted();
     of_sample(&sample(&[0xd000], &[], &[]), &catalog, &events);
-    assert!(!catalog.jit.is_wanted(), "an address in no mapping is no JIT code");
+    assert!(
+        !catalog.runtimes.jit.names.is_wanted(),
+        "an address in no mapping is no JIT code"
+    );
     let mut cache = crate::symbolize::SymbolCache::new(false, crate::symbolize::DEFAULT_MAX_SYMBOL_MEMORY);
     let frames = cache.frames(&named, &catalog);
     assert_eq!(frames.len(), 1);

@@ -114,12 +114,17 @@ fn python_stack(sample: &Sample, catalog: &Catalog) -> (Vec<PyFrame>, bool) {
     let user = &sample.user[..sample.num_user as usize];
     let native = merge::split(user);
     let lookup = |i: usize| if i == 0 { user[i] } else { user[i] - 1 };
-    let before = catalog.pycode.stats();
+    let before = catalog.runtimes.python.code.stats();
     let whole = sample.stop == tracer_common::walk::StopReason::Outermost as u32;
-    let Some(merged) = catalog.pycode.merge(sample.tgid, user, native, whole, lookup) else {
+    let Some(merged) = catalog
+        .runtimes
+        .python
+        .code
+        .merge(sample.tgid, user, native, whole, lookup)
+    else {
         return (Vec::new(), true);
     };
-    let after = catalog.pycode.stats();
+    let after = catalog.runtimes.python.code.stats();
     let complete =
         (after.eval_frames_without_run, after.runs_dropped) == (before.eval_frames_without_run, before.runs_dropped);
     let frames = merged
@@ -128,8 +133,8 @@ fn python_stack(sample: &Sample, catalog: &Catalog) -> (Vec<PyFrame>, bool) {
             merge::Merged::Native(_) => None,
             merge::Merged::Python(p) => {
                 // None: left out by the sample's output bound (not for these programs).
-                let frame = catalog.pycode.frame(sample.tgid, *p)?;
-                Some(match catalog.pycode.function(frame.function) {
+                let frame = catalog.runtimes.python.code.frame(sample.tgid, *p)?;
+                Some(match catalog.runtimes.python.code.function(frame.function) {
                     Some(function) => (function.qualname.into(), (frame.line != 0).then_some(frame.line as i32)),
                     None => (format!("[python {:#x}]", frame.code), None),
                 })

@@ -1,5 +1,5 @@
 //! Putting a process in the kernel's map of interpreters, or taking it out, by the policy of
-//! `registry::pymap`: when the map is full, the process in it least recently sampled gives
+//! `python::pymap`: when the map is full, the process in it least recently sampled gives
 //! way (a few tries: one that exited may have left already); else the process is refused,
 //! counted by reason.
 
@@ -16,7 +16,7 @@ pub(super) fn place_python(
     catalog: &mut Catalog,
     kernel: &mut impl KernelTables,
 ) {
-    let pycode = &mut catalog.pycode;
+    let pycode = &mut catalog.runtimes.python.code;
     let Some(info) = info else {
         pycode.set_in_map(pid, false);
         if let Err(err) = kernel.set_python(pid, None) {

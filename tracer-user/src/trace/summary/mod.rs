@@ -133,7 +133,7 @@ pub struct Figures {
     /// Perf maps of processes running JIT code: read, and refused by reason.
     pub jit: crate::jit::JitStats,
     /// jitdumps of processes running JIT code: read, refused by reason, regions given tables.
-    pub jitdump: crate::registry::DumpStats,
+    pub jitdump: crate::jit::dumps::DumpStats,
     /// CPython frame chains the kernel walked: walks, frames, walks cut short by reason.
     pub python: python::PythonFigures,
     /// Why the profile came back empty or broken, and the next step: one sentence each
@@ -324,8 +324,8 @@ impl Summary<'_> {
             symbols: crate::symfiles::figures(),
             failed_outputs: self.failed_outputs.to_vec(),
             otlp: self.otlp.map(Exports::from),
-            jit: self.catalog.jit.stats(),
-            jitdump: self.catalog.jit_dumps.clone(),
+            jit: self.catalog.runtimes.jit.names.stats(),
+            jitdump: self.catalog.runtimes.jit.dumps.stats.clone(),
             python: self.python.clone(),
             diagnosis: self.diagnosis.clone(),
         }
@@ -496,8 +496,12 @@ impl fmt::Display for Summary<'_> {
 }
 
 /// The perf-map line, when a process ran code outside any object.
-fn write_jit(f: &mut fmt::Formatter<'_>, jit: &crate::jit::JitStats, dump: &crate::registry::DumpStats) -> fmt::Result {
-    if *dump != crate::registry::DumpStats::default() {
+fn write_jit(
+    f: &mut fmt::Formatter<'_>,
+    jit: &crate::jit::JitStats,
+    dump: &crate::jit::dumps::DumpStats,
+) -> fmt::Result {
+    if *dump != crate::jit::dumps::DumpStats::default() {
         write!(
             f,
             "  jitdump: {} read, {} regions of JIT code with tables ({} malformed records, {} unwind entries unusable)",

@@ -1,6 +1,6 @@
 //! The Python part of the summary: samples whose CPython frame chain the kernel walked, the
 //! Python frames it recorded, and the walks it cut short, by named reason (`PY_STOPS`); then
-//! what became of those frames in the stacks (`registry::PyFrameStats`: named, unnamed,
+//! what became of those frames in the stacks (`python::PyFrameStats`: named, unnamed,
 //! left unmatched).
 
 use std::{collections::BTreeMap, fmt};
@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::{
     bpf::PythonCounts,
-    registry::{PyFrameStats, PyMapStats},
+    python::{PyFrameStats, PyMapStats},
 };
 
 /// The kernel's Python walk counters, as the summary names them.

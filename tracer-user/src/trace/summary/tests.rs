@@ -198,10 +198,16 @@ fn recorded_copies_are_not_called_missing_tables() {
 fn jitdumps_are_a_line_when_there_were_some() {
     let (mut catalog, profile) = session();
     assert!(!summary(&catalog, &profile).to_string().contains("jitdump"));
-    catalog.jit_dumps.read = 2;
-    catalog.jit_dumps.regions = 1;
-    catalog.jit_dumps.malformed_records = 3;
-    catalog.jit_dumps.refused_by_reason.insert("other_owner", 1);
+    catalog.runtimes.jit.dumps.stats.read = 2;
+    catalog.runtimes.jit.dumps.stats.regions = 1;
+    catalog.runtimes.jit.dumps.stats.malformed_records = 3;
+    catalog
+        .runtimes
+        .jit
+        .dumps
+        .stats
+        .refused_by_reason
+        .insert("other_owner", 1);
     let summary = summary(&catalog, &profile);
     let text = summary.to_string();
     assert!(
@@ -393,7 +399,7 @@ fn python_walks_in_both_forms() {
         frames: 700,
         stops: vec![(PyStop::NoThreadState, 0), (PyStop::ReadFailed, 3)],
     };
-    let stacks = crate::registry::PyFrameStats {
+    let stacks = crate::python::PyFrameStats {
         frames: 690,
         unnamed: 4,
         too_many_functions: 1,

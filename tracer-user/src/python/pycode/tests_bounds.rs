@@ -11,8 +11,8 @@ use std::{
 use tracer_common::python::PyProcInfo;
 
 use super::{CODE_COST, MAX_READS_PER_SAMPLE, MAX_SAMPLE_BYTES, Names, PyCodes, PyFrame, PyFunction};
+use crate::python::MemReader;
 use crate::python::{CodeLayout, layout::V3_11, merge::PyFrameRef, testing::FakeMemory};
-use crate::registry::MemReader;
 
 fn info() -> PyProcInfo {
     PyProcInfo {

@@ -9,13 +9,13 @@ use std::{
 use tracer_common::python::{PY_CODE_BIT, PY_RUN_END, PyProcInfo};
 
 use super::{PyCodes, PyFrame, PyFunction};
+use crate::python::MemReader;
 use crate::python::{
     CodeLayout,
     layout::V3_11,
     merge::{Merged, PyFrameRef},
     testing::FakeMemory,
 };
-use crate::registry::MemReader;
 
 /// Two entries of eight code units: the first on the first line, the second three past it.
 const TABLE: [u8; 4] = [0xef, 0x00, 0xef, 0x06];

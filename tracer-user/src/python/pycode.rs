@@ -32,7 +32,7 @@
 //!   (`elided` counts the frames left out).
 //!
 //! It also keeps which processes are in the kernel's map of interpreters and when each was
-//! last sampled, for the map's policy (`registry::pymap`).
+//! last sampled, for the map's policy (`python::pymap`).
 //!
 //! [`pymem`]: super::pymem
 
@@ -201,7 +201,7 @@ pub(super) struct Inner {
     pub(super) procs: HashMap<u32, Proc>,
     names: Names,
     pub(super) stats: PyFrameStats,
-    pub(super) map: crate::registry::pymap::PyMapStats,
+    pub(super) map: crate::python::pymap::PyMapStats,
     reader: MemReader,
     /// Bytes of code-object data held by all processes.
     bytes: usize,
@@ -330,9 +330,7 @@ impl PyCodes {
         let samples = inner.samples;
         if let Some(proc) = inner.procs.get_mut(&pid) {
             proc.last = samples;
-            if !proc.in_map
-                && !inner.readmit.contains(&pid)
-                && inner.readmit.len() < crate::registry::pymap::MAX_READMIT
+            if !proc.in_map && !inner.readmit.contains(&pid) && inner.readmit.len() < crate::python::pymap::MAX_READMIT
             {
                 inner.readmit.push(pid);
             }

@@ -1,8 +1,8 @@
-//! The kernel map's policy (`registry::pymap`) kept with the processes it is about: which
+//! The kernel map's policy (`python::pymap`) kept with the processes it is about: which
 //! process is in the map, which gives way, which is put back.
 
 use super::PyCodes;
-use crate::registry::pymap::PyMapStats;
+use crate::python::pymap::PyMapStats;
 
 impl PyCodes {
     /// `pid` is in the kernel's map (`true`) or not.
