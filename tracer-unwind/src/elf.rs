@@ -139,6 +139,26 @@ fn entry_point_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<O
     Ok((program && entry != 0).then_some(entry))
 }
 
+/// `e_entry` of any executable or shared object (`ET_EXEC`, `ET_DYN`), when not zero: where a
+/// process starts when the file is run, the dynamic loader's for every dynamically linked
+/// process. Unlike [`entry_point`], a library's too (its code there may be an ordinary
+/// function: see `table::entry`, which uses it only where no unwind information covers it).
+pub fn entry_address(file: &[u8]) -> Result<Option<u64>, ElfError> {
+    match FileKind::parse(file) {
+        Ok(FileKind::Elf32) => entry_address_in::<elf::FileHeader32<Endianness>>(file),
+        Ok(FileKind::Elf64) => entry_address_in::<elf::FileHeader64<Endianness>>(file),
+        _ => Err(ElfError::NotElf),
+    }
+}
+
+fn entry_address_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<u64>, ElfError> {
+    let header = Elf::parse(file).map_err(malformed("file header"))?;
+    let endian = header.endian().map_err(malformed("file header"))?;
+    let runnable = matches!(header.e_type(endian), elf::ET_EXEC | elf::ET_DYN);
+    let entry: u64 = header.e_entry(endian).into();
+    Ok((runnable && entry != 0).then_some(entry))
+}
+
 type Sections<'a, Elf> = SectionTable<'a, Elf, &'a [u8]>;
 
 fn find_section_in<'a, Elf: FileHeader<Endian = Endianness>>(

@@ -19,6 +19,7 @@
 //! table dumps.
 
 mod cfi;
+pub(crate) mod entry;
 mod global;
 mod gopcsp;
 mod leaf;

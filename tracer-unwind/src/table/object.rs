@@ -10,15 +10,16 @@
 //!    first: the same rules a stripped build keeps, with where the frame pointer is saved and
 //!    where Go's runtime ends its stacks, which Go's `.debug_frame` does not say. An aarch64
 //!    object with none of these gets the rules of the leaf functions its code proves (`leaf`).
-//! 3. Fill alignment padding: the rule before a gap between functions that holds nothing but
+//! 3. Make entry code no function covers outermost (`entry`: the dynamic loader's `_start`).
+//! 4. Fill alignment padding: the rule before a gap between functions that holds nothing but
 //!    padding instructions runs on through it (`padding`, which says why that is safe).
-//! 4. Page the merged list like any other (`finish`).
+//! 5. Page the merged list like any other (`finish`).
 //!
-//! Only this path fills padding: `build_from_sframe` and `build_from_cfi` give each source's
+//! Only this path marks entry code and fills padding: `build_from_sframe` and `build_from_cfi` give each source's
 //! rows as they are (`dump` shows them, tests check them against the sources).
 
 use super::{
-    ObjectTable, cfi, finish,
+    ObjectTable, cfi, entry, finish,
     padding::{self, Code},
     transitions::{Flat, Reasons},
 };
@@ -57,18 +58,21 @@ pub fn build_object(file: &[u8]) -> Result<Option<(ObjectTable, BuiltFrom)>, Obj
     Ok(flatten_object(file, Evaluator::Fast)?.map(|(flat, built)| (finish(flat), built)))
 }
 
-/// Steps 1-3: the merged transitions of an ELF file, its CFI programs evaluated by `evaluator`.
+/// Steps 1-4: the merged transitions of an ELF file, its CFI programs evaluated by `evaluator`.
 pub(crate) fn flatten_object(file: &[u8], evaluator: Evaluator) -> Result<Option<(Flat, BuiltFrom)>, ObjectError> {
     let Some((mut flat, built)) = flatten_sources(file, evaluator)? else {
         return Ok(None);
     };
+    if let Some(entry) = elf::entry_address(file)? {
+        entry::mark(&mut flat, entry);
+    }
     if let Some(code) = Code::of(file) {
         flat.padding_gaps = padding::fill(&mut flat, &code);
     }
     Ok(Some((flat, built)))
 }
 
-/// Steps 1-2: [`flatten_object`] without filling padding.
+/// Steps 1-2: [`flatten_object`] without entry code or padding.
 pub(crate) fn flatten_sources(file: &[u8], evaluator: Evaluator) -> Result<Option<(Flat, BuiltFrom)>, ObjectError> {
     let entry = elf::entry_point(file)?;
     let sframe = match elf::find_sframe(file)? {

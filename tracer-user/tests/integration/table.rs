@@ -204,3 +204,39 @@ fn s390x_tables_are_empty_with_a_reason() {
     }
     assert!(seen >= 3, "chain, chain.o and libshlib.so");
 }
+
+/// The dynamic loader this test runs under (glibc's `ld-linux-*.so`): its entry code (`_start`,
+/// then `_dl_start_user`, which has no unwind information) is outermost in its table, so that
+/// a walk of a process still in its loader's start ends there complete, not `no_info`; the
+/// functions around it keep their rules.
+#[test]
+fn the_loaders_entry_code_is_outermost() {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    let loader = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.rsplit('/').next().is_some_and(|n| n.starts_with("ld-linux")))
+        .expect("this test runs under a dynamic loader named ld-linux*");
+    let bytes = std::fs::read(loader).expect("read the loader");
+    let entry = elf::entry_address(&bytes)
+        .expect("an ELF file")
+        .expect("an entry point");
+    let (table, _) = tracer_unwind::table::build_object(&bytes)
+        .expect("a table")
+        .expect("unwind information");
+    // The return address of its first call (`call _dl_start` on x86-64, `bl _dl_start` on
+    // aarch64), where a walk from `_dl_start` arrives.
+    for pc in [entry, entry + 7] {
+        assert_eq!(
+            table.lookup(pc).kind,
+            tracer_common::unwind::KIND_OUTERMOST,
+            "{loader}: {pc:#x} (entry {entry:#x})"
+        );
+    }
+    // Before the entry code: the function before it, or the gap between them, untouched.
+    assert_ne!(
+        table.lookup(entry - 1).kind,
+        tracer_common::unwind::KIND_OUTERMOST,
+        "{loader}"
+    );
+}
