@@ -4,12 +4,14 @@
 //! of its samples are taken before the tracer has loaded it (in the dynamic loader, in libc's
 //! start, in its own first calls). Every sample of those processes is judged against the
 //! machine code by the disassembly oracle: no stack may be wrong (an edge whose return address
-//! does not follow a call to the frame below), and at least 98 % of the samples of its code
-//! must be exact down to `_start`. Samples taken inside its exec (the registers still the old
+//! does not follow a call to the frame below), and at least 99 % of the samples of its code
+//! must be exact down to `_start` (or the dynamic loader's entry code, which the tracer must
+//! not call truncated). Samples taken inside its exec (the registers still the old
 //! image's) or exit (its memory freed) have no user stack to be exact about: the tracer marks
 //! them (`exec_or_exit`), they may hold the sampled PC alone, and their kernel stacks must show
-//! the exec or exit; they are counted apart (about 1.3 % of the samples here). Measured on this
-//! busy VM: 99.3 to 99.5 % of the rest exact (docs/decisions/0006-walker.md). Run by `cargo xtask test`
+//! the exec or exit; they are counted apart (about 1 % of the samples here). Measured on this
+//! VM (2026-12-02, quiet and beside two compile loops): 99.4 to 99.6 % of the rest exact
+//! (docs/decisions/0006-walker.md). Run by `cargo xtask test`
 //! with the release tracer (`SFRAME_TRACE_BIN`): a debug build, system-wide on a busy host,
 //! falls behind the processes it should load.
 
@@ -26,7 +28,7 @@ use crate::support::{SUMMARY_JSON, Summary, Tracer, compile_fixture, cpu_ticks, 
 /// Runs of the program.
 const RUNS: usize = 300;
 /// Samples of the program's code that must be exact, in percent (module docs).
-const MIN_EXACT_PERCENT: u64 = 98;
+const MIN_EXACT_PERCENT: u64 = 99;
 /// Its argument: thousands of outer iterations (about 20 ms here).
 const WORK: &str = "5";
 
@@ -203,6 +205,8 @@ fn new_processes_are_exact_from_their_first_sample() {
     // Taken inside the program's exec or exit, where it has no user stack (see `outside`).
     let mut outside_samples = 0u64;
     let mut shorts: BTreeMap<String, u64> = BTreeMap::new();
+    // Stacks complete down to the loader's entry code that the tracer called truncated.
+    let mut loader_marked_short: Vec<String> = Vec::new();
     for stack in pprof_stacks(&out) {
         if stack.comm != name {
             continue;
@@ -231,9 +235,16 @@ fn new_processes_are_exact_from_their_first_sample() {
             }
             (Ok(()), Ok(())) => exact += stack.count,
             // The loader's entry code after its call to `_dl_start` (same assembly block as
-            // `_start`, RTLD_START), where it calls the libraries' initializers: outermost.
+            // `_start`, RTLD_START), where it calls the libraries' initializers: outermost, and
+            // the tracer must say so (no truncation label: its table marks that code).
             (Ok(()), Err(_)) if oracle.names(frames).last().is_some_and(|n| n == "_dl_start_user") => {
-                exact += stack.count;
+                match &stack.truncated {
+                    None => exact += stack.count,
+                    Some(why) => {
+                        short += stack.count;
+                        loader_marked_short.push(format!("{} x {why}: {:?}", stack.count, oracle.names(frames)));
+                    }
+                }
             }
             (Ok(()), Err(why)) => {
                 short += stack.count;
@@ -258,6 +269,11 @@ fn new_processes_are_exact_from_their_first_sample() {
         eprintln!("  short {n} x {why}");
     }
     assert!(wrong.is_empty(), "wrong stacks:\n{}", wrong.join("\n"));
+    assert!(
+        loader_marked_short.is_empty(),
+        "stacks down to the loader's entry code called truncated:\n{}",
+        loader_marked_short.join("\n")
+    );
     assert!(total >= RUNS as u64, "too few samples of {name}: {total}");
     // A sample before its process was loaded is walked either in the kernel, through the VMAs
     // of a file whose table is in (`through_vmas`: the program's later runs), or from its stack
