@@ -116,18 +116,32 @@ pub fn find_section<'a>(file: &'a [u8], name: &str) -> Result<Option<SectionByte
 /// `PT_INTERP`, i.e. a position-independent executable). `None` for shared libraries and
 /// relocatable objects, whose `e_entry`, if any, is not where a process starts.
 pub fn entry_point(file: &[u8]) -> Result<Option<u64>, ElfError> {
+    entry(file, true)
+}
+
+/// `e_entry` of any executable or shared object (`ET_EXEC`, `ET_DYN`), when not zero: where a
+/// process starts when the file is run, the dynamic loader's for every dynamically linked
+/// process. Unlike [`entry_point`], a library's too (its code there may be an ordinary
+/// function: see `table::entry`, which uses it only where no unwind information covers it).
+pub fn entry_address(file: &[u8]) -> Result<Option<u64>, ElfError> {
+    entry(file, false)
+}
+
+/// [`entry_point`] (`programs_only`) or [`entry_address`].
+fn entry(file: &[u8], programs_only: bool) -> Result<Option<u64>, ElfError> {
     match FileKind::parse(file) {
-        Ok(FileKind::Elf32) => entry_point_in::<elf::FileHeader32<Endianness>>(file),
-        Ok(FileKind::Elf64) => entry_point_in::<elf::FileHeader64<Endianness>>(file),
+        Ok(FileKind::Elf32) => entry_in::<elf::FileHeader32<Endianness>>(file, programs_only),
+        Ok(FileKind::Elf64) => entry_in::<elf::FileHeader64<Endianness>>(file, programs_only),
         _ => Err(ElfError::NotElf),
     }
 }
 
-fn entry_point_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<u64>, ElfError> {
+fn entry_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8], programs_only: bool) -> Result<Option<u64>, ElfError> {
     let header = Elf::parse(file).map_err(malformed("file header"))?;
     let endian = header.endian().map_err(malformed("file header"))?;
-    let program = match header.e_type(endian) {
+    let counted = match header.e_type(endian) {
         elf::ET_EXEC => true,
+        elf::ET_DYN if !programs_only => true,
         elf::ET_DYN => header
             .program_headers(endian, file)
             .map_err(malformed("program headers"))?
@@ -136,27 +150,7 @@ fn entry_point_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<O
         _ => false,
     };
     let entry: u64 = header.e_entry(endian).into();
-    Ok((program && entry != 0).then_some(entry))
-}
-
-/// `e_entry` of any executable or shared object (`ET_EXEC`, `ET_DYN`), when not zero: where a
-/// process starts when the file is run, the dynamic loader's for every dynamically linked
-/// process. Unlike [`entry_point`], a library's too (its code there may be an ordinary
-/// function: see `table::entry`, which uses it only where no unwind information covers it).
-pub fn entry_address(file: &[u8]) -> Result<Option<u64>, ElfError> {
-    match FileKind::parse(file) {
-        Ok(FileKind::Elf32) => entry_address_in::<elf::FileHeader32<Endianness>>(file),
-        Ok(FileKind::Elf64) => entry_address_in::<elf::FileHeader64<Endianness>>(file),
-        _ => Err(ElfError::NotElf),
-    }
-}
-
-fn entry_address_in<Elf: FileHeader<Endian = Endianness>>(file: &[u8]) -> Result<Option<u64>, ElfError> {
-    let header = Elf::parse(file).map_err(malformed("file header"))?;
-    let endian = header.endian().map_err(malformed("file header"))?;
-    let runnable = matches!(header.e_type(endian), elf::ET_EXEC | elf::ET_DYN);
-    let entry: u64 = header.e_entry(endian).into();
-    Ok((runnable && entry != 0).then_some(entry))
+    Ok((counted && entry != 0).then_some(entry))
 }
 
 type Sections<'a, Elf> = SectionTable<'a, Elf, &'a [u8]>;
