@@ -71,7 +71,8 @@ enum Task {
         #[arg(long)]
         quick: bool,
         /// Run only this phase and print it; no report is written: `perfmap`, or as root
-        /// `hostscale`, `python`, `static`, or `soak` (30 minutes; 40 s with --quick).
+        /// `hostscale`, `python`, `static`, `soak` (30 minutes; 40 s with --quick), or `bare`
+        /// (sframe-trace against bare `perf record` in 61 paired rounds, about 6 minutes).
         #[arg(long, value_name = "PHASE")]
         phase: Option<String>,
     },

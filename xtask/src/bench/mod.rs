@@ -16,6 +16,7 @@
 
 mod accuracy;
 mod attach;
+mod bare;
 mod chart;
 mod cost;
 mod decode;
@@ -150,6 +151,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     let runs = report.timed("overhead", || overhead::run(&b))?;
     let memory = report.timed("memory", || memory::run(&b, &runs))?;
     report.add(overhead::phase(&runs));
+    let paired = report.timed("above bare", || bare::run(&b))?;
+    report.add(paired);
     report.add(cost::phase(&runs));
     let depth = report.timed("depth", || depth::run(&b, &runs))?;
     report.add(depth);
@@ -174,10 +177,11 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cargo xtask bench --phase NAME`: one phase that needs no peer tool (`perfmap`: the examples
-/// only; `hostscale`, `python`, `static`, `soak`: the release tracer too, run as root),
-/// printed (the report files of a full run are left as they are). `quick` shortens the ones
-/// whose length the plan sets (the soak); the others always run as in `--quick`.
+/// `cargo xtask bench --phase NAME`: one phase (`perfmap`: the examples only; `hostscale`,
+/// `python`, `static`, `soak`: the release tracer too, run as root; `bare`: also perf and the
+/// benchmark program), printed (the report files of a full run are left as they are). `quick`
+/// shortens the ones whose length the plan sets (the soak, the paired rounds); the others
+/// always run as in `--quick`.
 pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
     let out = root.join("target/bench");
     let b = Bench {
@@ -186,7 +190,7 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
         scratch: out.join("phase"),
         workloads: out.join("workloads"),
         out,
-        plan: Plan::new(quick || name != "soak"),
+        plan: Plan::new(quick || !matches!(name, "soak" | "bare")),
     };
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
         "perfmap" => (perfmap::run, Some("perfmap_bench")),
@@ -207,7 +211,17 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
             crate::cmd::build_release_tracer(root)?;
             (soak::run, None)
         }
-        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python, static and soak do)"),
+        "bare" => {
+            crate::cmd::build_release_tracer(root)?;
+            setup::apt(PEER_PACKAGES)?;
+            sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))?;
+            sh(Command::new("bash")
+                .arg(root.join("fixtures/workloads/build.sh"))
+                .arg(&b.workloads)
+                .arg(b.plan.peer_set()))?;
+            (bare::run, None)
+        }
+        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python, static, soak and bare do)"),
     };
     if let Some(example) = example {
         build_examples(&[example])?;
