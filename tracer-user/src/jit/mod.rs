@@ -33,12 +33,15 @@ pub mod elf;
 mod maps;
 pub mod perfmap;
 pub mod process;
+mod runtime;
 
 use std::{
     cell::{Cell, RefCell},
     collections::{BTreeMap, HashMap, VecDeque},
     time::Duration,
 };
+
+pub use runtime::Jit;
 
 use budget::{BudgetStats, JitBudget};
 use maps::ProcessMaps;
@@ -49,78 +52,6 @@ use serde::Serialize;
 /// The pseudo-object JIT code named by a perf map is shown in (its offsets are the code's
 /// addresses in its process).
 pub const JIT_OBJECT: &str = "[jit]";
-
-/// The JIT runtime: perf maps name JIT-compiled code, jitdumps give it objects of its own (the
-/// catalog builds them, `registry::jitcode`); one budget bounds both ([`budget`]).
-#[derive(Debug, Default)]
-pub struct Jit {
-    /// The perf maps read, and the JIT-name budget.
-    pub names: JitNames,
-    pub dumps: dumps::JitDumps,
-}
-
-impl Jit {
-    /// The processes whose mappings are to be read again for code their jitdump images do
-    /// not hold ([`dumps::JitDumps::take_rereads`]).
-    pub fn take_dump_rereads(&mut self) -> Vec<u32> {
-        self.dumps.take_rereads(&self.names.budget)
-    }
-}
-
-impl crate::runtime::Runtime for Jit {
-    fn name(&self) -> &'static str {
-        "jit"
-    }
-
-    /// A process with executable memory without an object is looked at now (its root, pid
-    /// and user), while it runs, so that a perf map it writes at exit can be read after it is
-    /// gone.
-    fn attach(&mut self, pid: u32, mappings: &[crate::runtime::Mapped<'_>]) {
-        if mappings.iter().any(|m| m.anonymous_code) {
-            self.names.watch(pid);
-        }
-    }
-
-    fn exited(&mut self, pid: u32, at_ns: u64) {
-        self.names.exited(pid, at_ns);
-    }
-
-    fn detach(&mut self, pid: u32) {
-        self.dumps.forget_process(pid, &mut self.names.budget);
-    }
-
-    fn forget_objects(&mut self, gone: &[usize]) {
-        for &index in gone {
-            self.dumps.forget_object(index);
-        }
-    }
-
-    /// The perf maps read again (at the `end`, every process's, once more).
-    fn housekeep(&mut self, end: bool, now_ns: u64) {
-        self.names.refresh(end, now_ns);
-    }
-
-    /// Code outside any object that its process's perf map names.
-    fn resolve(&self, frame: &crate::frame::Frame) -> Option<crate::runtime::RuntimeFrame> {
-        let crate::frame::Frame::UserUnknown { addr, process } = *frame else {
-            return None;
-        };
-        Some(crate::runtime::RuntimeFrame {
-            object: JIT_OBJECT,
-            addr,
-            offset: addr,
-            symbol: Some(self.names.name(process, addr)?.to_owned()),
-            file: None,
-            line: None,
-            source: crate::export::model::FrameSource::Jit,
-        })
-    }
-
-    fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
-        self.names.sizes(add);
-        self.dumps.sizes(add);
-    }
-}
 
 /// The debug log that tells each process looked at while it runs (its root and user taken,
 /// see [`JitNames::watch`]): `pid N looked at`. Tests wait on it before they let a process end.

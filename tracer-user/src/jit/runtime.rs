@@ -1,0 +1,81 @@
+//! The JIT runtime behind the [`Runtime`] trait: perf maps name JIT-compiled code
+//! ([`super::JitNames`]), jitdumps give it objects of its own ([`super::dumps`]).
+
+use super::{JIT_OBJECT, JitNames, dumps};
+use crate::{
+    export::model::FrameSource,
+    frame::Frame,
+    runtime::{Mapped, Runtime, RuntimeFrame},
+};
+
+/// The JIT runtime: perf maps name JIT-compiled code, jitdumps give it objects of its own (the
+/// catalog builds them, `registry::jitcode`); one budget bounds both ([`budget`]).
+#[derive(Debug, Default)]
+pub struct Jit {
+    /// The perf maps read, and the JIT-name budget.
+    pub names: JitNames,
+    pub dumps: dumps::JitDumps,
+}
+
+impl Jit {
+    /// The processes whose mappings are to be read again for code their jitdump images do
+    /// not hold ([`dumps::JitDumps::take_rereads`]).
+    pub fn take_dump_rereads(&mut self) -> Vec<u32> {
+        self.dumps.take_rereads(&self.names.budget)
+    }
+}
+
+impl Runtime for Jit {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    /// A process with executable memory without an object is looked at now (its root, pid
+    /// and user), while it runs, so that a perf map it writes at exit can be read after it is
+    /// gone.
+    fn attach(&mut self, pid: u32, mappings: &[Mapped<'_>]) {
+        if mappings.iter().any(|m| m.anonymous_code) {
+            self.names.watch(pid);
+        }
+    }
+
+    fn exited(&mut self, pid: u32, at_ns: u64) {
+        self.names.exited(pid, at_ns);
+    }
+
+    fn detach(&mut self, pid: u32) {
+        self.dumps.forget_process(pid, &mut self.names.budget);
+    }
+
+    fn forget_objects(&mut self, gone: &[usize]) {
+        for &index in gone {
+            self.dumps.forget_object(index);
+        }
+    }
+
+    /// The perf maps read again (at the `end`, every process's, once more).
+    fn housekeep(&mut self, end: bool, now_ns: u64) {
+        self.names.refresh(end, now_ns);
+    }
+
+    /// Code outside any object that its process's perf map names.
+    fn resolve(&self, frame: &Frame) -> Option<RuntimeFrame> {
+        let Frame::UserUnknown { addr, process } = *frame else {
+            return None;
+        };
+        Some(RuntimeFrame {
+            object: JIT_OBJECT,
+            addr,
+            offset: addr,
+            symbol: Some(self.names.name(process, addr)?.to_owned()),
+            file: None,
+            line: None,
+            source: FrameSource::Jit,
+        })
+    }
+
+    fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        self.names.sizes(add);
+        self.dumps.sizes(add);
+    }
+}
