@@ -19,6 +19,7 @@ use super::{
     measure::one,
     report::{Figure, Phase, Spread, Verdict},
     runs::{Config, Run},
+    sys::Sysctl,
     tool::Tool,
 };
 
@@ -32,6 +33,8 @@ const RESAMPLES: usize = 4000;
 
 pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     let rounds = if b.plan.quick { QUICK_ROUNDS } else { ROUNDS };
+    // The BPF programs' run time, shown beside the figure (kernel statistics).
+    let _stats = Sysctl::set("kernel.bpf_stats_enabled", "1")?;
     let ours = Config::Traced {
         tool: Tool::Ours,
         hz: 999,
