@@ -10,15 +10,11 @@
 //! list of [`crate::runtimes`]. Its figures go into the summary under [`Runtime::name`] (each
 //! runtime's are typed, part of the summary's schema).
 
-use std::path::Path;
-
 use crate::{export::model::FrameSource, frame::Frame};
 
 /// One of a process's executable mappings, as a runtime is shown it.
 #[derive(Clone, Copy, Debug)]
-pub struct Mapped<'a> {
-    /// The mapping's path (`[anon]`-like names for memory without a file).
-    pub path: &'a Path,
+pub struct Mapped {
     /// Executable memory without an object: JIT-compiled code, or a runtime's stubs.
     pub anonymous_code: bool,
 }
@@ -44,7 +40,7 @@ pub trait Runtime {
 
     /// Process `pid`'s executable mappings were read (its first look, an exec, new code):
     /// what they reveal, while the process surely runs.
-    fn attach(&mut self, _pid: u32, _mappings: &[Mapped<'_>]) {}
+    fn attach(&mut self, _pid: u32, _mappings: &[Mapped]) {}
 
     /// Process `pid` exited at kernel time `at_ns` (its samples still queued are its own).
     fn exited(&mut self, _pid: u32, _at_ns: u64) {}

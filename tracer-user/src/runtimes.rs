@@ -41,7 +41,7 @@ runtimes! {
 
 impl Runtimes {
     /// [`Runtime::attach`] for every runtime.
-    pub fn attach(&mut self, pid: u32, mappings: &[Mapped<'_>]) {
+    pub fn attach(&mut self, pid: u32, mappings: &[Mapped]) {
         self.each_mut().into_iter().for_each(|r| r.attach(pid, mappings));
     }
 
@@ -75,13 +75,6 @@ impl Runtimes {
     /// Every runtime's sizes.
     pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         self.each().into_iter().for_each(|r| r.sizes(add));
-    }
-}
-
-impl std::fmt::Debug for Runtimes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.each().into_iter().map(Runtime::name).collect();
-        f.debug_struct("Runtimes").field("each", &names).finish()
     }
 }
 

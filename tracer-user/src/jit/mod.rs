@@ -37,7 +37,7 @@ mod runtime;
 
 use std::{
     cell::{Cell, RefCell},
-    collections::{BTreeMap, HashMap, VecDeque},
+    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
     time::Duration,
 };
 
@@ -88,6 +88,10 @@ pub struct JitNames {
     unseen_exits: VecDeque<(u64, u32)>,
     /// The last incarnation number given (0 is none).
     last: Cell<u32>,
+    /// The reads put off at the last [`JitNames::refresh_wanted`], and how many of its calls
+    /// ended one of them ([`JitNames::settled`]).
+    put_off: BTreeSet<(u32, u32)>,
+    settled: u64,
     /// Perf maps by incarnation.
     processes: HashMap<u32, ProcessMaps>,
     /// What the JIT names of all processes may hold and take (jitdumps' too).
@@ -308,6 +312,7 @@ impl JitNames {
     /// before). A process wanted for the first time is looked at now (its root, pid and user),
     /// unless it has ended already (its pid may be another's now).
     pub fn refresh_wanted(&mut self) {
+        let before = std::mem::take(&mut self.put_off);
         let wanted = std::mem::take(self.wanted.get_mut());
         for ((pid, id), newest) in wanted {
             if !self.processes.contains_key(&id) {
@@ -338,6 +343,17 @@ impl JitNames {
                 self.wanted.get_mut().insert((pid, id), newest);
             }
         }
+        self.put_off = self.wanted.get_mut().keys().copied().collect();
+        if !before.is_subset(&self.put_off) {
+            self.settled += 1;
+        }
+    }
+
+    /// How many calls of [`JitNames::refresh_wanted`] made (or gave up) a read that had been
+    /// put off: a sample waiting for one ([`JitNames::put_off`]) need not be looked at again
+    /// until this changes.
+    pub fn settled(&self) -> u64 {
+        self.settled
     }
 
     /// [`JitNames::refresh_wanted`], then read what every perf map read before gained (the

@@ -33,7 +33,7 @@ impl Runtime for Jit {
     /// A process with executable memory without an object is looked at now (its root, pid
     /// and user), while it runs, so that a perf map it writes at exit can be read after it is
     /// gone.
-    fn attach(&mut self, pid: u32, mappings: &[Mapped<'_>]) {
+    fn attach(&mut self, pid: u32, mappings: &[Mapped]) {
         if mappings.iter().any(|m| m.anonymous_code) {
             self.names.watch(pid);
         }

@@ -112,11 +112,10 @@ impl<T: TableStore> Catalog<T> {
         }
         // What the runtimes learn from them: executable memory without an object is JIT
         // code, or a runtime's stubs (not `[vsyscall]`, which every process has).
-        let shown: Vec<Mapped<'_>> = mappings
+        let shown: Vec<Mapped> = mappings
             .iter()
             .zip(&resolved)
             .map(|(m, r)| Mapped {
-                path: &m.path,
                 anonymous_code: matches!(m.kind, MappingKind::Anonymous)
                     && r.object.is_none()
                     && m.path != std::path::Path::new("[vsyscall]"),

@@ -18,6 +18,9 @@ pub(super) const MAX_HELD: usize = 4096;
 #[derive(Debug, Default)]
 pub(super) struct Late {
     held: VecDeque<(Taken, Stack)>,
+    /// [`JitNames::settled`] when the samples held were last looked at: until it changes, no
+    /// put-off read was made and none of them is ready (they are not looked at per sample).
+    seen: u64,
 }
 
 /// Whether `stack` has a JIT frame without a name that a put-off read of its perf map may name.
@@ -41,9 +44,10 @@ impl Late {
 
     /// The samples held that wait no more (every one with `all`), oldest first.
     pub(super) fn ready(&mut self, jit: &JitNames, all: bool) -> Vec<(Taken, Stack)> {
-        if self.held.is_empty() {
+        if self.held.is_empty() || (!all && jit.settled() == self.seen) {
             return Vec::new();
         }
+        self.seen = jit.settled();
         let (ready, waiting): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.held)
             .into_iter()
             .partition(|(_, stack)| all || !waits(stack, jit));

@@ -56,9 +56,14 @@ fn a_sample_waits_for_the_read_that_names_it() {
     assert!(late.hold(taken(1), stack.clone()).is_none());
     assert!(late.ready(&jit, false).is_empty(), "still waiting");
     assert_eq!(late.len(), 1);
+    let settled = jit.settled();
+    jit.refresh_wanted();
+    assert_eq!(jit.settled(), settled, "a read still put off settles nothing");
+    assert!(waits(&stack, &jit));
     // The read is due: made, and the sample handed back, named.
     jit.set_read_at(id, Instant::now() - Duration::from_secs(1));
     jit.refresh_wanted();
+    assert!(jit.settled() > settled, "the put-off read was made");
     assert_eq!(jit.name(id, 0x2000), Some("two"));
     let ready = late.ready(&jit, false);
     assert_eq!(ready.len(), 1);
