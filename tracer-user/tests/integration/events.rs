@@ -46,7 +46,7 @@ impl Workload {
         self.dir.path().join("events")
     }
 
-    /// Start the workload (paused on stdin), trace it with `sframe-trace --pid PID ARGS -o OUT`,
+    /// Start the workload (paused on stdin once loaded), trace it with `sframe-trace --pid PID ARGS -o OUT`,
     /// let it run and end, and return the tracer's output and stderr.
     fn trace(&self, args: &[&str]) -> (String, String) {
         self.trace_through(&[], args)
@@ -58,10 +58,14 @@ impl Workload {
         let mut workload = Running(
             Command::new(self.exe())
                 .stdin(Stdio::piped())
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .spawn()
                 .expect("start the workload"),
         );
+        // Loaded (its libraries mapped) once it says so; the tracer reads its mappings then.
+        let mut ready = [0u8];
+        let mut stdout = workload.0.stdout.take().expect("stdout");
+        std::io::Read::read_exact(&mut stdout, &mut ready).expect("the workload's ready byte");
         let output = self.dir.path().join("out");
         let pid = workload.pid().to_string();
         let output_arg = output.to_str().expect("utf-8 path");
