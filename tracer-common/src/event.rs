@@ -17,6 +17,12 @@
 //!   by [`PROG_WALK_SWITCH`] ([`MAP_PROGS_SWITCH`]) and parked in [`MAP_PARKED`] under its thread
 //!   id with the switch-out time; when it is switched in again after at least
 //!   [`GLOBAL_MIN_BLOCK_NS`], the parked sample is shipped with the time blocked as its weight.
+//!
+//! Not an event: [`PROG_ON_CALL_ENTRY`], on the `syscalls` tracepoints of the calls that take
+//! a thread's address space away ([`TRACEPOINTS_CALL_ENTRY`]), walks the thread's user stack
+//! as the call begins and ships it as a record of its own ([`EVENT_CALL_ENTRY`]). Userspace
+//! keeps it for the samples of that thread taken later in the call, whose own walk finds no
+//! stack once `exit` has freed the memory or `execve` has replaced it.
 //!   The switched-in task is not `current` yet, so its thread id is read from its
 //!   `task_struct` at offsets userspace finds in the kernel's BTF ([`GLOBAL_TASK_PID_OFFSET`];
 //!   also [`GLOBAL_TASK_STATE_OFFSET`], [`GLOBAL_TASK_FLAGS_OFFSET`] for the switched-out one).
@@ -100,6 +106,20 @@ pub const MAP_PROGS_PROBE: &str = "PROGS_PROBE";
 pub const PROG_WALK_TRACEPOINT: &str = "walk_user_tracepoint";
 /// Its program array.
 pub const MAP_PROGS_TRACEPOINT: &str = "PROGS_TRACEPOINT";
+
+/// The tracepoint program that walks a thread's user stack at the entry of `exit`,
+/// `exit_group`, `execve` and `execveat` (module docs); it shares [`PROG_WALK_TRACEPOINT`].
+pub const PROG_ON_CALL_ENTRY: &str = "on_call_entry";
+/// The `syscalls` tracepoints it attaches to.
+pub const TRACEPOINTS_CALL_ENTRY: [&str; 4] = [
+    "sys_enter_exit",
+    "sys_enter_exit_group",
+    "sys_enter_execve",
+    "sys_enter_execveat",
+];
+/// `Sample::event` of its records: no event kind has this id (kinds are small numbers in the
+/// bits above the slot), so no sample of an event is taken for one.
+pub const EVENT_CALL_ENTRY: u32 = 0xffff_ff00;
 
 /// The raw tracepoint program of `offcpu`.
 pub const PROG_ON_SWITCH: &str = "on_switch";

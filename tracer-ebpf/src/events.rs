@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use tracer_common::{
-    event::{EventKind, event_id},
+    event::{EVENT_CALL_ENTRY, EventKind, event_id},
     trace::PROG_WALK_SLOT,
 };
 
@@ -132,6 +132,16 @@ tracepoint_entries!(
     on_tracepoint_6 = 6,
     on_tracepoint_7 = 7
 );
+
+/// The user stack of a thread entering `exit`, `exit_group`, `execve` or `execveat` (attached
+/// to each call's `syscalls:sys_enter_*` tracepoint), shipped as an `EVENT_CALL_ENTRY` record:
+/// inside the call, once the address space is freed or replaced, the thread's samples have
+/// registers but no stack to walk, and userspace gives them this one (they are in the same
+/// call, with the same user registers). Nothing is kept here.
+#[tracepoint]
+pub fn on_call_entry(ctx: TracePointContext) -> u32 {
+    tracepoint_hit(&ctx, EVENT_CALL_ENTRY)
+}
 
 /// `walk_user` for kprobe-type programs.
 #[kprobe]

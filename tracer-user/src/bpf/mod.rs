@@ -11,6 +11,7 @@
 //! before the first tracepoint attach), `unmap` (the programs that see code unmapped).
 
 mod btf;
+mod entries;
 mod events;
 mod probes;
 mod procs;
@@ -146,6 +147,8 @@ pub struct Kernel {
     /// The exec program loaded (with VMA lookups or without), and the mmap-return one.
     on_exec: &'static str,
     on_mmap_exit: &'static str,
+    /// The program that keeps user stacks at exit and exec is loaded (`entries`).
+    call_entries: bool,
     /// Where every tracepoint attaches, found or mounted once before the first attach.
     tracefs: tracefs::Tracefs,
     /// `GLOBAL_TASK_FSBASE_OFFSET` as set (0: not found; see `Kernel::set_python`).
@@ -248,6 +251,7 @@ impl Kernel {
                 .with_context(|| format!("installing {walker} in {MAP_PROGS}"))?;
         }
         probes::load(&mut ebpf, &config.events)?;
+        let call_entries = entries::load(&mut ebpf, task_regs == 1);
         // With the VMA walker, exec and mmap also look the new code up (outside an interrupt,
         // where a lookup cannot be refused for a pending one), so that the first samples of a
         // new process walk without lookups of their own; elsewhere the programs without.
@@ -274,6 +278,7 @@ impl Kernel {
             lifecycle_attached: false,
             on_exec,
             on_mmap_exit,
+            call_entries,
             tracefs,
             fsbase_offset,
             vma_lookups: vma.map(|_| ()),
@@ -307,6 +312,9 @@ impl Kernel {
                     .with_context(|| format!("attaching {name} to the {tracepoint} raw tracepoint"))?;
             }
             unmap::attach(&mut self.ebpf, &self.tracefs, self.on_mmap_exit)?;
+            if self.call_entries {
+                entries::attach(&mut self.ebpf, &self.tracefs)?;
+            }
             self.lifecycle_attached = true;
         }
         if self.event_links.is_empty() {

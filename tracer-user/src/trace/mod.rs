@@ -3,6 +3,7 @@
 //! duration ends or a signal arrives, then symbolizes and writes the stacks and a summary.
 //! Parsing and table building live in their own modules; this one only sequences them.
 
+mod entries;
 mod health;
 mod inspect;
 mod late;
@@ -183,6 +184,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         runtimes: inspect::Runtimes::new(),
         own_pid: (config.all && !config.include_self).then(std::process::id),
         late: late::Late::default(),
+        entries: entries::EntryStacks::default(),
+        own_stops: [0; tracer_common::walk::StopReason::COUNT as usize],
     };
     if let Some(recorder) = recorder {
         sink.copies.record_into(recorder);
@@ -307,12 +310,12 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let follow = manager.stats();
     let trusted = manager.trusted_names(&sink.runtimes.names);
     let (catalog, kernel) = manager.into_parts();
+    let mut stops = kernel.stop_reasons()?;
+    sink.adjust_stops(&mut stops);
     otlp.export(&mut sink.profile, &catalog, &mut sink.symbols);
     let mut finished = sink.output.finish(&sink.profile, &catalog, &mut sink.symbols, &trusted);
     step.done("outputs");
     let failed_outputs = std::mem::take(&mut finished.failed);
-    let mut stops = kernel.stop_reasons()?;
-    sink.copies.stats.adjust(&mut stops);
     summary::count_go_bases_complete(&mut stops, &finished.go_bases);
     // The exports are flushed first: the summary counts what reached the collector.
     let exported = otlp.finish().await;
@@ -337,6 +340,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
             .collect(),
         stops,
         copies: sink.copies.stats,
+        call_entries: sink.entries.stats,
         table_bytes: catalog.loader.tables.map_bytes(),
         table_capacity_bytes: catalog.loader.tables.capacity_bytes(),
         follow,

@@ -3,7 +3,7 @@
 //! and a streamed sample whose JIT names a put-off read will give waits for that read
 //! (`late`).
 
-use super::{inspect, late, output};
+use super::{entries, inspect, late, output};
 use crate::manager::Manager;
 use crate::profile::Profile;
 use crate::snapshots::Snapshots;
@@ -25,12 +25,26 @@ pub(super) struct Sink {
     pub(super) own_pid: Option<u32>,
     /// Streamed samples waiting for a read of their perf map that names their JIT code.
     pub(super) late: late::Late,
+    /// The user stacks threads had entering exit and exec, for their samples inside the call.
+    pub(super) entries: entries::EntryStacks,
+    /// How the walks of the tracer's own samples, left out, ended (by `StopReason`).
+    pub(super) own_stops: [u64; tracer_common::walk::StopReason::COUNT as usize],
 }
 
 impl Sink {
-    /// Take `sample`, or hold it if it is a stack copy.
-    pub(super) fn take(&mut self, sample: &tracer_common::sample::Sample, manager: &mut Manager) {
-        if self.own_pid == Some(sample.tgid) || self.copies.hold(sample) {
+    /// Take the sample `record`, or hold it if it is a stack copy; an entry stack is kept
+    /// (`entries`), and a sample inside such a call is taken with its thread's.
+    pub(super) fn take(&mut self, record: &tracer_common::sample::Sample, manager: &mut Manager) {
+        let Some(sample) = self.entries.see(record) else {
+            return;
+        };
+        if self.own_pid == Some(sample.tgid) {
+            if let Some(count) = self.own_stops.get_mut(sample.stop as usize) {
+                *count += 1;
+            }
+            return;
+        }
+        if self.copies.hold(sample) {
             return;
         }
         manager.resolve(|catalog| {
@@ -50,6 +64,17 @@ impl Sink {
             }
             Self::write_late(&mut self.late, &mut self.output, &mut self.symbols, catalog, false);
         });
+    }
+
+    /// The kernel's stop counts without the walks of samples that are not in the profile: the
+    /// tracer's own, and the stacks kept at exit and exec (`entries`), with the samples given
+    /// those counted as they end.
+    pub(super) fn adjust_stops(&self, stops: &mut [(tracer_common::walk::StopReason, u64)]) {
+        for (reason, count) in stops.iter_mut() {
+            *count = count.saturating_sub(self.own_stops[*reason as usize]);
+        }
+        self.entries.adjust(stops);
+        self.copies.stats.adjust(stops);
     }
 
     /// Write the samples held for their JIT names that wait no more (all of them with `all`,

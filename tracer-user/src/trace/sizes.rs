@@ -52,6 +52,7 @@ impl SizeLog {
         sink.profile.sizes(&mut add);
         sink.copies.sizes(&mut add);
         add("late.held", sink.late.len());
+        add("entries.kept", sink.entries.len());
         symfiles::sizes(&mut add);
         threads(&mut line);
         log::debug!(target: "sframe_trace::sizes", "sizes:{line}");

@@ -18,6 +18,7 @@ use tracer_common::{Counter, walk::StopReason};
 
 use crate::export::otlp::ExportReport;
 
+use super::entries::EntryStats;
 use crate::manager::FollowStats;
 use crate::registry::{Catalog, NoTableKind};
 use crate::{profile::Profile, snapshots::SnapshotStats};
@@ -88,6 +89,8 @@ pub struct Summary<'a> {
     pub stops: Vec<(StopReason, u64)>,
     /// What became of the samples shipped as stack copies.
     pub copies: SnapshotStats,
+    /// The stacks kept at exit and exec, and the samples inside those calls given them.
+    pub call_entries: EntryStats,
     /// Kernel memory the loaded tables use, and the table maps' size.
     pub table_bytes: u64,
     pub table_capacity_bytes: u64,
@@ -120,6 +123,10 @@ pub struct Figures {
     pub processes: FollowStats,
     /// Samples whose stack the kernel copied for userspace to walk (no table yet).
     pub stack_copies: SnapshotStats,
+    /// User stacks the kernel walked as threads entered `exit`, `exit_group`, `execve` or
+    /// `execveat` (`kept`), samples taken inside those calls once the memory was gone and
+    /// given their thread's stack (`given`), and those stacks dropped for room or age.
+    pub call_entries: EntryStats,
     /// Why objects have no table, one sentence each (unreadable, or no room): the first
     /// thousand of the session; `notes_left_out` counts the others.
     pub notes: Vec<String>,
@@ -319,6 +326,7 @@ impl Summary<'_> {
             notices_lost: counter(Counter::NoticesLost),
             processes: self.follow,
             stack_copies: self.copies,
+            call_entries: self.call_entries,
             notes: counts.notes,
             notes_left_out: counts.notes_left_out,
             symbols: crate::symfiles::figures(),
@@ -470,6 +478,14 @@ impl fmt::Display for Summary<'_> {
                 f,
                 "  stack copies ({why}): {}, {} walked once loaded, {} never resolved, {} over the queue",
                 copies.copies, copies.walked, copies.unresolved, copies.overflowed
+            )?;
+        }
+        let entries = &figures.call_entries;
+        if entries.given > 0 {
+            writeln!(
+                f,
+                "  stacks kept at exit and exec: {}, given to {} samples taken inside those calls",
+                entries.kept, entries.given
             )?;
         }
         // The first few reasons in full; system-wide there can be many.

@@ -44,6 +44,7 @@ pub fn schema() -> String {
             counters: Vec::new(),
             stops: vec![(StopReason::Outermost, 1), (StopReason::ZeroRa, 1)],
             copies: Default::default(),
+            call_entries: Default::default(),
             table_bytes: 0,
             table_capacity_bytes: 0,
             follow: Default::default(),

@@ -63,6 +63,11 @@ fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
             overflowed: 1,
             ..Default::default()
         },
+        call_entries: crate::trace::entries::EntryStats {
+            kept: 7,
+            given: 3,
+            dropped: 1,
+        },
         failed_outputs: &[],
         otlp: None,
         python: Default::default(),
@@ -127,6 +132,7 @@ fn json_has_the_figures_of_the_text() {
             "traced_at_end": 0,
         },
         "stack_copies": {"copies": 6, "walked": 4, "unresolved": 1, "overflowed": 1},
+        "call_entries": {"kept": 7, "given": 3, "dropped": 1},
         "notes": ["/bad.so: truncated \"quoted\" header"],
         "notes_left_out": 0,
         // The process's figures (tests naming files run at the same time): their fields.
@@ -170,6 +176,7 @@ fn json_has_the_figures_of_the_text() {
         "stacks: 5 complete, 3 truncated (no_mapping 2, zero_ra 1); 2 walked through code found in the kernel",
         "process notices lost: 4",
         "stack copies (no table yet when sampled): 6, 4 walked once loaded, 1 never resolved, 1 over the queue",
+        "stacks kept at exit and exec: 7, given to 3 samples taken inside those calls",
         "note: /bad.so: truncated \"quoted\" header",
     ] {
         assert!(text.contains(line), "{line}: {text}");
