@@ -117,6 +117,26 @@ pub const TRACEPOINTS_CALL_ENTRY: [&str; 4] = [
     "sys_enter_execve",
     "sys_enter_execveat",
 ];
+/// The tracepoint program that walks a thread's user stack as a signal that ends its process
+/// is delivered to it (the threads an `exit_group` or an exec kills, a fatal signal's target):
+/// they leave through the kernel's exit without entering `exit` themselves. It ships the same
+/// records as [`PROG_ON_CALL_ENTRY`], for signals [`ends_process`] accepts.
+pub const PROG_ON_FATAL_SIGNAL: &str = "on_fatal_signal";
+/// Its tracepoint's category and name.
+pub const TRACEPOINT_SIGNAL_DELIVER: (&str, &str) = ("signal", "signal_deliver");
+/// Offsets in that tracepoint's record (its `format`, stable since Linux 3.x): `int sig`,
+/// `unsigned long sa_handler`.
+pub const SIGNAL_SIG_OFFSET: usize = 8;
+pub const SIGNAL_HANDLER_OFFSET: usize = 24;
+
+/// Whether signal `sig` delivered with handler `handler` ends the process: the default
+/// action (`SIG_DFL`, 0) of a signal whose default is to terminate, with or without a core
+/// dump (every signal but the ignored `SIGCHLD`, `SIGURG`, `SIGWINCH` and the job-control
+/// `SIGCONT`, `SIGSTOP`, `SIGTSTP`, `SIGTTIN`, `SIGTTOU`; the numbers of x86-64 and aarch64).
+pub const fn ends_process(sig: i32, handler: u64) -> bool {
+    sig >= 1 && handler == 0 && !matches!(sig, 17..=23 | 28)
+}
+
 /// `Sample::event` of its records: no event kind has this id (kinds are small numbers in the
 /// bits above the slot), so no sample of an event is taken for one.
 pub const EVENT_CALL_ENTRY: u32 = 0xffff_ff00;

@@ -6,8 +6,11 @@
 //!   kernel has already removed it from `PROCS` (its old mappings are gone); userspace reads
 //!   its new mappings and adds it back. System-wide, every exec is told, traced or not, so a
 //!   new program is loaded at once instead of at its first sample.
-//! - [`NoticeKind::Exit`]: a traced process's thread-group leader exited
-//!   (`sched_process_exit`); the kernel has removed it from `PROCS`. Exec and exit are also
+//! - [`NoticeKind::Exit`]: the last thread of a traced process exited (`sched_process_exit`
+//!   with the group's `signal->live` count at 0, read at [`GLOBAL_TASK_SIGNAL_OFFSET`] and
+//!   [`GLOBAL_SIGNAL_LIVE_OFFSET`]; where those are unknown, the thread-group leader's exit):
+//!   the threads an `exit_group` kills run on after the leader, and the last one out may be
+//!   the one that frees the memory; the kernel has removed the process from `PROCS`. Exec and exit are also
 //!   sent for processes userspace had a rate-limited notice about but did not load (yet).
 //! - [`NoticeKind::NewProcess`]: system-wide, a sample hit a process that is not in `PROCS`
 //!   (started after the tracer, or exec'ed); userspace loads it.
@@ -78,6 +81,11 @@ pub const MUNMAP_LEN_OFFSET: usize = 24;
 pub const MAP_UNMAPPING: &str = "UNMAPPING";
 /// Threads [`MAP_UNMAPPING`] has room for (when full, the notice goes out at the start).
 pub const UNMAPPING_ENTRIES: u32 = 1024;
+
+/// Read-only globals: byte offsets of `task_struct::signal` and `signal_struct::live` (the
+/// group's live threads, an `atomic_t`) from the kernel's BTF; 0 when not found.
+pub const GLOBAL_TASK_SIGNAL_OFFSET: &str = "TASK_SIGNAL_OFFSET";
+pub const GLOBAL_SIGNAL_LIVE_OFFSET: &str = "SIGNAL_LIVE_OFFSET";
 
 /// What happened ([`Notice::kind`]); travels as its `u32`.
 #[repr(u32)]

@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use tracer_common::{
-    event::{EVENT_CALL_ENTRY, EventKind, event_id},
+    event::{EVENT_CALL_ENTRY, EventKind, SIGNAL_HANDLER_OFFSET, SIGNAL_SIG_OFFSET, ends_process, event_id},
     trace::PROG_WALK_SLOT,
 };
 
@@ -140,6 +140,29 @@ tracepoint_entries!(
 /// call, with the same user registers). Nothing is kept here.
 #[tracepoint]
 pub fn on_call_entry(ctx: TracePointContext) -> u32 {
+    tracepoint_hit(&ctx, EVENT_CALL_ENTRY)
+}
+
+/// The user stack of a thread a signal that ends its process is delivered to (attached to
+/// `signal:signal_deliver`), shipped like [`on_call_entry`]'s: the threads killed by another's
+/// `exit_group` or exec, or by a fatal signal, leave through the kernel's exit with the
+/// registers they had here, and the last one out frees the memory.
+#[tracepoint]
+pub fn on_fatal_signal(ctx: TracePointContext) -> u32 {
+    // SAFETY: reads of the tracepoint record's fields at their offsets (its format); a
+    // failed read is an error, not a fault.
+    let read = unsafe {
+        (
+            ctx.read_at::<i32>(SIGNAL_SIG_OFFSET),
+            ctx.read_at::<u64>(SIGNAL_HANDLER_OFFSET),
+        )
+    };
+    let (Ok(sig), Ok(handler)) = read else {
+        return 0;
+    };
+    if !ends_process(sig, handler) {
+        return 0;
+    }
     tracepoint_hit(&ctx, EVENT_CALL_ENTRY)
 }
 

@@ -15,9 +15,10 @@
 //! remembered; at exit, the notice goes out, so userspace reads the mappings after the call.
 
 use aya_ebpf::{
+    Global,
     helpers::{
         bpf_get_current_pid_tgid, bpf_probe_read_kernel,
-        generated::{bpf_get_current_task_btf, bpf_ktime_get_ns},
+        generated::{bpf_get_current_task, bpf_get_current_task_btf, bpf_ktime_get_ns},
     },
     macros::{map, raw_tracepoint, tracepoint},
     maps::{HashMap, LruHashMap, RingBuf},
@@ -101,7 +102,7 @@ fn forget_limits(tgid: u32) {
 fn drop_process(kind: NoticeKind) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if kind == NoticeKind::Exit && pid_tgid as u32 != tgid {
+    if kind == NoticeKind::Exit && !group_dead(pid_tgid as u32 == tgid) {
         return;
     }
     let _ = PROC_VMAS.remove(tgid);
@@ -118,6 +119,30 @@ fn drop_process(kind: NoticeKind) {
     forget_limits(tgid);
     // SAFETY: a helper without preconditions.
     send(kind, tgid, unsafe { bpf_ktime_get_ns() });
+}
+
+/// `tracer_common::notice::GLOBAL_TASK_SIGNAL_OFFSET`.
+#[unsafe(no_mangle)]
+static TASK_SIGNAL_OFFSET: Global<u32> = Global::new(0);
+/// `tracer_common::notice::GLOBAL_SIGNAL_LIVE_OFFSET`.
+#[unsafe(no_mangle)]
+static SIGNAL_LIVE_OFFSET: Global<u32> = Global::new(0);
+
+/// Whether the exiting current thread is the last of its group (`do_exit` counts it out of
+/// `signal->live` before `sched_process_exit`); where the offsets are unknown or a read
+/// fails, whether it is the leader (`leader`).
+fn group_dead(leader: bool) -> bool {
+    let (signal_at, live_at) = (TASK_SIGNAL_OFFSET.load(), SIGNAL_LIVE_OFFSET.load());
+    if signal_at == 0 {
+        return leader;
+    }
+    // SAFETY: a helper without preconditions; the reads below are probe reads of kernel
+    // memory, which fail instead of faulting.
+    let task = unsafe { bpf_get_current_task() };
+    let signal = unsafe { bpf_probe_read_kernel((task + u64::from(signal_at)) as *const u64) };
+    let Ok(signal) = signal else { return leader };
+    let live = unsafe { bpf_probe_read_kernel((signal + u64::from(live_at)) as *const i32) };
+    live.map_or(leader, |live| live == 0)
 }
 
 #[raw_tracepoint(tracepoint = "sched_process_exec")]

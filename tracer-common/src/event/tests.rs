@@ -23,3 +23,36 @@ fn event_ids_are_distinct() {
         assert!(ids[i + 1..].iter().all(|b| a != b), "id {a:#x} twice");
     }
 }
+
+/// The call-entry records' id is no event's, whatever kind and slot.
+#[test]
+fn call_entries_are_no_event() {
+    for kind in [
+        EventKind::CpuClock,
+        EventKind::Offcpu,
+        EventKind::Kprobe,
+        EventKind::Uprobe,
+        EventKind::Uretprobe,
+        EventKind::Tracepoint,
+    ] {
+        for slot in 0..PROBE_SLOTS as u32 {
+            assert_ne!(event_id(kind, slot), EVENT_CALL_ENTRY);
+        }
+    }
+}
+
+/// A signal ends the process with its default action, unless that action ignores it or stops
+/// the process; a handler or `SIG_IGN` (1) never does.
+#[test]
+fn fatal_signals_are_told_apart() {
+    // SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGKILL, SIGSEGV, SIGPIPE, SIGTERM, SIGXCPU, a real-time one.
+    for sig in [1, 2, 3, 6, 9, 11, 13, 15, 24, 34] {
+        assert!(ends_process(sig, 0), "{sig}");
+        assert!(!ends_process(sig, 1), "{sig} ignored");
+        assert!(!ends_process(sig, 0x40_1000), "{sig} handled");
+    }
+    // SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGWINCH, and no signal.
+    for sig in [17, 18, 19, 20, 21, 22, 23, 28, 0] {
+        assert!(!ends_process(sig, 0), "{sig}");
+    }
+}

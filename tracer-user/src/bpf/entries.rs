@@ -1,6 +1,7 @@
-//! The program that walks a thread's user stack as it enters `exit`, `exit_group`, `execve` or
-//! `execveat` (`tracer_common::event::PROG_ON_CALL_ENTRY`): loading it with the tracepoint
-//! walker it tail-calls, and attaching it to the calls' `syscalls` tracepoints. What becomes of
+//! The programs that walk a thread's user stack as it enters `exit`, `exit_group`, `execve` or
+//! `execveat` (`tracer_common::event::PROG_ON_CALL_ENTRY`) or is delivered a signal that ends
+//! its process (`PROG_ON_FATAL_SIGNAL`): loading them with the tracepoint walker they
+//! tail-call, and attaching them to the calls' `syscalls` tracepoints and `signal_deliver`. What becomes of
 //! its records is `trace::entries`' business. It needs the task's saved user registers (Linux
 //! 5.15+) and tracefs; without either the session traces as before, and the samples taken
 //! inside those calls after the address space is gone keep their PC alone.
@@ -8,7 +9,10 @@
 use anyhow::Context as _;
 use aya::{Ebpf, maps::ProgramArray, programs::TracePoint};
 use tracer_common::{
-    event::{MAP_PROGS_TRACEPOINT, PROG_ON_CALL_ENTRY, PROG_WALK_TRACEPOINT, TRACEPOINTS_CALL_ENTRY},
+    event::{
+        MAP_PROGS_TRACEPOINT, PROG_ON_CALL_ENTRY, PROG_ON_FATAL_SIGNAL, PROG_WALK_TRACEPOINT,
+        TRACEPOINT_SIGNAL_DELIVER, TRACEPOINTS_CALL_ENTRY,
+    },
     notice::TRACEPOINT_SYSCALLS,
     trace::PROG_WALK_SLOT,
 };
@@ -22,7 +26,7 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePo
         .with_context(|| format!("program {name} is not a tracepoint program"))
 }
 
-/// Load the program, and the tracepoint walker unless the events loaded it already. Returns
+/// Load the programs, and the tracepoint walker unless the events loaded it already. Returns
 /// whether it is loaded; a kernel without the task's user registers or one that refuses the
 /// programs is a warning.
 pub(super) fn load(ebpf: &mut Ebpf, task_regs: bool) -> bool {
@@ -52,28 +56,36 @@ fn try_load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
             .set(PROG_WALK_SLOT, &fd, 0)
             .with_context(|| format!("installing {PROG_WALK_TRACEPOINT} in {MAP_PROGS_TRACEPOINT}"))?;
     }
-    program(ebpf, PROG_ON_CALL_ENTRY)?
-        .load()
-        .map_err(|err| super::runtime::rejected(PROG_ON_CALL_ENTRY, err))
+    for name in PROGRAMS {
+        program(ebpf, name)?
+            .load()
+            .map_err(|err| super::runtime::rejected(name, err))?;
+    }
+    Ok(())
 }
 
-/// Attach the loaded program to each call's tracepoint through `tracefs` (the session's); a
-/// host without tracefs or a kernel without one of the tracepoints is a warning, and the
-/// others stay attached.
+/// The entry programs.
+const PROGRAMS: [&str; 2] = [PROG_ON_CALL_ENTRY, PROG_ON_FATAL_SIGNAL];
+
+/// Attach the loaded programs to their tracepoints through `tracefs` (the session's); a host
+/// without tracefs or a kernel without one of the tracepoints is a warning, and the others
+/// stay attached.
 pub(super) fn attach(ebpf: &mut Ebpf, tracefs: &Tracefs) -> anyhow::Result<()> {
-    let warn = |tracepoint: &str, why: &dyn std::fmt::Display| {
-        log::warn!(
-            "cannot attach to the {TRACEPOINT_SYSCALLS}:{tracepoint} tracepoint ({why}): samples taken inside \
-             that call once the process's memory is gone keep their PC alone"
-        );
-    };
-    for tracepoint in TRACEPOINTS_CALL_ENTRY {
-        if let Err(why) = tracefs {
-            warn(tracepoint, why);
-            continue;
-        }
-        if let Err(err) = program(ebpf, PROG_ON_CALL_ENTRY)?.attach(TRACEPOINT_SYSCALLS, tracepoint) {
-            warn(tracepoint, &err);
+    let calls = TRACEPOINTS_CALL_ENTRY.map(|name| (PROG_ON_CALL_ENTRY, TRACEPOINT_SYSCALLS, name));
+    let (category, name) = TRACEPOINT_SIGNAL_DELIVER;
+    for (program_name, category, tracepoint) in calls.into_iter().chain([(PROG_ON_FATAL_SIGNAL, category, name)]) {
+        let attached = match tracefs {
+            Err(why) => Err(anyhow::anyhow!("{why}")),
+            Ok(_) => program(ebpf, program_name)?
+                .attach(category, tracepoint)
+                .map(|_| ())
+                .map_err(Into::into),
+        };
+        if let Err(why) = attached {
+            log::warn!(
+                "cannot attach to the {category}:{tracepoint} tracepoint ({why:#}): samples taken as a thread \
+                 leaves through it once the process's memory is gone keep their PC alone"
+            );
         }
     }
     Ok(())

@@ -39,7 +39,10 @@ use tracer_common::{
         EventKind, GLOBAL_MIN_BLOCK_NS, GLOBAL_TASK_FLAGS_OFFSET, GLOBAL_TASK_PID_OFFSET, GLOBAL_TASK_STATE_OFFSET,
         MAP_PARKED, PARKED_ENTRIES,
     },
-    notice::{MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT},
+    notice::{
+        GLOBAL_SIGNAL_LIVE_OFFSET, GLOBAL_TASK_SIGNAL_OFFSET, MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA,
+        PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT,
+    },
     python::GLOBAL_TASK_FSBASE_OFFSET,
     trace::{
         ExecMapping, GLOBAL_ALL_PROCESSES, GLOBAL_COPY_STACKS, GLOBAL_KERNEL_STACK, GLOBAL_MAX_DEPTH, GLOBAL_TASK_REGS,
@@ -200,6 +203,12 @@ impl Kernel {
             log::debug!("CPython before 3.11 is not walked: {err:#}");
             0
         });
+        // Without them a process ends at its leader's exit, as the threads killed with it
+        // still run (their samples then are copies of a process no longer known).
+        let (signal_offset, live_offset) = btf::group_live_offsets().unwrap_or_else(|err| {
+            log::debug!("a process ends at its leader's exit: {err:#}");
+            (0, 0)
+        });
         let mut ebpf = EbpfLoader::new()
             .override_global(GLOBAL_MAX_DEPTH, &config.max_depth, true)
             .override_global(GLOBAL_ALL_PROCESSES, &all_processes, true)
@@ -212,6 +221,8 @@ impl Kernel {
             .override_global(GLOBAL_TASK_FLAGS_OFFSET, &task.flags, true)
             .override_global(GLOBAL_VMA_OFFSETS, &vma.as_ref().copied().unwrap_or_default(), true)
             .override_global(GLOBAL_TASK_FSBASE_OFFSET, &fsbase_offset, true)
+            .override_global(GLOBAL_TASK_SIGNAL_OFFSET, &signal_offset, true)
+            .override_global(GLOBAL_SIGNAL_LIVE_OFFSET, &live_offset, true)
             .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
             .map_max_entries(MAP_PAGES, sizes.pages)

@@ -145,6 +145,14 @@ impl EntryStacks {
     }
 
     fn keep(&mut self, record: &Sample) {
+        log::trace!(
+            "entry stack of thread {} of {}: {} frames, stop {}, copy of {} words",
+            record.tid,
+            record.tgid,
+            record.num_user,
+            record.stop,
+            record.snapshot
+        );
         self.move_stop(record.stop, -1);
         self.stats.kept += 1;
         let n = (record.num_user as usize).min(record.user.len());
