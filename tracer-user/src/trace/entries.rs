@@ -5,11 +5,13 @@
 //! read of the stack that failed). The user stack was whole when the call began, and the
 //! thread has not run a user instruction since: the kernel walks it at the call's entry and
 //! ships it as a record of its own (`tracer_common::event::EVENT_CALL_ENTRY`), kept here per
-//! thread, and such a sample is given it.
+//! thread, and such a sample is given it. The same holds for a thread killed by a signal that
+//! ends its process (the other threads of an `exit_group`): its stack is walked as the signal
+//! is delivered, and it leaves through the kernel's exit with those registers.
 //!
 //! A sample is given the entry stack of its thread only when it is the same call's: the same
-//! process and thread, taken after the entry, its walk cut short (not complete, not a copy
-//! still to be walked), and every frame it did walk equal to the entry stack's frames (the
+//! process and thread, taken after the entry, its walk cut short (not complete; a stack copy
+//! counts), and every frame it did walk equal to the entry stack's frames (the
 //! same PC above all: in the call, the user registers stay those of the entry). A later call
 //! of the thread replaces its entry stack; a thread that ended leaves it until it is the
 //! oldest of [`MAX_KEPT`] or [`KEEP_NS`] old. Nothing else is ever given one. A sample given
@@ -21,11 +23,12 @@ use serde::Serialize;
 use tracer_common::{event::EVENT_CALL_ENTRY, mapping::ExecMapping, sample::Sample, trace::WalkRegs, walk::StopReason};
 
 /// Threads whose entry stack is kept at once; past it the oldest is dropped (a storm of exits:
-/// each of those threads' last samples came long before).
-pub const MAX_KEPT: usize = 512;
+/// each of those threads' last samples came long before). A copy is up to 8 KiB: at most
+/// 2 MiB in all.
+pub const MAX_KEPT: usize = 256;
 /// An entry stack is dropped once the newest record is this much later (kernel time): the
 /// slowest exit (freeing a large address space) takes well under a second.
-pub const KEEP_NS: u64 = 30_000_000_000;
+pub const KEEP_NS: u64 = 10_000_000_000;
 
 /// The user part of an entry record.
 struct Entry {
@@ -184,13 +187,11 @@ impl EntryStacks {
     }
 }
 
-/// Whether the kernel's walk of `sample` ended short of a whole stack with nothing left to
-/// walk later: not complete, not a copy.
+/// Whether the kernel's walk of `sample` ended short of a whole stack: not complete. A stack
+/// copy counts (inside the call the process may be gone from the tracer's maps, as it is from
+/// the kernel's once its last thread is in `exit`, and the copy would be walked by nothing).
 fn cut_short(sample: &Sample) -> bool {
-    sample.num_user >= 1
-        && sample.stop != StopReason::Outermost as u32
-        && sample.stop != StopReason::Snapshot as u32
-        && sample.snapshot == 0
+    sample.num_user >= 1 && sample.stop != StopReason::Outermost as u32
 }
 
 /// Whether `sample` is in the call `entry` was taken at (module docs).

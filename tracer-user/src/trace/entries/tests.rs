@@ -49,16 +49,12 @@ fn a_sample_in_the_call_is_given_the_entry_stack_and_keeps_the_rest() {
 type Change = (&'static str, fn(&mut Sample));
 
 /// Changed from a sample inside the call, one way each: none is given the entry stack.
-const NOT_THE_CALL: [Change; 6] = [
+const NOT_THE_CALL: [Change; 5] = [
     ("another thread", |s| s.tid = 9),
     ("another process", |s| s.tgid = 6),
     ("before the entry", |s| s.time_ns = 50),
     ("another PC", |s| s.user[0] = 0x1011),
     ("a complete walk", |s| s.stop = StopReason::Outermost as u32),
-    ("a copy", |s| {
-        s.stop = StopReason::Snapshot as u32;
-        s.snapshot = 2;
-    }),
 ];
 
 #[test]
@@ -93,6 +89,24 @@ fn only_the_same_threads_cut_samples_at_the_same_frames_after_the_entry_are_give
     sample.time_ns = 300;
     sample.stop = StopReason::RaReadFailed as u32;
     assert_eq!(entries.see(&sample).expect("a sample").num_user, 4);
+}
+
+/// A sample in the call shipped as a stack copy (its process no longer in the kernel's map)
+/// is given the entry stack instead of waiting to be walked: it is no copy any more.
+#[test]
+fn a_copy_in_the_call_is_given_the_entry_stack() {
+    let mut entries = EntryStacks::default();
+    entries.see(&entry());
+    let mut copy = Box::new(inside(200));
+    copy.stop = StopReason::Snapshot as u32;
+    copy.snapshot = 2;
+    copy.copy.len = 2;
+    let given = entries.see(&copy).expect("a sample");
+    assert_eq!((given.num_user, given.snapshot, given.copy.len), (4, 0, 0));
+    assert_eq!(given.stop, StopReason::Outermost as u32);
+    let mut stops = vec![(StopReason::Outermost, 1), (StopReason::Snapshot, 1)];
+    entries.adjust(&mut stops);
+    assert_eq!(stops, vec![(StopReason::Outermost, 1), (StopReason::Snapshot, 0)]);
 }
 
 #[test]
