@@ -107,16 +107,25 @@ pub const PROG_WALK_TRACEPOINT: &str = "walk_user_tracepoint";
 /// Its program array.
 pub const MAP_PROGS_TRACEPOINT: &str = "PROGS_TRACEPOINT";
 
-/// The tracepoint program that walks a thread's user stack at the entry of `exit`,
-/// `exit_group`, `execve` and `execveat` (module docs); it shares [`PROG_WALK_TRACEPOINT`].
+/// The tracepoint program that walks a thread's user stack at the entry of `exit` and
+/// `exit_group` (module docs); it shares [`PROG_WALK_TRACEPOINT`].
 pub const PROG_ON_CALL_ENTRY: &str = "on_call_entry";
 /// The `syscalls` tracepoints it attaches to.
-pub const TRACEPOINTS_CALL_ENTRY: [&str; 4] = [
-    "sys_enter_exit",
-    "sys_enter_exit_group",
-    "sys_enter_execve",
-    "sys_enter_execveat",
-];
+pub const TRACEPOINTS_CALL_ENTRY: [&str; 2] = ["sys_enter_exit", "sys_enter_exit_group"];
+/// The same for `execve` and `execveat`, at most once per [`EXEC_ENTRY_INTERVAL_NS`] per
+/// process: a thread exits once, but a process can fail execs in a loop, and each walk is
+/// taken from the sampling budget of every traced process (the ring buffer is shared).
+pub const PROG_ON_EXEC_ENTRY: &str = "on_exec_entry";
+/// The `syscalls` tracepoints it attaches to.
+pub const TRACEPOINTS_EXEC_ENTRY: [&str; 2] = ["sys_enter_execve", "sys_enter_execveat"];
+/// The shortest time between two walks at an exec's entry in one process (a real exec takes
+/// longer: it loads a program).
+pub const EXEC_ENTRY_INTERVAL_NS: u64 = 1_000_000;
+/// LRU hash `tgid -> u64`: when each process's last exec entry was walked.
+pub const MAP_EXEC_ENTRIES: &str = "EXEC_ENTRIES";
+/// Processes [`MAP_EXEC_ENTRIES`] remembers (past it the least recent is forgotten, and its
+/// next exec is walked).
+pub const EXEC_ENTRIES: u32 = 4096;
 /// The tracepoint program that walks a thread's user stack as a signal that ends its process
 /// is delivered to it (the threads an `exit_group` or an exec kills, a fatal signal's target):
 /// they leave through the kernel's exit without entering `exit` themselves. It ships the same

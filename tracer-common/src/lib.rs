@@ -43,11 +43,14 @@ pub enum Counter {
     TailCallFailed = 5,
     /// The notice ring buffer was full: a process life-cycle notice was lost.
     NoticesLost = 6,
+    /// An `execve` of a process whose last one was less than `event::EXEC_ENTRY_INTERVAL_NS`
+    /// ago was not walked at its entry (a process failing execs in a loop).
+    ExecEntriesLimited = 7,
 }
 
 impl Counter {
     /// Number of counter slots (the size of [`MAP_COUNTERS`]).
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 8;
     /// Every counter, in index order.
     pub const ALL: [Counter; Self::COUNT as usize] = [
         Counter::Sampled,
@@ -57,6 +60,7 @@ impl Counter {
         Counter::NoUserRegs,
         Counter::TailCallFailed,
         Counter::NoticesLost,
+        Counter::ExecEntriesLimited,
     ];
 
     /// Stable name for summaries and logs.
@@ -69,6 +73,7 @@ impl Counter {
             Counter::NoUserRegs => "no_user_regs",
             Counter::TailCallFailed => "tail_call_failed",
             Counter::NoticesLost => "notices_lost",
+            Counter::ExecEntriesLimited => "exec_entries_limited",
         }
     }
 }

@@ -14,20 +14,28 @@
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
+    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
     macros::{kprobe, map, tracepoint, uprobe, uretprobe},
-    maps::ProgramArray,
+    maps::{LruHashMap, ProgramArray},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use tracer_common::{
-    event::{EVENT_CALL_ENTRY, EventKind, SIGNAL_HANDLER_OFFSET, SIGNAL_SIG_OFFSET, ends_process, event_id},
+    Counter,
+    event::{
+        EVENT_CALL_ENTRY, EXEC_ENTRIES, EXEC_ENTRY_INTERVAL_NS, EventKind, SIGNAL_HANDLER_OFFSET, SIGNAL_SIG_OFFSET,
+        ends_process, event_id,
+    },
     trace::PROG_WALK_SLOT,
 };
 
-use crate::{TASK_REGS, begin, end_walk, regs, ship, tail_call_failed, walk_more};
+use crate::{ALL_PROCESSES, PROCS, TASK_REGS, begin, bump, end_walk, regs, ship, tail_call_failed, walk_more};
 
 /// `walk_user_probe` at `PROG_WALK_SLOT` (`MAP_PROGS_PROBE`), set by userspace after load.
 #[map]
 static PROGS_PROBE: ProgramArray = ProgramArray::with_max_entries(1, 0);
+/// When each process's last exec entry was walked (`MAP_EXEC_ENTRIES`).
+#[map]
+static EXEC_ENTRIES_AT: LruHashMap<u32, u64> = LruHashMap::with_max_entries(EXEC_ENTRIES, 0);
 /// `walk_user_tracepoint` at `PROG_WALK_SLOT` (`MAP_PROGS_TRACEPOINT`).
 #[map]
 static PROGS_TRACEPOINT: ProgramArray = ProgramArray::with_max_entries(1, 0);
@@ -133,8 +141,34 @@ tracepoint_entries!(
     on_tracepoint_7 = 7
 );
 
-/// The user stack of a thread entering `exit`, `exit_group`, `execve` or `execveat` (attached
-/// to each call's `syscalls:sys_enter_*` tracepoint), shipped as an `EVENT_CALL_ENTRY` record:
+/// [`on_call_entry`] for `execve` and `execveat`, at most once per `EXEC_ENTRY_INTERVAL_NS`
+/// per process (one failing execs in a loop would otherwise have a walk shipped per call);
+/// the execs left out are counted.
+#[tracepoint]
+pub fn on_exec_entry(ctx: TracePointContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // Only the execs of processes a sample would be taken of count against the limit.
+    if ALL_PROCESSES.load() != 1 && PROCS.get_ptr(tgid).is_none() {
+        return 0;
+    }
+    // SAFETY: a helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(last) = EXEC_ENTRIES_AT.get_ptr(tgid) {
+        // SAFETY: a valid map value while the program runs; a racing update from another CPU
+        // at worst lets one more walk through.
+        if now.wrapping_sub(unsafe { *last }) < EXEC_ENTRY_INTERVAL_NS {
+            bump(Counter::ExecEntriesLimited);
+            return 0;
+        }
+    }
+    // An LRU map makes room by evicting the oldest entry; failure only weakens the limit.
+    let _ = EXEC_ENTRIES_AT.insert(tgid, now, 0);
+    tracepoint_hit(&ctx, EVENT_CALL_ENTRY)
+}
+
+/// The user stack of a thread entering `exit` or `exit_group` (attached to each call's
+/// `syscalls:sys_enter_*` tracepoint; `execve` and `execveat` through [`on_exec_entry`]),
+/// shipped as an `EVENT_CALL_ENTRY` record:
 /// inside the call, once the address space is freed or replaced, the thread's samples have
 /// registers but no stack to walk, and userspace gives them this one (they are in the same
 /// call, with the same user registers). Nothing is kept here.

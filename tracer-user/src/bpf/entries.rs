@@ -10,8 +10,8 @@ use anyhow::Context as _;
 use aya::{Ebpf, maps::ProgramArray, programs::TracePoint};
 use tracer_common::{
     event::{
-        MAP_PROGS_TRACEPOINT, PROG_ON_CALL_ENTRY, PROG_ON_FATAL_SIGNAL, PROG_WALK_TRACEPOINT,
-        TRACEPOINT_SIGNAL_DELIVER, TRACEPOINTS_CALL_ENTRY,
+        MAP_PROGS_TRACEPOINT, PROG_ON_CALL_ENTRY, PROG_ON_EXEC_ENTRY, PROG_ON_FATAL_SIGNAL, PROG_WALK_TRACEPOINT,
+        TRACEPOINT_SIGNAL_DELIVER, TRACEPOINTS_CALL_ENTRY, TRACEPOINTS_EXEC_ENTRY,
     },
     notice::TRACEPOINT_SYSCALLS,
     trace::PROG_WALK_SLOT,
@@ -65,15 +65,17 @@ fn try_load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
 }
 
 /// The entry programs.
-const PROGRAMS: [&str; 2] = [PROG_ON_CALL_ENTRY, PROG_ON_FATAL_SIGNAL];
+const PROGRAMS: [&str; 3] = [PROG_ON_CALL_ENTRY, PROG_ON_EXEC_ENTRY, PROG_ON_FATAL_SIGNAL];
 
 /// Attach the loaded programs to their tracepoints through `tracefs` (the session's); a host
 /// without tracefs or a kernel without one of the tracepoints is a warning, and the others
 /// stay attached.
 pub(super) fn attach(ebpf: &mut Ebpf, tracefs: &Tracefs) -> anyhow::Result<()> {
-    let calls = TRACEPOINTS_CALL_ENTRY.map(|name| (PROG_ON_CALL_ENTRY, TRACEPOINT_SYSCALLS, name));
+    let exits = TRACEPOINTS_CALL_ENTRY.map(|name| (PROG_ON_CALL_ENTRY, TRACEPOINT_SYSCALLS, name));
+    let execs = TRACEPOINTS_EXEC_ENTRY.map(|name| (PROG_ON_EXEC_ENTRY, TRACEPOINT_SYSCALLS, name));
     let (category, name) = TRACEPOINT_SIGNAL_DELIVER;
-    for (program_name, category, tracepoint) in calls.into_iter().chain([(PROG_ON_FATAL_SIGNAL, category, name)]) {
+    let signal = (PROG_ON_FATAL_SIGNAL, category, name);
+    for (program_name, category, tracepoint) in exits.into_iter().chain(execs).chain([signal]) {
         let attached = match tracefs {
             Err(why) => Err(anyhow::anyhow!("{why}")),
             Ok(_) => program(ebpf, program_name)?

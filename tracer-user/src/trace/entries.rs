@@ -52,6 +52,9 @@ pub struct EntryStats {
     pub given: u64,
     /// Entry stacks dropped for room or age before the session ended.
     pub dropped: u64,
+    /// Execs not walked at their entry: the process's last one was less than a millisecond
+    /// before (the kernel's count).
+    pub exec_limited: u64,
 }
 
 /// The entry stacks of the session's threads (module docs).

@@ -326,7 +326,10 @@ impl Summary<'_> {
             notices_lost: counter(Counter::NoticesLost),
             processes: self.follow,
             stack_copies: self.copies,
-            call_entries: self.call_entries,
+            call_entries: EntryStats {
+                exec_limited: counter(Counter::ExecEntriesLimited),
+                ..self.call_entries
+            },
             notes: counts.notes,
             notes_left_out: counts.notes_left_out,
             symbols: crate::symfiles::figures(),

@@ -67,6 +67,7 @@ fn summary<'a>(catalog: &'a Catalog, profile: &'a Profile) -> Summary<'a> {
             kept: 7,
             given: 3,
             dropped: 1,
+            exec_limited: 0,
         },
         failed_outputs: &[],
         otlp: None,
@@ -132,7 +133,7 @@ fn json_has_the_figures_of_the_text() {
             "traced_at_end": 0,
         },
         "stack_copies": {"copies": 6, "walked": 4, "unresolved": 1, "overflowed": 1},
-        "call_entries": {"kept": 7, "given": 3, "dropped": 1},
+        "call_entries": {"kept": 7, "given": 3, "dropped": 1, "exec_limited": 0},
         "notes": ["/bad.so: truncated \"quoted\" header"],
         "notes_left_out": 0,
         // The process's figures (tests naming files run at the same time): their fields.

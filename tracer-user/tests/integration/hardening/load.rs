@@ -78,3 +78,34 @@ fn maps_far_too_small_lose_counted_samples() {
     assert!(summary.count("tables.without_by_reason.no_room") > 0, "{stderr}");
     verdicts.assert_sound("busy programs with tiny maps", 1);
 }
+
+/// A process that fails `execve` in a loop (200,000 calls, each returning at once) has its
+/// stack walked at an exec's entry at most once a millisecond: the rest are counted
+/// (`call_entries.exec_limited`), and the session ends with the process.
+#[test]
+fn failing_execs_in_a_loop_are_walked_once_a_millisecond() {
+    privileged_test!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = crate::support::compile_fixture("hardening/execfail", &dir.path().join("execfail"), &[]);
+    let exe = exe.to_str().expect("path");
+    let mut args = SUMMARY_JSON.to_vec();
+    args.extend(["--no-kernel", "--", exe, "200000"]);
+    let started = std::time::Instant::now();
+    let stderr = Tracer::start(&args).finish();
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let summary = Summary::of(&stderr);
+    let (kept, limited) = (
+        summary.count("call_entries.kept"),
+        summary.count("call_entries.exec_limited"),
+    );
+    eprintln!("{kept} entry stacks kept, {limited} execs left out, in {elapsed_ms} ms");
+    // Its one exit, and at most one exec per millisecond of the session.
+    assert!(
+        kept >= 2 && kept <= elapsed_ms + 1,
+        "{kept} entry stacks kept in {elapsed_ms} ms: {stderr}"
+    );
+    assert!(
+        kept + limited >= 1000 && limited > kept,
+        "{limited} execs counted as left out, {kept} kept: {stderr}"
+    );
+}
