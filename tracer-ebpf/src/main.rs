@@ -42,7 +42,7 @@ use aya_log_ebpf::error;
 use regs::UserRegs;
 use tracer_common::{
     Counter,
-    event::EVENT_CPU_CLOCK,
+    event::{EVENT_CALL_ENTRY, EVENT_CPU_CLOCK},
     notice::NoticeKind,
     snapshot::snapshot_record_len,
     trace::{MAX_KERNEL_FRAMES, NO_OBJECT, PROG_WALK_SLOT, ProcInfo, RowChunk, SampleRecord, WalkState},
@@ -226,8 +226,10 @@ fn begin<C: EbpfContext>(
         bump(Counter::NoUserRegs);
         return None;
     };
-    if !traced {
-        // System-wide: a process userspace has not loaded yet (its stack is copied below).
+    // System-wide: a process userspace has not loaded yet (its stack is copied below). Not
+    // for a stack kept at an exit or exec's entry: the process is ending or about to be
+    // another program, which its exec notice tells (a load now would race the new image).
+    if !traced && event != EVENT_CALL_ENTRY {
         lifecycle::notify_limited(NoticeKind::NewProcess, tgid);
     }
     bump(Counter::Sampled);
@@ -356,7 +358,11 @@ fn end_walk(state: &mut WalkState) {
     // A PC in none of a traced process's mappings: it mapped new code (dlopen, JIT). (Not
     // when every sample is a copy: nothing is missing then.)
     let tgid = state.record.header.tgid;
-    if reason == StopReason::Snapshot as u32 && COPY_STACKS.load() != 1 && PROCS.get_ptr(tgid).is_some() {
+    if reason == StopReason::Snapshot as u32
+        && COPY_STACKS.load() != 1
+        && state.record.header.event != EVENT_CALL_ENTRY
+        && PROCS.get_ptr(tgid).is_some()
+    {
         lifecycle::notify_limited(NoticeKind::UnknownPc, tgid);
     }
 }
