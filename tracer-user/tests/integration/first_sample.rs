@@ -10,7 +10,7 @@
 //! image's) or exit (its memory freed) carry the stack the thread had entering the call; one
 //! the tracer has none for (`exec_or_exit`) holds the sampled PC alone, its kernel stack must
 //! show the exec or exit, and it is counted apart. Measured on this quiet VM (2026-12-03):
-//! 99.66 and 99.68 % of all its samples exact, none left apart (docs/decisions/0006-walker.md). Run by `cargo xtask test`
+//! 99.08 to 99.41 % of all its samples exact, none left apart (docs/decisions/0006-walker.md). Run by `cargo xtask test`
 //! with the release tracer (`SFRAME_TRACE_BIN`): a debug build, system-wide on a busy host,
 //! falls behind the processes it should load.
 
