@@ -7,7 +7,7 @@
 //! inside those calls after the address space is gone keep their PC alone.
 
 use anyhow::Context as _;
-use aya::{Ebpf, maps::ProgramArray, programs::TracePoint};
+use aya::{Ebpf, maps::ProgramArray};
 use tracer_common::{
     event::{
         MAP_PROGS_TRACEPOINT, PROG_ON_CALL_ENTRY, PROG_ON_EXEC_ENTRY, PROG_ON_FATAL_SIGNAL, PROG_WALK_TRACEPOINT,
@@ -17,14 +17,7 @@ use tracer_common::{
     trace::PROG_WALK_SLOT,
 };
 
-use super::tracefs::Tracefs;
-
-fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePoint> {
-    ebpf.program_mut(name)
-        .with_context(|| format!("program {name} missing from the eBPF object"))?
-        .try_into()
-        .with_context(|| format!("program {name} is not a tracepoint program"))
-}
+use super::{tracefs::Tracefs, unmap::program};
 
 /// Load the programs, and the tracepoint walker unless the events loaded it already. Returns
 /// whether it is loaded; a kernel without the task's user registers or one that refuses the

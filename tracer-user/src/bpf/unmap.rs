@@ -20,7 +20,8 @@ const PROGRAMS: [(&str, &str); 3] = [
     (PROG_ON_MMAP, TRACEPOINT_MMAP),
 ];
 
-fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePoint> {
+/// The tracepoint program `name` of the object (also `entries`').
+pub(super) fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut TracePoint> {
     ebpf.program_mut(name)
         .with_context(|| format!("program {name} missing from the eBPF object"))?
         .try_into()
