@@ -104,6 +104,12 @@ pub const PROG_WALK_PROBE: &str = "walk_user_probe";
 pub const MAP_PROGS_PROBE: &str = "PROGS_PROBE";
 /// The user-stack walker of tracepoint programs.
 pub const PROG_WALK_TRACEPOINT: &str = "walk_user_tracepoint";
+/// The same, finding the mappings `PROCS` does not know through the process's VMAs (as
+/// `crate::vma::PROG_WALK_VMA` does for cpu-clock samples; outside an interrupt, every lookup
+/// can have the VMA lock): loaded instead of it where the cpu-clock walker is the VMA one, so
+/// that the stacks at exit and exec of a process not read yet (a launcher living a
+/// millisecond, a child sharing its parent's memory until its exec) are walked whole.
+pub const PROG_WALK_TRACEPOINT_VMA: &str = "walk_user_tracepoint_vma";
 /// Its program array.
 pub const MAP_PROGS_TRACEPOINT: &str = "PROGS_TRACEPOINT";
 

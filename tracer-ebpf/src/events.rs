@@ -55,10 +55,12 @@ fn probe_hit<C: EbpfContext>(ctx: &C, regs: *const pt_regs, event: u32) -> u32 {
     0
 }
 
-/// A hit of tracepoint event `event`; then the walk.
+/// A hit of tracepoint event `event`; then the walk. A process not in `PROCS` is walked too:
+/// the tracepoint walker may be the one that finds mappings through VMAs (where it is not, the
+/// walk stops at its first frame and ships the copy `begin` would have).
 #[inline(always)]
 fn tracepoint_hit(ctx: &TracePointContext, event: u32) -> u32 {
-    let Some(state) = begin(ctx, || regs::task_user_regs(TASK_REGS.load() == 1), event, 0, false) else {
+    let Some(state) = begin(ctx, || regs::task_user_regs(TASK_REGS.load() == 1), event, 0, true) else {
         return 0;
     };
     // SAFETY: the slot holds `walk_user_tracepoint`, a tracepoint program; on success this
@@ -213,6 +215,19 @@ pub fn walk_user_probe(ctx: ProbeContext) -> u32 {
 #[tracepoint]
 pub fn walk_user_tracepoint(ctx: TracePointContext) -> u32 {
     if let Some(state) = walk_more::<_, false>(&ctx, &PROGS_TRACEPOINT) {
+        ship(&state.record);
+    }
+    0
+}
+
+/// `walk_user_vma` for tracepoint programs (`tracer_common::event::PROG_WALK_TRACEPOINT_VMA`):
+/// userspace installs it in `PROGS_TRACEPOINT` instead of [`walk_user_tracepoint`] where the
+/// kernel allows. Its VMA reads share the cpu-clock walker's slot: a tracepoint program holds
+/// the CPU's BPF activity count, so no perf-event program runs on this CPU meanwhile.
+#[tracepoint]
+pub fn walk_user_tracepoint_vma(ctx: TracePointContext) -> u32 {
+    if let Some(state) = walk_more::<_, true>(&ctx, &PROGS_TRACEPOINT) {
+        crate::vma::attach(state);
         ship(&state.record);
     }
     0

@@ -6,9 +6,10 @@
 //! found so are kept in the walk state and shipped after the user frames ([`attach`]), so that
 //! userspace resolves the frames without having read the process.
 //!
-//! Only the cpu-clock walker `walk_user_vma` calls this (userspace loads it where the kernel
-//! has the helper, else `walk_user`): its callback is referenced from the program, which
-//! kernels before 5.13 refuse to load even where it is never called.
+//! Only the walkers `walk_user_vma` (cpu-clock) and `walk_user_tracepoint_vma` (the stacks at
+//! exit and exec, tracepoint events) call this; userspace loads them where the kernel has the
+//! helper, else `walk_user` and `walk_user_tracepoint`: their callback is referenced from the
+//! program, which kernels before 5.13 refuse to load even where it is never called.
 
 use core::ffi::c_void;
 
@@ -58,7 +59,8 @@ fn copy<T>(dst: &mut T, addr: u64) {
 }
 
 /// `VMA_READ`'s slot of the cpu-clock walker (a perf_event program: it may interrupt a program
-/// running in the task, so it has a slot of its own).
+/// running in the task, so it has a slot of its own) and of the tracepoint walker (which holds
+/// the CPU's BPF activity count while it runs, so that no perf_event program runs beside it).
 pub const SLOT_SAMPLE: u32 = 0;
 /// `VMA_READ`'s slot of the programs that run in the task (exec, mmap).
 pub const SLOT_TASK: u32 = 1;

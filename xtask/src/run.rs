@@ -238,8 +238,9 @@ pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
         "external::bash_plugin_stacks_are_exact_with_pid",
         "external::bash_plugin_stacks_are_exact_system_wide",
         "external::a_uprobe_on_bash_reports_its_true_callers",
-        "first_sample::new_processes_are_exact_from_their_first_sample",
-        "first_sample::samples_inside_exit_and_exec_carry_the_stack_of_the_call",
+        "first_sample::brief::new_processes_are_exact_from_their_first_sample",
+        "first_sample::exits::samples_inside_exit_and_exec_carry_the_stack_of_the_call",
+        "first_sample::launchers::programs_started_through_launchers_are_exact_from_the_first_sample",
         // Forged interpreters: their time bounds hold for the build users run.
         "security::python::forged_line_tables_are_shared_and_bounded",
         "security::python::one_users_python_names_leave_room_for_others",

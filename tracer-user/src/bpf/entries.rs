@@ -6,27 +6,27 @@
 //! 5.15+) and tracefs; without either the session traces as before, and the samples taken
 //! inside those calls after the address space is gone keep their PC alone.
 
-use anyhow::Context as _;
-use aya::{Ebpf, maps::ProgramArray};
+use aya::Ebpf;
 use tracer_common::{
     event::{
-        MAP_PROGS_TRACEPOINT, PROG_ON_CALL_ENTRY, PROG_ON_EXEC_ENTRY, PROG_ON_FATAL_SIGNAL, PROG_WALK_TRACEPOINT,
-        TRACEPOINT_SIGNAL_DELIVER, TRACEPOINTS_CALL_ENTRY, TRACEPOINTS_EXEC_ENTRY,
+        PROG_ON_CALL_ENTRY, PROG_ON_EXEC_ENTRY, PROG_ON_FATAL_SIGNAL, TRACEPOINT_SIGNAL_DELIVER,
+        TRACEPOINTS_CALL_ENTRY, TRACEPOINTS_EXEC_ENTRY,
     },
     notice::TRACEPOINT_SYSCALLS,
-    trace::PROG_WALK_SLOT,
 };
 
 use super::{tracefs::Tracefs, unmap::program};
 
-/// Load the programs, and the tracepoint walker unless the events loaded it already. Returns
-/// whether it is loaded; a kernel without the task's user registers or one that refuses the
+/// Load the programs, and the tracepoint walker unless the events loaded it already (the one
+/// that looks PCs up in VMAs with `lookups`: a process that has not been read yet, a child
+/// sharing its parent's memory until its exec, is walked whole at its entry). Returns whether
+/// they are loaded; a kernel without the task's user registers or one that refuses the
 /// programs is a warning.
-pub(super) fn load(ebpf: &mut Ebpf, task_regs: bool) -> bool {
+pub(super) fn load(ebpf: &mut Ebpf, task_regs: bool, lookups: bool) -> bool {
     if !task_regs {
         return false;
     }
-    match try_load(ebpf) {
+    match try_load(ebpf, lookups) {
         Ok(()) => true,
         Err(err) => {
             log::warn!("stacks are not kept at exit and exec: {err:#}");
@@ -35,20 +35,8 @@ pub(super) fn load(ebpf: &mut Ebpf, task_regs: bool) -> bool {
     }
 }
 
-fn try_load(ebpf: &mut Ebpf) -> anyhow::Result<()> {
-    let walker = program(ebpf, PROG_WALK_TRACEPOINT)?;
-    if walker.fd().is_err() {
-        walker
-            .load()
-            .map_err(|err| super::runtime::rejected(PROG_WALK_TRACEPOINT, err))?;
-        let fd = walker
-            .fd()
-            .and_then(|fd| fd.try_clone().map_err(Into::into))
-            .with_context(|| format!("the file descriptor of {PROG_WALK_TRACEPOINT}"))?;
-        ProgramArray::try_from(super::map_mut(ebpf, MAP_PROGS_TRACEPOINT)?)?
-            .set(PROG_WALK_SLOT, &fd, 0)
-            .with_context(|| format!("installing {PROG_WALK_TRACEPOINT} in {MAP_PROGS_TRACEPOINT}"))?;
-    }
+fn try_load(ebpf: &mut Ebpf, lookups: bool) -> anyhow::Result<()> {
+    super::probes::load_tracepoint_walker(ebpf, lookups)?;
     for name in PROGRAMS {
         program(ebpf, name)?
             .load()

@@ -37,7 +37,7 @@ use tracer_common::{
     Counter, MAP_COUNTERS, PROG_ON_SAMPLE,
     event::{
         EventKind, GLOBAL_MIN_BLOCK_NS, GLOBAL_TASK_FLAGS_OFFSET, GLOBAL_TASK_PID_OFFSET, GLOBAL_TASK_STATE_OFFSET,
-        MAP_PARKED, PARKED_ENTRIES,
+        MAP_PARKED, PARKED_ENTRIES, PROG_WALK_TRACEPOINT, PROG_WALK_TRACEPOINT_VMA,
     },
     notice::{
         GLOBAL_SIGNAL_LIVE_OFFSET, GLOBAL_TASK_SIGNAL_OFFSET, MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA,
@@ -261,8 +261,8 @@ impl Kernel {
                 .set(PROG_WALK_SLOT, &walk, 0)
                 .with_context(|| format!("installing {walker} in {MAP_PROGS}"))?;
         }
-        probes::load(&mut ebpf, &config.events)?;
-        let call_entries = entries::load(&mut ebpf, task_regs == 1);
+        probes::load(&mut ebpf, &config.events, lookups)?;
+        let call_entries = entries::load(&mut ebpf, task_regs == 1, lookups);
         // With the VMA walker, exec and mmap also look the new code up (outside an interrupt,
         // where a lookup cannot be refused for a pending one), so that the first samples of a
         // new process walk without lookups of their own; elsewhere the programs without.
@@ -417,8 +417,14 @@ impl Kernel {
             .find(|name| self.ebpf.program(name).is_some_and(|p| p.fd().is_ok()))
             .unwrap_or(PROG_WALK);
         let cpu_clock = [PROG_ON_SAMPLE, walker].into_iter().filter(|_| cpu_clock);
+        // The tracepoint walker loaded, where the events ask for one.
+        let loaded = |name: &'static str| self.ebpf.program(name).is_some_and(|p| p.fd().is_ok());
+        let tracepoint_walker = |name: &'static str| match name {
+            PROG_WALK_TRACEPOINT if loaded(PROG_WALK_TRACEPOINT_VMA) => PROG_WALK_TRACEPOINT_VMA,
+            name => name,
+        };
         cpu_clock
-            .chain(probes::programs(&self.events))
+            .chain(probes::programs(&self.events).into_iter().map(tracepoint_walker))
             .map(|name| {
                 let info = self
                     .ebpf

@@ -22,7 +22,7 @@ use tracer_common::{
     event::{
         EventKind, MAP_PROGS_PROBE, MAP_PROGS_SWITCH, MAP_PROGS_TRACEPOINT, PROG_KPROBES, PROG_ON_SWITCH,
         PROG_TRACEPOINTS, PROG_UPROBES, PROG_URETPROBES, PROG_WALK_PROBE, PROG_WALK_SWITCH, PROG_WALK_TRACEPOINT,
-        TRACEPOINT_SWITCH,
+        PROG_WALK_TRACEPOINT_VMA, TRACEPOINT_SWITCH,
     },
     trace::PROG_WALK_SLOT,
 };
@@ -79,9 +79,15 @@ pub(super) fn programs(events: &EventSet) -> Vec<&'static str> {
     names
 }
 
-/// Load the walkers and entry programs of `events` and install each walker in its array.
-pub(super) fn load(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<()> {
+/// Load the walkers and entry programs of `events` and install each walker in its array; the
+/// tracepoint walker is the one that looks PCs up in VMAs where the cpu-clock walker does
+/// (`lookups`, see [`load_tracepoint_walker`]).
+pub(super) fn load(ebpf: &mut Ebpf, events: &EventSet, lookups: bool) -> anyhow::Result<()> {
     for (walker, array) in walkers(events) {
+        if walker == PROG_WALK_TRACEPOINT {
+            load_tracepoint_walker(ebpf, lookups)?;
+            continue;
+        }
         let fd = {
             let program = program_mut(ebpf, walker)?;
             load_one(program, walker)?;
@@ -101,6 +107,36 @@ pub(super) fn load(ebpf: &mut Ebpf, events: &EventSet) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Load the tracepoint walker and install it in its program array, once for the session (the
+/// tracepoint events and the stacks at exit and exec share it): with `lookups`, the one that
+/// looks PCs up in VMAs (`PROG_WALK_TRACEPOINT_VMA`), or the other where the kernel refuses it
+/// (a warning). Returns the one installed.
+pub(super) fn load_tracepoint_walker(ebpf: &mut Ebpf, lookups: bool) -> anyhow::Result<&'static str> {
+    for name in [PROG_WALK_TRACEPOINT_VMA, PROG_WALK_TRACEPOINT] {
+        if program_mut(ebpf, name)?.fd().is_ok() {
+            return Ok(name);
+        }
+    }
+    let mut walker = PROG_WALK_TRACEPOINT;
+    if lookups {
+        match load_one(program_mut(ebpf, PROG_WALK_TRACEPOINT_VMA)?, PROG_WALK_TRACEPOINT_VMA) {
+            Ok(()) => walker = PROG_WALK_TRACEPOINT_VMA,
+            Err(err) => log::warn!("stacks at tracepoints, exits and execs do not look PCs up in VMAs: {err:#}"),
+        }
+    }
+    if walker == PROG_WALK_TRACEPOINT {
+        load_one(program_mut(ebpf, walker)?, walker)?;
+    }
+    let fd = program_mut(ebpf, walker)?
+        .fd()
+        .and_then(|fd| fd.try_clone().map_err(Into::into))
+        .with_context(|| format!("the file descriptor of {walker}"))?;
+    ProgramArray::try_from(map_mut(ebpf, MAP_PROGS_TRACEPOINT)?)?
+        .set(PROG_WALK_SLOT, &fd, 0)
+        .with_context(|| format!("installing {walker} in {MAP_PROGS_TRACEPOINT}"))?;
+    Ok(walker)
 }
 
 fn load_one(program: &mut Program, name: &str) -> anyhow::Result<()> {

@@ -2,13 +2,16 @@
 //! decodes it (function starts from its symbols, every call instruction with its end and its
 //! target), and a stack is *exact* when every caller frame's return address directly follows a
 //! call instruction whose target is the callee (a direct call to the callee's function, to a
-//! PLT stub for a callee in another object, to a function that tail-jumps to the callee, or an
+//! PLT stub for a callee in another object, to a function that tail-jumps to the callee (in up to four jumps), or an
 //! indirect call), and the outermost frame is `_start`. Nothing here reads unwind tables or the
 //! tracer's symbol names.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The longest chain of tail jumps from a call's target to its callee that the judge follows.
+const TAIL_CHAIN: usize = 4;
 
 /// What a call instruction calls.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +44,19 @@ impl Code {
             .output()
             .expect("run objdump");
         assert!(out.status.success(), "objdump -d {} failed", path.display());
-        Code::parse_with(&String::from_utf8_lossy(&out.stdout), debug_symbols(path))
+        let mut code = Code::parse_with(&String::from_utf8_lossy(&out.stdout), debug_symbols(path));
+        // A stripped executable names no `_start`: it is the ELF entry, by definition.
+        if let Some(entry) = entry(path)
+            && !code.functions.iter().any(|(_, name)| name == "_start")
+        {
+            let at = code.functions.partition_point(|(start, _)| *start < entry);
+            if code.functions.get(at).is_some_and(|(start, _)| *start == entry) {
+                code.functions[at].1 = "_start".to_owned();
+            } else {
+                code.functions.insert(at, (entry, "_start".to_owned()));
+            }
+        }
+        code
     }
 
     /// Parse `objdump -d -w` output: `ADDR <NAME>:` headers and `ADDR:\tBYTES\tMNEMONIC OPERANDS` lines.
@@ -131,12 +146,52 @@ impl Code {
         code
     }
 
+    /// Whether the function at `start` reaches the function at `callee` through a chain of at
+    /// most [`TAIL_CHAIN`] direct jumps (bash's `set_default_lang` jumps to `set_lang`, which
+    /// jumps to a static function; glibc's `_setjmp` to `__sigsetjmp` to `__sigjmp_save`), each
+    /// into a function's start or into its body (ld.so's mempcpy jumps past the first
+    /// instruction of the memmove that follows it).
+    fn tail_calls(&self, start: u64, callee: u64) -> bool {
+        let (mut seen, mut next) = (std::collections::HashSet::from([start]), vec![start]);
+        for _ in 0..TAIL_CHAIN {
+            let mut reached = Vec::new();
+            for from in next {
+                for &j in self.tail_jumps.get(&from).into_iter().flatten() {
+                    let Some((to, _)) = self.function(j) else { continue };
+                    if to == callee {
+                        return true;
+                    }
+                    if seen.insert(to) {
+                        reached.push(to);
+                    }
+                }
+            }
+            next = reached;
+        }
+        false
+    }
+
     /// The function (start, name) that contains `addr`.
     pub fn function(&self, addr: u64) -> Option<(u64, &str)> {
         let i = self.functions.partition_point(|(start, _)| *start <= addr);
         let (start, name) = self.functions.get(i.checked_sub(1)?)?;
         Some((*start, name.as_str()))
     }
+}
+
+/// The entry point of the ELF executable `path`; none for a shared library (a `SONAME`), whose
+/// entry, if any, is not where its threads start (libc's prints its version).
+fn entry(path: &Path) -> Option<u64> {
+    let out = Command::new("readelf").args(["-h", "-d"]).arg(path).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.contains("(SONAME)") {
+        return None;
+    }
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Entry point address:"))?;
+    let entry = u64::from_str_radix(line.trim().strip_prefix("0x")?, 16).ok()?;
+    (entry != 0).then_some(entry)
 }
 
 /// The function symbols (start, name) of `path`'s separate debug file found by its build-id
@@ -245,14 +300,7 @@ impl Oracle {
             let fine = (same_object && target == callee_start)
                 || target_name.ends_with("@plt")
                 || code.dynamic_tail.contains(&target)
-                || (same_object
-                    && code.tail_jumps.get(&target).is_some_and(|jumps| {
-                        // Into the callee's start, or into its body (ld.so's mempcpy jumps past
-                        // the first instruction of the memmove that follows it).
-                        jumps
-                            .iter()
-                            .any(|&j| code.function(j).is_some_and(|(start, _)| start == callee_start))
-                    }));
+                || (same_object && code.tail_calls(target, callee_start));
             if !fine {
                 return Err(format!(
                     "frame {i} ({}) calls {target_name}, but frame {} is in {}",
@@ -282,4 +330,20 @@ fn parses_objdump() {
     assert_eq!(code.tail_jumps.get(&0x1000), Some(&vec![0x1100]));
     assert!(!code.dynamic_tail.contains(&0x1000));
     assert!(code.dynamic_tail.contains(&0x1010));
+}
+
+/// A call's target reaches its callee through a chain of tail jumps, within the chain's bound.
+#[test]
+fn follows_chains_of_tail_jumps() {
+    let text = "\n0000000000001000 <a>:\n    1000:\te9 fb 00 00 00       \tjmp    1100 <b>\n\n\
+                0000000000001100 <b>:\n    1100:\te9 fb 00 00 00       \tjmp    1200 <c>\n\n\
+                0000000000001200 <c>:\n    1200:\te9 fb 00 00 00       \tjmp    1300 <d>\n\n\
+                0000000000001300 <d>:\n    1300:\te9 fb 00 00 00       \tjmp    1400 <e>\n\n\
+                0000000000001400 <e>:\n    1400:\te9 fb 00 00 00       \tjmp    1500 <f>\n\n\
+                0000000000001500 <f>:\n    1500:\tc3                   \tret\n";
+    let code = Code::parse(text);
+    assert!(code.tail_calls(0x1000, 0x1100));
+    assert!(code.tail_calls(0x1000, 0x1400));
+    assert!(!code.tail_calls(0x1000, 0x1500), "five jumps are beyond the bound");
+    assert!(!code.tail_calls(0x1100, 0x1000), "jumps go one way");
 }
