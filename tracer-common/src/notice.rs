@@ -33,6 +33,16 @@ pub const MAP_NOTICED: &str = "NOTICED";
 pub const NOTICES_BYTES: u32 = 256 << 10;
 /// Processes [`MAP_NOTICED`] remembers.
 pub const NOTICED_ENTRIES: u32 = 8192;
+/// LRU hash `tgid -> u64`: the last thread out of each traced process whose exit was told,
+/// by its `task_struct` address. On Linux 6.16+ `sched_process_exit` comes before the thread
+/// lets go of the address space, so its samples while the kernel frees that memory come after
+/// the process left `PROCS`: a sample of a process not in `PROCS` whose current task is the
+/// one kept here is still the traced process's (with `--pid`, it is taken; system-wide, no
+/// `NewProcess` notice is sent for it), and no other process can be taken for it (a pid reused
+/// is another task). The entries age out of the LRU.
+pub const MAP_DYING: &str = "DYING";
+/// Processes [`MAP_DYING`] remembers.
+pub const DYING_ENTRIES: u32 = 1024;
 /// The shortest gap between two rate-limited notices of one process.
 pub const NOTICE_INTERVAL_NS: u64 = 200_000_000;
 

@@ -27,8 +27,8 @@ use aya_ebpf::{
 use tracer_common::{
     Counter,
     notice::{
-        MMAP_PROT_OFFSET, MMAP_RET_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS, NOTICED_ENTRIES,
-        NOTICES_BYTES, Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
+        DYING_ENTRIES, MMAP_PROT_OFFSET, MMAP_RET_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS,
+        NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
     },
 };
 
@@ -42,6 +42,19 @@ static NOTICES: RingBuf = RingBuf::with_byte_size(NOTICES_BYTES, 0);
 static NOTICED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(NOTICED_ENTRIES, 0);
 
 /// Threads inside a `munmap` of a traced process's code, and when it began (`MAP_UNMAPPING`).
+/// `tracer_common::notice::MAP_DYING`.
+#[map]
+static DYING: LruHashMap<u32, u64> = LruHashMap::with_max_entries(DYING_ENTRIES, 0);
+
+/// Whether the current task is the last thread out of traced process `tgid`, which has left
+/// `PROCS` at its exit but is still freeing its memory (`tracer_common::notice::MAP_DYING`).
+#[inline(always)]
+pub fn dying(tgid: u32) -> bool {
+    // SAFETY: a copy out of the map value, valid during this run; the helper has no
+    // preconditions.
+    (unsafe { DYING.get(tgid) }).is_some_and(|&task| task == unsafe { bpf_get_current_task() })
+}
+
 #[map]
 static UNMAPPING: HashMap<u32, u64> = HashMap::with_max_entries(UNMAPPING_ENTRIES, 0);
 
@@ -115,6 +128,11 @@ fn drop_process(kind: NoticeKind) {
     }
     if traced {
         let _ = PROCS.remove(tgid);
+        if kind == NoticeKind::Exit {
+            // SAFETY: a helper without preconditions. An LRU map makes room by evicting the
+            // oldest entry; failing, the rest of the exit is not sampled (as before the map).
+            let _ = DYING.insert(tgid, unsafe { bpf_get_current_task() }, 0);
+        }
     }
     forget_limits(tgid);
     // SAFETY: a helper without preconditions.

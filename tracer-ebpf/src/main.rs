@@ -218,7 +218,9 @@ fn begin<C: EbpfContext>(
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let traced = PROCS.get_ptr(tgid).is_some();
-    if ALL_PROCESSES.load() != 1 && !traced {
+    // The last thread of a traced process that has exited, freeing its memory.
+    let dying = !traced && lifecycle::dying(tgid);
+    if ALL_PROCESSES.load() != 1 && !traced && !dying {
         bump(Counter::NotTraced);
         return None;
     }
@@ -227,9 +229,10 @@ fn begin<C: EbpfContext>(
         return None;
     };
     // System-wide: a process userspace has not loaded yet (its stack is copied below). Not
-    // for a stack kept at an exit or exec's entry: the process is ending or about to be
-    // another program, which its exec notice tells (a load now would race the new image).
-    if !traced && event != EVENT_CALL_ENTRY {
+    // for one that has ended, nor for a stack kept at an exit or exec's entry: the process is
+    // ending or about to be another program, which its exec notice tells (a load now would
+    // race the new image).
+    if !traced && !dying && event != EVENT_CALL_ENTRY {
         lifecycle::notify_limited(NoticeKind::NewProcess, tgid);
     }
     bump(Counter::Sampled);

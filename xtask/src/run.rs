@@ -240,6 +240,7 @@ pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
         "external::a_uprobe_on_bash_reports_its_true_callers",
         "first_sample::brief::new_processes_are_exact_from_their_first_sample",
         "first_sample::exits::samples_inside_exit_and_exec_carry_the_stack_of_the_call",
+        "first_sample::exits::samples_inside_exit_and_exec_carry_the_stack_with_pid_and_launched",
         "first_sample::launchers::programs_started_through_launchers_are_exact_from_the_first_sample",
         // Forged interpreters: their time bounds hold for the build users run.
         "security::python::forged_line_tables_are_shared_and_bounded",
