@@ -16,9 +16,12 @@ use crate::trace::{MAX_KERNEL_FRAMES, RECORD_FRAMES, RECORD_HEADER_BYTES, WalkRe
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 512;
 /// Words of one chunk.
 pub const SNAPSHOT_CHUNK_WORDS: usize = SNAPSHOT_CHUNK_BYTES as usize / 8;
-/// Chunks of a copy at most: 8 KiB of stack (perf's default for `--call-graph dwarf`), more
-/// than a process's first milliseconds (the dynamic loader, `main`'s first calls) use.
-pub const SNAPSHOT_CHUNKS: usize = 16;
+/// Chunks of a copy at most: 16 KiB of stack (twice perf's default for `--call-graph dwarf`),
+/// more than a process's first milliseconds (the dynamic loader, `main`'s first calls) use. The
+/// copy ends at the stack's top (the first chunk that cannot be read), so a shallow stack ships
+/// only what it holds; the bound is what the record's frame slots have room for beside the
+/// kernel frames, and is what a new process's deepest first stacks are cut at (`snapshot_end`).
+pub const SNAPSHOT_CHUNKS: usize = 32;
 /// Words of stack in a copy at most.
 pub const SNAPSHOT_WORDS: usize = SNAPSHOT_CHUNKS * SNAPSHOT_CHUNK_WORDS;
 /// The frame slot of a record where a copy's registers start: after every kernel frame and

@@ -37,7 +37,7 @@ use recording::{Cover, FORMAT_VERSION, Hex, RecordedMapping, RecordedRule, Recor
 
 /// How long a copy waits for its process's tables at most.
 const HOLD: Duration = Duration::from_secs(1);
-/// Copies waiting at most (each about 8 KiB).
+/// Copies waiting at most (each about 16 KiB).
 const MAX_HELD: usize = 1024;
 /// The least time between two reloads of one process asked for by copies.
 const RELOAD_EVERY: Duration = Duration::from_millis(50);

@@ -23,8 +23,8 @@ use serde::Serialize;
 use tracer_common::{event::EVENT_CALL_ENTRY, mapping::ExecMapping, sample::Sample, trace::WalkRegs, walk::StopReason};
 
 /// Threads whose entry stack is kept at once; past it the oldest is dropped (a storm of exits:
-/// each of those threads' last samples came long before). A copy is up to 8 KiB: at most
-/// 2 MiB in all.
+/// each of those threads' last samples came long before). A copy is up to 16 KiB: at
+/// most 4 MiB in all.
 pub const MAX_KEPT: usize = 256;
 /// An entry stack is dropped once the newest record is this much later (kernel time): the
 /// slowest exit (freeing a large address space) takes well under a second.
