@@ -179,6 +179,34 @@ impl Code {
     }
 }
 
+/// The kernel's vDSO (the same image in every process; `[vdso]` in profiles, where a launcher
+/// that asks the time is sampled), copied out of this process into a file objdump can read
+/// (removed when dropped).
+fn vdso_image() -> tempfile::NamedTempFile {
+    use std::io::{Read as _, Seek as _};
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .expect("this process maps a vDSO");
+    let (start, end) = line
+        .split_whitespace()
+        .next()
+        .and_then(|range| range.split_once('-'))
+        .and_then(|(a, b)| Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?)))
+        .expect("the vDSO's range");
+    let mut mem = std::fs::File::open("/proc/self/mem").expect("open /proc/self/mem");
+    mem.seek(std::io::SeekFrom::Start(start)).expect("seek to the vDSO");
+    let mut image = vec![0; (end - start) as usize];
+    mem.read_exact(&mut image).expect("read the vDSO");
+    let file = tempfile::Builder::new()
+        .prefix("vdso-")
+        .tempfile()
+        .expect("a file for the vDSO");
+    std::fs::write(file.path(), image).expect("write the vDSO");
+    file
+}
+
 /// The entry point of the ELF executable `path`; none for a shared library (a `SONAME`), whose
 /// entry, if any, is not where its threads start (libc's prints its version).
 fn entry(path: &Path) -> Option<u64> {
@@ -241,7 +269,13 @@ pub struct Oracle {
 
 impl Oracle {
     fn code(&mut self, object: &Path) -> &Code {
-        self.code.entry(object.to_owned()).or_insert_with(|| Code::of(object))
+        self.code.entry(object.to_owned()).or_insert_with(|| {
+            if object.as_os_str() == "[vdso]" {
+                Code::of(vdso_image().path())
+            } else {
+                Code::of(object)
+            }
+        })
     }
 
     /// The function names of a stack, as the disassembly names them (`?` outside any function).
@@ -346,4 +380,15 @@ fn follows_chains_of_tail_jumps() {
     assert!(code.tail_calls(0x1000, 0x1400));
     assert!(!code.tail_calls(0x1000, 0x1500), "five jumps are beyond the bound");
     assert!(!code.tail_calls(0x1100, 0x1000), "jumps go one way");
+}
+
+/// The vDSO copied out of this process disassembles, with its exported functions.
+#[test]
+fn disassembles_the_vdso() {
+    let code = Code::of(vdso_image().path());
+    assert!(
+        code.functions.iter().any(|(_, name)| name.contains("clock_gettime")),
+        "no clock_gettime in the vDSO: {:?}",
+        code.functions
+    );
 }
