@@ -160,6 +160,13 @@ fn event_programs_load_within_limits() {
                 "the kernel has bpf_find_vma, yet the walker with VMA lookups did not load ({}): {sizes:?}",
                 kernel.vma_lookups().err().unwrap_or("no reason given")
             );
+            // So does the tracepoint walker (stacks at exit and exec, tracepoint events).
+            assert!(
+                sizes
+                    .iter()
+                    .any(|(name, _)| *name == tracer_common::event::PROG_WALK_TRACEPOINT_VMA),
+                "the tracepoint walker with VMA lookups did not load: {sizes:?}"
+            );
         }
         // cpu-clock's two; the walkers of probes and tracepoints; four entry programs; offcpu's two.
         assert_eq!(sizes.len(), 2 + 2 + 4 + 2 * usize::from(task_regs), "{sizes:?}");
