@@ -34,7 +34,9 @@ impl Blocked {
     /// the wait was interrupted).
     pub fn wait(&self, timeout: Duration) -> libc::c_int {
         let timeout = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
+            // The field's own type (`time_t`, whose alias musl's libc crate deprecates); a
+            // timeout is seconds at most here.
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         // SAFETY: `set` is initialized; a null siginfo is allowed; `timeout` is valid.

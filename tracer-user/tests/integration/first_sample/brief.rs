@@ -8,7 +8,10 @@
 //! this quiet VM (2026-12-03): 99.08 to 99.41 % of all its samples exact, none left apart
 //! (docs/decisions/0006-walker.md).
 
-use std::process::Command;
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use super::pprof::{pprof_stacks, settle};
 use super::tally::Tally;
@@ -22,9 +25,13 @@ const MIN_EXACT_PERCENT: u64 = 99;
 /// Its argument: thousands of outer iterations (about 20 ms here).
 pub const WORK: &str = "5";
 
-/// The tracer's arguments for a first-sample run: every process at 999 Hz, to a pprof file.
-pub fn whole_host_args(out: &std::path::Path) -> Vec<String> {
-    let out = out.to_str().expect("path");
+/// The program built under a unique name in `dir`, and a tracer sampling every process at
+/// 999 Hz into a pprof file there: (name, program, pprof file, tracer).
+pub fn brief_beside_a_whole_host_tracer(dir: &Path) -> (String, PathBuf, PathBuf, Tracer) {
+    let name = own_name(dir, "brief");
+    let exe = compile_fixture("first/brief", &dir.join(&name), &[]);
+    let out = dir.join("samples.pb.gz");
+    let out_arg = out.to_str().expect("path");
     let args = [
         "-a",
         "-F",
@@ -34,9 +41,10 @@ pub fn whole_host_args(out: &std::path::Path) -> Vec<String> {
         "-f",
         "pprof",
         "-o",
-        out,
+        out_arg,
     ];
-    SUMMARY_JSON.iter().chain(&args).map(|a| (*a).to_owned()).collect()
+    let tracer = Tracer::start(&[&SUMMARY_JSON[..], &args[..]].concat());
+    (name, exe, out, tracer)
 }
 
 /// The figures every first-sample test prints: how the samples were walked before their
@@ -56,11 +64,7 @@ pub fn early_walks(summary: &Summary) -> String {
 fn new_processes_are_exact_from_their_first_sample() {
     privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let name = own_name(dir.path(), "brief");
-    let exe = compile_fixture("first/brief", &dir.path().join(&name), &[]);
-    let out = dir.path().join("samples.pb.gz");
-    let args = whole_host_args(&out);
-    let tracer = Tracer::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (name, exe, out, tracer) = brief_beside_a_whole_host_tracer(dir.path());
     for _ in 0..RUNS {
         let status = Command::new(&exe).arg(WORK).status().expect("run the program");
         assert!(status.success(), "{name}: {status}");

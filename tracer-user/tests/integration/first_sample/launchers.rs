@@ -13,11 +13,11 @@ use std::{
     process::Command,
 };
 
-use super::brief::{WORK, early_walks, whole_host_args};
+use super::brief::{WORK, brief_beside_a_whole_host_tracer, early_walks};
 use super::pprof::{pprof_stacks, settle};
 use super::tally::Tally;
 use crate::oracle::Oracle;
-use crate::support::{Summary, Tracer, compile_fixture, own_name};
+use crate::support::Summary;
 
 /// Runs through each launcher.
 const RUNS: usize = 75;
@@ -43,11 +43,7 @@ fn launchers(exe: &Path) -> Vec<(&'static str, Command)> {
 fn programs_started_through_launchers_are_exact_from_the_first_sample() {
     privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let name = own_name(dir.path(), "brief");
-    let exe = compile_fixture("first/brief", &dir.path().join(&name), &[]);
-    let out = dir.path().join("samples.pb.gz");
-    let args = whole_host_args(&out);
-    let tracer = Tracer::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (name, exe, out, tracer) = brief_beside_a_whole_host_tracer(dir.path());
     // The processes started here: each launcher's pid and command name (a launcher that forks
     // before its exec is followed by the program's name below).
     let mut started: Vec<(u32, &str)> = Vec::new();
