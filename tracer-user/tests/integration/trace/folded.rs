@@ -9,6 +9,8 @@ use std::{collections::BTreeMap, fmt};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stack {
     pub comm: String,
+    /// The `[truncated: REASON]` annotation of a cut stack, as printed.
+    pub truncated: Option<String>,
     pub frames: Vec<String>,
     pub count: u64,
 }
@@ -24,17 +26,21 @@ pub fn parse(text: &str) -> Result<Vec<Stack>, String> {
             let bad = |why: &str| format!("folded line {}: {why}: {line:?}", i + 1);
             let (stack, count) = line.rsplit_once(' ').ok_or_else(|| bad("no count"))?;
             let count = count.parse().map_err(|_| bad("the count is not a number"))?;
-            let mut parts = stack.split(';');
+            let mut parts = stack.split(';').peekable();
             let comm = parts.next().unwrap_or_default().to_owned();
-            let frames: Vec<String> = parts
-                .enumerate()
-                .filter(|(i, f)| *i > 0 || !(f.starts_with("[truncated: ") && f.ends_with(']')))
-                .map(|(_, f)| f.to_owned())
-                .collect();
+            let truncated = parts
+                .next_if(|f| f.starts_with("[truncated: ") && f.ends_with(']'))
+                .map(str::to_owned);
+            let frames: Vec<String> = parts.map(str::to_owned).collect();
             if comm.is_empty() || frames.iter().any(String::is_empty) {
                 return Err(bad("empty comm or frame"));
             }
-            Ok(Stack { comm, frames, count })
+            Ok(Stack {
+                comm,
+                truncated,
+                frames,
+                count,
+            })
         })
         .collect()
 }
@@ -42,14 +48,17 @@ pub fn parse(text: &str) -> Result<Vec<Stack>, String> {
 /// Stacks printed on more than one line (the format has one line per distinct stack), compressed
 /// (see [`compress`]), with their number of lines.
 pub fn repeated_lines(stacks: &[Stack]) -> Vec<(String, usize)> {
-    let mut lines: BTreeMap<(&str, &[String]), usize> = BTreeMap::new();
+    let mut lines: BTreeMap<(&str, Option<&str>, &[String]), usize> = BTreeMap::new();
     for s in stacks {
-        *lines.entry((&s.comm, &s.frames)).or_default() += 1;
+        *lines.entry((&s.comm, s.truncated.as_deref(), &s.frames)).or_default() += 1;
     }
     lines
         .into_iter()
         .filter(|(_, n)| *n > 1)
-        .map(|((comm, frames), n)| (format!("{comm};{}", compress(frames)), n))
+        .map(|((comm, truncated, frames), n)| {
+            let marker = truncated.map(|t| format!("{t};")).unwrap_or_default();
+            (format!("{comm};{marker}{}", compress(frames)), n)
+        })
         .collect()
 }
 

@@ -20,21 +20,38 @@ fn parses_folded_lines() {
         vec![
             Stack {
                 comm: "deep".into(),
+                truncated: None,
                 frames: chain("_start;main;leaf"),
                 count: 12
             },
             Stack {
                 comm: "plt".into(),
+                truncated: None,
                 frames: chain("[unknown];0x7f00"),
                 count: 3
             },
             Stack {
                 comm: "noinfo".into(),
+                truncated: None,
                 frames: vec![],
                 count: 2
             },
         ]
     );
+}
+
+/// A cut stack's annotation is kept apart from its frames, and two stacks that differ only in
+/// why they were cut are two lines, not a repeated one (the tracer prints both: a PC alone in
+/// an exit, cut `exec_or_exit` or `no_mapping`).
+#[test]
+fn stacks_cut_for_different_reasons_are_not_repeated() {
+    let got = stacks(
+        "deep;[truncated: exec_or_exit];[unknown 0x7f01] 2\ndeep;[truncated: no_mapping];[unknown 0x7f01] 1\n\
+         deep;main 1\ndeep;main 1",
+    );
+    assert_eq!(got[0].truncated.as_deref(), Some("[truncated: exec_or_exit]"));
+    assert_eq!(got[0].frames, chain("[unknown 0x7f01]"));
+    assert_eq!(repeated_lines(&got), vec![("deep;main".to_owned(), 2)]);
 }
 
 /// A line without a numeric count, or with an empty frame, is rejected with its line number.
