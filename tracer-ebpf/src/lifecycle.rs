@@ -41,7 +41,6 @@ static NOTICES: RingBuf = RingBuf::with_byte_size(NOTICES_BYTES, 0);
 #[map]
 static NOTICED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(NOTICED_ENTRIES, 0);
 
-/// Threads inside a `munmap` of a traced process's code, and when it began (`MAP_UNMAPPING`).
 /// `tracer_common::notice::MAP_DYING`.
 #[map]
 static DYING: LruHashMap<u32, u64> = LruHashMap::with_max_entries(DYING_ENTRIES, 0);
@@ -55,6 +54,7 @@ pub fn dying(tgid: u32) -> bool {
     (unsafe { DYING.get(tgid) }).is_some_and(|&task| task == unsafe { bpf_get_current_task() })
 }
 
+/// Threads inside a `munmap` of a traced process's code, and when it began (`MAP_UNMAPPING`).
 #[map]
 static UNMAPPING: HashMap<u32, u64> = HashMap::with_max_entries(UNMAPPING_ENTRIES, 0);
 
