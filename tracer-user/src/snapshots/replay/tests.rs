@@ -147,7 +147,7 @@ fn frames_are_the_workload_chain() {
                 assert_eq!(stop, StopReason::Outermost, "{stem}");
             }
             "v3-deepest" => {
-                // 2000 levels, 16 bytes each: the 8 KiB copy ends first.
+                // 2000 levels, 16 bytes each: the copy (8 KiB when recorded) ends first.
                 assert_eq!(stop, StopReason::SnapshotEnd, "{stem}");
                 assert_eq!(names[0], "leaf", "{stem}");
                 assert!(names.len() > 400, "{stem}: {} frames", names.len());
