@@ -88,17 +88,8 @@ pub(super) fn load(ebpf: &mut Ebpf, events: &EventSet, lookups: bool) -> anyhow:
             load_tracepoint_walker(ebpf, lookups)?;
             continue;
         }
-        let fd = {
-            let program = program_mut(ebpf, walker)?;
-            load_one(program, walker)?;
-            program
-                .fd()
-                .and_then(|fd| fd.try_clone().map_err(Into::into))
-                .with_context(|| format!("the file descriptor of {walker}"))?
-        };
-        ProgramArray::try_from(map_mut(ebpf, array)?)?
-            .set(PROG_WALK_SLOT, &fd, 0)
-            .with_context(|| format!("installing {walker} in {array}"))?;
+        load_one(program_mut(ebpf, walker)?, walker)?;
+        install(ebpf, walker, array)?;
     }
     for event in events.events() {
         if let Some(name) = entry_program(event) {
@@ -129,14 +120,19 @@ pub(super) fn load_tracepoint_walker(ebpf: &mut Ebpf, lookups: bool) -> anyhow::
     if walker == PROG_WALK_TRACEPOINT {
         load_one(program_mut(ebpf, walker)?, walker)?;
     }
+    install(ebpf, walker, MAP_PROGS_TRACEPOINT)?;
+    Ok(walker)
+}
+
+/// Put the loaded walker `walker` in the walker slot of its program array `array`.
+fn install(ebpf: &mut Ebpf, walker: &str, array: &str) -> anyhow::Result<()> {
     let fd = program_mut(ebpf, walker)?
         .fd()
         .and_then(|fd| fd.try_clone().map_err(Into::into))
         .with_context(|| format!("the file descriptor of {walker}"))?;
-    ProgramArray::try_from(map_mut(ebpf, MAP_PROGS_TRACEPOINT)?)?
+    ProgramArray::try_from(map_mut(ebpf, array)?)?
         .set(PROG_WALK_SLOT, &fd, 0)
-        .with_context(|| format!("installing {walker} in {MAP_PROGS_TRACEPOINT}"))?;
-    Ok(walker)
+        .with_context(|| format!("installing {walker} in {array}"))
 }
 
 fn load_one(program: &mut Program, name: &str) -> anyhow::Result<()> {
