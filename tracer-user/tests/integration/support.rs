@@ -200,6 +200,29 @@ impl Running {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
+
+    /// Wait until it sleeps in `nanosleep` (`/proc/PID/wchan`): a `sleep` the test started is
+    /// past its loader and its start-up, and uses no more CPU time; fails when it ends first,
+    /// or does not get there within [`SILENCE`].
+    pub fn wait_asleep(&mut self) -> &mut Running {
+        let pid = self.pid();
+        let started = std::time::Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                panic!("pid {pid} ended ({status}) before it slept");
+            }
+            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+            if wchan.contains("nanosleep") {
+                return self;
+            }
+            assert!(
+                started.elapsed() < SILENCE,
+                "pid {pid} did not sleep within {} s (wchan {wchan:?})",
+                SILENCE.as_secs()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
 }
 
 /// The CPU time `pid` has used, in clock ticks (utime + stime of /proc/PID/stat, fields 14 and

@@ -90,10 +90,12 @@ fn a_thread_id_traces_its_process_and_says_so() {
 #[test]
 fn a_sleeping_process_is_told_to_use_offcpu() {
     privileged_test!(shared);
-    let target = Running(Command::new("sleep").arg("600").spawn().expect("start sleep"));
+    let mut target = Running(Command::new("sleep").arg("600").spawn().expect("start sleep"));
+    // Traced from its start-up, it would have used CPU time (and maybe been sampled).
+    target.wait_asleep();
     let pid = target.pid().to_string();
     let (said, summary) = diagnosed(&["--pid", &pid, "-d", "500ms"]);
-    assert_eq!(summary.count("samples"), 0);
+    assert_eq!(summary.count("samples"), 0, "{}", summary.0);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(
         said[0].contains("used no CPU time") && said[0].contains("-e offcpu"),
