@@ -96,6 +96,21 @@ pub const UNMAPPING_ENTRIES: u32 = 1024;
 /// group's live threads, an `atomic_t`) from the kernel's BTF; 0 when not found.
 pub const GLOBAL_TASK_SIGNAL_OFFSET: &str = "TASK_SIGNAL_OFFSET";
 pub const GLOBAL_SIGNAL_LIVE_OFFSET: &str = "SIGNAL_LIVE_OFFSET";
+/// Read-only global: the byte offset of `task_struct::start_time` from the kernel's BTF (0 when
+/// not found), which tells a [`DyingTask`] from a later task at the same address.
+pub const GLOBAL_TASK_START_TIME_OFFSET: &str = "TASK_START_TIME_OFFSET";
+
+/// The value of [`MAP_DYING`]: the last thread out of an exited traced process, by the address
+/// of its `task_struct` and its start time. The address alone is not enough: the allocator
+/// hands a freed `task_struct` to the next task made, and that one may get the same pid
+/// (`clone3` with `set_tid`, or pid reuse): a process of its own, to be told of and loaded,
+/// not the exit of the first. (`start_time` is 0 where its offset is unknown.)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DyingTask {
+    pub task: u64,
+    pub start_time: u64,
+}
 
 /// What happened ([`Notice::kind`]); travels as its `u32`.
 #[repr(u32)]

@@ -27,8 +27,8 @@ use aya_ebpf::{
 use tracer_common::{
     Counter,
     notice::{
-        DYING_ENTRIES, MMAP_PROT_OFFSET, MMAP_RET_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET, NOTICE_INTERVAL_NS,
-        NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
+        DYING_ENTRIES, DyingTask, MMAP_PROT_OFFSET, MMAP_RET_OFFSET, MUNMAP_ADDR_OFFSET, MUNMAP_LEN_OFFSET,
+        NOTICE_INTERVAL_NS, NOTICED_ENTRIES, NOTICES_BYTES, Notice, NoticeKind, PROT_EXEC, UNMAPPING_ENTRIES,
     },
 };
 
@@ -43,15 +43,38 @@ static NOTICED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(NOTICED_ENTR
 
 /// `tracer_common::notice::MAP_DYING`.
 #[map]
-static DYING: LruHashMap<u32, u64> = LruHashMap::with_max_entries(DYING_ENTRIES, 0);
+static DYING: LruHashMap<u32, DyingTask> = LruHashMap::with_max_entries(DYING_ENTRIES, 0);
+
+/// `tracer_common::notice::GLOBAL_TASK_START_TIME_OFFSET`.
+#[unsafe(no_mangle)]
+static TASK_START_TIME_OFFSET: Global<u32> = Global::new(0);
+
+/// The current task as [`DYING`] remembers it: its address and start time; `None` where the
+/// start time's offset is unknown or its read fails (then no exit is remembered: an address
+/// alone could be a later task's).
+#[inline(always)]
+fn current_task() -> Option<DyingTask> {
+    let at = TASK_START_TIME_OFFSET.load();
+    if at == 0 {
+        return None;
+    }
+    // SAFETY: a helper without preconditions, then a probe read of kernel memory, which
+    // fails instead of faulting.
+    let task = unsafe { bpf_get_current_task() };
+    let start_time = unsafe { bpf_probe_read_kernel((task + u64::from(at)) as *const u64) }.ok()?;
+    Some(DyingTask { task, start_time })
+}
 
 /// Whether the current task is the last thread out of traced process `tgid`, which has left
-/// `PROCS` at its exit but is still freeing its memory (`tracer_common::notice::MAP_DYING`).
+/// `PROCS` at its exit but is still freeing its memory (`tracer_common::notice::MAP_DYING`):
+/// the same address and start time (a later task at that address is another process).
 #[inline(always)]
 pub fn dying(tgid: u32) -> bool {
-    // SAFETY: a copy out of the map value, valid during this run; the helper has no
-    // preconditions.
-    (unsafe { DYING.get(tgid) }).is_some_and(|&task| task == unsafe { bpf_get_current_task() })
+    // SAFETY: a copy out of the map value, valid during this run.
+    let Some(&dying) = (unsafe { DYING.get(tgid) }) else {
+        return false;
+    };
+    current_task() == Some(dying)
 }
 
 /// Threads inside a `munmap` of a traced process's code, and when it began (`MAP_UNMAPPING`).
@@ -129,9 +152,11 @@ fn drop_process(kind: NoticeKind) {
     if traced {
         let _ = PROCS.remove(tgid);
         if kind == NoticeKind::Exit {
-            // SAFETY: a helper without preconditions. An LRU map makes room by evicting the
-            // oldest entry; failing, the rest of the exit is not sampled (as before the map).
-            let _ = DYING.insert(tgid, unsafe { bpf_get_current_task() }, 0);
+            // An LRU map makes room by evicting the oldest entry; failing, the rest of the
+            // exit is not sampled (as before the map).
+            if let Some(task) = current_task() {
+                let _ = DYING.insert(tgid, task, 0);
+            }
         }
     }
     forget_limits(tgid);

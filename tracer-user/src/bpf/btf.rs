@@ -181,18 +181,23 @@ pub fn task_offsets() -> anyhow::Result<TaskOffsets> {
     })
 }
 
-/// The offsets of `task_struct::signal` and `signal_struct::live` in the running kernel
-/// (`tracer_common::notice::GLOBAL_TASK_SIGNAL_OFFSET`), by which the exit program tells the
-/// last thread of a group.
-pub fn group_live_offsets() -> anyhow::Result<(u32, u32)> {
+/// The offsets of `task_struct::signal`, `signal_struct::live` and `task_struct::start_time`
+/// in the running kernel (`tracer_common::notice::GLOBAL_TASK_SIGNAL_OFFSET`,
+/// `GLOBAL_TASK_START_TIME_OFFSET`), by which the exit program tells the last thread of a
+/// group, and the samples of its memory's teardown are told from a later task's.
+pub fn exit_offsets() -> anyhow::Result<(u32, u32, u32)> {
     use anyhow::Context as _;
     const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
     let blob = std::fs::read(VMLINUX).with_context(|| format!("reading {VMLINUX}"))?;
     let btf = Btf::parse(&blob)?;
     let signal = btf.member_offset("task_struct", "signal")?;
     let live = btf.member_offset("signal_struct", "live")?;
-    anyhow::ensure!(signal > 0, "task_struct.signal at offset 0");
-    Ok((signal, live))
+    let start_time = btf.member_offset("task_struct", "start_time")?;
+    anyhow::ensure!(
+        signal > 0 && start_time > 0,
+        "task_struct.signal or start_time at offset 0"
+    );
+    Ok((signal, live, start_time))
 }
 
 /// The offset of the TLS base in the running kernel's `task_struct` (x86-64:

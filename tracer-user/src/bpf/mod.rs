@@ -40,8 +40,8 @@ use tracer_common::{
         MAP_PARKED, PARKED_ENTRIES, PROG_WALK_TRACEPOINT, PROG_WALK_TRACEPOINT_VMA,
     },
     notice::{
-        GLOBAL_SIGNAL_LIVE_OFFSET, GLOBAL_TASK_SIGNAL_OFFSET, MAP_NOTICES, PROG_ON_EXEC, PROG_ON_EXEC_VMA,
-        PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT,
+        GLOBAL_SIGNAL_LIVE_OFFSET, GLOBAL_TASK_SIGNAL_OFFSET, GLOBAL_TASK_START_TIME_OFFSET, MAP_NOTICES, PROG_ON_EXEC,
+        PROG_ON_EXEC_VMA, PROG_ON_EXIT, TRACEPOINT_EXEC, TRACEPOINT_EXIT,
     },
     python::GLOBAL_TASK_FSBASE_OFFSET,
     trace::{
@@ -204,10 +204,11 @@ impl Kernel {
             0
         });
         // Without them a process ends at its leader's exit, as the threads killed with it
-        // still run (their samples then are copies of a process no longer known).
-        let (signal_offset, live_offset) = btf::group_live_offsets().unwrap_or_else(|err| {
+        // still run (their samples then are copies of a process no longer known), and the
+        // teardown of an exited process's memory is not sampled (`DYING`).
+        let (signal_offset, live_offset, start_time_offset) = btf::exit_offsets().unwrap_or_else(|err| {
             log::debug!("a process ends at its leader's exit: {err:#}");
-            (0, 0)
+            (0, 0, 0)
         });
         let mut ebpf = EbpfLoader::new()
             .override_global(GLOBAL_MAX_DEPTH, &config.max_depth, true)
@@ -223,6 +224,7 @@ impl Kernel {
             .override_global(GLOBAL_TASK_FSBASE_OFFSET, &fsbase_offset, true)
             .override_global(GLOBAL_TASK_SIGNAL_OFFSET, &signal_offset, true)
             .override_global(GLOBAL_SIGNAL_LIVE_OFFSET, &live_offset, true)
+            .override_global(GLOBAL_TASK_START_TIME_OFFSET, &start_time_offset, true)
             .map_max_entries(MAP_PARKED, if offcpu { PARKED_ENTRIES } else { 1 })
             .map_max_entries(MAP_ROWS, sizes.rows)
             .map_max_entries(MAP_PAGES, sizes.pages)

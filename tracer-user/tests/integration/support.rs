@@ -288,31 +288,40 @@ pub struct Tracer {
 /// waited for as long as it works, and a blocked one fails.
 pub const SILENCE: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// How long a wait on a tracer that keeps working ([`Progress`]) lasts at most: a tracer
+/// sampling the whole host always spends CPU time, so progress alone would wait forever for a
+/// line that never comes.
+pub const WORKING_AT_MOST: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// When a starting tracer last made progress (see [`SILENCE`]).
 pub struct Progress {
     pid: u32,
     cpu: u64,
     printed: usize,
     at: std::time::Instant,
+    since: std::time::Instant,
 }
 
 impl Progress {
     pub fn new(pid: u32) -> Progress {
+        let now = std::time::Instant::now();
         Progress {
             pid,
             cpu: 0,
             printed: 0,
-            at: std::time::Instant::now(),
+            at: now,
+            since: now,
         }
     }
 
-    /// Note what the tracer has `printed` so far (lines or bytes); whether it is stuck.
+    /// Note what the tracer has `printed` so far (lines or bytes); whether it is stuck (no
+    /// progress for [`SILENCE`]), or has worked for [`WORKING_AT_MOST`] without getting there.
     pub fn stuck(&mut self, printed: usize) -> bool {
         let cpu = cpu_ticks(self.pid);
         if cpu > self.cpu || printed > self.printed {
             (self.cpu, self.printed, self.at) = (cpu, printed, std::time::Instant::now());
         }
-        self.at.elapsed() > SILENCE
+        self.at.elapsed() > SILENCE || self.since.elapsed() > WORKING_AT_MOST
     }
 }
 
@@ -398,8 +407,10 @@ impl Tracer {
             |printed| {
                 progress.stuck(printed).then(|| {
                     format!(
-                        "sframe-trace made no progress (no line, no CPU time) for {} s before it {what}",
-                        SILENCE.as_secs()
+                        "sframe-trace made no progress (no line, no CPU time) for {} s, or worked for {} s, \
+                         before it {what}",
+                        SILENCE.as_secs(),
+                        WORKING_AT_MOST.as_secs()
                     )
                 })
             },
