@@ -13,6 +13,13 @@
 //!    registers) and it holds a return (`ret`, `retaa`, `retab`): a signal trampoline
 //!    (`__kernel_rt_sigreturn`, which has none) is not a function to unwind through LR.
 //! 3. Its range gets the leaf rule, the end `NO_INFO`.
+//! 4. The kernel's signal trampoline (`__kernel_rt_sigreturn`, a symbol without a type whose
+//!    code is exactly `mov x8, #139; svc #0`: the `rt_sigreturn` call) gets the signal rule
+//!    (`FLAG_SIGNAL`, `NO_INFO`), so a walk that reaches it through a handler's return address
+//!    stops there (`signal`) as it does at libc's trampoline on x86-64, instead of following
+//!    frame pointers into the signal frame's record, whose return address skips the
+//!    interrupted function. The rule starts at the `nop` the kernel puts before the trampoline,
+//!    where a return address minus one is looked up.
 //!
 //! Checked against glibc 2.36's own CFI (bookworm arm64): each of the 642 functions with an FDE
 //! this finds leaves has `CFA = SP`, nothing saved, in every row. Not checked: code elsewhere
@@ -20,7 +27,7 @@
 //! object can only mislead the stacks of its own processes, as with a hostile `.eh_frame`).
 
 use object::{Architecture, Object as _, ObjectKind, ObjectSymbol as _, SymbolKind};
-use tracer_common::unwind::{FLAG_MANGLED_RA, FLAG_TOPMOST_ONLY, KIND_CFA, REG_SP, UnwindRule};
+use tracer_common::unwind::{FLAG_MANGLED_RA, FLAG_SIGNAL, FLAG_TOPMOST_ONLY, KIND_CFA, REG_SP, UnwindRule};
 
 use super::{padding::Code, transitions::Flat};
 
@@ -31,6 +38,18 @@ pub(crate) const LEAF: UnwindRule = UnwindRule {
     flags: FLAG_TOPMOST_ONLY | FLAG_MANGLED_RA,
     ..UnwindRule::NO_INFO
 };
+
+/// The rule of the signal trampoline (step 4): no rule to unwind with, the walk stops.
+pub(crate) const SIGNAL: UnwindRule = UnwindRule {
+    flags: FLAG_SIGNAL,
+    ..UnwindRule::NO_INFO
+};
+
+/// `mov x8, #139` (`rt_sigreturn`'s number) and `svc #0`: the whole signal trampoline.
+const SIGRETURN: [u32; 2] = [0xd280_1168, 0xd400_0001];
+
+/// `nop`.
+const NOP: u32 = 0xd503_201f;
 
 /// Largest function scanned, in bytes (a leaf is short; this bounds the work per symbol).
 const MAX_FUNCTION: u64 = 1 << 20;
@@ -45,10 +64,12 @@ pub(crate) fn flatten(file: &[u8]) -> Option<Flat> {
         return None;
     }
     let code = Code::of(file)?;
+    // Functions, and symbols without a type (the trampoline's, step 4).
     let mut functions: Vec<(u64, u64)> = obj
         .symbols()
         .chain(obj.dynamic_symbols())
-        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0 && s.size() <= MAX_FUNCTION)
+        .filter(|s| matches!(s.kind(), SymbolKind::Text | SymbolKind::Unknown))
+        .filter(|s| s.size() > 0 && s.size() <= MAX_FUNCTION)
         .filter_map(|s| Some((s.address(), s.address().checked_add(s.size())?)))
         .filter(|&(start, end)| start.is_multiple_of(4) && end.is_multiple_of(4))
         .collect();
@@ -62,8 +83,18 @@ pub(crate) fn flatten(file: &[u8]) -> Option<Flat> {
         let Some(bytes) = code.bytes(start, end) else {
             continue;
         };
-        kept_end = end;
-        if is_leaf(bytes) {
+        let previous_end = std::mem::replace(&mut kept_end, end);
+        if is_sigreturn(bytes) {
+            let nop_before = start
+                .checked_sub(4)
+                .filter(|&before| before >= previous_end)
+                .filter(|&before| code.bytes(before, start).is_some_and(|w| w == NOP.to_le_bytes()));
+            let from = nop_before.unwrap_or(start);
+            flat.push(from, SIGNAL);
+            flat.push(end, UnwindRule::NO_INFO);
+            flat.cover(from, end);
+            flat.functions += 1;
+        } else if is_leaf(bytes) {
             flat.push(start, LEAF);
             flat.push(end, UnwindRule::NO_INFO);
             flat.cover(start, end);
@@ -81,6 +112,11 @@ pub(crate) fn is_leaf(code: &[u8]) -> bool {
     code.len().is_multiple_of(4)
         && words.clone().all(harmless)
         && words.clone().any(|w| matches!(w, RET | RETAA | RETAB))
+}
+
+/// Step 4: `code` is the signal trampoline, word for word.
+pub(crate) fn is_sigreturn(code: &[u8]) -> bool {
+    code.len() == 8 && code[..4] == SIGRETURN[0].to_le_bytes() && code[4..] == SIGRETURN[1].to_le_bytes()
 }
 
 /// `ret` (x30), `retaa`, `retab`.

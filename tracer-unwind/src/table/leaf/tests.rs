@@ -93,8 +93,10 @@ fn leaves_return_and_write_nothing_of_the_frame() {
     assert!(!is_leaf(&cut));
 }
 
-/// An aarch64 shared object without unwind information: its leaf gets the leaf rule over its
-/// symbol's range, the function with a frame record and the trampoline none.
+/// An aarch64 shared object without unwind information, laid out as the kernel's vDSO: its
+/// leaf gets the leaf rule over its symbol's range, the function with a frame record none, and
+/// the signal trampoline (a symbol without a type after a `nop`) the signal rule from that
+/// `nop` on, where its caller's return address minus one is looked up.
 #[test]
 fn leaf_functions_of_an_object_without_unwind_information() {
     const SOURCE: &str = "
@@ -117,11 +119,17 @@ framed:
     ldp x29, x30, [sp], #16
     ret
     .size framed, .-framed
-    .type trampoline, %function
+    nop
 trampoline:
     mov x8, #139
     svc #0
     .size trampoline, .-trampoline
+    .type lookalike, %function
+lookalike:
+    mov x8, #139
+    svc #0
+    ret
+    .size lookalike, .-lookalike
 ";
     let dir = tempfile::tempdir().expect("tempdir");
     let (src, out) = (dir.path().join("leaf.s"), dir.path().join("leaf.so"));
@@ -150,10 +158,24 @@ trampoline:
         let s = obj.symbols().find(|s| s.name() == Ok(name)).expect("symbol");
         (s.address(), s.address() + s.size())
     };
-    let (leaf, framed) = (symbol("leaf"), symbol("framed"));
+    let (leaf, framed, trampoline) = (symbol("leaf"), symbol("framed"), symbol("trampoline"));
+    let lookalike = symbol("lookalike");
+    let nop = trampoline.0 - 4;
+    assert_eq!(framed.1, nop, "the nop follows framed");
+    assert_eq!(trampoline.1, lookalike.0, "lookalike follows the trampoline");
     let flat = flatten(&bytes).expect("a leaf");
-    assert_eq!(flat.functions, 1);
-    assert_eq!(flat.transitions, [(leaf.0, LEAF), (leaf.1, UnwindRule::NO_INFO)]);
+    // `lookalike` makes the same call but returns: not the trampoline, a leaf.
+    assert_eq!(flat.functions, 3);
+    assert_eq!(
+        flat.transitions,
+        [
+            (leaf.0, LEAF),
+            (leaf.1, UnwindRule::NO_INFO),
+            (nop, SIGNAL),
+            (lookalike.0, LEAF),
+            (lookalike.1, UnwindRule::NO_INFO)
+        ]
+    );
     assert_eq!(leaf.1, framed.0, "framed follows leaf, and keeps NO_INFO");
-    assert_eq!(flat.covered, [leaf]);
+    assert_eq!(flat.covered, [leaf, (nop, lookalike.1)]);
 }
