@@ -3,7 +3,8 @@
 //! (`registry::TableLoader`: `.sframe`, else `.eh_frame`, to rows) and must equal the recorded
 //! ones; the objects that are not (the host's libc and ld.so, the vDSO: they differ between
 //! machines) answer with the recorded rules; then the copy is walked with [`walk_copy`] and
-//! the frames and stop reason must equal the recorded ones. Pure: the binaries come from a
+//! the frames and stop reason must equal the recorded ones, with the rules of the recording's
+//! architecture (an aarch64 recording replays on an x86-64 host too). Pure: the binaries come from a
 //! closure, nothing is read from the host.
 //!
 //! A difference is a [`ReplayError`] naming the first place it shows: the PC whose rebuilt
@@ -16,8 +17,9 @@ use crate::tables::TableSet;
 
 use super::{
     recording::{Cover, FormatError, RecordedFrame, RecordedMapping, Recording, frames_of},
-    walk::{Covering, Walked, walk_copy},
+    walk::{Covering, Walked, walk_copy_on},
 };
+use tracer_common::walk::Arch;
 
 /// Why a replay does not give what was recorded.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -25,8 +27,8 @@ use super::{
 pub enum ReplayError {
     #[error("the recording: {0}")]
     Format(#[from] FormatError),
-    #[error("recorded on {recorded}, replayed on {host}: the walk's rules are per architecture")]
-    Arch { recorded: String, host: String },
+    #[error("recorded on {recorded}: the walk knows the rules of x86_64 and aarch64")]
+    Arch { recorded: String },
     #[error("{path}: no table built from the fixture: {why}")]
     NoTable { path: String, why: String },
     #[error("pc {pc:#x} ({path}): recorded {recorded:?}, the fixture's table gives {rebuilt:?}")]
@@ -62,12 +64,16 @@ pub fn replay<'f>(
 ) -> Result<Walked, ReplayError> {
     let copy = recording.snapshot()?;
     let stop = recording.stop_reason()?;
-    if recording.arch != std::env::consts::ARCH {
-        return Err(ReplayError::Arch {
-            recorded: recording.arch.clone(),
-            host: std::env::consts::ARCH.to_owned(),
-        });
-    }
+    // Replayed on any host: the walk takes the recording's architecture.
+    let arch = match recording.arch.as_str() {
+        "x86_64" => Arch::X86_64,
+        "aarch64" => Arch::Aarch64,
+        other => {
+            return Err(ReplayError::Arch {
+                recorded: other.to_owned(),
+            });
+        }
+    };
     let mut loader = TableLoader::new(TableSet::new());
     let mut mapped = Vec::with_capacity(recording.mappings.len());
     for mapping in &recording.mappings {
@@ -107,7 +113,7 @@ pub fn replay<'f>(
         }
     }
     let mut unrecorded = None;
-    let walked = walk_copy(&copy, recording.max_depth, |pc| {
+    let walked = walk_copy_on(arch, &copy, recording.max_depth, |pc| {
         if let Some((covering, _)) = rebuilt(pc) {
             return covering;
         }

@@ -28,7 +28,17 @@ pub struct Walked {
 /// (`walk::lookup_pc`). A read the copy cannot answer because it is above its end ends the walk
 /// as [`StopReason::SnapshotEnd`] (the stack was deeper than what was copied); other failed
 /// reads end it as the kernel's walk would.
-pub fn walk_copy(copy: &StackSnapshot, max_depth: u32, mut rule_at: impl FnMut(u64) -> Covering) -> Walked {
+pub fn walk_copy(copy: &StackSnapshot, max_depth: u32, rule_at: impl FnMut(u64) -> Covering) -> Walked {
+    walk_copy_on(Arch::HOST, copy, max_depth, rule_at)
+}
+
+/// [`walk_copy`] with the rules of `arch` (a recording of another architecture replayed here).
+pub fn walk_copy_on(
+    arch: Arch,
+    copy: &StackSnapshot,
+    max_depth: u32,
+    mut rule_at: impl FnMut(u64) -> Covering,
+) -> Walked {
     let max_depth = (max_depth as usize).clamp(1, MAX_USER_FRAMES);
     let mut regs = Regs::from(copy.regs);
     let mut frames = vec![(regs.pc, SOURCE_TABLE)];
@@ -48,11 +58,11 @@ pub fn walk_copy(copy: &StackSnapshot, max_depth: u32, mut rule_at: impl FnMut(u
         let chained = n >= 2 && frames[n - 1].1 == SOURCE_FP;
         let (step, source) = match covering {
             Some(rule) if rule.kind != KIND_NO_INFO || rule.flags & FLAG_SIGNAL != 0 => (
-                walk::table_step(Arch::HOST, chained, &rule, &regs, topmost, &mut read),
+                walk::table_step(arch, chained, &rule, &regs, topmost, &mut read),
                 SOURCE_TABLE,
             ),
             _ => (
-                walk::frame_pointer_step(&regs, Arch::HOST, chained, topmost, &mut read),
+                walk::frame_pointer_step(&regs, arch, chained, topmost, &mut read),
                 SOURCE_FP,
             ),
         };

@@ -103,18 +103,30 @@ fn chain(names: &[&str]) -> Vec<String> {
 fn every_recording_replays() {
     let fixtures = fixtures();
     let all = recordings();
-    assert!(all.len() >= 20, "{} recordings", all.len());
-    for kind in [
-        "v1-deep",
-        "v2-deep",
-        "v3-deep",
-        "ehframe-deep",
-        "v3-deepest",
-        "v3-plt",
-        "v3-signal",
-        "v3-vdso",
-    ] {
-        assert!(all.iter().any(|(s, _)| s.starts_with(kind)), "no {kind} recording");
+    assert!(all.len() >= 40, "{} recordings", all.len());
+    // Each kind recorded on x86-64 (no prefix) and on arm64.
+    for prefix in ["", "aarch64-"] {
+        for kind in [
+            "v1-deep",
+            "v2-deep",
+            "v3-deep",
+            "ehframe-deep",
+            "v3-deepest",
+            "v3-plt",
+            "v3-signal",
+            "v3-vdso",
+        ] {
+            let kind = format!("{prefix}{kind}-");
+            assert!(all.iter().any(|(s, _)| s.starts_with(&kind)), "no {kind} recording");
+        }
+    }
+    for (stem, recording) in &all {
+        let arch = if stem.starts_with("aarch64-") {
+            "aarch64"
+        } else {
+            "x86_64"
+        };
+        assert_eq!(recording.arch, arch, "{stem}");
     }
     for (stem, recording) in &all {
         let fixture_mapped = recording
@@ -140,7 +152,12 @@ fn frames_are_the_workload_chain() {
     for (stem, recording) in recordings() {
         let names = names(&recording, &fixtures);
         let stop = recording.stop_reason().unwrap();
+        // An aarch64 recording (`aarch64-SET-NAME-N`) shows the same chains.
         let kind = stem.rsplit_once('-').unwrap().0;
+        let (aarch64, kind) = match kind.strip_prefix("aarch64-") {
+            Some(kind) => (true, kind),
+            None => (false, kind),
+        };
         match kind {
             "v1-deep" | "v2-deep" | "v3-deep" | "ehframe-deep" => {
                 assert_eq!(names, deep, "{stem}");
@@ -162,8 +179,11 @@ fn frames_are_the_workload_chain() {
                 assert_eq!(stop, StopReason::Outermost, "{stem}");
             }
             "v3-signal" => {
-                // The handler returns into libc's sigreturn trampoline, where the walk stops.
-                assert_eq!(names, chain(&["spin", "handler", "libc.so.6"]), "{stem}");
+                // The handler returns into the signal trampoline, where the walk stops: libc's
+                // on x86-64, the vDSO's on arm64 (which has no unwind information: its rule is
+                // the one its code proves, `table::leaf`).
+                let trampoline = if aarch64 { "[vdso]" } else { "libc.so.6" };
+                assert_eq!(names, chain(&["spin", "handler", trampoline]), "{stem}");
                 assert_eq!(stop, StopReason::Signal, "{stem}");
                 let last = recording.frames[2].pc.0 - 1;
                 let rule = recording.rules.iter().find(|r| r.pc.0 == last).unwrap();
@@ -270,7 +290,7 @@ fn trimmed_copy_walks_the_same() {
     padded.len = (copy.len + 64).min(tracer_common::snapshot::SNAPSHOT_WORDS as u32);
     let rules: HashMap<u64, Cover> = recording.rules.iter().map(|r| (r.pc.0, r.covering)).collect();
     let walk = |c: &tracer_common::snapshot::StackSnapshot| {
-        walk_copy(c, recording.max_depth, |pc| {
+        crate::snapshots::walk::walk_copy(c, recording.max_depth, |pc| {
             rules.get(&pc).and_then(|&c| Covering::from(c))
         })
     };
