@@ -2,6 +2,7 @@
 //! the full test run (privileged tests included), fixture regeneration, benchmarks and the
 //! split clippy. Run as `cargo xtask <task>`; every task prints the commands it runs.
 
+mod background;
 mod bench;
 mod cmd;
 mod debian;

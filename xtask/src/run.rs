@@ -97,13 +97,16 @@ pub fn test(root: &Path, long: bool, from: Option<&str>) -> anyhow::Result<()> {
     result
 }
 
-/// The stages of [`test`], each timed; the first that fails ends the run.
+/// The stages of [`test`], each timed; the first that fails ends the run, but for the guests
+/// (under CI=true), which run in the background from the packages' stage on and are waited for
+/// at the end, their verdicts reported either way.
 fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> anyhow::Result<()> {
     // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
     // tracing tests build their workloads with every SFrame version.
     stages.run("toolchains", || {
         sh(Command::new("bash").arg(root.join("fixtures/toolchains.sh")))
     })?;
+    let guests = std::env::var("CI").as_deref() == Ok("true");
     let _ = std::fs::remove_file(root.join(SKIPPED_FILE));
     // default-members: everything but the eBPF crate, which only builds for the bpf target.
     let workspace_tests = || -> anyhow::Result<Command> {
@@ -122,13 +125,36 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     let mut warmup = None;
     let workspace = stages.run("workspace-tests", || {
         sh(workspace_tests()?.arg("--no-run"))?;
-        warmup = Some(crate::warmup::start(root));
+        warmup = Some(crate::warmup::start(root, guests));
         sh(workspace_tests()?.args(["--", "--test-threads", TEST_THREADS]))
     });
     if let Some(warmup) = warmup {
         warmup.finish();
     }
     workspace?;
+    // The packages first: the guests trace with the static executable.
+    stages.run("dist", || dist(root))?;
+    let lane = guests.then(|| guest_lane(root, stages)).transpose()?.flatten();
+    let rest = later_stages(root, long, stages);
+    let Some(lane) = lane else {
+        return rest;
+    };
+    let mut failed = Vec::new();
+    for ended in lane.finish() {
+        stages.record(ended.name, ended.took, ended.ok);
+        if !ended.ok {
+            failed.push(ended.name);
+        }
+    }
+    rest?;
+    if !failed.is_empty() {
+        anyhow::bail!("failed in the background: {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The stages after the packages, in the foreground.
+fn later_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> anyhow::Result<()> {
     // The pure readers (tracer-unwind) also build and pass alone, without the features the
     // rest of the workspace unifies into their dependencies, as fuzz/ builds them.
     stages.run("pure-readers", || {
@@ -136,13 +162,41 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     })?;
     stages.run("conformance", || conformance(root))?;
     stages.run("external", || external(root, long))?;
-    stages.run("dist", || dist(root))?;
-    if std::env::var("CI").as_deref() == Ok("true") {
-        stages.run("x86-64-guests", || x86_guests(root))?;
-        stages.run("arm64-guest", || arm64_guest(root))?;
-    }
+    stages.run("dist-tests", || dist_tests(root))?;
     stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))?;
     stages.run("clippy", clippy)
+}
+
+/// Under CI=true: the guests, started in the background (`background.rs`): the oldest and the
+/// newest x86-64 kernels, then an arm64 one, each a `vm-test` of this xtask with the static
+/// executable of `dist`. Their packages are installed here first (one apt at a time). None
+/// when both come before `--from`.
+fn guest_lane(root: &Path, stages: &crate::times::Stages) -> anyhow::Result<Option<crate::background::Lane>> {
+    use crate::vmtest::{self, arch::GuestArch};
+    let mut jobs = Vec::new();
+    let x86_tests: Vec<String> = vmtest::CI_TESTS_X86_64.iter().map(|t| (*t).to_owned()).collect();
+    let mut arm64_tests = vmtest::ci_tests_aarch64();
+    arm64_tests.push(vmtest::DIST_TESTS.to_owned());
+    for (name, arch, kernels, tests) in [
+        ("x86-64-guests", GuestArch::X86_64, "bullseye,sid", x86_tests),
+        ("arm64-guest", GuestArch::Aarch64, "bookworm", arm64_tests),
+    ] {
+        if stages.skipped(name) {
+            continue;
+        }
+        vmtest::check_prerequisites(root, arch)?;
+        let packages: Vec<&str> = vmtest::QEMU_PACKAGES.iter().copied().chain([arch.qemu().1]).collect();
+        crate::setup::apt(&packages)?;
+        let binary = crate::dist::staged_binary(root, arch.dist_name())?;
+        let mut command = Command::new(std::env::current_exe().context("this xtask's path")?);
+        command
+            .args(["vm-test", "--arch", arch.dist_name(), "--kernels", kernels])
+            .arg("--tests")
+            .arg(tests.join(","))
+            .env("SFRAME_TRACE_DIST_BINARY", binary);
+        jobs.push(crate::background::Job { name, command });
+    }
+    Ok((!jobs.is_empty()).then(|| crate::background::start(root, jobs)))
 }
 
 /// Threads of the test binaries in the workspace stage: as many as the shared turns of
@@ -170,54 +224,6 @@ fn report_disk(root: &Path) {
     }
 }
 
-/// Under CI=true: the privileged end-to-end tests in one arm64 guest, bookworm's 6.1 kernel
-/// under qemu-system-aarch64 (`vm-test --arch aarch64 --kernels bookworm`, without the SFrame
-/// accuracy sets: `vmtest::ci_tests_aarch64`), with the aarch64 static executable of `dist`,
-/// timed. Measured: 2.5 to 3.5 minutes with the kernel, the root and the cross-built tests
-/// cached (the guest itself 2.5), 25 with none of them.
-fn arm64_guest(root: &Path) -> anyhow::Result<()> {
-    use crate::vmtest::{self, arch::GuestArch};
-    let mut tests = vmtest::ci_tests_aarch64();
-    tests.push(vmtest::DIST_TESTS.to_owned());
-    guests(root, GuestArch::Aarch64, &["bookworm"], &tests, "aarch64")
-}
-
-/// Under CI=true: the oldest and the newest x86-64 kernels of the matrix (bullseye's 5.10 and
-/// sid's 7.2) with a quick subset (`vmtest::CI_TESTS_X86_64`: every program loaded, a walk, an
-/// event, the memlock limit, the static executable), timed. (7.2 once took 14 minutes for it,
-/// its verifier spending 53 s on `walk_user_vma` at each load before refusing it; see
-/// `tracer-ebpf/src/vma.rs`.)
-fn x86_guests(root: &Path) -> anyhow::Result<()> {
-    use crate::vmtest::{self, arch::GuestArch};
-    let tests: Vec<String> = vmtest::CI_TESTS_X86_64.iter().map(|t| (*t).to_owned()).collect();
-    guests(root, GuestArch::X86_64, &["bullseye", "sid"], &tests, "x86_64")
-}
-
-/// Boot `kernels` of `arch` with `tests`, the static executable of `dist_arch` named by
-/// `SFRAME_TRACE_DIST_BINARY` (passed into the guest); timed.
-fn guests(
-    root: &Path,
-    arch: crate::vmtest::arch::GuestArch,
-    kernels: &[&str],
-    tests: &[String],
-    dist_arch: &str,
-) -> anyhow::Result<()> {
-    use crate::vmtest;
-    let started = std::time::Instant::now();
-    vmtest::check_prerequisites(root, arch)?;
-    let binary = crate::dist::staged_binary(root, dist_arch)?;
-    // SAFETY: xtask runs one thread here; the variable is read by the guest's command script.
-    unsafe { std::env::set_var("SFRAME_TRACE_DIST_BINARY", &binary) };
-    let kernels: Vec<String> = kernels.iter().map(|k| (*k).to_owned()).collect();
-    let result = vmtest::vm_test(root, arch, &kernels, std::time::Duration::from_secs(1800), tests);
-    eprintln!(
-        "xtask: the {dist_arch} guests ({}) took {} s",
-        kernels.join(", "),
-        started.elapsed().as_secs()
-    );
-    result
-}
-
 /// The walker on a real program that is not in the repository: bash from Debian's source,
 /// built without frame pointers and with SFrame, traced end to end and judged against its
 /// disassembly; the forged-interpreter attacks, whose time bounds are the release build's; and
@@ -233,7 +239,7 @@ pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
     // The tracer as users run it: these tests also trace system-wide, where a debug build's
     // output path would be the bottleneck (and, for first_sample, its loading of new processes).
     let tracer = crate::cmd::build_release_tracer(root)?;
-    for test in [
+    let tests: Vec<&str> = [
         "external::bash_stacks_are_exact_in_every_format",
         "external::bash_plugin_stacks_are_exact_with_pid",
         "external::bash_plugin_stacks_are_exact_system_wide",
@@ -263,53 +269,81 @@ pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
         ]
         .into_iter()
         .filter(|_| long),
-    ) {
-        ignored_test(
-            root,
-            &[("SFRAME_TRACE_EXTERNAL_DIR", &dir), ("SFRAME_TRACE_BIN", &tracer)],
-            test,
-        )?;
-    }
+    )
+    .collect();
+    ignored_tests(
+        root,
+        &[("SFRAME_TRACE_EXTERNAL_DIR", &dir), ("SFRAME_TRACE_BIN", &tracer)],
+        &tests,
+    )?;
     Ok(())
 }
 
-/// What a production host installs (`cargo xtask dist`), run as the README's Install section
-/// runs it: the static executable in an empty root and in a Debian 11 root, the Debian package
-/// installed there, the image under podman (tracer-user/tests/integration/dist.rs).
+/// What a production host installs (`cargo xtask dist`): the static executables, tarballs,
+/// Debian packages and images, built (their builds done by the background builds), and the
+/// packages their tests need installed.
 pub fn dist(root: &Path) -> anyhow::Result<()> {
-    let started = std::time::Instant::now();
     crate::dist::dist(root, &crate::dist::ARCHES)?;
-    let bullseye = crate::dist::bullseye::root()?;
-    crate::setup::apt(&["podman", "runc", "lintian", "file", "systemd"])?;
-    let dir = crate::dist::dir(root);
-    for test in [
-        "dist::static_binary_traces_from_an_empty_root",
-        "dist::static_binary_traces_in_a_bullseye_root",
-        "dist::deb_installs_in_a_clean_root_and_its_unit_verifies",
-        "dist::image_traces_a_host_process_under_podman",
-    ] {
-        ignored_test(
-            root,
-            &[
-                ("SFRAME_TRACE_DIST_DIR", &dir),
-                ("SFRAME_TRACE_BULLSEYE_ROOT", &bullseye),
-            ],
-            test,
-        )?;
-    }
-    eprintln!("xtask: the dist tests took {} s", started.elapsed().as_secs());
-    Ok(())
+    crate::setup::apt(&["podman", "runc", "lintian", "file", "systemd"])
 }
 
-/// Run one `#[ignore]`d integration test with the environment it needs (corpus directories).
-fn ignored_test(root: &Path, env: &[(&str, &Path)], test: &str) -> anyhow::Result<()> {
-    let mut command = cargo_test(root)?;
-    for (var, path) in env {
-        command.env(var, path);
+/// The packages of [`dist`], run as the README's Install section runs them: the static
+/// executable in an empty root and in a Debian 11 root, the Debian package installed there,
+/// the image under podman (tracer-user/tests/integration/dist.rs).
+pub fn dist_tests(root: &Path) -> anyhow::Result<()> {
+    let bullseye = crate::dist::bullseye::root()?;
+    let dir = crate::dist::dir(root);
+    ignored_tests(
+        root,
+        &[
+            ("SFRAME_TRACE_DIST_DIR", &dir),
+            ("SFRAME_TRACE_BULLSEYE_ROOT", &bullseye),
+        ],
+        &[
+            "dist::static_binary_traces_from_an_empty_root",
+            "dist::static_binary_traces_in_a_bullseye_root",
+            "dist::deb_installs_in_a_clean_root_and_its_unit_verifies",
+            "dist::image_traces_a_host_process_under_podman",
+        ],
+    )
+}
+
+/// Run `#[ignore]`d integration tests, each named exactly, with the environment they need
+/// (corpus directories), in one run of the test binary (they take their turns there as in the
+/// workspace stage, [`TEST_THREADS`] at a time); every one runs, and any failure fails this.
+fn ignored_tests(root: &Path, env: &[(&str, &Path)], tests: &[&str]) -> anyhow::Result<()> {
+    let command = || -> anyhow::Result<Command> {
+        let mut command = cargo_test(root)?;
+        for (var, path) in env {
+            command.env(var, path);
+        }
+        command
+            .args(["test", "--package", "tracer-user", "--test", "integration", "--"])
+            .args(["--ignored", "--exact"]);
+        Ok(command)
+    };
+    // A name that matches no test would pass unseen: each must be listed.
+    let listed = command()?
+        .args(["--list", "--format", "terse"])
+        .args(tests)
+        .output()
+        .context("listing the integration tests")?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let missing = unlisted(tests, &listed);
+    if !missing.is_empty() {
+        anyhow::bail!("no such ignored tests: {}", missing.join(", "));
     }
-    sh(command
-        .args(["test", "--package", "tracer-user", "--test", "integration", test])
-        .args(["--", "--ignored", "--exact", test]))
+    sh(command()?.args(["--test-threads", TEST_THREADS]).args(tests))
+}
+
+/// The names of `tests` that the test binary's `--list --format terse` output (`NAME: test`
+/// lines) does not hold.
+fn unlisted<'a>(tests: &[&'a str], listed: &str) -> Vec<&'a str> {
+    tests
+        .iter()
+        .copied()
+        .filter(|test| !listed.lines().any(|line| line.strip_suffix(": test") == Some(*test)))
+        .collect()
 }
 
 /// Real C code that is not in the repository (lz4, from its PyPI sdist), built with binutils
@@ -318,10 +352,10 @@ fn ignored_test(root: &Path, env: &[(&str, &Path)], test: &str) -> anyhow::Resul
 pub fn conformance(root: &Path) -> anyhow::Result<()> {
     let dir = root.join("target/conformance");
     sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
-    ignored_test(
+    ignored_tests(
         root,
         &[("SFRAME_TRACE_CONFORMANCE_DIR", &dir)],
-        "golden::conformance_corpus_matches_readelf",
+        &["golden::conformance_corpus_matches_readelf"],
     )
 }
 
@@ -351,4 +385,18 @@ pub fn clippy() -> anyhow::Result<()> {
 /// Regenerate the checked-in fixture corpus (fetches newer binutils into fixtures/.toolchains).
 pub fn fixtures(root: &Path) -> anyhow::Result<()> {
     sh(Command::new("bash").arg(root.join("fixtures/build.sh")))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A name the test binary does not list is reported; listed ones, exactly, are not.
+    #[test]
+    fn names_the_binary_does_not_list_are_reported() {
+        let listed = "dist::a: test\ndist::ab: test\nnot a line\n";
+        assert_eq!(
+            super::unlisted(&["dist::a", "dist::b", "dist::a:"], listed),
+            ["dist::b", "dist::a:"]
+        );
+        assert!(super::unlisted(&["dist::ab"], listed).is_empty());
+    }
 }

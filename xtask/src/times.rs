@@ -15,16 +15,18 @@ pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
 /// Slowest tests listed at the end.
 const SLOWEST: usize = 15;
 
-/// The stages of `cargo xtask test`, in order (`--from` names one).
-pub const STAGES: [&str; 10] = [
+/// The stages of `cargo xtask test`, in the order they start (`--from` names one); the guests
+/// run in the background of the stages after them (`background.rs`).
+pub const STAGES: [&str; 11] = [
     "toolchains",
     "workspace-tests",
-    "pure-readers",
-    "conformance",
-    "external",
     "dist",
     "x86-64-guests",
     "arm64-guest",
+    "pure-readers",
+    "conformance",
+    "external",
+    "dist-tests",
     "fuzz",
     "clippy",
 ];
@@ -64,13 +66,7 @@ impl Stages {
         name: &'static str,
         stage: impl FnOnce() -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
-        let index = STAGES.iter().position(|s| *s == name);
-        debug_assert!(index.is_some(), "stage {name} is not in STAGES");
-        if let (Some(from), Some(index)) = (self.from, index)
-            && index < from
-            && index > 0
-        {
-            println!("xtask: stage {name}: skipped (--from {})", STAGES[from]);
+        if self.skipped(name) {
             return Ok(T::default());
         }
         let since = Instant::now();
@@ -83,6 +79,24 @@ impl Stages {
         );
         self.done.push((name, took, result.is_ok()));
         result
+    }
+
+    /// Whether stage `name` comes before `--from` (and is not the toolchains'), said when so.
+    pub fn skipped(&self, name: &str) -> bool {
+        let index = STAGES.iter().position(|s| *s == name);
+        debug_assert!(index.is_some(), "stage {name} is not in STAGES");
+        match (self.from, index) {
+            (Some(from), Some(index)) if index < from && index > 0 => {
+                println!("xtask: stage {name}: skipped (--from {})", STAGES[from]);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Record a stage that ran in the background (`background::Ended`), for the report.
+    pub fn record(&mut self, name: &'static str, took: Duration, ok: bool) {
+        self.done.push((name, took, ok));
     }
 
     /// Every stage's time, the whole, and the slowest tests recorded.

@@ -23,11 +23,12 @@ pub struct Warmup {
 }
 
 /// Start the builds in the background: bash for `external`, the host's release tracer
-/// (`external`, `dist`) and the static executables of `dist`.
-pub fn start(root: &Path) -> Warmup {
+/// (`external`, `dist`), the static executables of `dist`, and with `guests` the
+/// integration-test binaries the guests run (x86-64 and aarch64).
+pub fn start(root: &Path, guests: bool) -> Warmup {
     let log = root.join(LOG);
     let (dir, thread_log) = (root.to_owned(), log.clone());
-    let thread = std::thread::spawn(move || builds(&dir, &thread_log));
+    let thread = std::thread::spawn(move || builds(&dir, &thread_log, guests));
     println!("xtask: building the later stages' programs in the background (nice 19; log {LOG})");
     Warmup {
         thread: Some(thread),
@@ -53,7 +54,7 @@ impl Warmup {
 
 /// The builds, in the order the stages need them; each failure is written to the log and the
 /// next build goes on.
-fn builds(root: &Path, log: &Path) {
+fn builds(root: &Path, log: &Path, guests: bool) {
     // SAFETY: setpriority on this thread's own id (Linux: nice is per thread, and the
     // processes it starts inherit it); no memory is passed.
     unsafe {
@@ -74,6 +75,10 @@ fn builds(root: &Path, log: &Path) {
             Ok(command) => commands.push(command),
             Err(err) => log_line(&file, &format!("{}: {err:#}", arch.name)),
         }
+    }
+    if guests {
+        use crate::vmtest::{arch::GuestArch, integration_build};
+        commands.extend([GuestArch::X86_64, GuestArch::Aarch64].map(integration_build));
     }
     for mut command in commands {
         log_line(&file, &format!("+ {command:?}"));

@@ -20,6 +20,14 @@ impl GuestArch {
         }
     }
 
+    /// The name `--arch` and `cargo xtask dist` give it (`x86_64`, `aarch64`).
+    pub fn dist_name(self) -> &'static str {
+        match self {
+            GuestArch::X86_64 => "x86_64",
+            GuestArch::Aarch64 => "aarch64",
+        }
+    }
+
     /// The qemu program and the Debian package it comes from.
     pub fn qemu(self) -> (&'static str, &'static str) {
         match self {

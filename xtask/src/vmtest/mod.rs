@@ -107,6 +107,15 @@ const TESTS_AARCH64: &[&str] = &[
 /// The tests of the static executable (`SFRAME_TRACE_DIST_BINARY`), run in a guest when asked.
 pub const DIST_TESTS: &str = "dist::static_binary_traces_a_process_in_this_kernel";
 
+/// Tests `#[ignore]`d on the host that a guest runs when asked for by name: the static
+/// executable's, and the recorder of the replay corpus (`SFRAME_TRACE_REPLAY_CORPUS`, passed
+/// into the guest with the other `SFRAME_TRACE_` variables).
+const IGNORED_ON_THE_HOST: &[&str] = &[DIST_TESTS, RECORDER];
+
+/// The recorder of the replay corpus (tests/integration/replay.rs), which needs the workloads
+/// cross-built ([`prebuilt_workloads`]).
+const RECORDER: &str = "replay::record_the_replay_corpus";
+
 /// The x86-64 tests CI runs in the oldest and the newest kernels (`cargo xtask test` under
 /// CI=true): loading every program (the event programs face the verifier, and the cpu-clock
 /// walker must be the one with VMA lookups where the kernel has them), a walk, an event with
@@ -376,8 +385,12 @@ impl Matrix<'_> {
         }
         command.extend(skips.iter().flat_map(|t| ["--skip".to_owned(), (*t).to_owned()]));
         // The static executable's test is `#[ignore]`d on the host (it needs `cargo xtask
-        // dist`'s output); no other test of the guests' lists is.
-        if command.iter().any(|t| t.starts_with(DIST_TESTS)) {
+        // dist`'s output), and so is the replay corpus's recorder (it writes the corpus); no
+        // other test of the guests' lists is.
+        if command
+            .iter()
+            .any(|t| IGNORED_ON_THE_HOST.iter().any(|i| t.starts_with(i)))
+        {
             command.push("--include-ignored".to_owned());
         }
         command.push("--test-threads=1".to_owned());
@@ -465,11 +478,12 @@ const EMULATED_VAR: &str = "SFRAME_TRACE_EMULATED";
 
 /// The SFrame accuracy workloads of an aarch64 guest, which has no cross tools: every set of
 /// `fixtures/workloads/build.sh` cross-built here (SFrame v1, v2, v3, each also with signed
-/// return addresses) into the repository, which the guest sees at the same path. `None` for
-/// x86-64 guests, which build their own with this machine's tools, and when the tests asked
-/// for (`only`, when not empty) include no `trace::` test (CI's arm64 guest).
+/// return addresses, and `.eh_frame` alone for the replay corpus) into the repository, which
+/// the guest sees at the same path. `None` for x86-64 guests, which build their own with this
+/// machine's tools, and when the tests asked for (`only`, when not empty) include neither a
+/// `trace::` test nor the recorder (CI's arm64 guest).
 fn prebuilt_workloads(root: &Path, arch: GuestArch, only: &[String]) -> anyhow::Result<Option<PathBuf>> {
-    let wanted = only.is_empty() || only.iter().any(|t| t.starts_with("trace::"));
+    let wanted = only.is_empty() || only.iter().any(|t| t.starts_with("trace::") || t.starts_with(RECORDER));
     if arch != GuestArch::Aarch64 || !wanted {
         return Ok(None);
     }
@@ -477,16 +491,15 @@ fn prebuilt_workloads(root: &Path, arch: GuestArch, only: &[String]) -> anyhow::
     sh(Command::new("bash")
         .arg(root.join("fixtures/workloads/build.sh"))
         .arg(&dir)
-        .args(["v1", "v2", "v3", "v1-pac", "v2-pac", "v3-pac"])
+        .args(["v1", "v2", "v3", "v1-pac", "v2-pac", "v3-pac", "ehframe"])
         .env("WORKLOAD_ARCH", "aarch64"))
     .context("cross-building the accuracy workloads for aarch64")?;
     Ok(Some(dir))
 }
 
-/// Build the integration-test binary of tracer-user for the guest's architecture (optimised:
-/// under software emulation a debug tracer takes seconds to start, longer than the workloads
-/// run) and return its path.
-fn integration_binary(arch: GuestArch) -> anyhow::Result<PathBuf> {
+/// The build of the integration-test binary the guests of `arch` run (release, cross-built
+/// for aarch64); also started by `cargo xtask test`'s background builds (`warmup.rs`).
+pub fn integration_build(arch: GuestArch) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = Command::new(cargo);
     command.args([
@@ -497,11 +510,19 @@ fn integration_binary(arch: GuestArch) -> anyhow::Result<PathBuf> {
         "--test",
         "integration",
         "--no-run",
-        "--message-format=json",
     ]);
     if let Some(target) = arch.rust_target() {
         command.args(["--target", target]);
     }
+    command
+}
+
+/// Build the integration-test binary of tracer-user for the guest's architecture (optimised:
+/// under software emulation a debug tracer takes seconds to start, longer than the workloads
+/// run) and return its path.
+fn integration_binary(arch: GuestArch) -> anyhow::Result<PathBuf> {
+    let mut command = integration_build(arch);
+    command.arg("--message-format=json");
     let out = command.output().context("building the integration tests")?;
     if !out.status.success() {
         bail!(

@@ -78,6 +78,17 @@ fn machine_arguments_per_architecture() {
     assert_eq!(GuestArch::Aarch64.qemu().0, "qemu-system-aarch64");
 }
 
+/// The name a guest architecture is given to `--arch` is the one `cargo xtask dist` stages
+/// its executable under (the background guests of `cargo xtask test` pass it to both).
+#[test]
+fn architecture_names_are_those_of_vm_test_and_dist() {
+    for arch in [GuestArch::X86_64, GuestArch::Aarch64] {
+        let parsed = <GuestArch as clap::ValueEnum>::from_str(arch.dist_name(), false);
+        assert_eq!(parsed, Ok(arch));
+        assert!(crate::dist::arch(arch.dist_name()).is_ok(), "{}", arch.dist_name());
+    }
+}
+
 /// qemu option values double their commas; shell words are quoted only when they must be.
 #[test]
 fn quoting_for_qemu_and_the_shell() {
