@@ -98,34 +98,24 @@ fn outermost_with(recording: &Recording, frames: usize) -> bool {
     recording.stop == "outermost" && recording.frames.len() == frames
 }
 
+/// The whole deep chain (`leaf;recurse`×100`;run;main;_start`) of set `set`.
+const fn deep(set: &'static str) -> Kind {
+    Kind {
+        set,
+        name: "deep",
+        count: 3,
+        wanted: |r| outermost_with(r, 104),
+    }
+}
+
 /// The kinds of samples the corpus keeps (fixtures/replay/README.md): the deep chain of each
 /// SFrame version and of `.eh_frame`, a stack deeper than the copy, a call through the PLT
 /// into a library, a signal handler, and a PC in the vDSO.
 const KINDS: &[Kind] = &[
-    Kind {
-        set: "v1",
-        name: "deep",
-        count: 3,
-        wanted: |r| outermost_with(r, 104),
-    },
-    Kind {
-        set: "v2",
-        name: "deep",
-        count: 3,
-        wanted: |r| outermost_with(r, 104),
-    },
-    Kind {
-        set: "v3",
-        name: "deep",
-        count: 3,
-        wanted: |r| outermost_with(r, 104),
-    },
-    Kind {
-        set: "ehframe",
-        name: "deep",
-        count: 3,
-        wanted: |r| outermost_with(r, 104),
-    },
+    deep("v1"),
+    deep("v2"),
+    deep("v3"),
+    deep("ehframe"),
     Kind {
         set: "v3",
         name: "deepest",
