@@ -97,6 +97,10 @@ impl Lane {
                     stage.took.as_secs(),
                     stage.log.display()
                 );
+                // A guest's rows of the kernel table: each kernel's result and tests.
+                for row in tail(&stage.log, TAIL).iter().filter(|l| is_table_row(l)) {
+                    println!("  {row}");
+                }
                 continue;
             }
             println!(
@@ -111,6 +115,11 @@ impl Lane {
         }
         ended
     }
+}
+
+/// A row of a Markdown table (`| … |`), its header's rule (`|---|`) aside.
+fn is_table_row(line: &str) -> bool {
+    line.starts_with("| ") && line.ends_with(" |")
 }
 
 /// The last `n` lines of the file at `path` (none when it cannot be read).
@@ -148,6 +157,8 @@ mod tests {
         first.args(["-c", "echo one; echo two >&2"]);
         let mut second = Command::new("sh");
         second.args(["-c", "seq 1 200; exit 3"]);
+        assert!(is_table_row("| 5.10 (bullseye) | pass | 5 passed |"));
+        assert!(!is_table_row("|---|---|") && !is_table_row("xtask: | x |"));
         let lane = start(
             &dir,
             vec![

@@ -86,8 +86,9 @@ pub fn demo(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Every test: the workspace's tests (privileged ones included; they refuse to skip under
-/// CI=true; `long`: the long variants of the hardening tests), under CI=true also one arm64
-/// guest ([`arm64_guest`]), each fuzz target for a bounded time, then both clippy passes.
+/// CI=true; `long`: the long variants of the hardening tests), the packages and their tests,
+/// under CI=true also guests of other kernels ([`background_lane`]), each fuzz target for a
+/// bounded time, and both clippy passes.
 pub fn test(root: &Path, long: bool, from: Option<&str>) -> anyhow::Result<()> {
     report_disk(root);
     let mut stages = crate::times::Stages::new(root, from)?;
@@ -98,8 +99,8 @@ pub fn test(root: &Path, long: bool, from: Option<&str>) -> anyhow::Result<()> {
 }
 
 /// The stages of [`test`], each timed; the first that fails ends the run, but for the guests
-/// (under CI=true), which run in the background from the packages' stage on and are waited for
-/// at the end, their verdicts reported either way.
+/// (under CI=true) and clippy, which run in the background from the packages' stage on and are
+/// waited for at the end, their verdicts reported either way.
 fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> anyhow::Result<()> {
     // binutils 2.44 (SFrame v2) and the sid snapshot (v3), and the aarch64 cross compiler: the
     // tracing tests build their workloads with every SFrame version.
@@ -134,7 +135,7 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
     workspace?;
     // The packages first: the guests trace with the static executable.
     stages.run("dist", || dist(root))?;
-    let lane = guests.then(|| guest_lane(root, stages)).transpose()?.flatten();
+    let lane = background_lane(root, guests, stages)?;
     let rest = later_stages(root, long, stages);
     let Some(lane) = lane else {
         return rest;
@@ -163,24 +164,30 @@ fn later_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> a
     stages.run("conformance", || conformance(root))?;
     stages.run("external", || external(root, long))?;
     stages.run("dist-tests", || dist_tests(root))?;
-    stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))?;
-    stages.run("clippy", clippy)
+    stages.run("fuzz", || crate::fuzz::fuzz(root, crate::fuzz::SECONDS))
 }
 
-/// Under CI=true: the guests, started in the background (`background.rs`): the oldest and the
-/// newest x86-64 kernels, then an arm64 one, each a `vm-test` of this xtask with the static
-/// executable of `dist`. Their packages are installed here first (one apt at a time). None
-/// when both come before `--from`.
-fn guest_lane(root: &Path, stages: &crate::times::Stages) -> anyhow::Result<Option<crate::background::Lane>> {
+/// The stages that run in the background (`background.rs`), each a child of this xtask:
+/// under CI=true (`guests`) the oldest and the newest x86-64 kernels, then an arm64 one, each
+/// a `vm-test` with the static executable of `dist` (their packages installed here first,
+/// one apt at a time); then the formatting and clippy, in their own target directory (so
+/// that its lock never holds up the other stages' cargo). None when all come before `--from`.
+fn background_lane(
+    root: &Path,
+    guests: bool,
+    stages: &crate::times::Stages,
+) -> anyhow::Result<Option<crate::background::Lane>> {
     use crate::vmtest::{self, arch::GuestArch};
+    let xtask = std::env::current_exe().context("this xtask's path")?;
     let mut jobs = Vec::new();
     let x86_tests: Vec<String> = vmtest::CI_TESTS_X86_64.iter().map(|t| (*t).to_owned()).collect();
     let mut arm64_tests = vmtest::ci_tests_aarch64();
     arm64_tests.push(vmtest::DIST_TESTS.to_owned());
-    for (name, arch, kernels, tests) in [
+    let guest_jobs = [
         ("x86-64-guests", GuestArch::X86_64, "bullseye,sid", x86_tests),
         ("arm64-guest", GuestArch::Aarch64, "bookworm", arm64_tests),
-    ] {
+    ];
+    for (name, arch, kernels, tests) in guest_jobs.into_iter().filter(|_| guests) {
         if stages.skipped(name) {
             continue;
         }
@@ -188,7 +195,7 @@ fn guest_lane(root: &Path, stages: &crate::times::Stages) -> anyhow::Result<Opti
         let packages: Vec<&str> = vmtest::QEMU_PACKAGES.iter().copied().chain([arch.qemu().1]).collect();
         crate::setup::apt(&packages)?;
         let binary = crate::dist::staged_binary(root, arch.dist_name())?;
-        let mut command = Command::new(std::env::current_exe().context("this xtask's path")?);
+        let mut command = Command::new(&xtask);
         command
             .args(["vm-test", "--arch", arch.dist_name(), "--kernels", kernels])
             .arg("--tests")
@@ -196,8 +203,21 @@ fn guest_lane(root: &Path, stages: &crate::times::Stages) -> anyhow::Result<Opti
             .env("SFRAME_TRACE_DIST_BINARY", binary);
         jobs.push(crate::background::Job { name, command });
     }
+    if !stages.skipped("clippy") {
+        let mut command = Command::new(&xtask);
+        command
+            .arg("clippy")
+            .env("CARGO_TARGET_DIR", root.join(CLIPPY_TARGET_DIR));
+        jobs.push(crate::background::Job {
+            name: "clippy",
+            command,
+        });
+    }
     Ok((!jobs.is_empty()).then(|| crate::background::start(root, jobs)))
 }
+
+/// The target directory of the background clippy stage (its check builds are its own anyway).
+const CLIPPY_TARGET_DIR: &str = "target/clippy";
 
 /// Threads of the test binaries in the workspace stage: as many as the shared turns of
 /// privileged tests (`DEFAULT_SHARED_SLOTS` of tracer-user/tests/integration/support/turns.rs).

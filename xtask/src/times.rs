@@ -16,19 +16,19 @@ pub const TIMES_VAR: &str = "SFRAME_TRACE_TEST_TIMES";
 const SLOWEST: usize = 15;
 
 /// The stages of `cargo xtask test`, in the order they start (`--from` names one); the guests
-/// run in the background of the stages after them (`background.rs`).
+/// and clippy run in the background of the stages after them (`background.rs`).
 pub const STAGES: [&str; 11] = [
     "toolchains",
     "workspace-tests",
     "dist",
     "x86-64-guests",
     "arm64-guest",
+    "clippy",
     "pure-readers",
     "conformance",
     "external",
     "dist-tests",
     "fuzz",
-    "clippy",
 ];
 
 /// The stages run so far and how long each took.
