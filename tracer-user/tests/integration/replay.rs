@@ -196,21 +196,25 @@ fn record_the_replay_corpus() {
             }
         }
     }
+    // The binaries, checked in, and run from a temporary directory: the recordings keep the
+    // paths they were mapped from, which must not be this machine's working directories.
+    let tmp = tempfile::tempdir().unwrap();
+    let run_from = tmp.path().join("wl");
     let mut binaries: Vec<(&str, &str)> = KINDS.iter().map(|k| (k.set, k.name)).collect();
     binaries.push(("v3", "libwork.so"));
     for (set, name) in binaries {
-        let dir = bin.join(format!("{prefix}{set}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(workloads.path().join(set).join(name), dir.join(name)).unwrap();
+        for dir in [bin.join(format!("{prefix}{set}")), run_from.join(set)] {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::copy(workloads.path().join(set).join(name), dir.join(name)).unwrap();
+        }
     }
-    let tmp = tempfile::tempdir().unwrap();
     for kind in KINDS {
         let rec = tmp.path().join(format!("{}-{}", kind.set, kind.name));
         let status = Command::new(tracer_binary())
             .args(["-F", "97", "--no-kernel", "--record-snapshots"])
             .arg(&rec)
             .args(["-o", "/dev/null", "--"])
-            .arg(workloads.path().join(kind.set).join(kind.name))
+            .arg(run_from.join(kind.set).join(kind.name))
             .arg("cpu:1")
             .status()
             .expect("run the tracer");
