@@ -169,8 +169,9 @@ fn later_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> a
 
 /// The stages that run in the background (`background.rs`), each a child of this xtask:
 /// under CI=true (`guests`) the oldest and the newest x86-64 kernels, then an arm64 one, each
-/// a `vm-test` with the static executable of `dist` (their packages installed here first,
-/// one apt at a time); then the formatting and clippy, in their own target directory (so
+/// a `vm-test` whose tests run the static executable of `dist` as their tracer (and test it
+/// as such), from the debug build of the tests (their packages installed here first, one apt
+/// at a time); then the formatting and clippy, in their own target directory (so
 /// that its lock never holds up the other stages' cargo). None when all come before `--from`.
 fn background_lane(
     root: &Path,
@@ -200,7 +201,8 @@ fn background_lane(
             .args(["vm-test", "--arch", arch.dist_name(), "--kernels", kernels])
             .arg("--tests")
             .arg(tests.join(","))
-            .env("SFRAME_TRACE_DIST_BINARY", binary);
+            .env("SFRAME_TRACE_DIST_BINARY", &binary)
+            .env("SFRAME_TRACE_BIN", &binary);
         jobs.push(crate::background::Job { name, command });
     }
     if !stages.skipped("clippy") {

@@ -497,31 +497,39 @@ fn prebuilt_workloads(root: &Path, arch: GuestArch, only: &[String]) -> anyhow::
     Ok(Some(dir))
 }
 
-/// The build of the integration-test binary the guests of `arch` run (release, cross-built
-/// for aarch64); also started by `cargo xtask test`'s background builds (`warmup.rs`).
-pub fn integration_build(arch: GuestArch) -> Command {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command.args([
-        "test",
-        "--release",
-        "--package",
-        "tracer-user",
-        "--test",
-        "integration",
-        "--no-run",
-    ]);
+/// The variable naming the tracer the integration tests run (tests/integration/support.rs).
+const TRACER_VAR: &str = "SFRAME_TRACE_BIN";
+
+/// The build of the integration-test binary the guests of `arch` run; also started by `cargo
+/// xtask test`'s background builds (`warmup.rs`). With a tracer of its own (`given_tracer`:
+/// [`TRACER_VAR`] set, as `cargo xtask test` sets it to the static executable of `dist`), the
+/// debug build: on x86-64 the very build of the workspace's tests (the same command, so it is
+/// not built again), cross-built for aarch64. Without, the release build (under software
+/// emulation the debug tracer takes seconds to start, longer than the workloads run), of
+/// which the tests run the tracer built beside them.
+pub fn integration_build(arch: GuestArch, given_tracer: bool) -> Command {
+    let mut command = crate::cmd::cargo();
+    command.args(["test", "--no-run"]);
+    if !given_tracer {
+        command.arg("--release");
+    }
     if let Some(target) = arch.rust_target() {
-        command.args(["--target", target]);
+        command.args(["--target", target, "--package", "tracer-user", "--test", "integration"]);
+    } else if !given_tracer {
+        command.args(["--package", "tracer-user", "--test", "integration"]);
     }
     command
 }
 
-/// Build the integration-test binary of tracer-user for the guest's architecture (optimised:
-/// under software emulation a debug tracer takes seconds to start, longer than the workloads
-/// run) and return its path.
+/// Whether the tests are given a tracer to run ([`TRACER_VAR`]), passed into the guest.
+pub fn given_tracer() -> bool {
+    std::env::var_os(TRACER_VAR).is_some()
+}
+
+/// Build the integration-test binary of tracer-user for the guest's architecture
+/// ([`integration_build`]) and return its path.
 fn integration_binary(arch: GuestArch) -> anyhow::Result<PathBuf> {
-    let mut command = integration_build(arch);
+    let mut command = integration_build(arch, given_tracer());
     command.arg("--message-format=json");
     let out = command.output().context("building the integration tests")?;
     if !out.status.success() {
