@@ -79,7 +79,10 @@ fn builds(root: &Path, log: &Path, guests: bool) {
     if guests {
         // The x86-64 guests run the workspace's own test build; the arm64 one, its
         // cross-build (with the static executables as their tracer).
-        commands.push(crate::vmtest::integration_build(crate::vmtest::arch::GuestArch::Aarch64, true));
+        commands.push(crate::vmtest::integration_build(
+            crate::vmtest::arch::GuestArch::Aarch64,
+            true,
+        ));
     }
     for mut command in commands {
         log_line(&file, &format!("+ {command:?}"));
