@@ -24,11 +24,22 @@
 //! The kernel walks the whole chain of the sampled thread, run after run, once the native walk
 //! is over, and appends it to the record after the native frames, every word with
 //! [`PY_CODE_BIT`] set (no native frame has it): per Python frame, innermost first, the code
-//! object's address, then the frame's instruction pointer (the code unit it is at); after
-//! each run, [`PY_RUN_END`]; after the last, [`PY_CHAIN_END`] if the chain was walked whole.
+//! object's address, then the frame's instruction pointer (the code unit it is at), the two
+//! words carrying the code object's identity as it was at the sample ([`code_ident`],
+//! [`frame_words`]); after each run, [`PY_RUN_END`]; after the last, [`PY_CHAIN_END`] if the
+//! chain was walked whole.
 //! Userspace gives the runs to the evaluation-loop frames of the
 //! native stack, innermost first, and turns each instruction pointer into an offset into the
 //! code and, with the line table, a line.
+//!
+//! The identity is what lets userspace cache code objects by address without ever naming a
+//! frame after another code object: an interpreter frees code objects (a module's body, a
+//! class body once run) and makes others at their addresses, often with their names and line
+//! tables at the freed ones' addresses too (a program compiling the same text for another file
+//! in a loop does), and a sample is resolved a moment after it was taken. The identity is made
+//! of what names a frame: the pointers to the qualified name, file name and line table, the
+//! first line, and the length and last characters of the two names. Userspace names a frame
+//! only with a code object of the same identity, computed by the same [`code_ident`].
 
 /// Read-only global: byte offset of the TLS base in the kernel's `task_struct` (x86-64:
 /// `thread.fsbase`, from the kernel's BTF; 0 when not found): the key of the sampled thread
@@ -50,6 +61,12 @@ pub const OWNER_CSTACK: u8 = 3;
 /// Set in every word of the Python part of a sample record. No user address has it (user
 /// space ends below 2^57); distinct from `trace::FP_FRAME_BIT` (bit 63).
 pub const PY_CODE_BIT: u64 = 1 << 62;
+/// The bits of a Python word that hold its address (or `f_lasti`); user addresses are below
+/// 2^48 on x86-64 and arm64. Bits 48 to 59 carry half of the frame's [`code_ident`] each.
+pub const PY_ADDR_MASK: u64 = (1 << 48) - 1;
+/// Where a Python word's half of the identity starts, and its width.
+const PY_IDENT_SHIFT: u32 = 48;
+const PY_IDENT_HALF: u32 = 12;
 /// The word that ends a run in a sample record.
 pub const PY_RUN_END: u64 = PY_CODE_BIT | 1 << 61;
 /// The word after the last run of a chain walked to its end (none when the walk was cut
@@ -129,6 +146,94 @@ pub struct PyProcInfo {
     pub cold_start: u64,
     pub cold_end: u64,
     pub offsets: PyOffsets,
+    /// Where the parts of a code object its identity is made of are.
+    pub ident: IdentOffsets,
+    pub _pad: u32,
+}
+
+/// Where [`code_ident`] reads a code object and its names.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdentOffsets {
+    /// `PyCodeObject.co_qualname` (`co_name` before 3.11), `.co_filename`, `.co_linetable`
+    /// (`co_lnotab` before 3.10), all pointers, and `.co_firstlineno` (an `int`).
+    pub qualname: u16,
+    pub filename: u16,
+    pub linetable: u16,
+    pub firstlineno: u16,
+    /// `PyASCIIObject.length`, and its size (where an ASCII string's characters start).
+    pub str_length: u16,
+    pub str_data: u16,
+}
+
+/// The identity of the code object at `code` (offsets `o`), 0 when it cannot be read: 24 bits
+/// of a hash of the pointers to its qualified name, file name and line table, its first line,
+/// and the length and last eight bytes of characters of both names (a name's characters read
+/// as an ASCII string's: another kind of string gives other bytes, the same each time while it
+/// lives). Never 0 for a code object read.
+#[inline(always)]
+pub fn code_ident(o: &IdentOffsets, code: u64, mut read: impl FnMut(u64) -> Option<u64>) -> u32 {
+    let mut field = |offset: u16| read(code.wrapping_add(u64::from(offset)));
+    let (Some(qualname), Some(filename), Some(linetable), Some(first)) = (
+        field(o.qualname),
+        field(o.filename),
+        field(o.linetable),
+        field(o.firstlineno & !7),
+    ) else {
+        return 0;
+    };
+    let first = (first >> (8 * u64::from(o.firstlineno & 7))) & 0xffff_ffff;
+    let (Some(qualname_tail), Some(filename_tail)) = (tail(o, qualname, &mut read), tail(o, filename, &mut read))
+    else {
+        return 0;
+    };
+    let mut hash: u64 = 0x243f_6a88_85a3_08d3;
+    for word in [qualname, filename, linetable, first, qualname_tail, filename_tail] {
+        hash = (hash ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        hash ^= hash >> 29;
+    }
+    let ident = (hash >> 40) as u32;
+    if ident == 0 { 1 } else { ident }
+}
+
+/// The length of the string at `s`, mixed with its last eight bytes of characters (fewer for a
+/// shorter string, the bytes past its end left out).
+#[inline(always)]
+fn tail(o: &IdentOffsets, s: u64, read: &mut impl FnMut(u64) -> Option<u64>) -> Option<u64> {
+    let len = read(s.wrapping_add(u64::from(o.str_length)))?;
+    let data = s.wrapping_add(u64::from(o.str_data));
+    if len >= 8 {
+        let last = read(data.wrapping_add(len - 8))?;
+        return Some(last ^ len.rotate_left(32));
+    }
+    let first = read(data)?;
+    let kept = if len == 0 {
+        0
+    } else {
+        first & (u64::MAX >> (64 - 8 * len))
+    };
+    Some(kept ^ len.rotate_left(32))
+}
+
+/// The two words of a Python frame in a sample record: its code object and instruction
+/// pointer, each with [`PY_CODE_BIT`] and half of the identity `ident`.
+#[inline(always)]
+pub fn frame_words(code: u64, instr: u64, ident: u32) -> [u64; 2] {
+    let half = |bits: u32| (u64::from(bits) & ((1 << PY_IDENT_HALF) - 1)) << PY_IDENT_SHIFT;
+    [
+        PY_CODE_BIT | (code & PY_ADDR_MASK) | half(ident >> PY_IDENT_HALF),
+        PY_CODE_BIT | (instr & PY_ADDR_MASK) | half(ident),
+    ]
+}
+
+/// What [`frame_words`] wrote: the code object, the instruction pointer and the identity.
+pub fn of_frame_words([code, instr]: [u64; 2]) -> (u64, u64, u32) {
+    let half = |word: u64| ((word >> PY_IDENT_SHIFT) & ((1 << PY_IDENT_HALF) - 1)) as u32;
+    (
+        code & PY_ADDR_MASK,
+        instr & PY_ADDR_MASK,
+        half(code) << PY_IDENT_HALF | half(instr),
+    )
 }
 
 impl PyProcInfo {
@@ -250,6 +355,8 @@ pub struct PyFrame {
     pub code: u64,
     /// The frame's instruction pointer.
     pub instr: u64,
+    /// The code object's [`code_ident`] (0: it could not be read).
+    pub ident: u32,
     /// The next (older) frame.
     pub previous: u64,
     /// This frame ends its evaluation-loop call's run.
@@ -269,6 +376,7 @@ pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Op
         return Ok(PyFrame {
             code,
             instr: lasti & 0xffff_ffff,
+            ident: code_ident(&info.ident, code, &mut read),
             previous,
             last: true,
         });
@@ -282,6 +390,7 @@ pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Op
         return Ok(PyFrame {
             code: 0,
             instr: 0,
+            ident: 0,
             previous,
             last: owner == OWNER_CSTACK && !base,
         });
@@ -300,6 +409,7 @@ pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Op
     Ok(PyFrame {
         code,
         instr,
+        ident: code_ident(&info.ident, code, &mut read),
         previous,
         last,
     })
@@ -407,10 +517,11 @@ pub fn step(
     };
     walk.frame = frame.previous;
     if frame.code != 0 {
-        if walk.frames >= MAX_PY_SAMPLE_FRAMES || !record.push(PY_CODE_BIT | frame.code) {
+        let [code, instr] = frame_words(frame.code, frame.instr, frame.ident);
+        if walk.frames >= MAX_PY_SAMPLE_FRAMES || !record.push(code) {
             return PyStop::TooDeep as u64;
         }
-        if !record.push(PY_CODE_BIT | frame.instr) {
+        if !record.push(instr) {
             return PyStop::TooDeep as u64;
         }
         walk.frames += 1;
@@ -432,8 +543,9 @@ pub fn step(
 }
 
 const _: () = assert!(core::mem::size_of::<PyOffsets>() == 24);
-const _: () = assert!(core::mem::size_of::<PyProcInfo>() == 64);
+const _: () = assert!(core::mem::size_of::<PyProcInfo>() == 80);
 const _: () = assert!(core::mem::size_of::<ChainWalk>() == 32);
+const _: () = assert!(core::mem::size_of::<IdentOffsets>() == 12);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -36,6 +36,34 @@ const CSTACK: PyOffsets = PyOffsets {
 };
 
 const RUNTIME: u64 = 0x1000;
+/// Where a fake code object keeps what its identity is made of, and its strings their length
+/// and characters.
+const IDENT: IdentOffsets = IdentOffsets {
+    qualname: 16,
+    filename: 24,
+    linetable: 32,
+    firstlineno: 44,
+    str_length: 16,
+    str_data: 40,
+};
+
+/// Lay out the parts of the identity of a code object at `code`: its names (`name` and
+/// `file`, at most 8 bytes each) at `strings` and `strings + 0x100`, its first line `first`.
+fn code_object(m: &mut Memory, code: u64, strings: u64, [name, file]: [&str; 2], first: u32) {
+    let word = |s: &str| {
+        let mut b = [0u8; 8];
+        b[..s.len()].copy_from_slice(s.as_bytes());
+        u64::from_le_bytes(b)
+    };
+    for (at, s) in [(strings, name), (strings + 0x100, file)] {
+        m.word(at + u64::from(IDENT.str_length), s.len() as u64);
+        m.word(at + u64::from(IDENT.str_data), word(s) | 0xee << (8 * s.len().min(7)));
+    }
+    m.word(code + u64::from(IDENT.qualname), strings);
+    m.word(code + u64::from(IDENT.filename), strings + 0x100);
+    m.word(code + u64::from(IDENT.linetable), strings + 0x200);
+    m.word(code + 40, u64::from(first) << 32 | 0x1234);
+}
 
 /// A process's memory, word by word; unwritten words are unreadable.
 #[derive(Default)]
@@ -97,6 +125,9 @@ fn process(o: &PyOffsets, threads: &[u32], tid: u32, frames: &[Frame]) -> (PyPro
         }
     }
     for (i, f) in frames.iter().enumerate() {
+        if f.code != 0 {
+            code_object(&mut m, f.code, 0x7_0000 + f.code * 0x400, ["f", "a.py"], 1);
+        }
         let at = frame_at(i);
         m.word(
             at + u64::from(o.frame_previous),
@@ -119,6 +150,8 @@ fn process(o: &PyOffsets, threads: &[u32], tid: u32, frames: &[Frame]) -> (PyPro
         cold_start: 0x50_0000,
         cold_end: 0x50_0100,
         offsets: *o,
+        ident: IDENT,
+        _pad: 0,
     };
     (info, m)
 }
@@ -190,9 +223,17 @@ fn walk_with_room(info: &PyProcInfo, m: &Memory, tid: u32, room: usize) -> (Vec<
             runs.push(Vec::new());
             continue;
         }
-        let instr = *words.next().expect("an instruction pointer after each code object");
-        assert!(instr > w, "the instruction pointer read is the frame's own");
-        runs.last_mut().expect("a run").push(w & !PY_CODE_BIT);
+        let second = *words.next().expect("an instruction pointer after each code object");
+        assert!(second & PY_CODE_BIT != 0, "every Python word is marked");
+        let (code, instr, ident) = of_frame_words([w, second]);
+        assert!(instr > code, "the instruction pointer read is the frame's own");
+        // The identity of the code object as the memory holds it (0 when unreadable).
+        assert_eq!(
+            ident,
+            code_ident(&IDENT, code, |a| m.read(a)),
+            "the identity of code object {code:#x}"
+        );
+        runs.last_mut().expect("a run").push(code);
     }
     // A last run closed by its end leaves an empty one behind.
     if runs.last().is_some_and(Vec::is_empty) {
@@ -411,6 +452,7 @@ fn frame_objects_are_one_run_each() {
         Ok(PyFrame {
             code: 0xa0,
             instr: 0xffff_ffff,
+            ident: code_ident(&IDENT, 0xa0, read),
             previous: 0x10100,
             last: true,
         })
@@ -419,6 +461,63 @@ fn frame_objects_are_one_run_each() {
     // The other thread's state runs nothing; a key no thread state holds finds none.
     assert_eq!(current_frame(&info, 3, read).map(|s| s.frame), Ok(0));
     assert_eq!(current_frame(&info, 5, read), Err(PyStop::NoThreadState));
+}
+
+/// A frame carries the identity of its code object as it was when the frame was read: a code
+/// object made at a freed one's address gets another, even with its names and line table at
+/// the same addresses, when a name's length or last characters or the first line differ; the
+/// same names and line make the same identity wherever they are. One whose parts cannot be
+/// read gets 0. The words keep the addresses whole, the marker bits and the run markers apart.
+#[test]
+fn frames_carry_their_code_objects_identity() {
+    let (info, mut m) = process(&CSTACK, &[5], 5, &[py(0xa000), C]);
+    let ident = |m: &Memory| read_frame(&info, 0x10000, |a| m.read(a)).expect("a frame").ident;
+    let strings = 0x50_0000;
+    let mut seen = std::collections::BTreeSet::new();
+    for (names, first) in [
+        (["work_4", "turn4.py"], 1),
+        (["work_5", "turn4.py"], 1),
+        (["work_4", "turn5.py"], 1),
+        (["work_4", "turn4.py"], 2),
+        (["work_4", "turn4.p"], 1),
+        (["<module>", "a.py"], 1),
+        (["<module>", "b.py"], 1),
+    ] {
+        code_object(&mut m, 0xa000, strings, names, first);
+        let got = ident(&m);
+        assert_ne!(got, 0);
+        assert!(seen.insert(got), "{names:?} line {first}: an identity of its own");
+    }
+    // The same names elsewhere, and a neighbour of the first line changed: the same.
+    code_object(&mut m, 0xa000, strings, ["<module>", "b.py"], 1);
+    m.word(0xa000 + 40, 1 << 32 | 0x9999);
+    assert!(seen.contains(&ident(&m)));
+    // The line table elsewhere: another.
+    m.word(0xa000 + u64::from(IDENT.linetable), 0x60_0000);
+    assert!(!seen.contains(&ident(&m)));
+    // A name's length unreadable: 0.
+    m.0.remove(&(strings + 0x100 + u64::from(IDENT.str_length)));
+    assert_eq!(ident(&m), 0);
+    // A long name: its last eight bytes count.
+    code_object(&mut m, 0xa000, strings, ["<module>", "b.py"], 1);
+    m.word(strings + 0x100 + u64::from(IDENT.str_length), 30);
+    m.word(strings + 0x100 + u64::from(IDENT.str_data) + 22, 0x1111);
+    let long = ident(&m);
+    m.word(strings + 0x100 + u64::from(IDENT.str_data) + 22, 0x2222);
+    assert_ne!(ident(&m), long);
+    // Every bit of the identity survives the words; the addresses too, up to 2^48.
+    for ident in [1, 0xfff, 0x1000, 0xff_ffff, 0xa5_5a5a] {
+        let (code, instr) = (0x7fff_ffff_f000, 0x7fff_ffff_f0c4);
+        let words = frame_words(code, instr, ident);
+        assert_eq!(of_frame_words(words), (code, instr, ident));
+        for w in words {
+            assert!(w & PY_CODE_BIT != 0 && w != PY_RUN_END && w != PY_CHAIN_END);
+        }
+    }
+    // A forged address above 2^48 does not spill into the identity or the markers.
+    let words = frame_words(u64::MAX, u64::MAX, 0);
+    assert_eq!(of_frame_words(words), (PY_ADDR_MASK, PY_ADDR_MASK, 0));
+    assert!(words.iter().all(|w| w & (PY_RUN_END | PY_CHAIN_END) == PY_CODE_BIT));
 }
 
 mod v314;

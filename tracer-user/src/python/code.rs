@@ -25,13 +25,12 @@ pub struct CodeInfo {
     pub filename: String,
     pub first_line: i32,
     pub linetable: Vec<u8>,
-    /// The words of the code object it was read from ([`read_header`]): a cached code object
-    /// whose header reads the same later is still this one.
+    /// The words of the code object it was read from ([`read_header`]).
     pub header: CodeHeader,
 }
 
-/// The words of a code object that point at its names and line table, and the word holding
-/// its first line: a code object freed and another made at its address differs in them.
+/// The words of a code object that point at its qualified name, file name and line table, and
+/// the word holding its first line.
 pub type CodeHeader = [u64; 4];
 
 /// Why a code object could not be read.
@@ -108,6 +107,9 @@ pub struct CodeMeta {
     /// [`MAX_LINETABLE`]).
     pub table_at: u64,
     pub table_len: u64,
+    /// Its identity (`tracer_common::python::code_ident`), as the kernel records it with
+    /// the frames that run it.
+    pub ident: u32,
 }
 
 /// Read the code object at `code`. `read(addr, buf)` fills `buf` from the process (false:
@@ -145,7 +147,12 @@ pub fn read_meta(
     if table_len > MAX_LINETABLE {
         return Err(CodeError::BadLineTable);
     }
+    let ident = tracer_common::python::code_ident(&layout.ident_offsets(), code, |at| {
+        let mut word = [0u8; 8];
+        read(at, &mut word).then(|| u64::from_ne_bytes(word))
+    });
     Ok(CodeMeta {
+        ident,
         qualname: tracer_unwind::names::capped(read_str(layout, qualname, read)?),
         filename: tracer_unwind::names::capped(read_str(layout, filename, read)?),
         first_line,

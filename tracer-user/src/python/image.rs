@@ -134,6 +134,8 @@ impl PythonImage {
             cold_start,
             cold_end,
             offsets: self.layout.kernel,
+            ident: self.layout.code.ident_offsets(),
+            _pad: 0,
         }
     }
 }

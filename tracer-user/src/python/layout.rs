@@ -18,7 +18,7 @@
 //! data and so read from the file (`debug_offsets`, its layout per version there; `for_version`
 //! picks).
 
-use tracer_common::python::{NO_FIELD, PY_FRAME_OBJECT, PY_THREAD_PTHREAD, PyOffsets};
+use tracer_common::python::{IdentOffsets, NO_FIELD, PY_FRAME_OBJECT, PY_THREAD_PTHREAD, PyOffsets};
 
 /// How userspace reads a code object and the strings it names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,21 @@ pub struct CodeLayout {
     pub bytes_data: u16,
     /// What a frame's recorded instruction is and how the line table reads.
     pub format: CodeFormat,
+}
+
+impl CodeLayout {
+    /// Where the kernel and userspace read what a code object's identity is made of
+    /// (`tracer_common::python::code_ident`).
+    pub const fn ident_offsets(&self) -> IdentOffsets {
+        IdentOffsets {
+            qualname: self.qualname,
+            filename: self.filename,
+            linetable: self.linetable,
+            firstlineno: self.firstlineno,
+            str_length: self.str_length,
+            str_data: self.str_ascii_size,
+        }
+    }
 }
 
 /// How a frame's instruction is recorded and its code object's line table is read.

@@ -1,6 +1,6 @@
 //! Python frames into a sample's stack: the words the kernel appended after the native frames
-//! (`tracer_common::python`: per frame the code object and the instruction pointer, each run
-//! closed by `PY_RUN_END`) parsed into runs ([`runs`]), and each run given to an
+//! (`tracer_common::python`: per frame the code object, the instruction pointer and the code
+//! object's identity at the sample, each run closed by `PY_RUN_END`) parsed into runs ([`runs`]), and each run given to an
 //! evaluation-loop frame of the native stack, innermost run to innermost such frame, the run's
 //! frames taking that frame's place, innermost first as the native frames are ([`merge`]).
 //!
@@ -12,13 +12,16 @@
 //! not yet or no longer in the chain), so runs are given outermost first; otherwise a walk
 //! was cut short at its outer end, and runs are given innermost first.
 
-use tracer_common::python::{PY_CHAIN_END, PY_CODE_BIT, PY_RUN_END};
+use tracer_common::python::{PY_CHAIN_END, PY_CODE_BIT, PY_RUN_END, of_frame_words};
 
-/// A Python frame as recorded: its code object and its instruction pointer.
+/// A Python frame as recorded: its code object, its instruction pointer, and the code
+/// object's identity when the sample was taken (`tracer_common::python::code_ident`; 0: the
+/// kernel could not read it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PyFrameRef {
     pub code: u64,
     pub instr: u64,
+    pub ident: u32,
 }
 
 /// One frame of a merged stack.
@@ -66,10 +69,8 @@ pub fn runs(words: &[u64]) -> Vec<Vec<PyFrameRef>> {
             at += 1;
             continue;
         };
-        run.push(PyFrameRef {
-            code: words[at] & !PY_CODE_BIT,
-            instr: instr & !PY_CODE_BIT,
-        });
+        let (code, instr, ident) = of_frame_words([words[at], instr]);
+        run.push(PyFrameRef { code, instr, ident });
         at += 2;
     }
     if !run.is_empty() {

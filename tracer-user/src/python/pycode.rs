@@ -5,10 +5,13 @@
 //!
 //! A sample is resolved when it arrives, so its code objects are read while the process
 //! lives (the outputs are written later, possibly after it exited). Code objects are cached
-//! per process by address, with what they said: a cached one is checked again (one read of
-//! its header) once it is [`RECHECK`] old, so that a code object freed and another made at
-//! its address is read afresh (one that cannot be read any more, its process gone, is kept).
-//! A process's cache goes when it exec's or is forgotten.
+//! per process by address, with their identity (`tracer_common::python::code_ident`, made of
+//! what names a frame: its names and line table), and the kernel records with each frame the
+//! identity its code object had at the sample. A frame is named by a cached code object of
+//! the same identity only; otherwise the code object is read again, and if the address holds
+//! another one by now (the frame's was freed after the sample and another made there), the
+//! frame is named by its address and counted (`replaced`): a frame never takes the name of
+//! a code object that was not its own. A process's cache goes when it exec's or is forgotten.
 //!
 //! Everything here is bounded against a process that forges its interpreter's memory:
 //! - code-object data: a line table is kept once for the code objects of a process that point
@@ -49,7 +52,7 @@ use tracer_common::python::PyProcInfo;
 use super::pymem::{MemReader, ReadError};
 use crate::python::{
     CodeLayout,
-    code::{CodeError, CodeHeader, line as code_line},
+    code::{CodeError, line as code_line},
     merge::{self, Merged, PyFrameRef},
 };
 
@@ -67,7 +70,7 @@ pub const MAX_PROC_CODE_BYTES: usize = 8 << 20;
 /// Bytes of code-object data all processes' caches hold at most; past it, the process
 /// holding the most empties its cache.
 pub const MAX_CODE_BYTES: usize = 64 << 20;
-/// Reads of a process's memory (code objects, line tables, headers checked again) one sample
+/// Reads of a process's memory (code objects and line tables) one sample
 /// makes at most, and one process's samples in a second.
 pub const MAX_READS_PER_SAMPLE: u32 = 128;
 pub const MAX_READS_PER_SECOND: u32 = 1024;
@@ -84,8 +87,6 @@ const MAX_FUNCTIONS: usize = 1 << 18;
 const MAX_FUNCTION_BYTES: usize = 64 << 20;
 /// The share of those one user's processes may take: one part in this many.
 const USER_SHARE: usize = 16;
-/// How long a cached code object is used before its header is read again.
-const RECHECK: Duration = Duration::from_secs(2);
 /// A Python function: its qualified name and the file it is defined in.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PyFunction {
@@ -121,6 +122,9 @@ pub struct PyFrameStats {
     /// Of them, frames whose code object could not be read (the process had exited, or the
     /// address held no code object), named by address.
     pub unnamed: u64,
+    /// Of them, frames whose code object was freed after the sample and another made at its
+    /// address before the frame was named (its identity not the frame's): named by address.
+    pub replaced: u64,
     /// Of them, frames not named because the session's functions reached their bound.
     pub too_many_functions: u64,
     /// Of them, frames not named because their user's processes took their share of the
@@ -149,8 +153,8 @@ struct Code {
     function: Option<u32>,
     first_line: i32,
     linetable: Arc<[u8]>,
-    header: CodeHeader,
-    checked: Instant,
+    /// Its `code_ident` (0 when unreadable).
+    ident: u32,
 }
 
 /// A process running an interpreter.
@@ -227,15 +231,13 @@ struct Names {
 /// session's thread only).
 pub struct PyCodes {
     pub(super) inner: RefCell<Inner>,
-    /// [`RECHECK`] (tests: shorter).
-    recheck: Duration,
     /// The owner of a process (tests: made up).
     pub(crate) owner: fn(u32) -> u32,
 }
 
 impl Default for PyCodes {
     fn default() -> PyCodes {
-        PyCodes::with_reader(MemReader::default(), RECHECK)
+        PyCodes::with_reader(MemReader::default())
     }
 }
 
@@ -246,15 +248,13 @@ fn proc_owner(pid: u32) -> u32 {
 }
 
 impl PyCodes {
-    /// Reading through `reader` (tests: a fake memory), checking cached code objects again
-    /// once `recheck` old.
-    pub fn with_reader(reader: MemReader, recheck: Duration) -> PyCodes {
+    /// Reading through `reader` (tests: a fake memory).
+    pub fn with_reader(reader: MemReader) -> PyCodes {
         PyCodes {
             inner: RefCell::new(Inner {
                 reader,
                 ..Inner::default()
             }),
-            recheck,
             owner: proc_owner,
         }
     }
@@ -390,7 +390,7 @@ impl PyCodes {
             inner.stats.unnamed += 1;
             return unnamed;
         };
-        let (layout, uid, now) = (proc.layout, proc.uid, Instant::now());
+        let (layout, now) = (proc.layout, Instant::now());
         if now.duration_since(proc.window.start) >= Duration::from_secs(1) {
             proc.window = Window {
                 start: now,
@@ -398,41 +398,35 @@ impl PyCodes {
                 scanned: 0,
             };
         }
-        // Two reads at most (a code object, its line table) may follow.
-        let out_of_reads =
-            inner.sample.reads + 2 > MAX_READS_PER_SAMPLE || proc.window.reads + 2 > MAX_READS_PER_SECOND;
-        // A cached code object, still the same one.
-        let fresh = match proc.codes.get_mut(&frame.code) {
-            Some(code) if now.duration_since(code.checked) < self.recheck => true,
-            // Past the work bounds, used as it is.
-            Some(_) if out_of_reads => true,
-            // Checked again; one that cannot be read any more (the process exited, and its
-            // samples still come in) is kept: nothing can have replaced it.
-            Some(code) => {
-                inner.sample.reads += 1;
-                proc.window.reads += 1;
-                match inner.reader.header(pid, uid, layout, frame.code) {
-                    Ok(header) if header != code.header => false,
-                    _ => {
-                        code.checked = now;
-                        true
-                    }
-                }
-            }
-            None => false,
-        };
-        if !fresh {
-            if out_of_reads {
+        // The kernel could not read the code object at the sample: nothing to name it by.
+        if frame.ident == 0 {
+            inner.stats.unnamed += 1;
+            return unnamed;
+        }
+        // A cached code object is the frame's if it has the frame's identity; else the
+        // address is read again (two reads at most: a code object, its line table).
+        if proc.codes.get(&frame.code).is_none_or(|code| code.ident != frame.ident) {
+            if inner.sample.reads + 2 > MAX_READS_PER_SAMPLE || proc.window.reads + 2 > MAX_READS_PER_SECOND {
                 inner.stats.over_budget += 1;
                 return unnamed;
             }
-            let code = read(inner, pid, frame.code, now);
+            let code = read(inner, pid, frame.code);
             let Some(proc) = inner.procs.get_mut(&pid) else {
                 return unnamed;
             };
+            if code.function.is_none() && proc.codes.contains_key(&frame.code) {
+                // Unreadable now (the process exited): what is cached stays, for its frames.
+                inner.stats.unnamed += 1;
+                return unnamed;
+            }
+            let (readable, ident) = (code.function.is_some(), code.ident);
             if proc.codes.insert(frame.code, code).is_none() {
                 proc.bytes += CODE_COST;
                 inner.bytes += CODE_COST;
+            }
+            if readable && ident != frame.ident {
+                inner.stats.replaced += 1;
+                return unnamed;
             }
         }
         let Some(proc) = inner.procs.get(&pid) else {
@@ -511,16 +505,15 @@ impl PyCodes {
 /// The code object at `code` of `pid`, read now (its line table read unless the process's
 /// cache has it), its function named in the session's names; the bounds on code-object data
 /// kept (caches emptied to make room).
-fn read(inner: &mut Inner, pid: u32, code: u64, now: Instant) -> Code {
-    let unreadable = |now| Code {
+fn read(inner: &mut Inner, pid: u32, code: u64) -> Code {
+    let unreadable = || Code {
         function: None,
         first_line: 0,
         linetable: Arc::from(Vec::new()),
-        header: [0; 4],
-        checked: now,
+        ident: 0,
     };
     let Some(proc) = inner.procs.get(&pid) else {
-        return unreadable(now);
+        return unreadable();
     };
     let (layout, uid) = (proc.layout, proc.uid);
     count_read(inner, pid);
@@ -530,7 +523,7 @@ fn read(inner: &mut Inner, pid: u32, code: u64, now: Instant) -> Code {
             if let ReadError::Code(CodeError::BadString | CodeError::BadLineTable) = err {
                 log::debug!("process {pid}: code object at {code:#x}: {err:?}");
             }
-            return unreadable(now);
+            return unreadable();
         }
     };
     if let Some(proc) = inner.procs.get_mut(&pid)
@@ -541,7 +534,7 @@ fn read(inner: &mut Inner, pid: u32, code: u64, now: Instant) -> Code {
     }
     count_read(inner, pid);
     let Ok(bytes) = inner.reader.table(pid, uid, meta.table_at, meta.table_len) else {
-        return unreadable(now);
+        return unreadable();
     };
     // The same bytes at the same place: kept once.
     let key = (meta.table_at, meta.table_len);
@@ -569,8 +562,7 @@ fn read(inner: &mut Inner, pid: u32, code: u64, now: Instant) -> Code {
         function: Some(inner.names.intern(uid, meta.qualname, meta.filename)),
         first_line: meta.first_line,
         linetable: table,
-        header: meta.header,
-        checked: now,
+        ident: meta.ident,
     }
 }
 

@@ -22,7 +22,7 @@ use std::{
 
 use crate::python::{
     CodeLayout,
-    code::{CodeError, CodeHeader, CodeMeta, read_header, read_meta, read_table},
+    code::{CodeError, CodeMeta, read_meta, read_table},
 };
 
 /// The longest a read is waited for.
@@ -52,11 +52,6 @@ enum Job {
         layout: CodeLayout,
         code: u64,
     },
-    Header {
-        pid: u32,
-        layout: CodeLayout,
-        code: u64,
-    },
     Table {
         pid: u32,
         at: u64,
@@ -68,7 +63,6 @@ enum Job {
 
 enum Reply {
     Meta(Result<CodeMeta, CodeError>),
-    Header(Result<CodeHeader, CodeError>),
     Table(Result<Vec<u8>, CodeError>),
 }
 
@@ -125,14 +119,6 @@ impl MemReader {
     pub fn table(&mut self, pid: u32, uid: u32, at: u64, len: u64) -> Result<Vec<u8>, ReadError> {
         match self.ask(pid, uid, Job::Table { pid, at, len })? {
             Reply::Table(r) => r.map_err(ReadError::Code),
-            _ => Err(ReadError::Stuck),
-        }
-    }
-
-    /// The header of the code object at `code` in `pid`.
-    pub fn header(&mut self, pid: u32, uid: u32, layout: CodeLayout, code: u64) -> Result<CodeHeader, ReadError> {
-        match self.ask(pid, uid, Job::Header { pid, layout, code })? {
-            Reply::Header(r) => r.map_err(ReadError::Code),
             _ => Err(ReadError::Stuck),
         }
     }
@@ -205,9 +191,6 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
                         Reply::Meta(read_meta(&layout, code, &mut |a, b| read(pid, a, b)))
                     }
                     Job::Table { pid, at, len } => Reply::Table(read_table(at, len, &mut |a, b| read(pid, a, b))),
-                    Job::Header { pid, layout, code } => {
-                        Reply::Header(read_header(&layout, code, &mut |a, b| read(pid, a, b)))
-                    }
                 };
                 if reply_tx.send(reply).is_err() {
                     return;

@@ -40,6 +40,10 @@ impl FakeMemory {
         for ch in s.chars() {
             obj.extend(&(ch as u32).to_ne_bytes()[..kind as usize]);
         }
+        // The terminating NUL, and the allocator's rounding up: eight bytes of characters at
+        // least, as in an interpreter's memory.
+        obj.push(0);
+        obj.resize(obj.len().max(usize::from(data) + 8).next_multiple_of(8), 0);
         self.put(at, &obj);
     }
 
@@ -60,6 +64,15 @@ impl FakeMemory {
         }
         obj[usize::from(c.firstlineno)..][..4].copy_from_slice(&first_line.to_ne_bytes());
         self.put(code, &obj);
+    }
+
+    /// The identity (`tracer_common::python::code_ident`) of the code object at `code`, as the
+    /// kernel records it with a frame; 0 when it cannot be read.
+    pub fn ident(&self, c: &CodeLayout, code: u64) -> u32 {
+        tracer_common::python::code_ident(&c.ident_offsets(), code, |at| {
+            let mut word = [0u8; 8];
+            self.read(at, &mut word).then(|| u64::from_ne_bytes(word))
+        })
     }
 
     /// A whole code object at `code`, its strings and line table right after it (within

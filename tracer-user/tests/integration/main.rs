@@ -40,6 +40,7 @@ mod otlp_tls;
 mod privileged;
 mod procmaps;
 mod python;
+mod python_reuse;
 mod python_root;
 mod python_session;
 mod reader;

@@ -168,7 +168,7 @@ fn session(python: &[String], mode: Mode, extra: &[&str]) -> Session {
 }
 
 /// The Unix time of a json sample, in nanoseconds.
-fn time_ns(sample: &serde_json::Value) -> u64 {
+pub fn time_ns(sample: &serde_json::Value) -> u64 {
     let text = sample["time"].to_string();
     let (secs, frac) = text.split_once('.').unwrap_or((&text, "0"));
     let frac = format!("{frac:0<9}");

@@ -3,10 +3,7 @@
 //! the names, the bytes of names one sample carries, and which process gives way in a full
 //! kernel map.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::sync::{Arc, Mutex};
 
 use tracer_common::python::PyProcInfo;
 
@@ -22,6 +19,8 @@ fn info() -> PyProcInfo {
         cold_start: 0,
         cold_end: 0,
         offsets: V3_11.kernel,
+        ident: V3_11.code.ident_offsets(),
+        _pad: 0,
     }
 }
 
@@ -31,7 +30,7 @@ fn codes(memory: &Arc<Mutex<FakeMemory>>) -> PyCodes {
         let memory = Arc::clone(&memory);
         Box::new(move |_pid, addr, buf: &mut [u8]| buf.is_empty() || memory.lock().unwrap().read(addr, buf))
     }));
-    let mut codes = PyCodes::with_reader(reader, Duration::from_secs(60));
+    let mut codes = PyCodes::with_reader(reader);
     codes.owner = |pid| if pid == 7 { 65534 } else { 0 };
     codes
 }
@@ -41,11 +40,12 @@ fn new_sample(codes: &PyCodes, pid: u32) {
     assert_eq!(codes.merge(pid, &[], 0, true, |_| 0), None);
 }
 
-/// A frame of the code object at `code`, `offset` bytes into its code.
-fn at(c: &CodeLayout, code: u64, offset: u64) -> PyFrameRef {
+/// A frame of the code object at `code` of `memory`, `offset` bytes into its code.
+fn at(memory: &Mutex<FakeMemory>, c: &CodeLayout, code: u64, offset: u64) -> PyFrameRef {
     PyFrameRef {
         code,
         instr: code + u64::from(c.code_adaptive) + offset,
+        ident: memory.lock().unwrap().ident(c, code),
     }
 }
 
@@ -81,7 +81,9 @@ fn a_line_table_shared_by_code_objects_is_kept_once() {
     codes.set(8, Some((info(), c)));
     for i in 0..n {
         new_sample(&codes, 8);
-        let frame = codes.frame(8, at(&c, 0x10_000 + i * 0x1000, 32)).expect("kept");
+        let frame = codes
+            .frame(8, at(&memory, &c, 0x10_000 + i * 0x1000, 32))
+            .expect("kept");
         assert_eq!(frame.line, 13, "code object {i}");
     }
     let held = size(&codes, "python.code_bytes");
@@ -94,7 +96,7 @@ fn a_line_table_shared_by_code_objects_is_kept_once() {
         m.code(&c, 0x5_000_000, [0x800_000, 0x800_000, table_at], 10);
     }
     new_sample(&codes, 8);
-    assert_eq!(codes.frame(8, at(&c, 0x5_000_000, 32)).expect("kept").line, 10);
+    assert_eq!(codes.frame(8, at(&memory, &c, 0x5_000_000, 32)).expect("kept").line, 10);
 }
 
 /// A sample whose frames are all new code objects reads at most [`MAX_READS_PER_SAMPLE`]
@@ -115,7 +117,7 @@ fn a_samples_reads_are_bounded() {
     let sample = |codes: &PyCodes| -> usize {
         new_sample(codes, 8);
         (0..256)
-            .map(|i| codes.frame(8, at(&c, 0x10_000 + i * 0x1000, 0)).expect("kept"))
+            .map(|i| codes.frame(8, at(&memory, &c, 0x10_000 + i * 0x1000, 0)).expect("kept"))
             .filter(|f| f.function != PyFrame::UNNAMED)
             .count()
     };
@@ -172,7 +174,7 @@ fn a_samples_names_are_bounded() {
     codes.set(8, Some((info(), c)));
     new_sample(&codes, 8);
     let frames: Vec<Option<PyFrame>> = (0..64u64)
-        .map(|i| codes.frame(8, at(&c, 0x10_000 + i * 0x10_000, 0)))
+        .map(|i| codes.frame(8, at(&memory, &c, 0x10_000 + i * 0x10_000, 0)))
         .collect();
     let kept: Vec<PyFrame> = frames.iter().flatten().copied().collect();
     let elided = kept.iter().position(|f| f.function == PyFrame::ELIDED).expect("elided");
@@ -196,7 +198,7 @@ fn a_samples_names_are_bounded() {
     new_sample(&codes, 8);
     assert!(
         codes
-            .frame(8, at(&c, 0x10_000, 0))
+            .frame(8, at(&memory, &c, 0x10_000, 0))
             .is_some_and(|f| f.function != PyFrame::ELIDED)
     );
 }

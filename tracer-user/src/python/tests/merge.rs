@@ -1,6 +1,6 @@
 //! Tests of the Python words of a record and their merging into the native stack.
 
-use tracer_common::python::{PY_CHAIN_END, PY_CODE_BIT, PY_RUN_END};
+use tracer_common::python::{PY_CHAIN_END, PY_CODE_BIT, PY_RUN_END, frame_words};
 
 use crate::python::merge::{Merged, PyFrameRef, Unmatched, merge, runs, split, whole};
 
@@ -8,22 +8,25 @@ fn f(code: u64) -> PyFrameRef {
     PyFrameRef {
         code,
         instr: code + 0x40,
+        ident: 0xa5_0000 | code as u32,
     }
 }
 
-/// Words of frames `codes` (instruction pointers `code + 0x40`), as the kernel writes them.
+/// Words of frames `codes` (instruction pointers `code + 0x40`, identities as [`f`] gives),
+/// as the kernel writes them.
 fn words(runs: &[&[u64]]) -> Vec<u64> {
     let mut out = Vec::new();
     for run in runs {
         for &code in *run {
-            out.extend([PY_CODE_BIT | code, PY_CODE_BIT | (code + 0x40)]);
+            let frame = f(code);
+            out.extend(frame_words(frame.code, frame.instr, frame.ident));
         }
         out.push(PY_RUN_END);
     }
     out
 }
 
-/// Native frames end at the first tagged word; runs come back in order, tags removed, empty
+/// Native frames end at the first tagged word; runs come back in order, the identities taken out of the tagged words, empty
 /// runs kept, an unterminated last run kept and a dangling code word dropped.
 #[test]
 fn words_parse_into_runs() {
@@ -37,7 +40,8 @@ fn words_parse_into_runs() {
         runs(&cut),
         [vec![PyFrameRef {
             code: 0xc0,
-            instr: 0x100
+            instr: 0x100,
+            ident: 0,
         }]]
     );
     assert_eq!(split(&[1, 2]), 2);

@@ -104,8 +104,15 @@ pub fn write(f: &mut fmt::Formatter<'_>, python: &PythonFigures) -> fmt::Result 
             f,
             "; {} Python frames in stacks, {} unnamed",
             stacks.frames,
-            stacks.unnamed + stacks.too_many_functions + stacks.over_user_budget + stacks.over_budget
+            stacks.unnamed + stacks.replaced + stacks.too_many_functions + stacks.over_user_budget + stacks.over_budget
         )?;
+        if stacks.replaced > 0 {
+            write!(
+                f,
+                " ({} with their code object replaced before they were named)",
+                stacks.replaced
+            )?;
+        }
     }
     let bounded = stacks.over_user_budget + stacks.over_budget + stacks.elided + stacks.caches_emptied;
     if bounded > 0 {

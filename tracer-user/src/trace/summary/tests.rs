@@ -151,7 +151,7 @@ fn json_has_the_figures_of_the_text() {
             "image_bytes": 0, "over_limit": 0, "rereads": 0,
         },
         "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
-            "stacks": {"frames": 0, "unnamed": 0, "too_many_functions": 0, "over_user_budget": 0,
+            "stacks": {"frames": 0, "unnamed": 0, "replaced": 0, "too_many_functions": 0, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
                 "runs_dropped": 0, "reads_stuck": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}},
@@ -410,6 +410,7 @@ fn python_walks_in_both_forms() {
     let stacks = crate::python::PyFrameStats {
         frames: 690,
         unnamed: 4,
+        replaced: 3,
         too_many_functions: 1,
         eval_frames_without_run: 2,
         runs_dropped: 0,
@@ -424,7 +425,7 @@ fn python_walks_in_both_forms() {
     assert!(
         text.contains(
             "\n  python: 40 walks, 700 frames, 3 walks cut short (read_failed 3); 690 Python frames in stacks, \
-             5 unnamed, 2 evaluation-loop frames without Python frames, 0 runs dropped\n"
+             8 unnamed (3 with their code object replaced before they were named), 2 evaluation-loop frames without Python frames, 0 runs dropped\n"
         ),
         "{text}"
     );
@@ -432,7 +433,7 @@ fn python_walks_in_both_forms() {
     assert_eq!(
         v["python"],
         serde_json::json!({"walks": 40, "frames": 700, "cut_short": 3, "cut_short_by_reason": {"read_failed": 3},
-            "stacks": {"frames": 690, "unnamed": 4, "too_many_functions": 1, "over_user_budget": 0,
+            "stacks": {"frames": 690, "unnamed": 4, "replaced": 3, "too_many_functions": 1, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 2,
                 "runs_dropped": 0, "reads_stuck": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}})

@@ -443,7 +443,7 @@ pub fn sid(test: &str) -> Vec<Interpreter> {
 }
 
 /// pyenv's `python3.MINOR`; without it, skipped (failing under CI).
-fn pyenv_required(test: &str, minor: &str) -> Option<Interpreter> {
+pub fn pyenv_required(test: &str, minor: &str) -> Option<Interpreter> {
     let missing = format!("no pyenv python{minor} installed");
     crate::support::required(test, pyenv(minor), &missing).map(|path| vec![path])
 }
