@@ -48,6 +48,9 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// session behind its samples (a host busier than it can follow) still ends on time, the rest
 /// counted as lost.
 const FINAL_DRAIN: Duration = Duration::from_secs(1);
+/// Notices taken at the end of a session past its last sample, at most (the programs are
+/// detached: only what the ring buffer holds is left).
+const MAX_FINAL_NOTICES: usize = 1 << 16;
 
 /// A validated tracing configuration.
 #[derive(Debug)]
@@ -286,10 +289,23 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let mut left_behind = 0u64;
     while let Some(sample) = events.try_next() {
         if Instant::now() < deadline {
+            notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
             sink.take(sample, &mut manager);
         } else {
             left_behind += 1;
         }
+    }
+    // The notices sent after the last sample (an exit just before the end): what they end is
+    // ended, for the summary; nothing is loaded any more.
+    for _ in 0..MAX_FINAL_NOTICES {
+        let notice = match held.take() {
+            Some(notice) => notice,
+            None => match notices.try_next() {
+                Some(&notice) => notice,
+                None => break,
+            },
+        };
+        manager.on_notice_seen(&notice);
     }
     sink.release(None, true, &mut manager)?;
     if let Some(recorder) = sink.copies.recorder() {

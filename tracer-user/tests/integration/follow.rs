@@ -126,6 +126,52 @@ fn system_wide_follows_a_later_process() {
     assert!(summary.count("processes.exited") >= 1, "{stderr}");
 }
 
+/// Regression (a system-wide session interrupted right after a process exited said
+/// `"exited": 0`: the end was taken before the exit notice waiting beside it, and the notices
+/// left at the end were never read): the notices sent before the end are taken at the end.
+/// The tracer is stopped (SIGSTOP) while its process is killed, then given SIGINT and SIGCONT:
+/// the end and the exit notice are ready together, and the end goes first.
+#[test]
+fn an_exit_just_before_the_end_is_counted() {
+    privileged_test!();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
+    let host = compile(dir.path(), "host", &[]);
+    let out = dir.path().join("stacks.folded");
+    let mut tracer = Tracer::start_logging(
+        &[
+            SUMMARY_JSON[0],
+            SUMMARY_JSON[1],
+            "-a",
+            "-F",
+            "99",
+            "--no-kernel",
+            "-o",
+            out.to_str().expect("path"),
+        ],
+        sframe_trace::manager::LOAD_LOG,
+    );
+    let mut victim = Running(
+        Command::new(&host)
+            .env("PLUGIN", &plugin)
+            .env("DELAY_MS", "0")
+            .env("CPU_MS", "600000")
+            .spawn()
+            .expect("start the host"),
+    );
+    tracer.wait_loaded(victim.pid(), "loaded the process");
+    let kill = |pid: u32, signal| {
+        sframe_trace::sys::process::kill(pid as libc::pid_t, signal).expect("signal");
+    };
+    kill(tracer.pid(), libc::SIGSTOP);
+    victim.0.kill().expect("kill the process");
+    victim.0.wait().expect("reap it");
+    kill(tracer.pid(), libc::SIGINT);
+    let (status, stderr) = tracer.stop(libc::SIGCONT);
+    assert!(status.success(), "{stderr}");
+    assert!(Summary::of(&stderr).count("processes.exited") >= 1, "{stderr}");
+}
+
 /// A traced process that execs a new image is reloaded: the new image's stacks are exact.
 #[test]
 fn exec_reloads_the_process() {
