@@ -48,9 +48,6 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// session behind its samples (a host busier than it can follow) still ends on time, the rest
 /// counted as lost.
 const FINAL_DRAIN: Duration = Duration::from_secs(1);
-/// Notices taken at the end of a session past its last sample, at most (the programs are
-/// detached: only what the ring buffer holds is left).
-const MAX_FINAL_NOTICES: usize = 1 << 16;
 
 /// A validated tracing configuration.
 #[derive(Debug)]
@@ -248,7 +245,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                     // unbounded drain would never end).
                     for _ in 0..BATCH {
                         let Some(sample) = events.try_next() else { break };
-                        notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+                        notices_first(&mut notices, &mut held, sample.time_ns, &mut |notice| manager.notice(notice))?;
                         sink.take(sample, &mut manager);
                     }
                     manager.on_notice(&notice)?;
@@ -260,13 +257,13 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
                 }
                 sample = events.next() => match sample {
                     Some(sample) => {
-                        notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+                        notices_first(&mut notices, &mut held, sample.time_ns, &mut |notice| manager.notice(notice))?;
                         sink.take(sample, &mut manager);
                         // The rest of what is waiting, in one go: each turn of the loop costs
                         // more than a sample.
                         for _ in 1..BATCH {
                             let Some(sample) = events.try_next() else { break };
-                            notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+                            notices_first(&mut notices, &mut held, sample.time_ns, &mut |notice| manager.notice(notice))?;
                             sink.take(sample, &mut manager);
                         }
                         // Code compiled into a known JIT region since its jitdump was read.
@@ -289,24 +286,22 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
     let mut left_behind = 0u64;
     while let Some(sample) = events.try_next() {
         if Instant::now() < deadline {
-            notices_first(&mut notices, &mut held, sample.time_ns, &mut manager)?;
+            // Only what the notices end: loading a process now would only delay the end.
+            notices_first(&mut notices, &mut held, sample.time_ns, &mut |notice| {
+                manager.on_notice_seen(notice);
+                Ok(())
+            })?;
             sink.take(sample, &mut manager);
         } else {
             left_behind += 1;
         }
     }
     // The notices sent after the last sample (an exit just before the end): what they end is
-    // ended, for the summary; nothing is loaded any more.
-    for _ in 0..MAX_FINAL_NOTICES {
-        let notice = match held.take() {
-            Some(notice) => notice,
-            None => match notices.try_next() {
-                Some(&notice) => notice,
-                None => break,
-            },
-        };
-        manager.on_notice_seen(&notice);
-    }
+    // ended, for the summary. The programs are detached: only what the ring holds is left.
+    notices_first(&mut notices, &mut held, u64::MAX, &mut |notice| {
+        manager.on_notice_seen(notice);
+        Ok(())
+    })?;
     sink.release(None, true, &mut manager)?;
     if let Some(recorder) = sink.copies.recorder() {
         say(format_args!(
@@ -492,7 +487,7 @@ async fn next_notice(held: &mut Option<Notice>, notices: &mut crate::bpf::Notice
     }
 }
 
-/// Act on the notices sent before a sample taken at `before_ns`, before it is resolved: those
+/// Give `act` the notices sent before a sample taken at `before_ns`, before it is resolved: those
 /// (an exit and a new process with the same pid, an exec, code unmapped) decide which mappings
 /// resolve it, and their ring buffer's readiness can lag behind the samples'. The first later
 /// notice is held back for the session's loop: under a flood of notices (a fork storm), a
@@ -502,7 +497,7 @@ fn notices_first(
     notices: &mut crate::bpf::Notices,
     held: &mut Option<Notice>,
     before_ns: u64,
-    manager: &mut Manager,
+    act: &mut impl FnMut(&Notice) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     loop {
         let notice = match held.take() {
@@ -516,7 +511,7 @@ fn notices_first(
             *held = Some(notice);
             return Ok(());
         }
-        manager.notice(&notice)?;
+        act(&notice)?;
     }
 }
 

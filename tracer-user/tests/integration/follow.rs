@@ -23,6 +23,17 @@ fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     compile_fixture(&format!("follow/{name}"), &out, extra)
 }
 
+/// Start `fixtures/follow/host` built at `host`: it loads `plugin` after `delay_ms`, and with
+/// `cpu_ms` works for that much CPU time in it, then exits.
+fn start_host(host: &Path, plugin: &Path, delay_ms: &str, cpu_ms: Option<&str>) -> Running {
+    let mut command = Command::new(host);
+    command.env("PLUGIN", plugin).env("DELAY_MS", delay_ms);
+    if let Some(cpu_ms) = cpu_ms {
+        command.env("CPU_MS", cpu_ms);
+    }
+    Running(command.spawn().expect("start the host"))
+}
+
 /// The folded lines of `path` whose stack contains `frame`, as (stack, count).
 fn stacks_with(path: &Path, frame: &str) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(path).expect("read the folded output");
@@ -58,13 +69,7 @@ fn dlopen_after_attach_is_unwound() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
     let host = compile(dir.path(), "host", &[]);
-    let running = Running(
-        Command::new(&host)
-            .env("PLUGIN", &plugin)
-            .env("DELAY_MS", "1500")
-            .spawn()
-            .expect("start the host"),
-    );
+    let running = start_host(&host, &plugin, "1500", None);
     let (_out_dir, out, stderr) = trace_pid(running.pid(), 4, &[]);
     let (good, total) = exact(&stacks_with(&out, "plugin_leaf"), PLUGIN_CHAIN);
     eprintln!("{stderr}\nplugin samples: {good}/{total} exact");
@@ -100,14 +105,7 @@ fn system_wide_follows_a_later_process() {
     ]);
     // The later process works for 3 s of CPU time however busy the machine is, then exits; the
     // tracer is stopped after that.
-    let mut later = Running(
-        Command::new(&host)
-            .env("PLUGIN", &plugin)
-            .env("DELAY_MS", "300")
-            .env("CPU_MS", "3000")
-            .spawn()
-            .expect("start the host"),
-    );
+    let mut later = start_host(&host, &plugin, "300", Some("3000"));
     let status = later.0.wait().expect("wait for the later process");
     assert!(status.success(), "the later process failed: {status}");
     let stderr = tracer.interrupt();
@@ -135,7 +133,6 @@ fn system_wide_follows_a_later_process() {
 fn an_exit_just_before_the_end_is_counted() {
     privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
-    let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
     let host = compile(dir.path(), "host", &[]);
     let out = dir.path().join("stacks.folded");
     let mut tracer = Tracer::start_logging(
@@ -151,14 +148,16 @@ fn an_exit_just_before_the_end_is_counted() {
         ],
         sframe_trace::manager::LOAD_LOG,
     );
+    // Without its plugin (`after`: no dlopen), so that nothing it maps once it works leaves a
+    // notice to act on when the tracer is stopped.
     let mut victim = Running(
         Command::new(&host)
-            .env("PLUGIN", &plugin)
-            .env("DELAY_MS", "0")
+            .arg("after")
             .env("CPU_MS", "600000")
             .spawn()
             .expect("start the host"),
     );
+    victim.wait_working(&host);
     tracer.wait_loaded(victim.pid(), "loaded the process");
     let kill = |pid: u32, signal| {
         sframe_trace::sys::process::kill(pid as libc::pid_t, signal).expect("signal");
