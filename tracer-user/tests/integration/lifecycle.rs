@@ -408,7 +408,8 @@ fn low_memlock_limit_is_lifted_or_one_sentence() {
 
 /// A launched command is held at its entry point while the tables load: a program that spends
 /// its first ~40 ms in `early` and the next ~40 ms in `late`, far less than loading takes, is
-/// sampled in both about equally, and every stack through them is complete down to `_start`.
+/// sampled in both in proportion to the CPU time each took (the program measures it), and every
+/// stack through them is complete down to `_start`.
 #[test]
 fn a_launched_command_is_traced_from_its_entry_point() {
     privileged_test!();
@@ -447,8 +448,20 @@ fn a_launched_command_is_traced_from_its_entry_point() {
         }
     }
     assert!(late >= 10, "only {late} samples in late:\n{stderr}");
+    // Sampling is by CPU time: `early` gets late * early_ns / late_ns samples when traced from
+    // its first instruction, half of that at the least (a tracer that lets the program run
+    // while it loads gets none: loading takes longer than `early`).
+    let phases = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("phases: early "))
+        .and_then(|l| l.split_once(" late "))
+        .and_then(|(e, l)| Some((e.trim().parse::<u64>().ok()?, l.trim().parse::<u64>().ok()?)))
+        .unwrap_or_else(|| panic!("the program did not print its phases' CPU times:\n{stderr}"));
+    let (early_ns, late_ns) = (u128::from(phases.0), u128::from(phases.1.max(1)));
+    let expected = u128::from(late) * early_ns / late_ns;
     assert!(
-        early * 2 >= late,
-        "{early} samples in early, {late} in late: the start of the program ran untraced\n{stderr}"
+        u128::from(early) * 2 >= expected,
+        "{early} samples in early, {late} in late, for {early_ns} and {late_ns} ns of CPU time \
+         ({expected} expected in early): the start of the program ran untraced\n{stderr}"
     );
 }
