@@ -521,3 +521,82 @@ fn frames_carry_their_code_objects_identity() {
 }
 
 mod v314;
+
+/// A recursive program's frames share their code objects, and a walk reads each one's
+/// identity once: the frames still carry their own code object's identity (checked against
+/// the memory by `walk_with_room`) when two functions alternate, when a third comes between
+/// them, and when an identity cannot be read (not kept: read again, 0 again).
+#[test]
+fn a_walk_reads_a_shared_code_objects_identity_once() {
+    let codes = [0xa000, 0xb000, 0xc000];
+    let chain: Vec<Frame> = [0, 0, 0, 0, 1, 0, 1, 0, 1, 2, 0, 1, 0, 0]
+        .iter()
+        .map(|&i| py(codes[i]))
+        .chain([C])
+        .collect();
+    let (info, mut m) = process(&CSTACK, &[5], 5, &chain);
+    for (i, (&code, name)) in codes.iter().zip(["fib", "step", "leaf"]).enumerate() {
+        code_object(
+            &mut m,
+            code,
+            0x50_0000 + 0x1000 * i as u64,
+            [name, "rec.py"],
+            10 + i as u32,
+        );
+    }
+    let (runs, stop, _) = walk_with_room(&info, &m, 5, 4096);
+    assert_eq!(stop, None);
+    assert_eq!(
+        runs,
+        [chain[..chain.len() - 1].iter().map(|f| f.code).collect::<Vec<_>>()]
+    );
+    // The same walk with its reads counted: per Python frame its own fields (previous, owner,
+    // code, instruction pointer), two for the C-stack frame, and an identity (eight reads)
+    // per code object not among the last two read: `fib`, `step`, `leaf` (which takes the
+    // place of `fib`), `fib` again (in place of `step`), `step` again; the rest are known.
+    let reads = std::cell::Cell::new(0u32);
+    let counted = Counted(&m, &reads);
+    let start = current_frame(&info, 5, |a| m.read(a)).expect("a start");
+    let mut record = Words {
+        words: Vec::new(),
+        room: 4096,
+    };
+    let mut walk = ChainWalk::new(start, 0);
+    while step(&info, &mut walk, |a| counted.read(a), &mut record) == CONTINUE {}
+    let frames = chain.len() as u32;
+    assert_eq!(reads.get(), 5 * 8 + 4 * frames - 2, "{} reads", reads.get());
+    // A code object whose identity cannot be read is read again at each of its frames (its
+    // four fields, then no string), and takes no entry: `step` and `leaf` are read once.
+    m.0.remove(&(0xa000 + u64::from(IDENT.qualname)));
+    let counted = Counted(&m, &reads);
+    reads.set(0);
+    let mut walk = ChainWalk::new(current_frame(&info, 5, |a| m.read(a)).expect("a start"), 0);
+    record.words.clear();
+    while step(&info, &mut walk, |a| counted.read(a), &mut record) == CONTINUE {}
+    let unreadable = chain.iter().filter(|f| f.code == 0xa000).count() as u32;
+    assert_eq!(
+        reads.get(),
+        2 * 8 + 4 * unreadable + 4 * frames - 2,
+        "{} reads",
+        reads.get()
+    );
+    let idents: Vec<u32> = record
+        .words
+        .chunks(2)
+        .filter(|w| w.len() == 2 && w[0] != PY_RUN_END)
+        .map(|w| of_frame_words([w[0], w[1]]))
+        .filter(|&(code, _, _)| code == 0xa000)
+        .map(|(_, _, ident)| ident)
+        .collect();
+    assert!(!idents.is_empty() && idents.iter().all(|&i| i == 0), "{idents:?}");
+}
+
+/// A memory whose reads are counted.
+struct Counted<'a>(&'a Memory, &'a std::cell::Cell<u32>);
+
+impl Counted<'_> {
+    fn read(&self, addr: u64) -> Option<u64> {
+        self.1.set(self.1.get() + 1);
+        self.0.read(addr)
+    }
+}
