@@ -46,7 +46,8 @@ pub struct FollowStats {
     pub loaded: u64,
     /// Mapping refreshes after a PC in no known mapping (dlopen, JIT).
     pub refreshed: u64,
-    /// Processes that exited and were dropped.
+    /// Followed processes that exited (their exit notice; also after an `Unmapped` or `Exec`
+    /// notice ended their mappings) and were dropped.
     pub exited: u64,
     /// Processes that were gone before their mappings could be read.
     pub vanished: u64,
@@ -88,6 +89,10 @@ pub struct Follower<P> {
     pub(super) timing: Timing,
     /// Exited processes waiting for their grace period to end.
     exited: VecDeque<(Instant, u32)>,
+    /// Processes whose mappings an `Unmapped` or `Exec` notice ended and that were not loaded
+    /// again since (the reload not acted on yet, or it found the process gone): their exit is
+    /// still one of a followed process, to count. Dead ones are dropped by the sweep.
+    ended_alive: std::collections::HashSet<u32>,
     built: mpsc::UnboundedSender<Built>,
     /// Objects being built in the background, and the processes waiting for them.
     building: std::collections::HashSet<ObjectKey>,
@@ -114,6 +119,7 @@ impl<P: Processes> Follower<P> {
             processes,
             timing,
             exited: VecDeque::new(),
+            ended_alive: std::collections::HashSet::new(),
             built,
             building: std::collections::HashSet::new(),
             waiting: Vec::new(),
@@ -131,7 +137,9 @@ impl<P: Processes> Follower<P> {
     /// taken after it (see `Catalog::end_process`); other notices change nothing here.
     /// [`Follower::notice`] does this too: call it alone first to resolve the samples queued
     /// before acting on a notice.
-    /// An exit is counted here, once: the process is forgotten after a grace period.
+    /// An exit is counted here, once, for a process the session followed (its mappings
+    /// current, or ended by an earlier notice of the process while it lived): the process is
+    /// forgotten after a grace period.
     pub fn ended(&mut self, notice: &Notice, catalog: &mut Catalog) {
         let kind = NoticeKind::try_from(notice.kind);
         if matches!(kind, Ok(NoticeKind::Exit | NoticeKind::Exec | NoticeKind::Unmapped)) {
@@ -141,10 +149,13 @@ impl<P: Processes> Follower<P> {
             let known = catalog.end_process(notice.tgid, notice.time_ns);
             if kind == Ok(NoticeKind::Exit) {
                 catalog.runtimes.exited(notice.tgid, notice.time_ns);
-            }
-            if known && kind == Ok(NoticeKind::Exit) {
-                self.stats.exited += 1;
-                self.exited.push_back((Instant::now(), notice.tgid));
+                let followed = self.ended_alive.remove(&notice.tgid);
+                if known || followed {
+                    self.stats.exited += 1;
+                    self.exited.push_back((Instant::now(), notice.tgid));
+                }
+            } else if known {
+                self.ended_alive.insert(notice.tgid);
             }
         }
     }
@@ -209,6 +220,7 @@ impl<P: Processes> Follower<P> {
             // A plugin or a small program: built now, a few milliseconds, so that its first
             // samples are not lost waiting for a thread.
             let exec = catalog.add_process(pid, &mappings);
+            self.ended_alive.remove(&pid);
             kernel.sync_tables(&mut catalog.loader.tables)?;
             match kernel.set_process(pid, &exec) {
                 Ok(_) => log::debug!(target: LOAD_LOG, "pid {pid} loaded"),
@@ -307,6 +319,8 @@ impl<P: Processes> Follower<P> {
         if swept {
             self.last_sweep = Instant::now();
             self.sweeps += 1;
+            let processes = &self.processes;
+            self.ended_alive.retain(|&pid| processes.alive(pid));
             for pid in catalog
                 .processes
                 .current
@@ -361,6 +375,7 @@ impl<P: Processes> Follower<P> {
     /// The lengths of its collections, named (see `trace::sizes`).
     pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         add("follow.exited", self.exited.len());
+        add("follow.ended_alive", self.ended_alive.len());
         add("follow.building", self.building.len());
         add("follow.waiting", self.waiting.len());
     }

@@ -558,3 +558,57 @@ fn a_pid_reused_after_an_exit_keeps_its_incarnation() {
         before
     );
 }
+
+/// A followed process's exit is counted once whatever notice of it came first: one whose
+/// mappings an `Unmapped` notice ended just before (not acted on yet, as at the end of a
+/// session), one whose reload after such a notice found it gone, and one reloaded after an
+/// exec; a process never followed is not counted, and a dead one's entry goes with the sweep.
+#[test]
+fn a_followed_process_s_exit_is_counted_after_any_notice() {
+    let app = object("chain", 1, 0);
+    // The unmapping ended, not acted on.
+    let mut s = Session::with(TableSet::new(), Duration::from_secs(3600));
+    s.world.run(10, vec![mapped(&app, 0x10000)]);
+    s.load(10);
+    s.manager.on_notice_seen(&notice_now(NoticeKind::Unmapped, 10));
+    s.world.exit(10);
+    s.notice(NoticeKind::Exit, 10);
+    assert_eq!(s.manager.stats().exited, 1);
+    // Acted on, the process gone by then.
+    s.world.run(11, vec![mapped(&app, 0x10000)]);
+    s.load(11);
+    s.world.exit(11);
+    s.notice(NoticeKind::Unmapped, 11);
+    assert_eq!(s.manager.stats().vanished, 1);
+    s.notice(NoticeKind::Exit, 11);
+    assert_eq!(s.manager.stats().exited, 2);
+    // An exec reloaded, then the exit: once.
+    s.world.run(12, vec![mapped(&app, 0x10000)]);
+    s.load(12);
+    s.notice(NoticeKind::Exec, 12);
+    s.world.exit(12);
+    s.notice(NoticeKind::Exit, 12);
+    s.notice(NoticeKind::Exit, 12);
+    assert_eq!(s.manager.stats().exited, 3);
+    // Never followed: not counted.
+    s.notice(NoticeKind::Exit, 13);
+    assert_eq!(s.manager.stats().exited, 3);
+    // Ended by a notice, then dead without an exit notice: the sweep drops it.
+    let mut s = Session::new();
+    s.world.run(14, vec![mapped(&app, 0x10000)]);
+    s.load(14);
+    s.manager.on_notice_seen(&notice_now(NoticeKind::Unmapped, 14));
+    let size = |s: &Session| {
+        let mut n = None;
+        s.manager.sizes(&mut |name, len| {
+            if name == "follow.ended_alive" {
+                n = Some(len);
+            }
+        });
+        n
+    };
+    assert_eq!(size(&s), Some(1));
+    s.world.exit(14);
+    s.housekeep();
+    assert_eq!(size(&s), Some(0));
+}
