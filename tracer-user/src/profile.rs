@@ -46,7 +46,11 @@ impl Stack {
         let native = split(user);
         self.user.clear();
         self.sources.clear();
-        let mut walk = NativeWalk::default();
+        let mut walk = NativeWalk {
+            native,
+            untrusted_fp: catalog.runtimes.jit.keeps_no_frame_pointers(sample.tgid),
+            ..NativeWalk::default()
+        };
         let lookup = |i: usize| if i == 0 { user[0] } else { user[i].wrapping_sub(1) };
         let native_whole = sample.stop == StopReason::Outermost as u32;
         match catalog
@@ -57,6 +61,9 @@ impl Stack {
         {
             Some(merged) => {
                 for frame in merged {
+                    if walk.cut {
+                        break;
+                    }
                     match frame {
                         Merged::Native(i) => walk.push(self, sample, catalog, i, lookup(i)),
                         Merged::Python(frame) => {
@@ -69,7 +76,14 @@ impl Stack {
                     }
                 }
             }
-            None => (0..native).for_each(|i| walk.push(self, sample, catalog, i, lookup(i))),
+            None => {
+                for i in 0..native {
+                    walk.push(self, sample, catalog, i, lookup(i));
+                    if walk.cut {
+                        break;
+                    }
+                }
+            }
         }
         let num_kernel = (sample.num_kernel as usize).min(sample.kernel.len());
         self.kernel.clear();
@@ -77,9 +91,13 @@ impl Stack {
             .extend(sample.kernel[..num_kernel].iter().map(|&addr| Frame::Kernel { addr }));
         self.pid = sample.tgid;
         self.tid = sample.tid;
-        self.truncated = StopReason::try_from(sample.stop)
-            .ok()
-            .filter(|reason| *reason != StopReason::Outermost);
+        self.truncated = if walk.cut {
+            Some(StopReason::BadFramePointer)
+        } else {
+            StopReason::try_from(sample.stop)
+                .ok()
+                .filter(|reason| *reason != StopReason::Outermost)
+        };
         set_comm(&mut self.comm, &sample.comm);
         self.event = events.name(sample.event);
         self.cpu = Some(sample.cpu);
@@ -100,6 +118,13 @@ struct NativeWalk {
     last: Option<ResolvedMapping>,
     /// The native frame before.
     before: Option<Frame>,
+    /// The sample's native frames.
+    native: usize,
+    /// The process's JIT code keeps no frame pointers (`jit::java`): a frame the kernel found
+    /// by the frame-pointer fallback from JIT code is not its caller.
+    untrusted_fp: bool,
+    /// The stack ends at the frame pushed last: its caller was found that way.
+    cut: bool,
 }
 
 impl NativeWalk {
@@ -113,6 +138,9 @@ impl NativeWalk {
                 .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
         };
         self.last = mapping.or(self.last);
+        let jit_code = matches!(mapping, Some(ResolvedMapping { object: None, .. }));
+        self.cut =
+            self.untrusted_fp && jit_code && i + 1 < self.native && sample.user_source.get(i + 1) == Some(&SOURCE_FP);
         let frame = match mapping {
             Some(ResolvedMapping {
                 object: Some(object),
@@ -216,6 +244,10 @@ pub struct Profile {
     /// Samples the kernel walked with mappings it found through the process's VMAs
     /// (`tracer_common::vma`: code of a process userspace had not read).
     pub vma_samples: u64,
+    /// Samples whose stack was cut at a JIT frame whose caller the frame-pointer fallback
+    /// found in a process whose JIT code keeps no frame pointers (`NativeWalk::cut`), by how
+    /// the kernel's walk had ended: the summary counts them as `BadFramePointer` instead.
+    pub fp_cuts: [u64; StopReason::COUNT as usize],
     /// The stack [`Profile::add`] resolves samples into.
     scratch: Stack,
 }
@@ -258,6 +290,12 @@ impl Profile {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.set_to(sample, catalog, &self.events);
         self.vma_samples += u64::from(sample.vmas != 0);
+        if stack.truncated == Some(StopReason::BadFramePointer)
+            && sample.stop != StopReason::BadFramePointer as u32
+            && let Some(cuts) = self.fp_cuts.get_mut(sample.stop as usize)
+        {
+            *cuts += 1;
+        }
         self.tally(&mut stack, sample.weight);
         self.scratch = stack;
         &self.scratch

@@ -90,7 +90,9 @@ pub enum StopReason {
     /// overflows: stacks grow down, so the table or the registers are wrong (and walking on
     /// could loop).
     SpNotAdvancing = 11,
-    /// Frame-pointer fallback: FP misaligned, below SP, or the saved FP not above it.
+    /// Frame-pointer fallback: FP misaligned, below SP, or the saved FP not above it. Also set
+    /// by userspace for a caller the fallback found from JIT code that keeps no frame pointers
+    /// (Java without `-XX:+PreserveFramePointer`): the stack ends at the JIT frame.
     BadFramePointer = 12,
     /// The walker's frame limit was reached (set by the walker loop).
     MaxDepth = 13,

@@ -15,6 +15,10 @@ pub struct Jit {
     /// The perf maps read, and the JIT-name budget.
     pub names: JitNames,
     pub dumps: dumps::JitDumps,
+    /// Processes whose JIT code keeps no frame pointers (Java without
+    /// `-XX:+PreserveFramePointer`, `java.rs`): a frame-pointer step from their JIT code is not
+    /// trusted. Decided at each look at a process with JIT code, forgotten with the process.
+    without_frame_pointers: std::collections::HashSet<u32>,
 }
 
 impl Jit {
@@ -22,6 +26,21 @@ impl Jit {
     /// not hold ([`dumps::JitDumps::take_rereads`]).
     pub fn take_dump_rereads(&mut self) -> Vec<u32> {
         self.dumps.take_rereads(&self.names.budget)
+    }
+
+    /// Whether `pid`'s JIT code keeps no frame pointers (see the field).
+    pub fn keeps_no_frame_pointers(&self, pid: u32) -> bool {
+        self.without_frame_pointers.contains(&pid)
+    }
+
+    /// Record whether `pid`'s JIT code keeps no frame pointers (tests; [`Runtime::attach`]
+    /// reads it from `/proc`).
+    pub fn set_without_frame_pointers(&mut self, pid: u32, without: bool) {
+        if without {
+            self.without_frame_pointers.insert(pid);
+        } else {
+            self.without_frame_pointers.remove(&pid);
+        }
     }
 }
 
@@ -36,6 +55,8 @@ impl Runtime for Jit {
     fn attach(&mut self, pid: u32, mappings: &[Mapped]) {
         if mappings.iter().any(|m| m.anonymous_code) {
             self.names.watch(pid);
+            let without = super::java::process_without_frame_pointers(pid);
+            self.set_without_frame_pointers(pid, without);
         }
     }
 
@@ -45,6 +66,7 @@ impl Runtime for Jit {
 
     fn detach(&mut self, pid: u32) {
         self.dumps.forget_process(pid, &mut self.names.budget);
+        self.without_frame_pointers.remove(&pid);
     }
 
     fn forget_objects(&mut self, gone: &[usize]) {
@@ -77,5 +99,6 @@ impl Runtime for Jit {
     fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         self.names.sizes(add);
         self.dumps.sizes(add);
+        add("jit.without_frame_pointers", self.without_frame_pointers.len());
     }
 }

@@ -108,13 +108,7 @@ impl Runtimes {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         self.names.insert(pid, name.clone());
-        let words = |file| -> Vec<String> {
-            read(pid, file)
-                .unwrap_or_default()
-                .split(|&b| b == 0)
-                .map(|w| String::from_utf8_lossy(w).into_owned())
-                .collect()
-        };
+        let words = |file| crate::jit::java::words(pid, file).unwrap_or_default();
         if let Some(note) = runtime_note(pid, &name, &words("cmdline"), &words("environ")) {
             self.notes.push(note);
         }
@@ -126,27 +120,16 @@ impl Runtimes {
 /// without `--perf-basic-prof` (its JavaScript frames have no names). The flags count in the
 /// variables each runtime reads options from too.
 pub(crate) fn runtime_note(pid: u32, exe_name: &str, args: &[String], env: &[String]) -> Option<String> {
-    let given = |flags: &[&str], vars: &[&str]| {
-        args.iter().any(|a| flags.iter().any(|f| a.starts_with(f)))
-            || env.iter().any(|e| {
-                vars.iter().any(|v| {
-                    e.strip_prefix(v)
-                        .and_then(|e| e.strip_prefix('='))
-                        .is_some_and(|value| flags.iter().any(|f| value.contains(f)))
-                })
-            })
-    };
-    if exe_name == "java" {
-        let vars = ["JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"];
-        if !given(&["-XX:+PreserveFramePointer"], &vars) {
-            return Some(format!(
-                "pid {pid} runs Java without -XX:+PreserveFramePointer, so its stacks stop at the first JIT-compiled \
-                 frame (`java;<leaf>`): restart it with `java -XX:+PreserveFramePointer` (and \
-                 -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit for the names of compiled methods)"
-            ));
-        }
-    } else if (exe_name == "node" || exe_name == "nodejs")
-        && !given(&["--perf-basic-prof", "--perf-prof"], &["NODE_OPTIONS"])
+    use crate::jit::java;
+    if java::without_frame_pointers(exe_name, args, env) {
+        return Some(format!(
+            "pid {pid} runs Java without -XX:+PreserveFramePointer, so its stacks stop at the first JIT-compiled \
+             frame (`java;<leaf>`, counted as bad_frame_pointer): restart it with `java -XX:+PreserveFramePointer` \
+             (and -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit for the names of compiled methods)"
+        ));
+    }
+    if (exe_name == "node" || exe_name == "nodejs")
+        && !java::option_given(args, env, &["--perf-basic-prof", "--perf-prof"], &["NODE_OPTIONS"])
     {
         return Some(format!(
             "pid {pid} runs Node.js without --perf-basic-prof, so its JavaScript frames have no names: \

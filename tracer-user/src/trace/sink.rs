@@ -68,13 +68,27 @@ impl Sink {
 
     /// The kernel's stop counts without the walks of samples that are not in the profile: the
     /// tracer's own, and the stacks kept at exit and exec (`entries`), with the samples given
-    /// those counted as they end.
+    /// those counted as they end; stacks the profile cut at a JIT frame count as
+    /// `bad_frame_pointer`.
     pub(super) fn adjust_stops(&self, stops: &mut [(tracer_common::walk::StopReason, u64)]) {
         for (reason, count) in stops.iter_mut() {
             *count = count.saturating_sub(self.own_stops[*reason as usize]);
         }
         self.entries.adjust(stops);
         self.copies.stats.adjust(stops);
+        // The stacks cut at a JIT frame (`Profile::fp_cuts`), by how their walk had ended.
+        let mut cut = 0;
+        for (reason, count) in stops.iter_mut() {
+            let cuts = self.profile.fp_cuts[*reason as usize].min(*count);
+            *count -= cuts;
+            cut += cuts;
+        }
+        if let Some((_, count)) = stops
+            .iter_mut()
+            .find(|(r, _)| *r == tracer_common::walk::StopReason::BadFramePointer)
+        {
+            *count += cut;
+        }
     }
 
     /// Write the samples held for their JIT names that wait no more (all of them with `all`,

@@ -561,6 +561,66 @@ fn frames_found_through_vmas_resolve_without_the_process() {
     );
 }
 
+/// In a process whose JIT code keeps no frame pointers (Java without
+/// `-XX:+PreserveFramePointer`), a frame the frame-pointer fallback found from JIT code is not
+/// its caller: the stack ends at the JIT frame, truncated as `bad_frame_pointer`, and the
+/// profile counts the cut by how the kernel's walk had ended. A frame found from JIT code by a
+/// table, a frame-pointer step from an object's code, and the same stacks in a process that
+/// keeps its frame pointers stay whole.
+#[test]
+fn jit_frames_without_frame_pointers_end_their_stack() {
+    let mut catalog = catalog();
+    catalog
+        .processes
+        .current
+        .get_mut(&7)
+        .expect("process 7")
+        .push(ResolvedMapping {
+            start: 0x40000,
+            end: 0x50000,
+            bias: 0,
+            object: None,
+        });
+    // A leaf in /app, a JIT frame, /app's frame found from it by its frame pointer, /lib.so.
+    let from_jit = sample(
+        &[0x1100, 0x40100, 0x1201, 0x8101],
+        &[SOURCE_TABLE, SOURCE_TABLE, SOURCE_FP, SOURCE_TABLE],
+        &[],
+    );
+    // The JIT frame found by the fallback from /app's leaf, /app's frame from it by a table.
+    let from_app = sample(
+        &[0x1100, 0x40101, 0x1201, 0x8101],
+        &[SOURCE_TABLE, SOURCE_FP, SOURCE_TABLE, SOURCE_TABLE],
+        &[],
+    );
+    let stacks = |catalog: &Catalog| {
+        let mut profile = Profile::new(Default::default());
+        let got: Vec<(usize, Option<StopReason>)> = [&from_jit, &from_app]
+            .iter()
+            .map(|s| {
+                let stack = profile.add(s, catalog);
+                (stack.user.len(), stack.truncated)
+            })
+            .collect();
+        (got, profile.fp_cuts)
+    };
+    let (whole, cuts) = stacks(&catalog);
+    assert_eq!(whole, [(4, None), (4, None)]);
+    assert_eq!(cuts.iter().sum::<u64>(), 0);
+    catalog.runtimes.jit.set_without_frame_pointers(7, true);
+    let (cut, cuts) = stacks(&catalog);
+    assert_eq!(cut, [(2, Some(StopReason::BadFramePointer)), (4, None)]);
+    assert_eq!(cuts[StopReason::Outermost as usize], 1);
+    assert_eq!(cuts.iter().sum::<u64>(), 1);
+    let mut profile = Profile::new(Default::default());
+    let stack = profile.add(&from_jit, &catalog);
+    assert!(
+        matches!(stack.user[1], Frame::UserUnknown { addr: 0x400ff, .. }),
+        "the JIT frame is kept, its callers dropped: {:?}",
+        stack.user
+    );
+}
+
 /// `/healthz` is 503 before the session publishes and once its figures are older than 10 s,
 /// 200 in between; `/metrics` carries each figure with its type; other paths are 404, other
 /// methods 405.

@@ -305,5 +305,73 @@ fn java_perf_map_names_compiled_java() {
     let _ = std::fs::remove_file(format!("/tmp/perf-{launched}.map"));
 }
 
+/// A plain `java` (no `-XX:+PreserveFramePointer`): its compiled code keeps no frame pointers,
+/// and a frame-pointer step from it skips every compiled frame up to the nearest interpreted or
+/// native one. Each stack in compiled code ends at its compiled frame, truncated as
+/// `bad_frame_pointer`, never continued by a caller the fallback found from there.
+#[test]
+fn java_without_frame_pointers_ends_its_stacks_at_compiled_code() {
+    privileged_test!(test);
+    if !have(test, "javac") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("Fib.java"), FIB_JAVA).expect("write Fib.java");
+    run(Command::new("javac").arg("Fib.java").current_dir(dir.path()));
+    let classes = dir.path().to_str().expect("utf-8 path");
+    let mut child = Command::new("java")
+        .args(["-cp", classes, "Fib", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start java");
+    let stdout = child.stdout.take().expect("stdout");
+    let java = Running(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    let pid = java.pid().to_string();
+    let out = dir.path().join("java.json");
+    let out_arg = out.to_str().expect("utf-8 path");
+    let mut args = vec!["--pid", &pid, "-d", "2", "-F", "499", "-f", "json", "-o", out_arg];
+    args.extend(SUMMARY_JSON);
+    let stderr = Tracer::start(&args).finish();
+    let java_pid = java.pid();
+    drop(java);
+    let json = std::fs::read_to_string(&out).expect("read the json output");
+    let samples = json_samples(&json, java_pid);
+    let mut in_jit = 0;
+    for sample in &samples {
+        let frames: Vec<&serde_json::Value> = json_frames(sample).iter().filter(|f| f["source"] != "kernel").collect();
+        let Some(first_jit) = frames.iter().position(|f| f["object"].is_null()) else {
+            continue;
+        };
+        in_jit += 1;
+        // Every caller after the first JIT frame was found by a table or is JIT code the
+        // fallback reached from a frame that keeps its frame pointer: never an object's
+        // frame the fallback found from JIT code.
+        for pair in frames[first_jit..].windows(2) {
+            assert!(
+                !(pair[0]["object"].is_null() && pair[1]["source"] == "fp"),
+                "a caller found by the frame pointer of compiled code: {sample}"
+            );
+        }
+        // And no stack through JIT code passes for whole.
+        assert!(
+            !sample["truncated"].is_null(),
+            "a whole stack through compiled code: {sample}"
+        );
+    }
+    let cut = Summary::of(&stderr).count("stacks.truncated_by_reason.bad_frame_pointer");
+    eprintln!(
+        "java without frame pointers: {} samples, {in_jit} in JIT code, {cut} cut",
+        samples.len()
+    );
+    assert!(in_jit >= ENOUGH, "only {in_jit} samples in JIT code:\n{stderr}");
+    assert!(cut > 0, "no stack counted as cut:\n{stderr}");
+    assert!(
+        stderr.contains("counted as bad_frame_pointer"),
+        "the diagnosis says so:\n{stderr}"
+    );
+}
+
 /// Where the stacks of Java's threads start (the launcher runs `main` on a thread of its own).
 const JAVA_BOTTOM: &[&str] = &["clone3", "__clone3", "start_thread", "_start"];
