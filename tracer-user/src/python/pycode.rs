@@ -145,6 +145,9 @@ pub struct PyFrameStats {
     pub runs_dropped: u64,
     /// Reader threads left blocked by a process's memory (see `pymem`).
     pub reads_stuck: u64,
+    /// Reader threads left behind that answered after all (a slow read, not a stuck one):
+    /// their processes were read again.
+    pub reads_late: u64,
 }
 
 /// A cached code object.
@@ -488,6 +491,7 @@ impl PyCodes {
         let inner = self.inner.borrow();
         PyFrameStats {
             reads_stuck: inner.reader.stuck as u64,
+            reads_late: inner.reader.recovered as u64,
             ..inner.stats
         }
     }

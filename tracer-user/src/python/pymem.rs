@@ -11,6 +11,10 @@
 //! that user's processes only. After [`MAX_STUCK`] threads left in all (as many users) no
 //! process is read (Python frames then stay unnamed, counted). The session's own thread never
 //! waits longer than the timeout.
+//!
+//! A thread left behind that answers after all (its read was slow, not stuck: a host so busy
+//! that the reader was not run in time) gives its process back: at the next read the process,
+//! and its user, are read again. A read that never returns keeps them refused.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -77,6 +81,14 @@ struct Worker {
     replies: Receiver<Reply>,
 }
 
+/// A reader thread left behind by a read of `pid` (owned by `uid`) that did not answer in time:
+/// its replies are watched for the late answer (or its end) that shows it was not stuck.
+struct LeftBehind {
+    pid: u32,
+    uid: u32,
+    replies: Receiver<Reply>,
+}
+
 /// The reader thread and what it has given up on.
 pub struct MemReader {
     worker: Option<Worker>,
@@ -85,8 +97,12 @@ pub struct MemReader {
     stuck_pids: HashSet<u32>,
     /// Threads left blocked, by the uid of the process that blocked them.
     stuck_users: HashMap<u32, usize>,
+    /// The threads left blocked (at most [`MAX_STUCK`]: no read is sent past it).
+    left: Vec<LeftBehind>,
     /// Threads left blocked.
     pub stuck: usize,
+    /// Threads left behind that answered after all (their processes read again).
+    pub recovered: usize,
 }
 
 impl Default for MemReader {
@@ -103,7 +119,9 @@ impl MemReader {
             make_read,
             stuck_pids: HashSet::new(),
             stuck_users: HashMap::new(),
+            left: Vec::new(),
             stuck: 0,
+            recovered: 0,
         }
     }
 
@@ -134,7 +152,37 @@ impl MemReader {
         }
     }
 
+    /// The threads left behind that have answered since (or ended): their processes and users
+    /// are read again.
+    fn recover(&mut self) {
+        let mut i = 0;
+        while i < self.left.len() {
+            match self.left[i].replies.try_recv() {
+                Err(mpsc::TryRecvError::Empty) => i += 1,
+                Ok(_) | Err(mpsc::TryRecvError::Disconnected) => {
+                    let late = self.left.swap_remove(i);
+                    self.stuck -= 1;
+                    if let Some(n) = self.stuck_users.get_mut(&late.uid) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.stuck_users.remove(&late.uid);
+                        }
+                    }
+                    self.stuck_pids.remove(&late.pid);
+                    self.recovered += 1;
+                    log::info!(
+                        "reading the memory of process {} answered late: it is read again",
+                        late.pid
+                    );
+                }
+            }
+        }
+    }
+
     fn ask(&mut self, pid: u32, uid: u32, job: Job) -> Result<Reply, ReadError> {
+        if !self.left.is_empty() {
+            self.recover();
+        }
         let user_stuck = self.stuck_users.get(&uid).copied().unwrap_or(0);
         if self.stuck_pids.contains(&pid) || user_stuck >= MAX_STUCK_PER_USER || self.stuck >= MAX_STUCK {
             return Err(ReadError::Stuck);
@@ -153,10 +201,13 @@ impl MemReader {
                 self.stuck += 1;
                 *self.stuck_users.entry(uid).or_default() += 1;
                 self.stuck_pids.insert(pid);
-                self.worker = None;
+                // Its job queue closes with `jobs`: the thread ends once its read returns.
+                if let Some(Worker { replies, .. }) = self.worker.take() {
+                    self.left.push(LeftBehind { pid, uid, replies });
+                }
                 log::warn!(
                     "reading the memory of process {pid} took longer than {TIMEOUT:?}: its Python \
-                     frames are not named from now on ({} of {MAX_STUCK_PER_USER} reader threads \
+                     frames are not named until it answers ({} of {MAX_STUCK_PER_USER} reader threads \
                      stuck for uid {uid}, {} of {MAX_STUCK} in all)",
                     user_stuck + 1,
                     self.stuck

@@ -167,5 +167,9 @@ fn judge(python: &[String], traced: &Traced) {
     let replaced = traced.summary.count("python.stacks.replaced");
     eprintln!("{what}: {replaced} Python frames found their code object replaced");
     assert!(exact >= LEAST, "{what}: only {exact} samples judged");
-    assert!(unnamed * 20 <= exact, "{what}: {unnamed} samples with unnamed frames");
+    assert!(
+        unnamed * 20 <= exact,
+        "{what}: {unnamed} samples with unnamed frames; the summary's python figures: {}",
+        traced.summary.0["python"]
+    );
 }

@@ -124,3 +124,47 @@ fn a_forgotten_pid_is_read_again() {
     reader.forget(5);
     assert!(reader.meta(5, 0, c, 0x10_000).is_ok());
 }
+
+/// A read that answers after the timeout (a slow read on a busy host, not a stuck one) gives
+/// its process and its user back: refused while the thread is blocked, read again once it has
+/// answered, counted as late and no longer as stuck.
+#[test]
+fn a_late_answer_gives_the_process_back() {
+    let c = V3_11.code;
+    let mut memory = FakeMemory::default();
+    memory.function(&c, 0x10_000, "f", "a.py", 1, &[]);
+    let memory = Arc::new(memory);
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = Arc::new(Mutex::new(Some(held)));
+    let mut reader = MemReader::with(Box::new(move || {
+        let (memory, held) = (Arc::clone(&memory), Arc::clone(&held));
+        Box::new(move |_pid, addr, buf: &mut [u8]| {
+            if buf.is_empty() {
+                return true;
+            }
+            // The first thread's first read waits until the test lets it go.
+            if let Some(held) = held.lock().unwrap().take() {
+                let _ = held.recv();
+            }
+            memory.read(addr, buf)
+        })
+    }));
+    assert_eq!(reader.meta(5, 7, c, 0x10_000), Err(ReadError::Stuck));
+    assert_eq!(
+        reader.meta(5, 7, c, 0x10_000),
+        Err(ReadError::Stuck),
+        "refused while blocked"
+    );
+    assert_eq!((reader.stuck, reader.recovered), (1, 0));
+    release.send(()).expect("the blocked read waits");
+    let started = Instant::now();
+    while reader.meta(5, 7, c, 0x10_000).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the late answer never counted"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!((reader.stuck, reader.recovered), (0, 1));
+    assert!(reader.stuck_users.is_empty() && reader.stuck_pids.is_empty());
+}

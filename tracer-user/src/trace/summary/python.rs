@@ -134,5 +134,12 @@ pub fn write(f: &mut fmt::Formatter<'_>, python: &PythonFigures) -> fmt::Result 
     if stacks.reads_stuck > 0 {
         write!(f, ", {} memory reads stuck", stacks.reads_stuck)?;
     }
+    if stacks.reads_late > 0 {
+        write!(
+            f,
+            ", {} memory reads late (read again once answered)",
+            stacks.reads_late
+        )?;
+    }
     writeln!(f)
 }

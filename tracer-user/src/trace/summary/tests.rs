@@ -153,7 +153,7 @@ fn json_has_the_figures_of_the_text() {
         "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
             "stacks": {"frames": 0, "unnamed": 0, "replaced": 0, "too_many_functions": 0, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
-                "runs_dropped": 0, "reads_stuck": 0},
+                "runs_dropped": 0, "reads_stuck": 0, "reads_late": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}},
         "diagnosis": [],
     });
@@ -415,6 +415,7 @@ fn python_walks_in_both_forms() {
         eval_frames_without_run: 2,
         runs_dropped: 0,
         reads_stuck: 0,
+        reads_late: 0,
         ..Default::default()
     };
     let summary = Summary {
@@ -435,7 +436,7 @@ fn python_walks_in_both_forms() {
         serde_json::json!({"walks": 40, "frames": 700, "cut_short": 3, "cut_short_by_reason": {"read_failed": 3},
             "stacks": {"frames": 690, "unnamed": 4, "replaced": 3, "too_many_functions": 1, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 2,
-                "runs_dropped": 0, "reads_stuck": 0},
+                "runs_dropped": 0, "reads_stuck": 0, "reads_late": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}})
     );
 }
