@@ -11,11 +11,6 @@
 //! was given: its command line and the variables the launcher reads options from. Every read
 //! is bounded; an unreadable process is taken as keeping its frame pointers (today's walk).
 
-use std::io::Read as _;
-
-/// Bytes read of `/proc/PID/cmdline` and `environ` at most.
-const MAX_READ: u64 = 64 << 10;
-
 /// The variables the Java launcher and the JVM read options from.
 pub const OPTION_VARS: [&str; 3] = ["JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"];
 /// The option that makes compiled code keep frame pointers.
@@ -54,16 +49,10 @@ pub fn process_without_frame_pointers(pid: u32) -> bool {
     without_frame_pointers("java", &args, &env)
 }
 
-/// The NUL-separated words of `/proc/PID/FILE`, at most [`MAX_READ`] bytes of them.
+/// The NUL-separated words of `/proc/PID/FILE` (its bounded start, `super::process::proc_file`).
 pub fn words(pid: u32, file: &str) -> Option<Vec<String>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(format!("/proc/{pid}/{file}"))
-        .ok()?
-        .take(MAX_READ)
-        .read_to_end(&mut bytes)
-        .ok()?;
     Some(
-        bytes
+        super::process::proc_file(pid, file)?
             .split(|&b| b == 0)
             .map(|w| String::from_utf8_lossy(w).into_owned())
             .collect(),

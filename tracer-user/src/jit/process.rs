@@ -21,6 +21,21 @@ use tracer_unwind::objfile::ObjectFileError;
 /// The largest JIT file read (a perf map of a million functions is about 80 MiB).
 pub const MAX_FILE: u64 = 256 << 20;
 
+/// Bytes of a `/proc/PID/FILE` read by [`proc_file`] at most.
+pub const MAX_PROC_FILE: u64 = 64 << 10;
+
+/// The start of `/proc/PID/FILE` (`stat`, `status`, `cmdline`, `environ`), at most
+/// [`MAX_PROC_FILE`] bytes; `None` when unreadable.
+pub fn proc_file(pid: u32, file: &str) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(format!("/proc/{pid}/{file}"))
+        .ok()?
+        .take(MAX_PROC_FILE)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(bytes)
+}
+
 /// What identifies a process's JIT files: its root, its pid there and its user.
 #[derive(Debug)]
 pub struct ProcessView {

@@ -4,27 +4,16 @@
 //! named. Every read is bounded and any failure is "unknown", never an error: these only add
 //! advice to the summary.
 
-use std::{
-    collections::{HashMap, HashSet},
-    io::Read as _,
-};
+use std::collections::{HashMap, HashSet};
 
 /// `PF_KTHREAD` in the flags of `/proc/PID/stat`.
 const PF_KTHREAD: u64 = 0x0020_0000;
-/// Bytes read of `/proc/PID/stat`, `status`, `cmdline` and `environ` at most.
-const MAX_READ: u64 = 64 << 10;
 /// Processes whose runtime is looked at, at most, in a session.
 const MAX_SEEN: usize = 65536;
 
-/// The start of `/proc/PID/FILE`, at most [`MAX_READ`] bytes; `None` when unreadable.
+/// The start of `/proc/PID/FILE` (bounded); `None` when unreadable.
 fn read(pid: u32, file: &str) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(format!("/proc/{pid}/{file}"))
-        .ok()?
-        .take(MAX_READ)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    Some(bytes)
+    crate::jit::process::proc_file(pid, file)
 }
 
 /// What `/proc/PID/stat` and `status` say of a process.

@@ -214,6 +214,24 @@ fn late_names(json: &str, pid: u32) {
     );
 }
 
+/// `Fib` compiled into `dir` and started there with the JVM options `options` for 60 s,
+/// returned once it printed `warm` (its first second of `fib` is over).
+fn warm_fib(dir: &std::path::Path, options: &[&str]) -> Running {
+    std::fs::write(dir.join("Fib.java"), FIB_JAVA).expect("write Fib.java");
+    run(Command::new("javac").arg("Fib.java").current_dir(dir));
+    let mut child = Command::new("java")
+        .args(options)
+        .args(["-cp", dir.to_str().expect("utf-8 path"), "Fib", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start java");
+    let stdout = child.stdout.take().expect("stdout");
+    let java = Running(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    java
+}
+
 /// The Java program: `fib` for `seconds`, printing `warm` after the first second.
 const FIB_JAVA: &str = "public class Fib {\n\
     static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
@@ -238,20 +256,9 @@ fn java_perf_map_names_compiled_java() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("Fib.java"), FIB_JAVA).expect("write Fib.java");
-    run(Command::new("javac").arg("Fib.java").current_dir(dir.path()));
     let classes = dir.path().to_str().expect("utf-8 path");
-
     // Running, with the map written on request once fib is compiled.
-    let mut child = Command::new("java")
-        .args(["-XX:+PreserveFramePointer", "-cp", classes, "Fib", "60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start java");
-    let stdout = child.stdout.take().expect("stdout");
-    let java = Running(child);
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    let java = warm_fib(dir.path(), &["-XX:+PreserveFramePointer"]);
     let pid = java.pid().to_string();
     run(Command::new("jcmd").args([&pid, "Compiler.perfmap"]));
     let out = dir.path().join("java.json");
@@ -316,18 +323,7 @@ fn java_without_frame_pointers_ends_its_stacks_at_compiled_code() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("Fib.java"), FIB_JAVA).expect("write Fib.java");
-    run(Command::new("javac").arg("Fib.java").current_dir(dir.path()));
-    let classes = dir.path().to_str().expect("utf-8 path");
-    let mut child = Command::new("java")
-        .args(["-cp", classes, "Fib", "60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start java");
-    let stdout = child.stdout.take().expect("stdout");
-    let java = Running(child);
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    let java = warm_fib(dir.path(), &[]);
     let pid = java.pid().to_string();
     let out = dir.path().join("java.json");
     let out_arg = out.to_str().expect("utf-8 path");
