@@ -367,65 +367,7 @@ pub struct PyFrame {
 /// `last` set: it closes the run above it (and is not a Python frame itself); 3.15's base
 /// frame and 3.14's frames owned by the C stack come back with `code == 0`, `last` unset.
 #[inline(always)]
-pub fn read_frame(info: &PyProcInfo, frame: u64, read: impl FnMut(u64) -> Option<u64>) -> Result<PyFrame, PyStop> {
-    let mut cache = IdentCache::EMPTY;
-    read_frame_with(info, frame, read, &mut cache)
-}
-
-/// The identities computed last in one sample's walk, by code object: a recursive function's
-/// frames share their code object, whose identity is then read once per sample, not once per
-/// frame. Within one walk a code object cannot be replaced: every frame of the chain holds a
-/// reference to its code object, which lives at least as long as the frame.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IdentCache {
-    /// Code objects, 0 for an empty entry.
-    code: [u64; 2],
-    ident: [u32; 2],
-    /// The entry to replace next.
-    next: u32,
-    _pad: u32,
-}
-
-impl IdentCache {
-    pub const EMPTY: IdentCache = IdentCache {
-        code: [0; 2],
-        ident: [0; 2],
-        next: 0,
-        _pad: 0,
-    };
-
-    /// [`code_ident`] of `code`, from the cache or read (and then kept: identities that could
-    /// not be read, 0, are not).
-    #[inline(always)]
-    pub fn ident(&mut self, o: &IdentOffsets, code: u64, read: impl FnMut(u64) -> Option<u64>) -> u32 {
-        if code != 0 {
-            if self.code[0] == code {
-                return self.ident[0];
-            }
-            if self.code[1] == code {
-                return self.ident[1];
-            }
-        }
-        let ident = code_ident(o, code, read);
-        if ident != 0 {
-            let at = (self.next & 1) as usize;
-            self.code[at] = code;
-            self.ident[at] = ident;
-            self.next = self.next.wrapping_add(1);
-        }
-        ident
-    }
-}
-
-/// [`read_frame`], the identity taken from (and kept in) `cache`.
-#[inline(always)]
-pub fn read_frame_with(
-    info: &PyProcInfo,
-    frame: u64,
-    mut read: impl FnMut(u64) -> Option<u64>,
-    cache: &mut IdentCache,
-) -> Result<PyFrame, PyStop> {
+pub fn read_frame(info: &PyProcInfo, frame: u64, mut read: impl FnMut(u64) -> Option<u64>) -> Result<PyFrame, PyStop> {
     let o = &info.offsets;
     let previous = read(frame.wrapping_add(u64::from(o.frame_previous))).ok_or(PyStop::ReadFailed)?;
     if o.flags & PY_FRAME_OBJECT != 0 {
@@ -434,7 +376,7 @@ pub fn read_frame_with(
         return Ok(PyFrame {
             code,
             instr: lasti & 0xffff_ffff,
-            ident: cache.ident(&info.ident, code, &mut read),
+            ident: code_ident(&info.ident, code, &mut read),
             previous,
             last: true,
         });
@@ -467,7 +409,7 @@ pub fn read_frame_with(
     Ok(PyFrame {
         code,
         instr,
-        ident: cache.ident(&info.ident, code, &mut read),
+        ident: code_ident(&info.ident, code, &mut read),
         previous,
         last,
     })
@@ -500,8 +442,6 @@ pub struct ChainWalk {
     pub first_run_at: u32,
     /// Whether the innermost run was dropped ([`PyStop::Unsettled`]).
     pub unsettled: u32,
-    /// The identities read in this walk ([`IdentCache`]).
-    pub idents: IdentCache,
 }
 
 /// [`step`]: the walk goes on.
@@ -525,7 +465,6 @@ impl ChainWalk {
                 record_len
             },
             unsettled: 0,
-            idents: IdentCache::EMPTY,
         }
     }
 
@@ -571,7 +510,7 @@ pub fn step(
             PyStop::ChainEnded as u64
         };
     }
-    let frame = match read_frame_with(info, walk.frame, read, &mut walk.idents) {
+    let frame = match read_frame(info, walk.frame, read) {
         Ok(frame) => frame,
         Err(_) if checking => return walk.settle(record),
         Err(stop) => return stop as u64,
@@ -605,8 +544,7 @@ pub fn step(
 
 const _: () = assert!(core::mem::size_of::<PyOffsets>() == 24);
 const _: () = assert!(core::mem::size_of::<PyProcInfo>() == 80);
-const _: () = assert!(core::mem::size_of::<ChainWalk>() == 64);
-const _: () = assert!(core::mem::size_of::<IdentCache>() == 32);
+const _: () = assert!(core::mem::size_of::<ChainWalk>() == 32);
 const _: () = assert!(core::mem::size_of::<IdentOffsets>() == 12);
 
 #[cfg(feature = "user")]
