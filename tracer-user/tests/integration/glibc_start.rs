@@ -17,7 +17,14 @@ __attribute__((noipa)) void a(long n) { b(n); sink++; }
 int main(int argc, char **argv) { for (;;) a(1L << 20); }
 "#;
 
-/// Compile `source` with SFrame into `dir/name` and trace it for 2 s; the folded stacks (glibc's
+/// Samples a trace needs at least.
+const ENOUGH: u64 = 100;
+/// The longest a trace samples (doubling from 2 s) to get [`ENOUGH`] samples: an emulated
+/// guest on a busy host can give the program a small share of 2 s.
+const MAX_SECS: u32 = 32;
+
+/// Compile `source` with SFrame into `dir/name` and trace it for 2 s (longer, doubling up to
+/// [`MAX_SECS`], while it took fewer than [`ENOUGH`] samples); the folded stacks (glibc's
 /// `__libc_start_main_impl` named `__libc_start_main`), the sample count, and the stderr with
 /// the summary as JSON.
 fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>, u64, String) {
@@ -25,29 +32,37 @@ fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>
     std::fs::write(&src, source).expect("write source");
     let exe = dir.join(name);
     gcc(&src, &exe, &SFRAME_CFLAGS);
-    let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
-        .args(SUMMARY_JSON)
-        .args(["-F", "499", "-d", "2", "--no-kernel", "--"])
-        .arg(&exe)
-        .output()
-        .expect("run sframe-trace");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(out.status.success(), "{stderr}");
-    let stacks: Vec<(String, u64)> = stdout
-        .lines()
-        .map(|line| {
-            let (stack, count) = line.rsplit_once(' ').expect("folded line");
-            (
-                stack.replace("__libc_start_main_impl", "__libc_start_main"),
-                count.parse().expect("count"),
-            )
-        })
-        .collect();
-    let total = stacks.iter().map(|(_, n)| n).sum();
-    assert!(total >= 100, "too few samples ({total}): {stderr}");
+    let mut secs = 2;
+    let (stacks, total, stderr) = loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_sframe-trace"))
+            .args(SUMMARY_JSON)
+            .args(["-F", "499", "-d", &secs.to_string(), "--no-kernel", "--"])
+            .arg(&exe)
+            .output()
+            .expect("run sframe-trace");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{stderr}");
+        let stacks: Vec<(String, u64)> = stdout
+            .lines()
+            .map(|line| {
+                let (stack, count) = line.rsplit_once(' ').expect("folded line");
+                (
+                    stack.replace("__libc_start_main_impl", "__libc_start_main"),
+                    count.parse().expect("count"),
+                )
+            })
+            .collect();
+        let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+        if total >= ENOUGH || secs >= MAX_SECS {
+            break (stacks, total, stderr);
+        }
+        eprintln!("{name}: {total} samples in {secs} s, sampling longer");
+        secs *= 2;
+    };
+    assert!(total >= ENOUGH, "too few samples ({total}) in {secs} s: {stderr}");
     let complete = Summary::of(&stderr).count("stacks.complete");
     assert!(
         complete as f64 >= 0.99 * total as f64,
