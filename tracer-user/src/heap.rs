@@ -210,7 +210,13 @@ mod tests {
         let net = published().expect("the live thread's slot");
         assert!(near(net.unsigned_abs(), 5 << 20) && net > 0, "published {net}");
         drop(kept);
-        assert_eq!(published(), Some(net), "freed here: counted here, not there");
+        // The thread's own count may move by the little its wait allocates meanwhile; the 5 MiB
+        // freed here do not come off it.
+        let after = published().expect("the live thread's slot");
+        assert!(
+            near(after.abs_diff(net), 0),
+            "freed here: counted here, not there ({net} then {after})"
+        );
         release.send(()).unwrap();
         thread.join().unwrap();
     }
