@@ -14,7 +14,8 @@
 //!
 //! A thread left behind that answers after all (its read was slow, not stuck: a host so busy
 //! that the reader was not run in time) gives its process back: at the next read the process,
-//! and its user, are read again. A read that never returns keeps them refused.
+//! and its user, are read again, once per process (a process whose reads keep answering late
+//! would cost the session the timeout at each). A read that never returns keeps them refused.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -99,6 +100,8 @@ pub struct MemReader {
     stuck_users: HashMap<u32, usize>,
     /// The threads left blocked (at most [`MAX_STUCK`]: no read is sent past it).
     left: Vec<LeftBehind>,
+    /// Processes given back once after a late answer (never twice).
+    given_back: HashSet<u32>,
     /// Threads left blocked.
     pub stuck: usize,
     /// Threads left behind that answered after all (their processes read again).
@@ -120,6 +123,7 @@ impl MemReader {
             stuck_pids: HashSet::new(),
             stuck_users: HashMap::new(),
             left: Vec::new(),
+            given_back: HashSet::new(),
             stuck: 0,
             recovered: 0,
         }
@@ -145,6 +149,7 @@ impl MemReader {
     /// its pid is opened afresh), and a process that got its pid may be read.
     pub fn forget(&mut self, pid: u32) {
         self.stuck_pids.remove(&pid);
+        self.given_back.remove(&pid);
         if let Some(worker) = &self.worker {
             // Only forgets wait in the queue (a read is answered before the next is sent); a
             // full queue drops this one, and the process reads its old file: unreadable.
@@ -168,7 +173,11 @@ impl MemReader {
                             self.stuck_users.remove(&late.uid);
                         }
                     }
-                    self.stuck_pids.remove(&late.pid);
+                    // Once per process: one whose reads keep answering late (a FUSE page
+                    // made slow on purpose) would cost the session the timeout every time.
+                    if self.given_back.insert(late.pid) {
+                        self.stuck_pids.remove(&late.pid);
+                    }
                     self.recovered += 1;
                     log::info!(
                         "reading the memory of process {} answered late: it is read again",
