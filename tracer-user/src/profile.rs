@@ -138,9 +138,20 @@ impl NativeWalk {
                 .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
         };
         self.last = mapping.or(self.last);
-        let jit_code = matches!(mapping, Some(ResolvedMapping { object: None, .. }));
-        self.cut =
-            self.untrusted_fp && jit_code && i + 1 < self.native && sample.user_source.get(i + 1) == Some(&SOURCE_FP);
+        // JIT code: without an object, or in an image of a runtime's code; the interpreter's
+        // and the stubs' frames keep frame pointers, except, maybe, the sampled one (in an
+        // entry, before its frame is built).
+        let jit_code = match mapping {
+            Some(ResolvedMapping { object: None, .. }) => true,
+            Some(ResolvedMapping { object: Some(o), .. }) => catalog.objects.get(o).is_some_and(|o| o.jit_image()),
+            None => false,
+        };
+        let keeps_fp = i > 0 && catalog.runtimes.jit.hotspot.keeps_frame_pointer(sample.tgid, lookup);
+        self.cut = self.untrusted_fp
+            && jit_code
+            && !keeps_fp
+            && i + 1 < self.native
+            && sample.user_source.get(i + 1) == Some(&SOURCE_FP);
         let frame = match mapping {
             Some(ResolvedMapping {
                 object: Some(object),
@@ -324,7 +335,11 @@ impl Profile {
                 FrameSource::Leaf => self.leaf_frames += 1,
                 FrameSource::Gopclntab => self.gopclntab_frames += 1,
                 // Kernel and JIT sources are given when symbolizing, never while walking.
-                FrameSource::Sframe | FrameSource::Kernel | FrameSource::Jit | FrameSource::JitDump => {
+                FrameSource::Sframe
+                | FrameSource::Kernel
+                | FrameSource::Jit
+                | FrameSource::JitDump
+                | FrameSource::HotSpot => {
                     self.sframe_frames += 1
                 }
                 // Counted by the registry (`PyFrameStats`).

@@ -26,6 +26,8 @@ pub enum FrameSource {
     Jit,
     /// JIT-compiled code named by its process's jitdump (however it was found).
     JitDump,
+    /// Java code read from a JVM's code heaps (however it was found).
+    HotSpot,
     /// A CPython function, from the interpreter's frame chain (in place of the
     /// evaluation-loop frame that ran it).
     Python,
@@ -33,7 +35,7 @@ pub enum FrameSource {
 
 impl FrameSource {
     /// The name formats print: `sframe`, `eh_frame`, `fp`, `leaf`, `gopclntab`, `kernel`, `jit`,
-    /// `jitdump`, `python`.
+    /// `jitdump`, `hotspot`, `python`.
     pub fn name(self) -> &'static str {
         match self {
             FrameSource::Sframe => "sframe",
@@ -44,12 +46,13 @@ impl FrameSource {
             FrameSource::Kernel => "kernel",
             FrameSource::Jit => "jit",
             FrameSource::JitDump => "jitdump",
+            FrameSource::HotSpot => "hotspot",
             FrameSource::Python => "python",
         }
     }
 
     /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `l`,
-    /// `g`, `k`, `j`, `d`, `p`), so that a profile symbolized elsewhere says how each frame was found.
+    /// `g`, `k`, `j`, `d`, `h`, `p`), so that a profile symbolized elsewhere says how each frame was found.
     pub fn letter(self) -> char {
         match self {
             FrameSource::Sframe => 's',
@@ -60,6 +63,7 @@ impl FrameSource {
             FrameSource::Kernel => 'k',
             FrameSource::Jit => 'j',
             FrameSource::JitDump => 'd',
+            FrameSource::HotSpot => 'h',
             FrameSource::Python => 'p',
         }
     }
@@ -75,6 +79,7 @@ impl FrameSource {
             'k' => FrameSource::Kernel,
             'j' => FrameSource::Jit,
             'd' => FrameSource::JitDump,
+            'h' => FrameSource::HotSpot,
             'p' => FrameSource::Python,
             _ => return None,
         })

@@ -60,6 +60,9 @@ pub struct JitDumps {
     /// Per process: its jitdump as read so far (read again only when it grew: code without a
     /// record, a runtime's stubs, asks for nothing).
     dumps: HashMap<u32, DumpFile>,
+    /// Processes whose code is read from their memory instead of a jitdump (`super::hotspot`):
+    /// read again whenever asked, at most every [`REREAD`].
+    from_memory: BTreeSet<u32>,
     /// Per process: the bytes of the images built from its jitdump (held to the end).
     image_bytes: HashMap<u32, u64>,
     /// What the summary says.
@@ -162,6 +165,12 @@ impl JitDumps {
         Some(state)
     }
 
+    /// `pid`'s code was read from its memory (`super::hotspot`): a sample in code of it not
+    /// covered asks for another read.
+    pub fn read_from_memory(&mut self, pid: u32) {
+        self.from_memory.insert(pid);
+    }
+
     /// `pid`'s jitdump, as [`JitDumps::read`] read it, is kept for the next read.
     pub fn keep(&mut self, pid: u32, dump: DumpFile) {
         self.dumps.insert(pid, dump);
@@ -173,6 +182,7 @@ impl JitDumps {
         if self.dumps.remove(&pid).is_some() {
             budget.set(pid, Part::Dump, 0);
         }
+        self.from_memory.remove(&pid);
     }
 
     /// Object `index` was forgotten (its slot goes to another object).
@@ -215,7 +225,7 @@ impl JitDumps {
     /// maps a jitdump, its records may have been written after it was read (the first read
     /// can come before the runtime wrote any), so it is to be read again too.
     pub fn note_unknown_code(&self, pid: u32) {
-        if self.dumps.contains_key(&pid) {
+        if self.dumps.contains_key(&pid) || self.from_memory.contains(&pid) {
             self.wanted.borrow_mut().insert(pid);
         }
     }
@@ -224,14 +234,16 @@ impl JitDumps {
     /// not hold: each at most every [`REREAD`], only when its jitdump grew since it was
     /// read (and was not cut at the size limit), and only while the process has time left
     /// in the JIT-name `budget`.
-    pub fn take_rereads(&mut self, budget: &JitBudget) -> Vec<u32> {
+    pub fn take_rereads(&mut self, budget: &JitBudget, from_memory: impl Fn(u32) -> bool) -> Vec<u32> {
+        self.from_memory.retain(|&pid| from_memory(pid));
         let wanted = std::mem::take(self.wanted.get_mut());
         let due: Vec<u32> = wanted
             .into_iter()
             .filter(|pid| self.reread_at.get(pid).is_none_or(|at| at.elapsed() >= REREAD))
             .filter(|&pid| budget.has_time(pid))
             .filter(|&pid| {
-                self.dumps.get(&pid).is_some_and(|d| {
+                self.from_memory.contains(&pid)
+                    || self.dumps.get(&pid).is_some_and(|d| {
                     let (start, end) = d.mapping;
                     !d.stuck
                         && d.read < super::process::MAX_FILE
@@ -252,6 +264,7 @@ impl JitDumps {
         add("jitdump.covered", self.covered.len());
         add("jitdump.reread_at", self.reread_at.len());
         add("jitdump.dumps", self.dumps.len());
+        add("jitdump.from_memory", self.from_memory.len());
     }
 }
 

@@ -30,6 +30,7 @@ pub mod budget;
 pub mod dump;
 pub mod dumps;
 pub mod elf;
+pub mod hotspot;
 pub mod java;
 mod maps;
 pub mod perfmap;

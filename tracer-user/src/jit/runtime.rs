@@ -15,6 +15,8 @@ pub struct Jit {
     /// The perf maps read, and the JIT-name budget.
     pub names: JitNames,
     pub dumps: dumps::JitDumps,
+    /// The JVMs whose code heaps are read (`hotspot/`).
+    pub hotspot: super::hotspot::HotSpots,
     /// Processes whose JIT code keeps no frame pointers (Java without
     /// `-XX:+PreserveFramePointer`, `java.rs`): a frame-pointer step from their JIT code is not
     /// trusted. Decided at each look at a process with JIT code, forgotten with the process.
@@ -25,7 +27,8 @@ impl Jit {
     /// The processes whose mappings are to be read again for code their jitdump images do
     /// not hold ([`dumps::JitDumps::take_rereads`]).
     pub fn take_dump_rereads(&mut self) -> Vec<u32> {
-        self.dumps.take_rereads(&self.names.budget)
+        let hotspot = &self.hotspot;
+        self.dumps.take_rereads(&self.names.budget, |pid| hotspot.knows(pid))
     }
 
     /// Whether `pid`'s JIT code keeps no frame pointers (see the field).
@@ -53,8 +56,12 @@ impl Runtime for Jit {
     /// and user), while it runs, so that a perf map it writes at exit can be read after it is
     /// gone.
     fn attach(&mut self, pid: u32, mappings: &[Mapped]) {
-        if mappings.iter().any(|m| m.anonymous_code) {
+        let anonymous_code = mappings.iter().any(|m| m.anonymous_code);
+        if anonymous_code {
             self.names.watch(pid);
+        }
+        // (A JVM whose code heaps are read has objects for them: its code is JIT code too.)
+        if anonymous_code || self.hotspot.knows(pid) {
             let without = super::java::process_without_frame_pointers(pid);
             self.set_without_frame_pointers(pid, without);
         }
@@ -66,6 +73,7 @@ impl Runtime for Jit {
 
     fn detach(&mut self, pid: u32) {
         self.dumps.forget_process(pid, &mut self.names.budget);
+        self.hotspot.forget(pid);
         self.without_frame_pointers.remove(&pid);
     }
 
@@ -99,6 +107,7 @@ impl Runtime for Jit {
     fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
         self.names.sizes(add);
         self.dumps.sizes(add);
+        self.hotspot.sizes(add);
         add("jit.without_frame_pointers", self.without_frame_pointers.len());
     }
 }

@@ -13,7 +13,7 @@ use crate::{
     jit::{
         budget::Part,
         dump::JitDump,
-        dumps::{DumpFile, JITDUMP_OBJECT, MAX_IMAGE_BYTES},
+        dumps::{DumpFile, MAX_IMAGE_BYTES},
     },
     procmaps::Mapping,
 };
@@ -26,8 +26,9 @@ impl<T: TableStore> Catalog<T> {
     }
 
     /// The object of the JIT code `dump` describes in the anonymous mapping `m`, and its bias
-    /// (the mapping's start), if it describes any there.
-    pub(super) fn jit_code(&mut self, pid: u32, m: &Mapping, dump: &JitDump) -> Option<(usize, u64)> {
+    /// (the mapping's start), if it describes any there; a new one is named `name`
+    /// (`[jitdump]`, or `[hotspot]` for code read from a JVM's memory).
+    pub(super) fn jit_code(&mut self, pid: u32, m: &Mapping, dump: &JitDump, name: &str) -> Option<(usize, u64)> {
         let loads = dump.within(m.start, m.end);
         let (image, unusable) = crate::jit::elf::image(&loads, dump.machine, m.start)?;
         let jit = &mut self.runtimes.jit;
@@ -55,7 +56,7 @@ impl<T: TableStore> Catalog<T> {
         jit.dumps.set_image_bytes(pid, bytes);
         jit.names.budget.set(pid, Part::Images, bytes);
         jit.dumps.stats.image_bytes += image.len() as u64;
-        let mut object = Object::new(PathBuf::from(JITDUMP_OBJECT), None, Some(file), None);
+        let mut object = Object::new(PathBuf::from(name), None, Some(file), None);
         object.table = self.loader.load_image(&image, &object.path);
         jit.dumps.stats.regions += 1;
         let index = self.objects.push_image(image, object);

@@ -24,6 +24,7 @@ use std::{fs::File, path::PathBuf, sync::Arc, time::Duration};
 use tracer_common::trace::{ExecMapping, NO_OBJECT};
 
 use crate::{
+    jit::{dumps::JITDUMP_OBJECT, hotspot::HOTSPOT_OBJECT},
     procmaps::{self, Mapping, MappingKind, ObjectKey},
     runtime::Mapped,
     runtimes::Runtimes,
@@ -72,6 +73,14 @@ impl<T: TableStore> Catalog<T> {
         let mut resolved = Vec::with_capacity(mappings.len());
         let mut exec = Vec::with_capacity(mappings.len());
         let dump = self.jit_dump(pid, mappings);
+        // A JVM without a jitdump: its code heaps, read from its memory.
+        let from_memory = match dump {
+            None => self.runtimes.jit.hotspot.scan(pid, mappings),
+            Some(_) => None,
+        };
+        if from_memory.is_some() {
+            self.runtimes.jit.dumps.read_from_memory(pid);
+        }
         let mut claim = self.claim(pid, mappings);
         for m in mappings {
             let (object, bias) = match &m.kind {
@@ -85,7 +94,12 @@ impl<T: TableStore> Catalog<T> {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },
-                MappingKind::Anonymous => match dump.as_ref().and_then(|d| self.jit_code(pid, m, &d.dump)) {
+                MappingKind::Anonymous => match dump
+                    .as_ref()
+                    .map(|d| (&d.dump, JITDUMP_OBJECT))
+                    .or(from_memory.as_ref().map(|d| (d, HOTSPOT_OBJECT)))
+                    .and_then(|(d, name)| self.jit_code(pid, m, d, name))
+                {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
                 },

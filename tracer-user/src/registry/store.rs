@@ -72,6 +72,12 @@ impl Object {
         }
     }
 
+    /// Whether it is an image of a runtime's JIT code (a jitdump's, a JVM's code heaps).
+    pub fn jit_image(&self) -> bool {
+        self.key.is_none()
+            && (self.name == crate::jit::dumps::JITDUMP_OBJECT || self.name == crate::jit::hotspot::HOTSPOT_OBJECT)
+    }
+
     /// What a forgotten object's slot holds until another object takes it: no file, so
     /// nothing counts or symbolizes it.
     fn forgotten() -> Object {

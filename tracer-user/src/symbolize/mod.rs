@@ -355,16 +355,14 @@ impl SymbolCache {
             });
             return;
         }
-        // JIT code a jitdump describes says so, however it was found.
+        // JIT code a jitdump describes, or read from a JVM's code heaps, says so, however it
+        // was found.
         let source = match *frame {
-            Frame::User { object, .. }
-                if catalog
-                    .objects
-                    .get(object)
-                    .is_some_and(|o| o.name == crate::jit::dumps::JITDUMP_OBJECT) =>
-            {
-                FrameSource::JitDump
-            }
+            Frame::User { object, .. } => match catalog.objects.get(object).map(|o| o.name.as_str()) {
+                Some(crate::jit::dumps::JITDUMP_OBJECT) => FrameSource::JitDump,
+                Some(crate::jit::hotspot::HOTSPOT_OBJECT) => FrameSource::HotSpot,
+                _ => source,
+            },
             _ => source,
         };
         let (object, offset, addr) = match *frame {

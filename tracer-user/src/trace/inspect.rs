@@ -70,7 +70,16 @@ pub struct Runtimes {
     /// The executable's file name of each process looked at.
     pub names: HashMap<u32, String>,
     /// The sentences, in the order met.
-    pub notes: Vec<String>,
+    pub notes: Vec<RuntimeNote>,
+}
+
+/// A sentence about a process's runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeNote {
+    pub pid: u32,
+    /// About Java's frame pointers (moot once its code heaps are read, `crate::jit::hotspot`).
+    pub java: bool,
+    pub text: String,
 }
 
 impl Runtimes {
@@ -99,7 +108,11 @@ impl Runtimes {
         self.names.insert(pid, name.clone());
         let words = |file| crate::jit::java::words(pid, file).unwrap_or_default();
         if let Some(note) = runtime_note(pid, &name, &words("cmdline"), &words("environ")) {
-            self.notes.push(note);
+            self.notes.push(RuntimeNote {
+                pid,
+                java: name == "java",
+                text: note,
+            });
         }
     }
 }

@@ -377,6 +377,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         std::path::Path::new("/var/lib/dpkg/info"),
         &summary::diagnosis::mentioned(unnamed, sink.profile.samples),
     );
+    // Java whose compiled code was read from its code heaps walks whole without the flag.
+    let runtime_notes: Vec<String> = sink
+        .runtimes
+        .notes
+        .iter()
+        .filter(|note| !(note.java && catalog.runtimes.jit.hotspot.was_read(note.pid)))
+        .map(|note| note.text.clone())
+        .collect();
     let diagnosis = summary::diagnosis::diagnose(&summary::diagnosis::Evidence {
         samples: sink.profile.samples,
         lost: summary
@@ -387,7 +395,7 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         frequency: config.frequency,
         target_notes: &targets.notes,
         idle: &idle,
-        runtimes: &sink.runtimes.notes,
+        runtimes: &runtime_notes,
         jit_processes: jit.processes,
         perf_maps: jit.perf_maps,
         // With `--symbolize none` frames are unnamed on purpose: nothing to advise.

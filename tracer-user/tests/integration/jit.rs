@@ -312,12 +312,14 @@ fn java_perf_map_names_compiled_java() {
     let _ = std::fs::remove_file(format!("/tmp/perf-{launched}.map"));
 }
 
-/// A plain `java` (no `-XX:+PreserveFramePointer`): its compiled code keeps no frame pointers,
-/// and a frame-pointer step from it skips every compiled frame up to the nearest interpreted or
-/// native one. Each stack in compiled code ends at its compiled frame, truncated as
-/// `bad_frame_pointer`, never continued by a caller the fallback found from there.
+/// A plain `java` (no flag at all), traced with `--pid` and with `-a`: its code heaps are read
+/// (`jit::hotspot`), and its compiled frames unwound with their frame sizes and named
+/// `Class.method`. Judged on the samples whose innermost frame is JIT or interpreted code: at
+/// least 90 % in `Fib.fib`; every stack through it in the one order the program has (`Fib.fib`
+/// frames, then `Fib.main` compiled or interpreted, then the call stub, then the JVM's
+/// `JavaCalls::call_helper`), none other; at least 95 % whole down to the thread's start.
 #[test]
-fn java_without_frame_pointers_ends_its_stacks_at_compiled_code() {
+fn plain_java_is_walked_and_named_from_its_code_heaps() {
     privileged_test!(test);
     if !have(test, "javac") {
         return;
@@ -325,49 +327,87 @@ fn java_without_frame_pointers_ends_its_stacks_at_compiled_code() {
     let dir = tempfile::tempdir().expect("tempdir");
     let java = warm_fib(dir.path(), &[]);
     let pid = java.pid().to_string();
-    let out = dir.path().join("java.json");
-    let out_arg = out.to_str().expect("utf-8 path");
-    let mut args = vec!["--pid", &pid, "-d", "2", "-F", "499", "-f", "json", "-o", out_arg];
-    args.extend(SUMMARY_JSON);
-    let stderr = Tracer::start(&args).finish();
-    let java_pid = java.pid();
-    drop(java);
-    let json = std::fs::read_to_string(&out).expect("read the json output");
-    let samples = json_samples(&json, java_pid);
-    let mut in_jit = 0;
-    for sample in &samples {
-        let frames: Vec<&serde_json::Value> = json_frames(sample).iter().filter(|f| f["source"] != "kernel").collect();
-        let Some(first_jit) = frames.iter().position(|f| f["object"].is_null()) else {
-            continue;
-        };
-        in_jit += 1;
-        // Every caller after the first JIT frame was found by a table or is JIT code the
-        // fallback reached from a frame that keeps its frame pointer: never an object's
-        // frame the fallback found from JIT code.
-        for pair in frames[first_jit..].windows(2) {
+    for (what, scope) in [("--pid", vec!["--pid", pid.as_str()]), ("-a", vec!["-a"])] {
+        let out = dir.path().join("java.json");
+        let out_arg = out.to_str().expect("utf-8 path");
+        let mut args = scope.clone();
+        args.extend(["-d", "3", "-F", "499", "-f", "json", "-o", out_arg]);
+        args.extend(SUMMARY_JSON);
+        let stderr = Tracer::start(&args).finish();
+        let summary = Summary::of(&stderr);
+        assert!(summary.count("hotspot.processes") >= 1, "{what}: the JVM was not read:\n{stderr}");
+        assert!(
+            !stderr.contains("runs Java without"),
+            "{what}: no advice to restart a JVM whose code was read:\n{stderr}"
+        );
+        let json = std::fs::read_to_string(&out).expect("read the json output");
+        let truncated: Vec<bool> = json_samples(&json, java.pid())
+            .iter()
+            .map(|s| !s["truncated"].is_null())
+            .collect();
+        judge_plain_java(what, &user_stacks(&json, java.pid()), &truncated, &stderr);
+    }
+}
+
+/// The judgement of [`plain_java_is_walked_and_named_from_its_code_heaps`].
+fn judge_plain_java(what: &str, stacks: &[Frames], truncated: &[bool], stderr: &str) {
+    let in_java = |f: &(Option<String>, Option<String>, String)| f.1.is_none() || f.1.as_deref() == Some("[hotspot]");
+    let name = |f: &(Option<String>, Option<String>, String)| f.0.clone().unwrap_or_default();
+    let compiled: Vec<(&Frames, bool)> = stacks
+        .iter()
+        .zip(truncated.iter().copied())
+        .filter(|(s, _)| s.first().is_some_and(in_java))
+        .collect();
+    let named = compiled.iter().filter(|(s, _)| name(&s[0]) == "Fib.fib").count();
+    let mut whole = 0;
+    for &(stack, truncated) in &compiled {
+        let names: Vec<String> = stack.iter().map(name).collect();
+        let fibs = names.iter().take_while(|n| *n == "Fib.fib").count();
+        assert!(fibs <= 25, "{what}: {fibs} Fib.fib frames, deeper than fib(24): {names:?}");
+        if fibs > 0 && fibs < names.len() {
+            // After the Fib.fib frames: main, then the call stub, then the JVM.
+            let rest = &names[fibs..];
+            let expected = ["Fib.main|Interpreter", "StubRoutines (1)", "JavaCalls::call_helper"];
+            for (n, want) in rest.iter().zip(expected) {
+                assert!(
+                    want.split('|').any(|w| n.starts_with(w)),
+                    "{what}: a wrong stack ({n} where {want} belongs): {names:?}"
+                );
+            }
             assert!(
-                !(pair[0]["object"].is_null() && pair[1]["source"] == "fp"),
-                "a caller found by the frame pointer of compiled code: {sample}"
+                !rest.iter().skip(1).any(|n| n.starts_with("Fib.")),
+                "{what}: Java frames of the program below main: {names:?}"
             );
         }
-        // And no stack through JIT code passes for whole.
-        assert!(
-            !sample["truncated"].is_null(),
-            "a whole stack through compiled code: {sample}"
-        );
+        if !truncated && names.last().is_some_and(|b| JAVA_BOTTOM.contains(&b.as_str())) {
+            whole += 1;
+        }
+        for frame in stack.iter().filter(|f| f.1.as_deref() == Some("[hotspot]")) {
+            assert_eq!(frame.2, "hotspot", "{what}: a frame of the code heaps: {frame:?}");
+        }
     }
-    let cut = Summary::of(&stderr).count("stacks.truncated_by_reason.bad_frame_pointer");
     eprintln!(
-        "java without frame pointers: {} samples, {in_jit} in JIT code, {cut} cut",
-        samples.len()
+        "plain java ({what}): {} samples, {} in JIT or interpreted code, {named} in Fib.fib, {whole} whole",
+        stacks.len(),
+        compiled.len()
     );
-    assert!(in_jit >= ENOUGH, "only {in_jit} samples in JIT code:\n{stderr}");
-    assert!(cut > 0, "no stack counted as cut:\n{stderr}");
+    assert!(compiled.len() >= ENOUGH, "{what}: only {} samples in Java code:\n{stderr}", compiled.len());
     assert!(
-        stderr.contains("counted as bad_frame_pointer"),
-        "the diagnosis says so:\n{stderr}"
+        named as f64 >= NAMED * compiled.len() as f64,
+        "{what}: {named} of {} named Fib.fib; others: {:?}\n{stderr}",
+        compiled.len(),
+        compiled.iter().filter(|(s, _)| name(&s[0]) != "Fib.fib").take(3).collect::<Vec<_>>()
+    );
+    assert!(
+        whole as f64 >= WHOLE * compiled.len() as f64,
+        "{what}: {whole} of {} whole; one not: {:?}\n{stderr}",
+        compiled.len(),
+        compiled.iter().find(|(_, truncated)| *truncated)
     );
 }
+
+/// The share of samples in Java code whose stack must be whole.
+const WHOLE: f64 = 0.95;
 
 /// Where the stacks of Java's threads start (the launcher runs `main` on a thread of its own).
 const JAVA_BOTTOM: &[&str] = &["clone3", "__clone3", "start_thread", "_start"];

@@ -141,6 +141,8 @@ pub struct Figures {
     pub jit: crate::jit::JitStats,
     /// jitdumps of processes running JIT code: read, refused by reason, regions given tables.
     pub jitdump: crate::jit::dumps::DumpStats,
+    /// JVMs whose code heaps were read (compiled Java walked and named without flags).
+    pub hotspot: crate::jit::hotspot::HotSpotStats,
     /// CPython frame chains the kernel walked: walks, frames, walks cut short by reason.
     pub python: python::PythonFigures,
     /// Why the profile came back empty or broken, and the next step: one sentence each
@@ -337,6 +339,7 @@ impl Summary<'_> {
             otlp: self.otlp.map(Exports::from),
             jit: self.catalog.runtimes.jit.names.stats(),
             jitdump: self.catalog.runtimes.jit.dumps.stats.clone(),
+            hotspot: self.catalog.runtimes.jit.hotspot.stats.clone(),
             python: self.python.clone(),
             diagnosis: self.diagnosis.clone(),
         }
@@ -451,6 +454,7 @@ impl fmt::Display for Summary<'_> {
             )?;
         }
         write_jit(f, &figures.jit, &figures.jitdump)?;
+        write_hotspot(f, &figures.hotspot)?;
         python::write(f, &figures.python)?;
         let symbols = &figures.symbols;
         if !symbols.is_empty() {
@@ -512,6 +516,23 @@ impl fmt::Display for Summary<'_> {
         }
         Ok(())
     }
+}
+
+/// The JVM line, when one was met.
+fn write_hotspot(f: &mut fmt::Formatter<'_>, h: &crate::jit::hotspot::HotSpotStats) -> fmt::Result {
+    if *h == crate::jit::hotspot::HotSpotStats::default() {
+        return Ok(());
+    }
+    write!(
+        f,
+        "  hotspot: {} JVMs read ({} reads), {} compiled methods ({} unnamed), {} malformed blobs",
+        h.processes, h.scans, h.compiled_methods, h.unnamed_methods, h.malformed_blobs
+    )?;
+    if !h.refused_by_reason.is_empty() {
+        let refused: Vec<String> = h.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        write!(f, ", refused: {}", refused.join(", "))?;
+    }
+    writeln!(f)
 }
 
 /// The perf-map line, when a process ran code outside any object.

@@ -150,6 +150,10 @@ fn json_has_the_figures_of_the_text() {
             "read": 0, "refused_by_reason": {}, "malformed_records": 0, "unusable_unwind": 0, "regions": 0,
             "image_bytes": 0, "over_limit": 0, "rereads": 0,
         },
+        "hotspot": {
+            "processes": 0, "scans": 0, "compiled_methods": 0, "unnamed_methods": 0, "malformed_blobs": 0,
+            "over_limit": 0, "refused_by_reason": {},
+        },
         "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
             "stacks": {"frames": 0, "unnamed": 0, "replaced": 0, "too_many_functions": 0, "over_user_budget": 0,
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
@@ -226,6 +230,29 @@ fn jitdumps_are_a_line_when_there_were_some() {
     );
     let v: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
     assert_eq!(v["jitdump"]["refused_by_reason"]["other_owner"], 1);
+}
+
+/// What the JVMs' code heaps gave is a line of the text only when a JVM was met, with the
+/// refusals by name.
+#[test]
+fn jvms_are_a_line_when_there_were_some() {
+    let (mut catalog, profile) = session();
+    assert!(!summary(&catalog, &profile).to_string().contains("hotspot"));
+    let stats = &mut catalog.runtimes.jit.hotspot.stats;
+    stats.processes = 1;
+    stats.scans = 3;
+    stats.compiled_methods = 40;
+    stats.refused_by_reason.insert("unknown_version", 2);
+    let summary = summary(&catalog, &profile);
+    let text = summary.to_string();
+    assert!(
+        text.contains(
+            "hotspot: 1 JVMs read (3 reads), 40 compiled methods (0 unnamed), 0 malformed blobs, refused: unknown_version 2"
+        ),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
+    assert_eq!(v["hotspot"]["refused_by_reason"]["unknown_version"], 2);
 }
 
 /// Every object without a table is a note in the JSON, while the text names the first eight.

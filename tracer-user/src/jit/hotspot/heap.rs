@@ -1,0 +1,242 @@
+//! The code HotSpot compiled and generated, read from its code heaps: `CodeCache::_heaps`
+//! lists them; each is a range of committed memory (`_memory._low` to `_memory._high`) cut
+//! into blocks of whole segments, each block a header (its length in segments, whether it is
+//! used) and, when used, a `CodeBlob`: its name (`nmethod` for compiled Java methods, else the
+//! stub's: `Interpreter`, `StubRoutines (1)`...), its code range, its frame size (in words)
+//! and where its frame is complete. A compiled method is named `Class.method` through its
+//! `Method` (constant pool, holder class, symbols).
+//!
+//! The heap is the process's memory: every length, pointer and offset is checked against the
+//! block it is in, the blocks read are bounded ([`MAX_HEAP_BYTES`], [`MAX_BLOBS`]), and a blob
+//! that makes no sense is skipped (counted), never taken.
+
+use super::{
+    HotSpotError,
+    vmstructs::{Layout, MAX_NAME, Memory},
+};
+
+/// The most committed bytes of one code heap read.
+pub const MAX_HEAP_BYTES: u64 = 256 << 20;
+/// The most code heaps (HotSpot has up to three).
+pub const MAX_HEAPS: usize = 8;
+/// The most blobs taken in one scan.
+pub const MAX_BLOBS: usize = 200_000;
+/// The largest frame taken, in words.
+pub const MAX_FRAME_WORDS: i32 = 1 << 16;
+/// Heap bytes read at a time.
+const CHUNK: u64 = 1 << 20;
+
+/// What a blob is, for the walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlobKind {
+    /// A compiled Java method (C1, C2): a fixed frame, no frame pointer of its own.
+    Compiled,
+    /// A native method's wrapper, the interpreter, the call stub: they keep frame pointers.
+    FramePointer,
+    /// Other stubs and adapters.
+    Stub,
+}
+
+/// One blob of code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    pub kind: BlobKind,
+    /// Its code, at `code_begin` in the process.
+    pub code_begin: u64,
+    pub code: Vec<u8>,
+    /// Bytes from `code_begin` where its frame is complete (`None`: not known), and its size in
+    /// bytes (with the return address and the saved frame pointer).
+    pub frame_complete: Option<u32>,
+    pub frame_bytes: u32,
+    /// For compiled methods: where the stubs after the method's body begin (bytes from
+    /// `code_begin`), if within its code.
+    pub body_end: Option<u32>,
+    pub name: String,
+}
+
+/// A scan of a process's code heaps.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub blobs: Vec<Blob>,
+    /// The committed ranges of the heaps.
+    pub heaps: Vec<(u64, u64)>,
+    /// Blobs skipped as malformed, and compiled methods whose name could not be read.
+    pub malformed: u64,
+    pub unnamed: u64,
+    /// Blobs past [`MAX_BLOBS`].
+    pub over_limit: u64,
+}
+
+/// Read the code heaps of the process `mem` reads, whose JVM `layout` describes.
+pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError> {
+    let array = mem
+        .u64(layout.code_heaps)
+        .filter(|&a| a != 0)
+        .ok_or(HotSpotError::Unreadable("CodeCache::_heaps"))?;
+    let len = mem
+        .i32(array + layout.array_len)
+        .ok_or(HotSpotError::Unreadable("the code heap list"))?;
+    let data = mem
+        .u64(array + layout.array_data)
+        .ok_or(HotSpotError::Unreadable("the code heap list"))?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= MAX_HEAPS)
+        .ok_or(HotSpotError::Malformed("code heap count"))?;
+    let mut out = Scan::default();
+    for i in 0..len as u64 {
+        let heap = mem
+            .u64(data.wrapping_add(i * 8))
+            .ok_or(HotSpotError::Unreadable("a code heap"))?;
+        let space = heap.wrapping_add(layout.heap_memory);
+        let (Some(low), Some(high), Some(log2)) = (
+            mem.u64(space.wrapping_add(layout.space_low)),
+            mem.u64(space.wrapping_add(layout.space_high)),
+            mem.i32(heap.wrapping_add(layout.heap_log2_segment)),
+        ) else {
+            return Err(HotSpotError::Unreadable("a code heap"));
+        };
+        if high < low || high - low > MAX_HEAP_BYTES || !(4..=16).contains(&log2) {
+            return Err(HotSpotError::Malformed("code heap bounds"));
+        }
+        out.heaps.push((low, high));
+        let mut bytes = vec![0u8; (high - low) as usize];
+        for (n, chunk) in bytes.chunks_mut(CHUNK as usize).enumerate() {
+            if !mem.read(low + n as u64 * CHUNK, chunk) {
+                return Err(HotSpotError::Unreadable("code heap memory"));
+            }
+        }
+        blocks(mem, layout, low, &bytes, log2 as u32, &mut out);
+    }
+    Ok(out)
+}
+
+/// The blobs in the blocks of one heap's committed `bytes` (at `low` in the process).
+fn blocks(mem: &mut dyn Memory, layout: &Layout, low: u64, bytes: &[u8], log2: u32, out: &mut Scan) {
+    let mut at = 0u64;
+    let word = |at: u64| {
+        let at = usize::try_from(at).ok()?;
+        Some(u64::from_le_bytes(bytes.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    };
+    let int = |at: u64| {
+        let at = usize::try_from(at).ok()?;
+        Some(i32::from_le_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    };
+    while at < bytes.len() as u64 {
+        let Some(segments) = word(at + layout.block_length) else { return };
+        let length = segments.checked_shl(log2).unwrap_or(0);
+        if segments == 0 || length == 0 || at + length > bytes.len() as u64 {
+            return; // past the last block, or not a block
+        }
+        let used = bytes.get((at + layout.block_used) as usize).is_some_and(|&b| b != 0);
+        if used {
+            if out.blobs.len() >= MAX_BLOBS {
+                out.over_limit += 1;
+            } else {
+                match blob(mem, layout, low, at, length, &word, &int, bytes) {
+                    Some((blob, named)) => {
+                        out.unnamed += u64::from(!named);
+                        out.blobs.push(blob);
+                    }
+                    None => out.malformed += 1,
+                }
+            }
+        }
+        at += length;
+    }
+}
+
+/// The blob of the used block at `at` (of `length` bytes), and whether it is named as it
+/// should be; `None` if it makes no sense.
+#[allow(clippy::too_many_arguments)]
+fn blob(
+    mem: &mut dyn Memory,
+    layout: &Layout,
+    low: u64,
+    at: u64,
+    length: u64,
+    word: &dyn Fn(u64) -> Option<u64>,
+    int: &dyn Fn(u64) -> Option<i32>,
+    bytes: &[u8],
+) -> Option<(Blob, bool)> {
+    let blob = at + layout.block_size;
+    let (block_start, block_end) = (low + at, low + at + length);
+    let code_begin = word(blob + layout.blob_code_begin)?;
+    let code_end = word(blob + layout.blob_code_end)?;
+    if code_begin < block_start + layout.block_size || code_end < code_begin || code_end > block_end {
+        return None;
+    }
+    let frame_words = int(blob + layout.blob_frame_size)?;
+    if !(0..=MAX_FRAME_WORDS).contains(&frame_words) {
+        return None;
+    }
+    let size = code_end - code_begin;
+    let frame_complete = int(blob + layout.blob_frame_complete)?;
+    // Bytes from the start of its code (-1: none).
+    let frame_complete = u32::try_from(frame_complete).ok().filter(|&f| u64::from(f) <= size);
+    // Where the other offsets start from: the blob's header.
+    let header = block_start + layout.block_size;
+    let name = mem.c_string(word(blob + layout.blob_name)?)?;
+    let code = bytes
+        .get((code_begin - low) as usize..(code_end - low) as usize)?
+        .to_vec();
+    let (kind, name, named, body_end) = match name.as_str() {
+        "nmethod" | "native nmethod" => {
+            let method = word(blob + layout.compiled_method)?;
+            let java = method_name(mem, layout, method);
+            let named = java.is_some();
+            let java = java.unwrap_or_else(|| String::from("[unknown Java method]"));
+            if name == "nmethod" {
+                let stubs = int(blob + layout.nmethod_stub_offset)
+                    .and_then(|s| u64::try_from(s).ok())
+                    .and_then(|s| (header + s).checked_sub(code_begin))
+                    .filter(|&s| s <= size)
+                    .map(|s| s as u32);
+                (BlobKind::Compiled, java, named, stubs)
+            } else {
+                (BlobKind::FramePointer, format!("{java} (native)"), named, None)
+            }
+        }
+        "Interpreter" => (BlobKind::FramePointer, name, true, None),
+        n if n.starts_with("StubRoutines") => (BlobKind::FramePointer, name, true, None),
+        _ => (BlobKind::Stub, name, true, None),
+    };
+    Some((
+        Blob {
+            kind,
+            code_begin,
+            code,
+            frame_complete,
+            frame_bytes: frame_words as u32 * 8,
+            body_end,
+            name,
+        },
+        named,
+    ))
+}
+
+/// `Class.method` of the `Method` at `method` (a class name's `/` made `.`).
+pub fn method_name(mem: &mut dyn Memory, layout: &Layout, method: u64) -> Option<String> {
+    let constant_method = mem.u64(method.checked_add(layout.method_const)?)?;
+    let pool = mem.u64(constant_method.checked_add(layout.const_constants)?)?;
+    let index = mem.u16(constant_method.checked_add(layout.const_name_index)?)?;
+    let holder = mem.u64(pool.checked_add(layout.pool_holder)?)?;
+    let class_name = mem.u64(holder.checked_add(layout.klass_name)?)?;
+    let class = symbol(mem, layout, class_name)?;
+    let name_at = pool.checked_add(layout.pool_size)?.checked_add(u64::from(index) * 8)?;
+    let method_name = mem.u64(name_at)?;
+    let method = symbol(mem, layout, method_name)?;
+    Some(format!("{}.{method}", class.replace('/', ".")))
+}
+
+/// The text of the `Symbol` at `at` (at most [`MAX_NAME`] bytes, UTF-8).
+fn symbol(mem: &mut dyn Memory, layout: &Layout, at: u64) -> Option<String> {
+    let len = mem.u16(at.checked_add(layout.symbol_length)?)? as usize;
+    if len == 0 || len > MAX_NAME {
+        return None;
+    }
+    let mut text = vec![0u8; len];
+    mem.read(at.checked_add(layout.symbol_body)?, &mut text)
+        .then_some(())?;
+    String::from_utf8(text).ok().filter(|t| !t.contains('\0'))
+}

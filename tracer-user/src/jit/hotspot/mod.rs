@@ -1,0 +1,336 @@
+//! Java's compiled code, walked and named without any option given to the JVM: the HotSpot
+//! JVM describes its own data structures for debuggers ([`vmstructs`]), and through that
+//! description the tracer reads the code heaps of a running `java` ([`heap`]): every compiled
+//! method (C1, C2) with its code, its frame size and its `Class.method` name, the interpreter
+//! and the stubs. The catalog makes of each code-heap mapping an image, as it does of a
+//! jitdump's code (`registry/jitcode.rs`, object `[hotspot]`), with unwind rules made from the
+//! frame sizes ([`unwind`]): the kernel then walks compiled Java frames exactly, frame
+//! pointers or not. A sample in code compiled since the last read asks for another (at most
+//! every half second per process, [`super::dumps`]).
+//!
+//! Frames of the interpreter, the call stub and native-method wrappers keep frame pointers:
+//! in a JVM whose compiled code keeps none (`super::java`), a frame-pointer step from them is
+//! still trusted ([`HotSpots::keeps_frame_pointer`]), except from the sampled frame itself
+//! (it may be in an entry, before its frame is built). Interpreted frames are shown as
+//! `Interpreter` (which method they run is not read yet).
+//!
+//! A JVM started with `-XX:+PreserveFramePointer` is left as it was: its stacks walk whole by
+//! frame pointers, and its names come from the perf map or jitdump it was set up to write.
+//!
+//! A process is a JVM when it maps a `libjvm.so` that exports the tables; one whose version is
+//! not known ([`vmstructs::KNOWN_MAJORS`]), or whose tables lack a field, is refused (counted
+//! by reason). Reading goes through `/proc/PID/mem` on a thread of its own, waited for at
+//! most [`TIMEOUT`]: a process whose memory does not answer (a page of a stalled FUSE file)
+//! is not read again; after [`MAX_STUCK`] such threads left behind, no JVM is read.
+
+pub mod heap;
+pub mod unwind;
+pub mod vmstructs;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fs::File,
+    os::unix::fs::FileExt as _,
+    sync::{Arc, mpsc},
+    time::Duration,
+};
+
+use object::{Object as _, ObjectSymbol as _};
+use serde::Serialize;
+
+use super::dump::{CodeLoad, JitDump, Unwind};
+use crate::procmaps::{Mapping, MappingKind};
+use heap::{BlobKind, Scan};
+use vmstructs::{EXPORTS, Exports, Layout, Memory};
+
+/// The object name (and pprof or OTLP mapping) of a JVM's code read from its code heaps.
+pub const HOTSPOT_OBJECT: &str = "[hotspot]";
+/// The longest a read of a JVM's code heaps is waited for.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// Reader threads left blocked at most; then no JVM is read.
+pub const MAX_STUCK: usize = 4;
+/// The processes remembered as read, at most.
+const MAX_READ_PIDS: usize = 65_536;
+/// The ELF machine of x86-64, the only one whose compiled frames are known.
+const EM_X86_64: u32 = 62;
+
+/// Why a JVM's code is not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HotSpotError {
+    #[error("the JVM's vmStructs lack {0}")]
+    Missing(String),
+    #[error("JVM version {0:?} is not one the walk knows")]
+    Version(String),
+    #[error("could not read {0}")]
+    Unreadable(&'static str),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    #[error("its memory did not answer in time")]
+    Stuck,
+    #[error("compiled Java frames are walked on x86-64 only")]
+    Machine,
+}
+
+impl HotSpotError {
+    /// The name it is counted by in the summary.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HotSpotError::Missing(_) => "missing_field",
+            HotSpotError::Version(_) => "unknown_version",
+            HotSpotError::Unreadable(_) => "unreadable",
+            HotSpotError::Malformed(_) => "malformed",
+            HotSpotError::Stuck => "stuck",
+            HotSpotError::Machine => "machine",
+        }
+    }
+}
+
+/// What the summary says about JVMs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HotSpotStats {
+    /// JVMs whose code heaps were read, and the reads.
+    pub processes: u64,
+    pub scans: u64,
+    /// Compiled methods found at the last read of each (summed), and those whose name could
+    /// not be read.
+    pub compiled_methods: u64,
+    pub unnamed_methods: u64,
+    /// Blobs skipped as malformed, or past the limit of one read.
+    pub malformed_blobs: u64,
+    pub over_limit: u64,
+    /// JVMs not read, by why (`unknown_version`, `missing_field`, `unreadable`, `malformed`,
+    /// `stuck`, `machine`).
+    pub refused_by_reason: BTreeMap<&'static str, u64>,
+}
+
+/// One JVM as read.
+#[derive(Debug, Default)]
+struct Jvm {
+    /// The tables' description, and the `libjvm.so` mapping it was read through (its start and
+    /// inode: an exec into another JVM reads it again).
+    layout: Option<Arc<Layout>>,
+    read_through: (u64, u64),
+    /// Refused: never read again.
+    refused: bool,
+    /// Started with `-XX:+PreserveFramePointer` (or no `java` launcher): not read.
+    skipped: bool,
+    /// Code that keeps frame pointers (interpreter, call stub, native wrappers), by start.
+    frame_pointer_code: BTreeMap<u64, u64>,
+    /// Compiled methods at the last read.
+    compiled: u64,
+}
+
+/// The JVMs of the traced processes.
+#[derive(Debug, Default)]
+pub struct HotSpots {
+    jvms: HashMap<u32, Jvm>,
+    /// Processes whose code heaps were read this session (at most [`MAX_READ_PIDS`]), for the
+    /// diagnosis: their stacks do not stop at compiled code.
+    read_pids: std::collections::HashSet<u32>,
+    /// Reader threads left blocked.
+    stuck: usize,
+    pub stats: HotSpotStats,
+}
+
+impl HotSpots {
+    /// The code of `pid`'s code heaps, as a jitdump would give it, if `mappings` hold a JVM
+    /// whose tables can be read (module docs). Refusals are counted once per process.
+    pub fn scan(&mut self, pid: u32, mappings: &[Mapping]) -> Option<JitDump> {
+        let jvm_mapping = mappings.iter().find(|m| {
+            m.path.file_name().is_some_and(|n| n == "libjvm.so") && matches!(m.kind, MappingKind::File { .. })
+        })?;
+        let MappingKind::File { bias, file, .. } = &jvm_mapping.kind else {
+            return None;
+        };
+        let jvm = self.jvms.entry(pid).or_insert_with(|| Jvm {
+            // One started to keep frame pointers was set up for profiling that way, with a perf
+            // map or a jitdump agent for names: left to them.
+            skipped: !super::java::process_without_frame_pointers(pid),
+            ..Jvm::default()
+        });
+        if jvm.refused || jvm.skipped || self.stuck >= MAX_STUCK {
+            return None;
+        }
+        let through = (jvm_mapping.start, jvm_mapping.inode);
+        if jvm.read_through != through {
+            jvm.layout = None;
+            jvm.read_through = through;
+        }
+        let known = jvm.layout.clone();
+        let (bias, file) = (*bias, Arc::clone(file));
+        let since = std::time::Instant::now();
+        let (send, receive) = mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("sframe-trace-jvm".into())
+            .spawn(move || {
+                let mut mem = ProcMem::open(pid);
+                let result = (|| {
+                    let layout = match known {
+                        Some(layout) => layout,
+                        None => Arc::new(read_layout(&mut mem, &file, bias)?),
+                    };
+                    let scan = heap::scan(&mut mem, &layout)?;
+                    Ok((layout, scan))
+                })();
+                let _ = send.send(result);
+            });
+        if started.is_err() {
+            return None;
+        }
+        let result = match receive.recv_timeout(TIMEOUT) {
+            Ok(result) => result,
+            Err(_) => {
+                self.stuck += 1;
+                Err(HotSpotError::Stuck)
+            }
+        };
+        self.stats.scans += 1;
+        let jvm = self.jvms.entry(pid).or_default();
+        let (layout, scan) = match result {
+            Ok(read) => read,
+            Err(error) => {
+                log::debug!("pid {pid}: the JVM's code is not read: {error}");
+                jvm.refused = true;
+                *self.stats.refused_by_reason.entry(error.reason()).or_default() += 1;
+                return None;
+            }
+        };
+        if cfg!(not(target_arch = "x86_64")) {
+            jvm.refused = true;
+            *self.stats.refused_by_reason.entry(HotSpotError::Machine.reason()).or_default() += 1;
+            return None;
+        }
+        if jvm.layout.is_none() {
+            self.stats.processes += 1;
+            if self.read_pids.len() < MAX_READ_PIDS {
+                self.read_pids.insert(pid);
+            }
+        }
+        jvm.layout = Some(layout);
+        self.stats.malformed_blobs += scan.malformed;
+        self.stats.unnamed_methods += scan.unnamed;
+        self.stats.over_limit += scan.over_limit;
+        let blobs = scan.blobs.len();
+        let (dump, frame_pointer_code, compiled) = dump_of(scan);
+        log::debug!(
+            "pid {pid}: JVM {}: {blobs} blobs, {compiled} compiled methods, read in {:?}",
+            jvm.layout.as_ref().map_or("", |l| l.release.as_str()),
+            since.elapsed()
+        );
+        self.stats.compiled_methods = self.stats.compiled_methods - jvm.compiled + compiled;
+        jvm.compiled = compiled;
+        jvm.frame_pointer_code = frame_pointer_code;
+        Some(dump)
+    }
+
+    /// Whether the code at `addr` of `pid` is a JVM's that keeps frame pointers (interpreter,
+    /// call stub, native wrapper).
+    pub fn keeps_frame_pointer(&self, pid: u32, addr: u64) -> bool {
+        self.jvms.get(&pid).is_some_and(|jvm| {
+            jvm.frame_pointer_code
+                .range(..=addr)
+                .next_back()
+                .is_some_and(|(_, &end)| addr < end)
+        })
+    }
+
+    /// Whether a process `pid` had its code heaps read in this session.
+    pub fn was_read(&self, pid: u32) -> bool {
+        self.read_pids.contains(&pid)
+    }
+
+    /// Whether `pid`'s code heaps are read.
+    pub fn knows(&self, pid: u32) -> bool {
+        self.jvms.get(&pid).is_some_and(|j| j.layout.is_some() && !j.refused)
+    }
+
+    /// Process `pid` is forgotten.
+    pub fn forget(&mut self, pid: u32) {
+        if let Some(jvm) = self.jvms.remove(&pid) {
+            self.stats.compiled_methods -= jvm.compiled;
+        }
+    }
+
+    pub fn sizes(&self, add: &mut dyn FnMut(&'static str, usize)) {
+        add("hotspot.jvms", self.jvms.len());
+    }
+}
+
+/// A scan's blobs as code loads (each with its unwind rules), the ranges of code that keeps
+/// frame pointers, and how many compiled methods it holds.
+fn dump_of(scan: Scan) -> (JitDump, BTreeMap<u64, u64>, u64) {
+    let mut dump = JitDump::new(EM_X86_64);
+    let mut frame_pointer_code = BTreeMap::new();
+    let mut compiled = 0;
+    for blob in scan.blobs {
+        if blob.code.is_empty() {
+            continue;
+        }
+        let end = blob.code_begin + blob.code.len() as u64;
+        let unwind = match blob.kind {
+            BlobKind::Compiled => {
+                compiled += 1;
+                let rules = unwind::rules(&blob.code, blob.frame_bytes, blob.frame_complete, blob.body_end);
+                let at = blob.code_begin + (blob.code.len() as u64).next_multiple_of(8);
+                (!rules.is_empty()).then(|| Unwind {
+                    eh_frame: unwind::eh_frame(&rules, blob.code_begin, at),
+                })
+            }
+            BlobKind::FramePointer => {
+                frame_pointer_code.insert(blob.code_begin, end);
+                None
+            }
+            BlobKind::Stub => None,
+        };
+        dump.loads.insert(
+            blob.code_begin,
+            CodeLoad {
+                addr: blob.code_begin,
+                code: blob.code,
+                name: blob.name,
+                unwind,
+            },
+        );
+    }
+    (dump, frame_pointer_code, compiled)
+}
+
+/// The tables' description from the JVM library `file` (its exported symbols) mapped at
+/// `bias` in the process `mem` reads.
+fn read_layout(mem: &mut dyn Memory, file: &File, bias: u64) -> Result<Layout, HotSpotError> {
+    let len = file.metadata().map_err(|_| HotSpotError::Unreadable("libjvm.so"))?.len();
+    let cache = object::ReadCache::new(crate::sys::objfile::Pread::new(file, len));
+    let elf = object::File::parse(&cache).map_err(|_| HotSpotError::Unreadable("libjvm.so"))?;
+    let mut values = [None; EXPORTS.len()];
+    for symbol in elf.dynamic_symbols() {
+        let Ok(name) = symbol.name() else { continue };
+        if let Some(i) = EXPORTS.iter().position(|&e| e == name)
+            && !symbol.is_undefined()
+        {
+            values[i] = Some(symbol.address().wrapping_add(bias));
+        }
+    }
+    let mut found = [0u64; EXPORTS.len()];
+    for (i, value) in values.iter().enumerate() {
+        found[i] = value.ok_or_else(|| HotSpotError::Missing(EXPORTS[i].to_owned()))?;
+    }
+    Layout::read(mem, &Exports::from_values(found))
+}
+
+/// `/proc/PID/mem`, read with `pread`.
+struct ProcMem(Option<File>);
+
+impl ProcMem {
+    fn open(pid: u32) -> ProcMem {
+        ProcMem(File::open(format!("/proc/{pid}/mem")).ok())
+    }
+}
+
+impl Memory for ProcMem {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.0.as_ref().is_some_and(|f| f.read_exact_at(buf, addr).is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests;
