@@ -339,9 +339,7 @@ impl Profile {
                 | FrameSource::Kernel
                 | FrameSource::Jit
                 | FrameSource::JitDump
-                | FrameSource::HotSpot => {
-                    self.sframe_frames += 1
-                }
+                | FrameSource::HotSpot => self.sframe_frames += 1,
                 // Counted by the registry (`PyFrameStats`).
                 FrameSource::Python => {}
             }

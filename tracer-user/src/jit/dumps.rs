@@ -244,12 +244,12 @@ impl JitDumps {
             .filter(|&pid| {
                 self.from_memory.contains(&pid)
                     || self.dumps.get(&pid).is_some_and(|d| {
-                    let (start, end) = d.mapping;
-                    !d.stuck
-                        && d.read < super::process::MAX_FILE
-                        && std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
-                            .is_ok_and(|m| m.len() > d.read)
-                })
+                        let (start, end) = d.mapping;
+                        !d.stuck
+                            && d.read < super::process::MAX_FILE
+                            && std::fs::metadata(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+                                .is_ok_and(|m| m.len() > d.read)
+                    })
             })
             .collect();
         for &pid in &due {

@@ -335,7 +335,10 @@ fn plain_java_is_walked_and_named_from_its_code_heaps() {
         args.extend(SUMMARY_JSON);
         let stderr = Tracer::start(&args).finish();
         let summary = Summary::of(&stderr);
-        assert!(summary.count("hotspot.processes") >= 1, "{what}: the JVM was not read:\n{stderr}");
+        assert!(
+            summary.count("hotspot.processes") >= 1,
+            "{what}: the JVM was not read:\n{stderr}"
+        );
         assert!(
             !stderr.contains("runs Java without"),
             "{what}: no advice to restart a JVM whose code was read:\n{stderr}"
@@ -363,7 +366,10 @@ fn judge_plain_java(what: &str, stacks: &[Frames], truncated: &[bool], stderr: &
     for &(stack, truncated) in &compiled {
         let names: Vec<String> = stack.iter().map(name).collect();
         let fibs = names.iter().take_while(|n| *n == "Fib.fib").count();
-        assert!(fibs <= 25, "{what}: {fibs} Fib.fib frames, deeper than fib(24): {names:?}");
+        assert!(
+            fibs <= 25,
+            "{what}: {fibs} Fib.fib frames, deeper than fib(24): {names:?}"
+        );
         if fibs > 0 && fibs < names.len() {
             // After the Fib.fib frames: main, then the call stub, then the JVM.
             let rest = &names[fibs..];
@@ -391,12 +397,20 @@ fn judge_plain_java(what: &str, stacks: &[Frames], truncated: &[bool], stderr: &
         stacks.len(),
         compiled.len()
     );
-    assert!(compiled.len() >= ENOUGH, "{what}: only {} samples in Java code:\n{stderr}", compiled.len());
+    assert!(
+        compiled.len() >= ENOUGH,
+        "{what}: only {} samples in Java code:\n{stderr}",
+        compiled.len()
+    );
     assert!(
         named as f64 >= NAMED * compiled.len() as f64,
         "{what}: {named} of {} named Fib.fib; others: {:?}\n{stderr}",
         compiled.len(),
-        compiled.iter().filter(|(s, _)| name(&s[0]) != "Fib.fib").take(3).collect::<Vec<_>>()
+        compiled
+            .iter()
+            .filter(|(s, _)| name(&s[0]) != "Fib.fib")
+            .take(3)
+            .collect::<Vec<_>>()
     );
     assert!(
         whole as f64 >= WHOLE * compiled.len() as f64,

@@ -74,10 +74,10 @@ pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError>
         .filter(|&a| a != 0)
         .ok_or(HotSpotError::Unreadable("CodeCache::_heaps"))?;
     let len = mem
-        .i32(array + layout.array_len)
+        .i32(array.wrapping_add(layout.array_len))
         .ok_or(HotSpotError::Unreadable("the code heap list"))?;
     let data = mem
-        .u64(array + layout.array_data)
+        .u64(array.wrapping_add(layout.array_data))
         .ok_or(HotSpotError::Unreadable("the code heap list"))?;
     let len = usize::try_from(len)
         .ok()
@@ -123,12 +123,16 @@ fn blocks(mem: &mut dyn Memory, layout: &Layout, low: u64, bytes: &[u8], log2: u
         Some(i32::from_le_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?))
     };
     while at < bytes.len() as u64 {
-        let Some(segments) = word(at + layout.block_length) else { return };
+        let Some(segments) = word(at.wrapping_add(layout.block_length)) else {
+            return;
+        };
         let length = segments.checked_shl(log2).unwrap_or(0);
-        if segments == 0 || length == 0 || at + length > bytes.len() as u64 {
+        if segments == 0 || length == 0 || at.checked_add(length).is_none_or(|end| end > bytes.len() as u64) {
             return; // past the last block, or not a block
         }
-        let used = bytes.get((at + layout.block_used) as usize).is_some_and(|&b| b != 0);
+        let used = bytes
+            .get((at.wrapping_add(layout.block_used)) as usize)
+            .is_some_and(|&b| b != 0);
         if used {
             if out.blobs.len() >= MAX_BLOBS {
                 out.over_limit += 1;
@@ -159,37 +163,37 @@ fn blob(
     int: &dyn Fn(u64) -> Option<i32>,
     bytes: &[u8],
 ) -> Option<(Blob, bool)> {
-    let blob = at + layout.block_size;
+    let blob = at.wrapping_add(layout.block_size);
     let (block_start, block_end) = (low + at, low + at + length);
-    let code_begin = word(blob + layout.blob_code_begin)?;
-    let code_end = word(blob + layout.blob_code_end)?;
-    if code_begin < block_start + layout.block_size || code_end < code_begin || code_end > block_end {
+    let code_begin = word(blob.wrapping_add(layout.blob_code_begin))?;
+    let code_end = word(blob.wrapping_add(layout.blob_code_end))?;
+    if code_begin < block_start.wrapping_add(layout.block_size) || code_end < code_begin || code_end > block_end {
         return None;
     }
-    let frame_words = int(blob + layout.blob_frame_size)?;
+    let frame_words = int(blob.wrapping_add(layout.blob_frame_size))?;
     if !(0..=MAX_FRAME_WORDS).contains(&frame_words) {
         return None;
     }
     let size = code_end - code_begin;
-    let frame_complete = int(blob + layout.blob_frame_complete)?;
+    let frame_complete = int(blob.wrapping_add(layout.blob_frame_complete))?;
     // Bytes from the start of its code (-1: none).
     let frame_complete = u32::try_from(frame_complete).ok().filter(|&f| u64::from(f) <= size);
     // Where the other offsets start from: the blob's header.
-    let header = block_start + layout.block_size;
-    let name = mem.c_string(word(blob + layout.blob_name)?)?;
+    let header = block_start.wrapping_add(layout.block_size);
+    let name = mem.c_string(word(blob.wrapping_add(layout.blob_name))?)?;
     let code = bytes
         .get((code_begin - low) as usize..(code_end - low) as usize)?
         .to_vec();
     let (kind, name, named, body_end) = match name.as_str() {
         "nmethod" | "native nmethod" => {
-            let method = word(blob + layout.compiled_method)?;
+            let method = word(blob.wrapping_add(layout.compiled_method))?;
             let java = method_name(mem, layout, method);
             let named = java.is_some();
             let java = java.unwrap_or_else(|| String::from("[unknown Java method]"));
             if name == "nmethod" {
-                let stubs = int(blob + layout.nmethod_stub_offset)
+                let stubs = int(blob.wrapping_add(layout.nmethod_stub_offset))
                     .and_then(|s| u64::try_from(s).ok())
-                    .and_then(|s| (header + s).checked_sub(code_begin))
+                    .and_then(|s| header.wrapping_add(s).checked_sub(code_begin))
                     .filter(|&s| s <= size)
                     .map(|s| s as u32);
                 (BlobKind::Compiled, java, named, stubs)
@@ -236,7 +240,6 @@ fn symbol(mem: &mut dyn Memory, layout: &Layout, at: u64) -> Option<String> {
         return None;
     }
     let mut text = vec![0u8; len];
-    mem.read(at.checked_add(layout.symbol_body)?, &mut text)
-        .then_some(())?;
+    mem.read(at.checked_add(layout.symbol_body)?, &mut text).then_some(())?;
     String::from_utf8(text).ok().filter(|t| !t.contains('\0'))
 }

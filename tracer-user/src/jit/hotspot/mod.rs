@@ -197,7 +197,11 @@ impl HotSpots {
         };
         if cfg!(not(target_arch = "x86_64")) {
             jvm.refused = true;
-            *self.stats.refused_by_reason.entry(HotSpotError::Machine.reason()).or_default() += 1;
+            *self
+                .stats
+                .refused_by_reason
+                .entry(HotSpotError::Machine.reason())
+                .or_default() += 1;
             return None;
         }
         if jvm.layout.is_none() {
@@ -298,7 +302,10 @@ fn dump_of(scan: Scan) -> (JitDump, BTreeMap<u64, u64>, u64) {
 /// The tables' description from the JVM library `file` (its exported symbols) mapped at
 /// `bias` in the process `mem` reads.
 fn read_layout(mem: &mut dyn Memory, file: &File, bias: u64) -> Result<Layout, HotSpotError> {
-    let len = file.metadata().map_err(|_| HotSpotError::Unreadable("libjvm.so"))?.len();
+    let len = file
+        .metadata()
+        .map_err(|_| HotSpotError::Unreadable("libjvm.so"))?
+        .len();
     let cache = object::ReadCache::new(crate::sys::objfile::Pread::new(file, len));
     let elf = object::File::parse(&cache).map_err(|_| HotSpotError::Unreadable("libjvm.so"))?;
     let mut values = [None; EXPORTS.len()];

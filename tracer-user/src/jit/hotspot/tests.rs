@@ -1,0 +1,491 @@
+use std::collections::BTreeMap;
+
+use gimli::{BaseAddresses, CfaRule, EhFrame, NativeEndian, Register, RegisterRule, UnwindContext, UnwindSection as _};
+
+use super::{
+    HotSpotError, HotSpots, dump_of,
+    heap::{self, BlobKind},
+    unwind::{self, Rule},
+    vmstructs::{EXPORTS, Exports, Layout, MAX_ENTRIES, Memory},
+};
+
+/// A process's memory: regions of bytes by address.
+#[derive(Default)]
+struct Fake {
+    regions: BTreeMap<u64, Vec<u8>>,
+    reads: usize,
+}
+
+impl Memory for Fake {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.reads += 1;
+        let Some((&start, bytes)) = self.regions.range(..=addr).next_back() else {
+            return false;
+        };
+        let at = (addr - start) as usize;
+        match bytes.get(at..at + buf.len()) {
+            Some(b) => {
+                buf.copy_from_slice(b);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Fake {
+    fn put(&mut self, addr: u64, bytes: &[u8]) {
+        self.regions.insert(addr, bytes.to_vec());
+    }
+
+    fn word(&mut self, addr: u64, value: u64) {
+        self.put(addr, &value.to_le_bytes());
+    }
+
+    /// `text` and its NUL, in a region of 256 bytes (what follows a string is readable).
+    fn string(&mut self, addr: u64, text: &str) {
+        let mut b = text.as_bytes().to_vec();
+        b.resize(256, 0);
+        self.put(addr, &b);
+    }
+}
+
+/// JDK 17's offsets (as its vmStructs give them on x86-64).
+const FIELDS: [(&str, &str, u64); 27] = [
+    ("GrowableArrayBase", "_len", 0),
+    ("GrowableArray<int>", "_data", 8),
+    ("CodeHeap", "_memory", 8),
+    ("CodeHeap", "_log2_segment_size", 256),
+    ("VirtualSpace", "_low", 16),
+    ("VirtualSpace", "_high", 24),
+    ("HeapBlock", "_header", 0),
+    ("HeapBlock::Header", "_length", 0),
+    ("HeapBlock::Header", "_used", 8),
+    ("CodeBlob", "_name", 96),
+    ("CodeBlob", "_size", 12),
+    ("CodeBlob", "_frame_complete_offset", 20),
+    ("CodeBlob", "_frame_size", 28),
+    ("CodeBlob", "_code_begin", 32),
+    ("CodeBlob", "_code_end", 40),
+    ("CompiledMethod", "_method", 112),
+    ("nmethod", "_stub_offset", 252),
+    ("Method", "_constMethod", 8),
+    ("ConstMethod", "_constants", 8),
+    ("ConstMethod", "_name_index", 34),
+    ("ConstantPool", "_pool_holder", 24),
+    ("Klass", "_name", 24),
+    ("Symbol", "_length", 4),
+    ("Symbol", "_body", 6),
+    ("Unrelated", "_field", 1),
+    ("CodeCache", "_heaps", 0x9000),
+    ("Abstract_VM_Version", "_s_vm_release", 0x9100),
+];
+const SIZES: [(&str, u64); 2] = [("HeapBlock", 16), ("ConstantPool", 72)];
+
+/// Where the fake's tables are.
+const EXPORTS_AT: u64 = 0x1000;
+const STRUCTS: u64 = 0x10_000;
+const TYPES_AT: u64 = 0x20_000;
+const STRINGS: u64 = 0x30_000;
+const STRIDE: u64 = 48;
+
+/// A fake JVM's tables, `release` its version; `fields` may leave some out.
+fn jvm(release: &str, fields: &[(&str, &str, u64)]) -> (Fake, Exports) {
+    let mut m = Fake::default();
+    let mut strings = STRINGS;
+    let mut string = |m: &mut Fake, s: &str| {
+        let at = strings;
+        m.string(at, s);
+        strings += 0x100;
+        at
+    };
+    for (i, &(t, f, v)) in fields.iter().enumerate() {
+        let mut entry = vec![0u8; STRIDE as usize];
+        let (tp, fp) = (string(&mut m, t), string(&mut m, f));
+        let is_static = matches!(t, "CodeCache" | "Abstract_VM_Version");
+        entry[0..8].copy_from_slice(&tp.to_le_bytes());
+        entry[8..16].copy_from_slice(&fp.to_le_bytes());
+        entry[24..28].copy_from_slice(&u32::from(is_static).to_le_bytes());
+        entry[32..40].copy_from_slice(&(if is_static { 0 } else { v }).to_le_bytes());
+        entry[40..48].copy_from_slice(&(if is_static { v } else { 0 }).to_le_bytes());
+        m.put(STRUCTS + i as u64 * STRIDE, &entry);
+    }
+    m.put(STRUCTS + fields.len() as u64 * STRIDE, &[0; STRIDE as usize]);
+    for (i, &(t, size)) in SIZES.iter().enumerate() {
+        let tp = string(&mut m, t);
+        let mut entry = vec![0u8; 32];
+        entry[0..8].copy_from_slice(&tp.to_le_bytes());
+        entry[24..32].copy_from_slice(&size.to_le_bytes());
+        m.put(TYPES_AT + i as u64 * 32, &entry);
+    }
+    m.put(TYPES_AT + SIZES.len() as u64 * 32, &[0; 32]);
+    let release_at = string(&mut m, release);
+    m.word(0x9100, release_at);
+    // The exported variables: the arrays' addresses, the strides, the parts' offsets.
+    let values = [STRUCTS, STRIDE, 0, 8, 24, 32, 40, TYPES_AT, 32, 0, 24];
+    let mut exported = [0u64; EXPORTS.len()];
+    for (i, v) in values.iter().enumerate() {
+        let at = EXPORTS_AT + i as u64 * 8;
+        m.word(at, *v);
+        exported[i] = at;
+    }
+    (m, Exports::from_values(exported))
+}
+
+/// The tables of a JDK 17 are read into the offsets the walk uses; an entry of a type the
+/// walk does not need costs no read of its field name.
+#[test]
+fn the_layout_is_read_from_the_jvm_s_own_tables() {
+    let (mut m, exports) = jvm("17.0.15+6-Debian-1deb12u1", &FIELDS);
+    let layout = Layout::read(&mut m, &exports).expect("layout");
+    assert_eq!(layout.major, 17);
+    assert_eq!(layout.release, "17.0.15+6-Debian-1deb12u1");
+    assert_eq!(layout.code_heaps, 0x9000);
+    assert_eq!(
+        (layout.blob_name, layout.blob_frame_size, layout.compiled_method),
+        (96, 28, 112)
+    );
+    assert_eq!((layout.block_size, layout.block_used, layout.pool_size), (16, 8, 72));
+    assert_eq!((layout.space_low, layout.space_high, layout.symbol_body), (16, 24, 6));
+}
+
+/// A version not known by name, a table without a field the walk needs, tables without an
+/// end or with absurd strides, and tables that cannot be read: each refused by its reason.
+#[test]
+fn jvms_the_walk_does_not_know_are_refused_by_reason() {
+    for release in ["21.0.5+11", "1.8.0_392-b08", "", "x"] {
+        let (mut m, exports) = jvm(release, &FIELDS);
+        let error = Layout::read(&mut m, &exports).expect_err(release);
+        assert_eq!(error.reason(), "unknown_version", "{release}: {error}");
+    }
+    let without: Vec<_> = FIELDS.iter().copied().filter(|f| f.1 != "_frame_size").collect();
+    let (mut m, exports) = jvm("17.0.1", &without);
+    assert_eq!(
+        Layout::read(&mut m, &exports),
+        Err(HotSpotError::Missing("CodeBlob::_frame_size".into()))
+    );
+    // No terminating entry: the reading stops at the limit (the memory repeats one entry).
+    let (mut m, exports) = jvm("17.0.1", &FIELDS);
+    let one = m.regions[&STRUCTS].clone();
+    let mut endless = Vec::new();
+    for _ in 0..=MAX_ENTRIES {
+        endless.extend_from_slice(&one);
+    }
+    m.put(0x1000_0000, &endless);
+    m.word(EXPORTS_AT, 0x1000_0000);
+    assert_eq!(
+        Layout::read(&mut m, &exports),
+        Err(HotSpotError::Malformed("vmStructs has no end"))
+    );
+    // A stride that cannot hold the entry's parts.
+    let (mut m, exports) = jvm("17.0.1", &FIELDS);
+    m.word(EXPORTS_AT + 8, 4);
+    assert_eq!(
+        Layout::read(&mut m, &exports),
+        Err(HotSpotError::Malformed("vmStructs entry layout"))
+    );
+    // The array's pointer leads nowhere.
+    let (mut m, exports) = jvm("17.0.1", &FIELDS);
+    m.word(EXPORTS_AT, 0xdead_0000);
+    assert_eq!(
+        Layout::read(&mut m, &exports),
+        Err(HotSpotError::Unreadable("vmStructs"))
+    );
+    // A name without an end within the bound is no name: that entry is skipped.
+    let (mut m, exports) = jvm("17.0.1", &FIELDS);
+    m.put(STRINGS, &[b'a'; 4096]);
+    assert_eq!(
+        Layout::read(&mut m, &exports),
+        Err(HotSpotError::Missing("GrowableArrayBase::_len".into()))
+    );
+}
+
+/// The bytes of a C2 method as this JVM compiles it (no stack bang): `sub rsp, 24; mov [rsp+16],
+/// rbp`, a body, the epilogue with its return poll, more body, the poll's stub.
+fn c2_method() -> Vec<u8> {
+    let mut code = vec![0x48, 0x81, 0xec, 0x18, 0, 0, 0, 0x48, 0x89, 0x6c, 0x24, 0x10];
+    code.extend_from_slice(&[0x90; 8]); // body: 12..20
+    code.extend_from_slice(&[0x48, 0x83, 0xc4, 0x10, 0x5d]); // 20..25
+    code.extend_from_slice(&[0x49, 0x3b, 0xa7, 0x40, 3, 0, 0, 0x0f, 0x87, 6, 0, 0, 0, 0xc3]); // 25..39
+    code.extend_from_slice(&[0x90; 6]); // body: 39..45
+    code.extend_from_slice(&[
+        0x49, 0xba, 1, 2, 3, 4, 5, 6, 7, 8, 0x4d, 0x89, 0x97, 0x58, 3, 0, 0, 0xe9, 0, 0, 0, 0,
+    ]); // 45..67
+    code.extend_from_slice(&[0x90; 5]); // 67..72
+    code
+}
+
+/// A C2 method's rules: before the `sub` the caller's frame, after it the frame without the
+/// saved `rbp`, then the whole frame; the epilogue's `add` and `pop`, its return, and the return
+/// poll's stub each get theirs; the stubs after the body none.
+#[test]
+fn a_compiled_method_s_rules_follow_its_prologue_and_epilogues() {
+    let code = c2_method();
+    let frame = |cfa, rbp_saved| Rule::Frame { cfa, rbp_saved };
+    let rules = unwind::rules(&code, 32, Some(12), Some(67));
+    assert_eq!(
+        rules,
+        vec![
+            (7, 12, frame(32, false)),
+            (12, 24, frame(32, true)),
+            (24, 25, frame(16, true)),
+            (25, 39, frame(8, false)),
+            (39, 45, frame(32, true)),
+            (45, 67, frame(8, false)),
+        ]
+    );
+    // C1 (and C2 with a stack bang), its entry patched over by a `jmp`: `push rbp; sub rsp`.
+    let mut c1 = vec![0xe9, 0x3b, 0x74, 0x58, 0x07, 0xfe, 0xff, 0x55, 0x48, 0x83, 0xec, 0x30];
+    c1.extend_from_slice(&[0x90; 4]);
+    c1.extend_from_slice(&[0x48, 0x83, 0xc4, 0x30, 0x5d, 0xe9, 1, 2, 3, 4]); // 16..26
+    c1.extend_from_slice(&[0x90; 4]);
+    assert_eq!(
+        unwind::rules(&c1, 64, Some(12), None),
+        vec![
+            (0, 8, frame(8, false)),
+            (8, 12, frame(16, true)),
+            (12, 20, frame(64, true)),
+            (20, 21, frame(16, true)),
+            (21, 26, frame(8, false)),
+            (26, 30, frame(64, true)),
+        ]
+    );
+}
+
+/// What does not match the frame size, or a shape not known, gets no rule rather than a
+/// guess: a prologue of another size, an epilogue whose end is unknown (the rest of the body),
+/// a frame smaller than its return address and saved `rbp`, a complete offset past the body.
+#[test]
+fn code_that_matches_no_known_shape_gets_no_rule() {
+    let code = c2_method();
+    // Another frame size: neither the prologue nor the epilogue match; the body keeps its rule
+    // (and the return poll's stub, which runs after any epilogue, its own).
+    assert_eq!(
+        unwind::rules(&code, 48, Some(12), Some(67)),
+        vec![
+            (
+                12,
+                45,
+                Rule::Frame {
+                    cfa: 48,
+                    rbp_saved: true
+                }
+            ),
+            (
+                45,
+                67,
+                Rule::Frame {
+                    cfa: 8,
+                    rbp_saved: false
+                }
+            )
+        ]
+    );
+    // The epilogue's end is not a known one: no rule from its `pop` on.
+    let mut odd = code.clone();
+    odd[25] = 0x90;
+    let rules = unwind::rules(&odd, 32, Some(12), Some(67));
+    assert_eq!(rules.last().map(|r| r.1), Some(25), "{rules:?}");
+    assert!(unwind::rules(&code, 8, Some(12), None).is_empty());
+    assert!(unwind::rules(&code, 36, Some(12), None).is_empty());
+    assert!(unwind::rules(&code, 32, Some(70), Some(67)).is_empty());
+    assert!(unwind::rules(&code, 32, None, None).is_empty());
+}
+
+/// The `.eh_frame` written for the rules says, at every byte of the code, what the rules say
+/// (read back with gimli), and nothing where they give none.
+#[test]
+fn the_written_eh_frame_says_what_the_rules_say() {
+    let code = c2_method();
+    let rules = unwind::rules(&code, 32, Some(12), Some(67));
+    let (code_at, eh_at) = (0x7f00_0000_1000u64, 0x7f00_0000_1048u64);
+    let bytes = unwind::eh_frame(&rules, code_at, eh_at);
+    let mut terminated = bytes.clone();
+    terminated.extend_from_slice(&[0; 4]);
+    let section = EhFrame::new(&terminated, NativeEndian);
+    let bases = BaseAddresses::default().set_eh_frame(eh_at);
+    let mut ctx = Box::new(UnwindContext::new());
+    for offset in 0..code.len() as u32 {
+        let want = rules.iter().find(|r| r.0 <= offset && offset < r.1).map(|r| r.2);
+        let got = section
+            .unwind_info_for_address(&bases, &mut ctx, code_at + u64::from(offset), EhFrame::cie_from_offset)
+            .ok()
+            .map(|row| {
+                let CfaRule::RegisterAndOffset { register, offset } = *row.cfa() else {
+                    panic!("a CFA not from rsp");
+                };
+                assert_eq!(register, Register(7));
+                assert!(matches!(row.register(Register(16)), Some(RegisterRule::Offset(-8))));
+                let rbp_saved = match row.register(Register(6)) {
+                    Some(RegisterRule::Offset(-16)) => true,
+                    None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => false,
+                    _ => panic!("rbp neither saved nor left"),
+                };
+                Rule::Frame {
+                    cfa: offset as u32,
+                    rbp_saved,
+                }
+            });
+        assert_eq!(got, want, "at {offset}");
+    }
+}
+
+/// Where the fake's code heap is.
+const HEAP: u64 = 0x100_000;
+const HEAP_STRUCT: u64 = 0x50_000;
+/// Where a blob's code starts, from the blob (after all the fields the walk reads).
+const CODE: usize = 0x110;
+/// The interpreter's code.
+const INTERPRETER: u64 = HEAP + 0x410 + CODE as u64;
+
+/// A fake JVM with one code heap of 128-byte segments: a compiled method (`c2_method`, named
+/// `java.lang.String.length`), a free block, the interpreter, and whatever `extra` blocks add.
+fn jvm_with_heap(extra: &[(u64, Vec<u8>)]) -> (Fake, Layout) {
+    let (mut m, exports) = jvm("17.0.15", &FIELDS);
+    let layout = Layout::read(&mut m, &exports).expect("layout");
+    let mut heap = vec![0u8; 0x1000];
+    let block = |heap: &mut Vec<u8>, at: usize, segments: u64, used: bool| {
+        heap[at..at + 8].copy_from_slice(&segments.to_le_bytes());
+        heap[at + 8] = u8::from(used);
+    };
+    let blob = |heap: &mut Vec<u8>, at: usize, name: u64, code: &[u8], frame_words: i32, complete: i32| {
+        let b = at + 16;
+        let code_begin = HEAP + (b + CODE) as u64;
+        heap[b + 96..b + 104].copy_from_slice(&name.to_le_bytes());
+        heap[b + 20..b + 24].copy_from_slice(&complete.to_le_bytes());
+        heap[b + 28..b + 32].copy_from_slice(&frame_words.to_le_bytes());
+        heap[b + 32..b + 40].copy_from_slice(&code_begin.to_le_bytes());
+        heap[b + 40..b + 48].copy_from_slice(&(code_begin + code.len() as u64).to_le_bytes());
+        heap[b + CODE..b + CODE + code.len()].copy_from_slice(code);
+        b
+    };
+    m.string(0x40_000, "nmethod");
+    m.string(0x40_100, "Interpreter");
+    // 0x000: the compiled method (4 segments), its Method chain.
+    block(&mut heap, 0, 4, true);
+    let b = blob(&mut heap, 0, 0x40_000, &c2_method(), 4, 12);
+    heap[b + 112..b + 120].copy_from_slice(&0x60_000u64.to_le_bytes());
+    heap[b + 252..b + 256].copy_from_slice(&(CODE as i32 + 67).to_le_bytes());
+    m.word(0x60_000 + 8, 0x61_000); // Method::_constMethod
+    m.put(0x61_000, &[0; 40]);
+    m.word(0x61_000 + 8, 0x62_000); // ConstMethod::_constants
+    m.put(0x61_000 + 34, &5u16.to_le_bytes()); // name index
+    m.word(0x62_000 + 24, 0x63_000); // pool holder
+    m.word(0x62_000 + 72 + 5 * 8, 0x65_000); // the name's Symbol
+    m.word(0x63_000 + 24, 0x64_000); // Klass::_name
+    let symbol = |m: &mut Fake, at: u64, text: &str| {
+        let mut b = vec![0, 0, 0, 0];
+        b.extend_from_slice(&(text.len() as u16).to_le_bytes());
+        b.extend_from_slice(text.as_bytes());
+        m.put(at, &b);
+    };
+    symbol(&mut m, 0x64_000, "java/lang/String");
+    symbol(&mut m, 0x65_000, "length");
+    // 0x200: free.
+    block(&mut heap, 0x200, 4, false);
+    // 0x400: the interpreter.
+    block(&mut heap, 0x400, 4, true);
+    blob(&mut heap, 0x400, 0x40_100, &[0x55; 64], 0, -1);
+    for (at, bytes) in extra {
+        heap[*at as usize..*at as usize + bytes.len()].copy_from_slice(bytes);
+    }
+    m.put(HEAP, &heap);
+    // The heap list: one heap, its committed range, 128-byte segments.
+    m.word(0x9000, 0x70_000);
+    m.put(0x70_000, &[1, 0, 0, 0, 1, 0, 0, 0]);
+    m.word(0x70_008, 0x71_000);
+    m.word(0x71_000, HEAP_STRUCT);
+    let mut heap_struct = vec![0u8; 264];
+    heap_struct[8 + 16..8 + 24].copy_from_slice(&HEAP.to_le_bytes());
+    heap_struct[8 + 24..8 + 32].copy_from_slice(&(HEAP + 0x1000).to_le_bytes());
+    heap_struct[256..260].copy_from_slice(&7i32.to_le_bytes());
+    m.put(HEAP_STRUCT, &heap_struct);
+    (m, layout)
+}
+
+/// The code heap's blobs are found, the compiled one named `Class.method` with its frame and
+/// its body's end, the interpreter as code that keeps frame pointers; a free block is none.
+#[test]
+fn the_code_heap_s_blobs_are_read_and_named() {
+    let (mut m, layout) = jvm_with_heap(&[]);
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    assert_eq!(scan.heaps, vec![(HEAP, HEAP + 0x1000)]);
+    assert_eq!((scan.malformed, scan.unnamed), (0, 0));
+    let kinds: Vec<(BlobKind, &str)> = scan.blobs.iter().map(|b| (b.kind, b.name.as_str())).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (BlobKind::Compiled, "java.lang.String.length"),
+            (BlobKind::FramePointer, "Interpreter")
+        ]
+    );
+    let method = &scan.blobs[0];
+    assert_eq!(
+        (method.frame_bytes, method.frame_complete, method.body_end),
+        (32, Some(12), Some(67))
+    );
+    assert_eq!(method.code, c2_method());
+    // Made loads: the method with its unwind rules, the interpreter's range kept aside.
+    let (dump, frame_pointer_code, compiled) = dump_of(scan);
+    assert_eq!(compiled, 1);
+    assert_eq!(dump.loads.len(), 2);
+    assert!(dump.loads.values().next().is_some_and(|l| l.unwind.is_some()));
+    assert_eq!(frame_pointer_code, BTreeMap::from([(INTERPRETER, INTERPRETER + 64)]));
+}
+
+/// Forged heaps: a blob whose code leaves its block, a frame size out of bounds, a Method
+/// chain that leads nowhere (named as unknown, counted), a block length running past the heap
+/// (the walk of that heap ends), a heap list too long, a heap larger than the bound: counted or
+/// refused, and never more than the heap's bytes read.
+#[test]
+fn forged_code_heaps_are_counted_or_refused() {
+    // The interpreter's code runs past its block; the method's Method is not readable.
+    let (mut m, layout) = jvm_with_heap(&[(0x400 + 16 + 40, (HEAP + 0x2000).to_le_bytes().to_vec())]);
+    m.regions.remove(&(0x60_000 + 8));
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    assert_eq!((scan.malformed, scan.unnamed, scan.blobs.len()), (1, 1, 1));
+    assert_eq!(scan.blobs[0].name, "[unknown Java method]");
+    // A frame of a million words.
+    let (mut m, layout) = jvm_with_heap(&[(16 + 28, 1_000_000i32.to_le_bytes().to_vec())]);
+    assert_eq!(heap::scan(&mut m, &layout).expect("scan").malformed, 1);
+    // A block whose length runs past the heap: nothing after it is taken.
+    let (mut m, layout) = jvm_with_heap(&[(0x200, u64::MAX.to_le_bytes().to_vec())]);
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    assert_eq!(scan.blobs.len(), 1);
+    // A list of a thousand heaps; a heap of a terabyte.
+    let (mut m, layout) = jvm_with_heap(&[]);
+    m.put(0x70_000, &[0xe8, 3, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        heap::scan(&mut m, &layout).map(|_| ()),
+        Err(HotSpotError::Malformed("code heap count"))
+    );
+    let (mut m, layout) = jvm_with_heap(&[]);
+    let mut heap_struct = m.regions[&HEAP_STRUCT].clone();
+    heap_struct[8 + 24..8 + 32].copy_from_slice(&(HEAP + (1 << 40)).to_le_bytes());
+    m.put(HEAP_STRUCT, &heap_struct);
+    let reads = m.reads;
+    assert_eq!(
+        heap::scan(&mut m, &layout).map(|_| ()),
+        Err(HotSpotError::Malformed("code heap bounds"))
+    );
+    assert!(m.reads - reads < 16);
+}
+
+/// The frame-pointer code of a process is its own: another pid, or an address outside it, is
+/// not trusted.
+#[test]
+fn frame_pointer_code_belongs_to_its_process() {
+    let (mut m, layout) = jvm_with_heap(&[]);
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    let (_, frame_pointer_code, _) = dump_of(scan);
+    let mut jvms = HotSpots::default();
+    jvms.jvms.entry(7).or_default().frame_pointer_code = frame_pointer_code;
+    let interpreter = INTERPRETER;
+    assert!(jvms.keeps_frame_pointer(7, interpreter));
+    assert!(jvms.keeps_frame_pointer(7, interpreter + 63));
+    assert!(!jvms.keeps_frame_pointer(7, interpreter + 64));
+    assert!(!jvms.keeps_frame_pointer(7, interpreter - 1));
+    assert!(!jvms.keeps_frame_pointer(8, interpreter));
+    jvms.forget(7);
+    assert!(!jvms.keeps_frame_pointer(7, interpreter));
+}

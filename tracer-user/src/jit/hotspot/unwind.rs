@@ -39,14 +39,19 @@ const PUSHED: Rule = Rule::Frame {
 /// The rules over `code` (`(start, end, rule)` by offset, in order, not overlapping; gaps have
 /// none), for a compiled method whose frame is `frame_bytes`, complete at `frame_complete`,
 /// whose body (before its stubs) ends at `body_end`.
-pub fn rules(code: &[u8], frame_bytes: u32, frame_complete: Option<u32>, body_end: Option<u32>) -> Vec<(u32, u32, Rule)> {
+pub fn rules(
+    code: &[u8],
+    frame_bytes: u32,
+    frame_complete: Option<u32>,
+    body_end: Option<u32>,
+) -> Vec<(u32, u32, Rule)> {
     let mut out = Vec::new();
     let len = code.len() as u32;
     let body_end = body_end.unwrap_or(len).min(len);
     let Some(complete) = frame_complete.filter(|&c| c <= body_end) else {
         return out;
     };
-    if frame_bytes < 16 || frame_bytes % 8 != 0 {
+    if frame_bytes < 16 || !frame_bytes.is_multiple_of(8) {
         return out;
     }
     let full = Rule::Frame {
@@ -56,18 +61,15 @@ pub fn rules(code: &[u8], frame_bytes: u32, frame_complete: Option<u32>, body_en
     // The prologue.
     let head = &code[..complete as usize];
     if let Some(push) = ends_with_push_sub(head, frame_bytes - 16) {
-        out.push((0, push, ENTRY));
-        out.push((push, complete, PUSHED));
-    } else if let Some(sub_start) = ends_with_sub_mov(head, frame_bytes) {
-        out.push((0, sub_start.0, ENTRY));
-        out.push((
-            sub_start.1,
-            complete,
-            Rule::Frame {
-                cfa: frame_bytes,
-                rbp_saved: false,
-            },
-        ));
+        push_range(&mut out, 0, push, ENTRY);
+        push_range(&mut out, push, complete, PUSHED);
+    } else if let Some((sub_start, sub_end)) = ends_with_sub_mov(head, frame_bytes) {
+        push_range(&mut out, 0, sub_start, ENTRY);
+        let unsaved = Rule::Frame {
+            cfa: frame_bytes,
+            rbp_saved: false,
+        };
+        push_range(&mut out, sub_end, complete, unsaved);
     }
     // The body, with its epilogues cut out.
     let mut at = complete;
@@ -115,7 +117,10 @@ fn ends_with_push_sub(head: &[u8], sub: u32) -> Option<u32> {
     if sub < 128 && n >= 5 && head[n - 5..n - 1] == [0x55, 0x48, 0x83, 0xec] && u32::from(head[n - 1]) == sub {
         return Some((n - 4) as u32);
     }
-    if n >= 8 && head[n - 8..n - 4] == [0x55, 0x48, 0x81, 0xec] && u32::from_le_bytes(head[n - 4..].try_into().ok()?) == sub {
+    if n >= 8
+        && head[n - 8..n - 4] == [0x55, 0x48, 0x81, 0xec]
+        && u32::from_le_bytes(head[n - 4..].try_into().ok()?) == sub
+    {
         return Some((n - 7) as u32);
     }
     None
@@ -140,7 +145,10 @@ fn ends_with_sub_mov(head: &[u8], frame: u32) -> Option<(u32, u32)> {
     if sub < 128 && b >= 4 && before[b - 4..b - 1] == [0x48, 0x83, 0xec] && u32::from(before[b - 1]) == sub {
         return Some(((b - 4) as u32, b as u32));
     }
-    if b >= 7 && before[b - 7..b - 4] == [0x48, 0x81, 0xec] && u32::from_le_bytes(before[b - 4..].try_into().ok()?) == sub {
+    if b >= 7
+        && before[b - 7..b - 4] == [0x48, 0x81, 0xec]
+        && u32::from_le_bytes(before[b - 4..].try_into().ok()?) == sub
+    {
         return Some(((b - 7) as u32, b as u32));
     }
     None
@@ -155,7 +163,9 @@ fn epilogue(code: &[u8], i: usize, add: u32, end: usize) -> Option<(usize, usize
         i
     } else if add < 128 && code.get(i..i + 4)? == [0x48, 0x83, 0xc4, add as u8] {
         i + 4
-    } else if code.get(i..i + 3)? == [0x48, 0x81, 0xc4] && u32::from_le_bytes(code.get(i + 3..i + 7)?.try_into().ok()?) == add {
+    } else if code.get(i..i + 3)? == [0x48, 0x81, 0xc4]
+        && u32::from_le_bytes(code.get(i + 3..i + 7)?.try_into().ok()?) == add
+    {
         i + 7
     } else {
         return None;
@@ -237,7 +247,13 @@ pub fn eh_frame(rules: &[(u32, u32, Rule)], code_addr: u64, at: u64) -> Vec<u8> 
         for &(s, _, rule) in run {
             advance(&mut fde, s - loc);
             loc = s;
-            let (Rule::Frame { cfa, rbp_saved }, Rule::Frame { cfa: was, rbp_saved: had }) = (rule, state);
+            let (
+                Rule::Frame { cfa, rbp_saved },
+                Rule::Frame {
+                    cfa: was,
+                    rbp_saved: had,
+                },
+            ) = (rule, state);
             if cfa != was {
                 fde.push(DW_CFA_DEF_CFA_OFFSET);
                 uleb(&mut fde, u64::from(cfa));

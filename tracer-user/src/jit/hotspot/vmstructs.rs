@@ -255,8 +255,15 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
         e.struct_address,
     ]
     .map(|a| mem.u64(a));
-    let [Some(array), Some(stride), Some(type_at), Some(field_at), Some(static_at), Some(offset_at), Some(address_at)] =
-        values
+    let [
+        Some(array),
+        Some(stride),
+        Some(type_at),
+        Some(field_at),
+        Some(static_at),
+        Some(offset_at),
+        Some(address_at),
+    ] = values
     else {
         return Err(HotSpotError::Unreadable("the vmStructs exports"));
     };
@@ -267,7 +274,9 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
     let (mut fields, mut statics) = (Fields::new(), Fields::new());
     let mut names: HashMap<u64, Option<String>> = HashMap::new();
     for i in 0..MAX_ENTRIES as u64 {
-        let entry = array.checked_add(i * stride).ok_or(HotSpotError::Malformed("vmStructs"))?;
+        let entry = array
+            .checked_add(i * stride)
+            .ok_or(HotSpotError::Malformed("vmStructs"))?;
         let mut bytes = vec![0u8; stride as usize];
         if !mem.read(entry, &mut bytes) {
             return Err(HotSpotError::Unreadable("vmStructs"));
@@ -283,8 +292,14 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
         if !wanted_static && !TYPES.contains(&type_name.as_str()) {
             continue;
         }
-        let Some(field_name) = mem.c_string(word(field_at)) else { continue };
-        let is_static = u32::from_le_bytes(bytes[static_at as usize..static_at as usize + 4].try_into().unwrap_or_default()) != 0;
+        let Some(field_name) = mem.c_string(word(field_at)) else {
+            continue;
+        };
+        let is_static = u32::from_le_bytes(
+            bytes[static_at as usize..static_at as usize + 4]
+                .try_into()
+                .unwrap_or_default(),
+        ) != 0;
         if is_static {
             statics.insert((type_name, field_name), word(address_at));
         } else {
@@ -306,7 +321,9 @@ fn read_sizes(mem: &mut dyn Memory, e: &Exports) -> Result<HashMap<String, u64>,
     }
     let mut sizes = HashMap::new();
     for i in 0..MAX_ENTRIES as u64 {
-        let entry = array.checked_add(i * stride).ok_or(HotSpotError::Malformed("vmTypes"))?;
+        let entry = array
+            .checked_add(i * stride)
+            .ok_or(HotSpotError::Malformed("vmTypes"))?;
         let (Some(name_ptr), Some(size)) = (mem.u64(entry + name_at), mem.u64(entry + size_at)) else {
             return Err(HotSpotError::Unreadable("vmTypes"));
         };
