@@ -12,7 +12,7 @@
 
 use super::{
     HotSpotError,
-    vmstructs::{Layout, MAX_NAME, Memory},
+    vmstructs::{CodeRange, Layout, MAX_NAME, Memory},
 };
 
 /// The most committed bytes of one code heap read.
@@ -123,7 +123,11 @@ fn blocks(mem: &mut dyn Memory, layout: &Layout, low: u64, bytes: &[u8], log2: u
         Some(i32::from_le_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?))
     };
     while at < bytes.len() as u64 {
-        let Some(segments) = word(at.wrapping_add(layout.block_length)) else {
+        let segments = match layout.block_length_width {
+            8 => word(at.wrapping_add(layout.block_length)),
+            _ => int(at.wrapping_add(layout.block_length)).map(|l| u64::from(l as u32)),
+        };
+        let Some(segments) = segments else {
             return;
         };
         let length = segments.checked_shl(log2).unwrap_or(0);
@@ -165,21 +169,36 @@ fn blob(
 ) -> Option<(Blob, bool)> {
     let blob = at.wrapping_add(layout.block_size);
     let (block_start, block_end) = (low + at, low + at + length);
-    let code_begin = word(blob.wrapping_add(layout.blob_code_begin))?;
-    let code_end = word(blob.wrapping_add(layout.blob_code_end))?;
+    // Where the offsets of a blob start from: its header.
+    let header = block_start.wrapping_add(layout.block_size);
+    let (code_begin, code_end) = match layout.blob_code {
+        CodeRange::Pointers => (
+            word(blob.wrapping_add(layout.blob_code_begin))?,
+            word(blob.wrapping_add(layout.blob_code_end))?,
+        ),
+        CodeRange::Offsets => {
+            let offset = |at| int(blob.wrapping_add(at)).and_then(|o| u64::try_from(o).ok());
+            (
+                header.checked_add(offset(layout.blob_code_begin)?)?,
+                header.checked_add(offset(layout.blob_code_end)?)?,
+            )
+        }
+    };
     if code_begin < block_start.wrapping_add(layout.block_size) || code_end < code_begin || code_end > block_end {
         return None;
     }
-    let frame_words = int(blob.wrapping_add(layout.blob_frame_size))?;
-    if !(0..=MAX_FRAME_WORDS).contains(&frame_words) {
+    // (-1: a stub without a frame of its own.)
+    let frame_words = int(blob.wrapping_add(layout.blob_frame_size))?.max(0);
+    if frame_words > MAX_FRAME_WORDS {
         return None;
     }
     let size = code_end - code_begin;
-    let frame_complete = int(blob.wrapping_add(layout.blob_frame_complete))?;
+    let frame_complete = match layout.blob_frame_complete_width {
+        4 => int(blob.wrapping_add(layout.blob_frame_complete))?,
+        _ => i32::from(int(blob.wrapping_add(layout.blob_frame_complete))? as i16),
+    };
     // Bytes from the start of its code (-1: none).
     let frame_complete = u32::try_from(frame_complete).ok().filter(|&f| u64::from(f) <= size);
-    // Where the other offsets start from: the blob's header.
-    let header = block_start.wrapping_add(layout.block_size);
     let name = mem.c_string(word(blob.wrapping_add(layout.blob_name))?)?;
     let code = bytes
         .get((code_begin - low) as usize..(code_end - low) as usize)?

@@ -6,7 +6,7 @@ use super::{
     HotSpotError, HotSpots, dump_of,
     heap::{self, BlobKind},
     unwind::{self, Rule},
-    vmstructs::{EXPORTS, Exports, Layout, MAX_ENTRIES, Memory},
+    vmstructs::{CodeRange, EXPORTS, Exports, Layout, MAX_ENTRIES, Memory},
 };
 
 /// A process's memory: regions of bytes by address.
@@ -105,6 +105,14 @@ fn jvm(release: &str, fields: &[(&str, &str, u64)]) -> (Fake, Exports) {
         let is_static = matches!(t, "CodeCache" | "Abstract_VM_Version");
         entry[0..8].copy_from_slice(&tp.to_le_bytes());
         entry[8..16].copy_from_slice(&fp.to_le_bytes());
+        let type_string = match (t, f) {
+            ("HeapBlock::Header", "_length") if release.starts_with("25") => "uint32_t",
+            ("HeapBlock::Header", "_length") => "size_t",
+            ("CodeBlob", "_frame_complete_offset") if release.starts_with("25") => "int16_t",
+            _ => "int",
+        };
+        let sp = string(&mut m, type_string);
+        entry[16..24].copy_from_slice(&sp.to_le_bytes());
         entry[24..28].copy_from_slice(&u32::from(is_static).to_le_bytes());
         entry[32..40].copy_from_slice(&(if is_static { 0 } else { v }).to_le_bytes());
         entry[40..48].copy_from_slice(&(if is_static { v } else { 0 }).to_le_bytes());
@@ -122,7 +130,7 @@ fn jvm(release: &str, fields: &[(&str, &str, u64)]) -> (Fake, Exports) {
     let release_at = string(&mut m, release);
     m.word(0x9100, release_at);
     // The exported variables: the arrays' addresses, the strides, the parts' offsets.
-    let values = [STRUCTS, STRIDE, 0, 8, 24, 32, 40, TYPES_AT, 32, 0, 24];
+    let values = [STRUCTS, STRIDE, 0, 8, 16, 24, 32, 40, TYPES_AT, 32, 0, 24];
     let mut exported = [0u64; EXPORTS.len()];
     for (i, v) in values.iter().enumerate() {
         let at = EXPORTS_AT + i as u64 * 8;
@@ -132,8 +140,7 @@ fn jvm(release: &str, fields: &[(&str, &str, u64)]) -> (Fake, Exports) {
     (m, Exports::from_values(exported))
 }
 
-/// The tables of a JDK 17 are read into the offsets the walk uses; an entry of a type the
-/// walk does not need costs no read of its field name.
+/// The tables of a JDK 17 are read into the offsets the walk uses.
 #[test]
 fn the_layout_is_read_from_the_jvm_s_own_tables() {
     let (mut m, exports) = jvm("17.0.15+6-Debian-1deb12u1", &FIELDS);
@@ -147,6 +154,36 @@ fn the_layout_is_read_from_the_jvm_s_own_tables() {
     );
     assert_eq!((layout.block_size, layout.block_used, layout.pool_size), (16, 8, 72));
     assert_eq!((layout.space_low, layout.space_high, layout.symbol_body), (16, 24, 6));
+}
+
+/// JDK 25 keeps a blob's code as offsets, a block's length in 32 bits, the frame-complete
+/// offset in 16, and a compiled method's `Method` in `nmethod`: read as such.
+#[test]
+fn jdk_25_s_layout_is_read_as_its_types_say() {
+    let mut fields: Vec<(&str, &str, u64)> = FIELDS
+        .iter()
+        .copied()
+        .filter(|f| !matches!(f.1, "_code_begin" | "_code_end") && f.0 != "CompiledMethod")
+        .collect();
+    fields.extend([
+        ("CodeBlob", "_code_offset", 36),
+        ("CodeBlob", "_data_offset", 40),
+        ("nmethod", "_method", 80),
+    ]);
+    let (mut m, exports) = jvm("25.0.3+9-LTS", &fields);
+    let layout = Layout::read(&mut m, &exports).expect("layout");
+    assert_eq!(layout.major, 25);
+    assert_eq!(layout.blob_code, CodeRange::Offsets);
+    assert_eq!((layout.blob_code_begin, layout.blob_code_end), (36, 40));
+    assert_eq!((layout.block_length_width, layout.blob_frame_complete_width), (4, 2));
+    assert_eq!(layout.compiled_method, 80);
+    // Without either way of keeping the code's range: refused.
+    fields.retain(|f| f.1 != "_code_offset");
+    let (mut m, exports) = jvm("25.0.3+9-LTS", &fields);
+    assert_eq!(
+        Layout::read(&mut m, &exports),
+        Err(HotSpotError::Missing("CodeBlob::_code_offset".into()))
+    );
 }
 
 /// A version not known by name, a table without a field the walk needs, tables without an
@@ -248,6 +285,45 @@ fn a_compiled_method_s_rules_follow_its_prologue_and_epilogues() {
             (20, 21, frame(16, true)),
             (21, 26, frame(8, false)),
             (26, 30, frame(64, true)),
+        ]
+    );
+}
+
+/// JDK 25's shapes: C2's entry barrier (`cmp [r15+0x20], 1; jne`) and C1's (`cmp; je +5;
+/// call`) after the frame is built run in the built frame; its return poll compares with an
+/// 8-bit displacement (`cmp rsp, [r15+0x28]`). Bytes as temurin 25 compiled them.
+#[test]
+fn jdk_25_s_entry_barriers_and_return_polls_are_known() {
+    let frame = |cfa, rbp_saved| Rule::Frame { cfa, rbp_saved };
+    // C2: sub rsp, 0x18; mov [rsp+0x10], rbp; cmp dword [r15+0x20], 1; jne; body; epilogue.
+    let mut c2 = vec![0x48, 0x81, 0xec, 0x18, 0, 0, 0, 0x48, 0x89, 0x6c, 0x24, 0x10];
+    c2.extend_from_slice(&[0x41, 0x81, 0x7f, 0x20, 1, 0, 0, 0, 0x0f, 0x85, 0xf9, 1, 0, 0]); // 12..26
+    c2.extend_from_slice(&[0x90; 4]); // 26..30
+    c2.extend_from_slice(&[0x48, 0x83, 0xc4, 0x10, 0x5d]); // 30..35
+    c2.extend_from_slice(&[0x49, 0x3b, 0x67, 0x28, 0x0f, 0x87, 6, 0, 0, 0, 0xc3]); // 35..46
+    c2.extend_from_slice(&[0x90; 2]);
+    assert_eq!(
+        unwind::rules(&c2, 32, Some(26), None),
+        vec![
+            (7, 12, frame(32, false)),
+            (12, 34, frame(32, true)),
+            (34, 35, frame(16, true)),
+            (35, 46, frame(8, false)),
+            (46, 48, frame(32, true)),
+        ]
+    );
+    // C1: stack bang; push rbp; sub rsp, 0x30; cmp dword [r15+0x20], 1; je +5; call.
+    let mut c1 = vec![0x89, 0x84, 0x24, 0, 0xc0, 0xfe, 0xff, 0x55, 0x48, 0x83, 0xec, 0x30];
+    c1.extend_from_slice(&[
+        0x41, 0x81, 0x7f, 0x20, 1, 0, 0, 0, 0x74, 0x05, 0xe8, 0xa5, 0xef, 0x56, 0x07,
+    ]); // 12..27
+    c1.extend_from_slice(&[0x90; 3]);
+    assert_eq!(
+        unwind::rules(&c1, 64, Some(27), None),
+        vec![
+            (0, 8, frame(8, false)),
+            (8, 12, frame(16, true)),
+            (12, 30, frame(64, true)),
         ]
     );
 }

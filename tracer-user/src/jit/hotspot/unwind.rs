@@ -6,11 +6,13 @@
 //!
 //! - the prologue, up to the blob's frame-complete offset, ends in one of two shapes, checked
 //!   against the frame size: `push rbp; sub rsp, frame_bytes - 16` (C1, and C2 with a stack
-//!   bang) or `sub rsp, frame_bytes - 8; mov [rsp + frame_bytes - 16], rbp` (C2 without one).
+//!   bang) or `sub rsp, frame_bytes - 8; mov [rsp + frame_bytes - 16], rbp` (C2 without one),
+//!   followed in JDK 25 by the nmethod entry barrier (`cmp [r15 + d8], imm32` and a branch),
+//!   which runs in the built frame.
 //!   Everything before it (the inline-cache check, the stack bang, a `jmp` patched over a
 //!   method no longer entered) runs with `CFA = rsp + 8`;
 //! - each epilogue, `add rsp, frame_bytes - 16; pop rbp`, then the return's safepoint poll
-//!   (`cmp rsp, [r15 + d]; ja stub`) and `ret`, or a `jmp` out: `CFA = rsp + 16` after the
+//!   (`cmp rsp, [r15 + d]; ja stub`, a 32- or 8-bit `d`) and `ret`, or a `jmp` out: `CFA = rsp + 16` after the
 //!   `add`, `rsp + 8` after the `pop`. The poll's out-of-line stub (`mov r10, imm64;
 //!   mov [r15 + d], r10; jmp`) runs after the `pop` as well;
 //! - code that matches none of this in a prologue, an epilogue whose end is not one of those
@@ -58,19 +60,30 @@ pub fn rules(
         cfa: frame_bytes,
         rbp_saved: true,
     };
-    // The prologue.
-    let head = &code[..complete as usize];
+    // The prologue, and the entry barrier some versions put after it (with the frame built).
+    let head = without_entry_barrier(&code[..complete as usize]);
+    if (head.len() as u32) < complete {
+        push_range(&mut out, head.len() as u32, complete, full);
+    }
+    let built = head.len() as u32;
+    let mut prologue = Vec::new();
     if let Some(push) = ends_with_push_sub(head, frame_bytes - 16) {
-        push_range(&mut out, 0, push, ENTRY);
-        push_range(&mut out, push, complete, PUSHED);
+        push_range(&mut prologue, 0, push, ENTRY);
+        push_range(&mut prologue, push, built, PUSHED);
     } else if let Some((sub_start, sub_end)) = ends_with_sub_mov(head, frame_bytes) {
-        push_range(&mut out, 0, sub_start, ENTRY);
+        push_range(&mut prologue, 0, sub_start, ENTRY);
         let unsaved = Rule::Frame {
             cfa: frame_bytes,
             rbp_saved: false,
         };
-        push_range(&mut out, sub_end, complete, unsaved);
+        push_range(&mut prologue, sub_end, built, unsaved);
     }
+    if prologue.is_empty() {
+        // Not a known prologue: nothing before the frame is complete has a rule.
+        out.clear();
+    }
+    prologue.append(&mut out);
+    out = prologue;
     // The body, with its epilogues cut out.
     let mut at = complete;
     let mut i = complete as usize;
@@ -102,10 +115,31 @@ pub fn rules(
     out
 }
 
+/// Append `[start, end)` under `rule` (joined to the range before when it ends there under the
+/// same rule).
 fn push_range(out: &mut Vec<(u32, u32, Rule)>, start: u32, end: u32, rule: Rule) {
-    if start < end {
-        out.push((start, end, rule));
+    if start >= end {
+        return;
     }
+    match out.last_mut() {
+        Some(last) if last.1 == start && last.2 == rule => last.1 = end,
+        _ => out.push((start, end, rule)),
+    }
+}
+
+/// `head` without the nmethod entry barrier at its end, if it has one (JDK 25): C2's
+/// `cmp dword [r15 + d8], imm32; jne rel32`, or C1's `cmp dword [r15 + d8], imm32; je +5;
+/// call rel32`.
+fn without_entry_barrier(head: &[u8]) -> &[u8] {
+    let n = head.len();
+    let cmp = |at: usize| head.get(at..at + 3) == Some(&[0x41, 0x81, 0x7f][..]);
+    if n >= 14 && cmp(n - 14) && head[n - 6..n - 4] == [0x0f, 0x85] {
+        return &head[..n - 14];
+    }
+    if n >= 15 && cmp(n - 15) && head[n - 7..n - 4] == [0x74, 0x05, 0xe8] {
+        return &head[..n - 15];
+    }
+    head
 }
 
 /// `push rbp; sub rsp, imm` with `imm == sub` at the end of `head`: where the `push` ends.
@@ -182,17 +216,18 @@ fn epilogue(code: &[u8], i: usize, add: u32, end: usize) -> Option<(usize, usize
 }
 
 /// The end of a known return after an epilogue's `pop rbp`: `ret`; the safepoint poll
-/// (`cmp rsp, [r15 + d32]; ja rel32`) then `ret`; or a `jmp rel32` out.
+/// (`cmp rsp, [r15 + d32]` or `[r15 + d8]`; `ja rel32`) then `ret`; or a `jmp rel32` out.
 fn return_tail(code: &[u8], at: usize) -> Option<usize> {
+    let poll = |modrm: u8, disp: usize| {
+        code.get(at..at + 3) == Some(&[0x49, 0x3b, modrm][..])
+            && code.get(at + 3 + disp..at + 5 + disp) == Some(&[0x0f, 0x87][..])
+            && code.get(at + 9 + disp) == Some(&0xc3)
+    };
     match *code.get(at)? {
         0xc3 => Some(at + 1),
         0xe9 => (code.len() >= at + 5).then_some(at + 5),
-        0x49 if code.get(at..at + 3)? == [0x49, 0x3b, 0xa7]
-            && code.get(at + 7..at + 9)? == [0x0f, 0x87]
-            && *code.get(at + 13)? == 0xc3 =>
-        {
-            Some(at + 14)
-        }
+        0x49 if poll(0xa7, 4) => Some(at + 14),
+        0x49 if poll(0x67, 1) => Some(at + 11),
         _ => None,
     }
 }

@@ -72,6 +72,7 @@ pub struct Exports {
     pub struct_stride: u64,
     pub struct_type_name: u64,
     pub struct_field_name: u64,
+    pub struct_type_string: u64,
     pub struct_is_static: u64,
     pub struct_offset: u64,
     pub struct_address: u64,
@@ -82,11 +83,12 @@ pub struct Exports {
 }
 
 /// The exported symbols [`Exports`] is made of, in its order.
-pub const EXPORTS: [&str; 11] = [
+pub const EXPORTS: [&str; 12] = [
     "gHotSpotVMStructs",
     "gHotSpotVMStructEntryArrayStride",
     "gHotSpotVMStructEntryTypeNameOffset",
     "gHotSpotVMStructEntryFieldNameOffset",
+    "gHotSpotVMStructEntryTypeStringOffset",
     "gHotSpotVMStructEntryIsStaticOffset",
     "gHotSpotVMStructEntryOffsetOffset",
     "gHotSpotVMStructEntryAddressOffset",
@@ -98,19 +100,20 @@ pub const EXPORTS: [&str; 11] = [
 
 impl Exports {
     /// From the values of [`EXPORTS`], in its order (biased: addresses in the process).
-    pub fn from_values(v: [u64; 11]) -> Exports {
+    pub fn from_values(v: [u64; 12]) -> Exports {
         Exports {
             structs: v[0],
             struct_stride: v[1],
             struct_type_name: v[2],
             struct_field_name: v[3],
-            struct_is_static: v[4],
-            struct_offset: v[5],
-            struct_address: v[6],
-            types: v[7],
-            type_stride: v[8],
-            type_name: v[9],
-            type_size: v[10],
+            struct_type_string: v[4],
+            struct_is_static: v[5],
+            struct_offset: v[6],
+            struct_address: v[7],
+            types: v[8],
+            type_stride: v[9],
+            type_name: v[10],
+            type_size: v[11],
         }
     }
 }
@@ -130,14 +133,23 @@ pub struct Layout {
     pub space_low: u64,
     pub space_high: u64,
     pub block_size: u64,
+    /// A block's length in segments: its offset and width (8: `size_t` to JDK 21, 4:
+    /// `uint32_t` since).
     pub block_length: u64,
+    pub block_length_width: u8,
     pub block_used: u64,
     pub blob_name: u64,
     pub blob_size: u64,
+    /// Where the frame is complete, bytes from the code's start: its offset and width (4:
+    /// `int` to JDK 21, 2: `int16_t` since).
     pub blob_frame_complete: u64,
+    pub blob_frame_complete_width: u8,
     pub blob_frame_size: u64,
+    /// Where a blob's code is: the two fields' offsets, read as [`CodeRange`] says.
+    pub blob_code: CodeRange,
     pub blob_code_begin: u64,
     pub blob_code_end: u64,
+    /// `CompiledMethod::_method` (to JDK 21), `nmethod::_method` since.
     pub compiled_method: u64,
     pub nmethod_stub_offset: u64,
     pub method_const: u64,
@@ -150,9 +162,19 @@ pub struct Layout {
     pub symbol_body: u64,
 }
 
+/// Where a blob's code is, as the version keeps it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CodeRange {
+    /// `_code_begin` and `_code_end`: addresses (to JDK 21).
+    #[default]
+    Pointers,
+    /// `_code_offset` and `_data_offset`: `int`s from the blob's start (since).
+    Offsets,
+}
+
 /// The JVM major versions whose code heaps the walk knows (their frames' layout, checked on
 /// them): others are refused by name.
-pub const KNOWN_MAJORS: [u32; 1] = [17];
+pub const KNOWN_MAJORS: [u32; 2] = [17, 25];
 
 /// The types whose fields are read (others are skipped without reading their field names).
 const TYPES: [&str; 15] = [
@@ -177,7 +199,7 @@ impl Layout {
     /// Read the tables `exports` describes (module docs); the version is checked against
     /// [`KNOWN_MAJORS`].
     pub fn read(mem: &mut dyn Memory, exports: &Exports) -> Result<Layout, HotSpotError> {
-        let (fields, statics) = read_fields(mem, exports)?;
+        let (fields, statics, types) = read_fields(mem, exports)?;
         let sizes = read_sizes(mem, exports)?;
         let field = |t: &str, f: &str| {
             fields
@@ -201,6 +223,26 @@ impl Layout {
             return Err(HotSpotError::Version(release));
         }
         let header = field("HeapBlock", "_header")?;
+        let width = |t: &str, f: &str, wide: (&str, u8), narrow: (&str, u8)| match types
+            .get(&(t.to_owned(), f.to_owned()))
+            .map(String::as_str)
+        {
+            Some(w) if w == wide.0 => Ok(wide.1),
+            Some(n) if n == narrow.0 => Ok(narrow.1),
+            _ => Err(HotSpotError::Missing(format!(
+                "{t}::{f} of type {} or {}",
+                wide.0, narrow.0
+            ))),
+        };
+        let (blob_code, blob_code_begin, blob_code_end) = match field("CodeBlob", "_code_begin") {
+            Ok(begin) => (CodeRange::Pointers, begin, field("CodeBlob", "_code_end")?),
+            Err(_) => (
+                CodeRange::Offsets,
+                field("CodeBlob", "_code_offset")?,
+                field("CodeBlob", "_data_offset")?,
+            ),
+        };
+        let compiled_method = field("CompiledMethod", "_method").or_else(|_| field("nmethod", "_method"))?;
         Ok(Layout {
             major,
             code_heaps: static_("CodeCache", "_heaps")?,
@@ -211,15 +253,18 @@ impl Layout {
             space_low: field("VirtualSpace", "_low")?,
             space_high: field("VirtualSpace", "_high")?,
             block_size: size("HeapBlock")?,
-            block_length: header + field("HeapBlock::Header", "_length")?,
-            block_used: header + field("HeapBlock::Header", "_used")?,
+            block_length: header.wrapping_add(field("HeapBlock::Header", "_length")?),
+            block_length_width: width("HeapBlock::Header", "_length", ("size_t", 8), ("uint32_t", 4))?,
+            block_used: header.wrapping_add(field("HeapBlock::Header", "_used")?),
             blob_name: field("CodeBlob", "_name")?,
             blob_size: field("CodeBlob", "_size")?,
             blob_frame_complete: field("CodeBlob", "_frame_complete_offset")?,
+            blob_frame_complete_width: width("CodeBlob", "_frame_complete_offset", ("int", 4), ("int16_t", 2))?,
             blob_frame_size: field("CodeBlob", "_frame_size")?,
-            blob_code_begin: field("CodeBlob", "_code_begin")?,
-            blob_code_end: field("CodeBlob", "_code_end")?,
-            compiled_method: field("CompiledMethod", "_method")?,
+            blob_code,
+            blob_code_begin,
+            blob_code_end,
+            compiled_method,
             nmethod_stub_offset: field("nmethod", "_stub_offset")?,
             method_const: field("Method", "_constMethod")?,
             const_constants: field("ConstMethod", "_constants")?,
@@ -241,15 +286,20 @@ pub fn major_version(release: &str) -> Option<u32> {
 }
 
 type Fields = HashMap<(String, String), u64>;
+type FieldTypes = HashMap<(String, String), String>;
+
+/// The fields whose type string is read (their width changed between versions).
+const TYPED: [(&str, &str); 2] = [("HeapBlock::Header", "_length"), ("CodeBlob", "_frame_complete_offset")];
 
 /// The fields of [`TYPES`] and the statics of `Abstract_VM_Version` and `CodeCache`: offsets,
-/// and addresses of statics.
-fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), HotSpotError> {
+/// and addresses of statics; and the type strings of [`TYPED`].
+fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields, FieldTypes), HotSpotError> {
     let values = [
         e.structs,
         e.struct_stride,
         e.struct_type_name,
         e.struct_field_name,
+        e.struct_type_string,
         e.struct_is_static,
         e.struct_offset,
         e.struct_address,
@@ -260,6 +310,7 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
         Some(stride),
         Some(type_at),
         Some(field_at),
+        Some(string_at),
         Some(static_at),
         Some(offset_at),
         Some(address_at),
@@ -267,11 +318,11 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
     else {
         return Err(HotSpotError::Unreadable("the vmStructs exports"));
     };
-    let parts = [type_at, field_at, static_at, offset_at, address_at];
+    let parts = [type_at, field_at, string_at, static_at, offset_at, address_at];
     if !(8..=256).contains(&stride) || parts.iter().any(|&p| p.saturating_add(8) > stride) {
         return Err(HotSpotError::Malformed("vmStructs entry layout"));
     }
-    let (mut fields, mut statics) = (Fields::new(), Fields::new());
+    let (mut fields, mut statics, mut types) = (Fields::new(), Fields::new(), FieldTypes::new());
     let mut names: HashMap<u64, Option<String>> = HashMap::new();
     for i in 0..MAX_ENTRIES as u64 {
         let entry = array
@@ -284,7 +335,7 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
         let word = |at: u64| u64::from_le_bytes(bytes[at as usize..at as usize + 8].try_into().unwrap_or_default());
         let type_ptr = word(type_at);
         if type_ptr == 0 {
-            return Ok((fields, statics));
+            return Ok((fields, statics, types));
         }
         let type_name = names.entry(type_ptr).or_insert_with(|| mem.c_string(type_ptr)).clone();
         let Some(type_name) = type_name else { continue };
@@ -295,6 +346,11 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields), Ho
         let Some(field_name) = mem.c_string(word(field_at)) else {
             continue;
         };
+        if TYPED.contains(&(type_name.as_str(), field_name.as_str()))
+            && let Some(type_string) = mem.c_string(word(string_at))
+        {
+            types.insert((type_name.clone(), field_name.clone()), type_string);
+        }
         let is_static = u32::from_le_bytes(
             bytes[static_at as usize..static_at as usize + 4]
                 .try_into()
