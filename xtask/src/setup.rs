@@ -15,6 +15,7 @@ use anyhow::{Context as _, bail};
 use crate::cmd::{output, sh};
 
 pub mod go_roots;
+pub mod java_roots;
 pub mod python_root;
 
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
@@ -59,6 +60,7 @@ pub fn setup() -> anyhow::Result<()> {
     python_root::python_root()?;
     python_root::sid_python_root()?;
     go_roots::go_roots()?;
+    java_roots::java_root()?;
     eprintln!("setup: done");
     Ok(())
 }

@@ -30,6 +30,12 @@ impl<T: TableStore> Catalog<T> {
     /// (`[jitdump]`, or `[hotspot]` for code read from a JVM's memory).
     pub(super) fn jit_code(&mut self, pid: u32, m: &Mapping, dump: &JitDump, name: &str) -> Option<(usize, u64)> {
         let loads = dump.within(m.start, m.end);
+        log::debug!(
+            "pid {pid}: {name} image of {:#x}-{:#x}: {} pieces of code",
+            m.start,
+            m.end,
+            loads.len()
+        );
         let (image, unusable) = crate::jit::elf::image(&loads, dump.machine, m.start)?;
         let jit = &mut self.runtimes.jit;
         jit.dumps.stats.unusable_unwind += unusable;

@@ -218,11 +218,20 @@ fn late_names(json: &str, pid: u32) {
 /// `Fib` compiled into `dir` and started there with the JVM options `options` for 60 s,
 /// returned once it printed `warm` (its first second of `fib` is over).
 fn warm_fib(dir: &std::path::Path, options: &[&str]) -> Running {
+    let mut java = Command::new("java");
+    java.args(options);
+    warm_fib_with(java, dir, dir.to_str().expect("utf-8 path"))
+}
+
+/// `Fib` compiled into `dir` (the host's `javac`) and run by `java` (a command to add the
+/// class path and arguments to) with class path `classes` (`dir` as `java` sees it), once warm.
+fn warm_fib_with(mut java: Command, dir: &std::path::Path, classes: &str) -> Running {
     std::fs::write(dir.join("Fib.java"), FIB_JAVA).expect("write Fib.java");
-    run(Command::new("javac").arg("Fib.java").current_dir(dir));
-    let mut child = Command::new("java")
-        .args(options)
-        .args(["-cp", dir.to_str().expect("utf-8 path"), "Fib", "60"])
+    run(Command::new("javac")
+        .args(["--release", "17", "Fib.java"])
+        .current_dir(dir));
+    let mut child = java
+        .args(["-cp", classes, "Fib", "60"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("start java");
@@ -353,6 +362,59 @@ fn plain_java_is_walked_and_named_from_its_code_heaps() {
     }
 }
 
+/// Unstable's OpenJDK 21 and 25 (run in their private root, as a container's JVM), plain:
+/// walked and named from their code heaps like 17, judged the same way (`--pid`).
+#[test]
+fn plain_java_21_and_25_are_walked_and_named_from_their_code_heaps() {
+    privileged_test!(test);
+    if !have(test, "javac") {
+        return;
+    }
+    for release in ["21", "25"] {
+        let Some((root, java)) =
+            crate::support::required(test, crate::support::sid_java(release), crate::support::NO_JAVA_ROOT)
+        else {
+            return;
+        };
+        let dir = tempfile::tempdir_in(root.join("tmp")).expect("tempdir in the root");
+        let inside = format!("/tmp/{}", dir.path().file_name().expect("name").to_string_lossy());
+        let mut command = Command::new("chroot");
+        command.arg(&root).arg(&java).env(
+            "LD_LIBRARY_PATH",
+            format!("/usr/lib/jvm/java-{release}-openjdk-amd64/lib"),
+        );
+        let running = warm_fib_with(command, dir.path(), &inside);
+        let pid = running.pid().to_string();
+        let out = dir.path().join("java.json");
+        let out_arg = out.to_str().expect("utf-8 path");
+        let mut args = vec![
+            "--pid",
+            pid.as_str(),
+            "-d",
+            "3",
+            "-F",
+            "499",
+            "-f",
+            "json",
+            "-o",
+            out_arg,
+        ];
+        args.extend(SUMMARY_JSON);
+        let stderr = Tracer::start(&args).finish();
+        let what = format!("java {release}");
+        assert!(
+            Summary::of(&stderr).count("hotspot.processes") >= 1,
+            "{what}: not read:\n{stderr}"
+        );
+        let json = std::fs::read_to_string(&out).expect("read the json output");
+        let truncated: Vec<bool> = json_samples(&json, running.pid())
+            .iter()
+            .map(|s| !s["truncated"].is_null())
+            .collect();
+        judge_plain_java(&what, &user_stacks(&json, running.pid()), &truncated, &stderr);
+    }
+}
+
 /// The judgement of [`plain_java_is_walked_and_named_from_its_code_heaps`].
 fn judge_plain_java(what: &str, stacks: &[Frames], truncated: &[bool], stderr: &str) {
     let in_java = |f: &(Option<String>, Option<String>, String)| f.1.is_none() || f.1.as_deref() == Some("[hotspot]");
@@ -374,7 +436,9 @@ fn judge_plain_java(what: &str, stacks: &[Frames], truncated: &[bool], stderr: &
         if fibs > 0 && fibs < names.len() {
             // After the Fib.fib frames: main, then the call stub, then the JVM.
             let rest = &names[fibs..];
-            let expected = ["Fib.main|Interpreter", "StubRoutines (1)", "JavaCalls::call_helper"];
+            // (The call stub's blob is `StubRoutines (1)` in 17, `StubRoutines (initial stubs)`
+            // in 21, `StubRoutines (initialstubs)` in 25.)
+            let expected = ["Fib.main|Interpreter", "StubRoutines (", "JavaCalls::call_helper"];
             for (n, want) in rest.iter().zip(expected) {
                 assert!(
                     want.split('|').any(|w| n.starts_with(w)),
@@ -386,7 +450,13 @@ fn judge_plain_java(what: &str, stacks: &[Frames], truncated: &[bool], stderr: &
                 "{what}: Java frames of the program below main: {names:?}"
             );
         }
-        if !truncated && names.last().is_some_and(|b| JAVA_BOTTOM.contains(&b.as_str())) {
+        // Down to the thread's start: named, or (unstable's libc in a root has no symbols for
+        // it) in libc below the launcher's thread function.
+        let bottom = stack.last();
+        let at_start = bottom.is_some_and(|b| JAVA_BOTTOM.contains(&name(b).as_str()))
+            || (bottom.is_some_and(|b| b.1.as_deref().is_some_and(|o| o.ends_with("/libc.so.6")))
+                && names.iter().any(|n| n == "ThreadJavaMain"));
+        if !truncated && at_start {
             whole += 1;
         }
         for frame in stack.iter().filter(|f| f.1.as_deref() == Some("[hotspot]")) {

@@ -174,7 +174,7 @@ pub enum CodeRange {
 
 /// The JVM major versions whose code heaps the walk knows (their frames' layout, checked on
 /// them): others are refused by name.
-pub const KNOWN_MAJORS: [u32; 2] = [17, 25];
+pub const KNOWN_MAJORS: [u32; 3] = [17, 21, 25];
 
 /// The types whose fields are read (others are skipped without reading their field names).
 const TYPES: [&str; 15] = [

@@ -93,3 +93,24 @@ pub fn required<T>(test: &str, found: Option<T>, missing: &str) -> Option<T> {
     }
     found
 }
+
+/// The variable `cargo xtask test` names the root of unstable's OpenJDK 21 and 25 with
+/// (xtask/src/setup/java_roots.rs).
+pub const SID_JAVA_ROOT_VAR: &str = "SFRAME_TRACE_SID_JAVA_ROOT";
+
+/// What a test needing that root is missing without it.
+pub const NO_JAVA_ROOT: &str = "no private root of unstable's OpenJDK 21 and 25 (run `cargo xtask setup`)";
+
+/// Unstable's `java` of `release` (`21`, `25`) in its root ([`SID_JAVA_ROOT_VAR`], else
+/// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/rootfs/sid-openjdk-21-25`): the root, and the
+/// `java` inside it; `None` when it is not there or not complete. It runs chrooted with
+/// `LD_LIBRARY_PATH` naming its `lib` (its loader cannot resolve `$ORIGIN` without `/proc`).
+pub fn sid_java(release: &str) -> Option<(PathBuf, String)> {
+    let root = match std::env::var_os(SID_JAVA_ROOT_VAR).filter(|v| !v.is_empty()) {
+        Some(root) => PathBuf::from(root),
+        None => trixie_python_root_default()?.with_file_name("sid-openjdk-21-25"),
+    };
+    let java = format!("/usr/lib/jvm/java-{release}-openjdk-amd64/bin/java");
+    let complete = root.join("complete").is_file() && in_root(&root, &java).is_file();
+    complete.then_some((root, java))
+}
