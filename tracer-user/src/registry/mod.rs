@@ -75,7 +75,16 @@ impl<T: TableStore> Catalog<T> {
         let dump = self.jit_dump(pid, mappings);
         // A JVM without a jitdump: its code heaps, read from its memory.
         let from_memory = match dump {
-            None => self.runtimes.jit.hotspot.scan(pid, mappings),
+            None => {
+                // Its time counts in the JIT-name budget (which paces the reads again).
+                let since = std::time::Instant::now();
+                let jit = &mut self.runtimes.jit;
+                let scan = jit.hotspot.scan(pid, mappings);
+                if scan.is_some() {
+                    jit.names.budget.spend(pid, since);
+                }
+                scan
+            }
             Some(_) => None,
         };
         if from_memory.is_some() {

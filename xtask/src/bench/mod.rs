@@ -26,6 +26,7 @@ mod fold;
 #[path = "../../../tracer-user/tests/integration/hardening/footprint.rs"]
 mod footprint;
 mod hostscale;
+mod java;
 mod measure;
 mod memory;
 mod overhead;
@@ -158,6 +159,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(depth);
     let python = report.timed("python", || python::run(&b))?;
     report.add(python);
+    let java = report.timed("java", || java::run(&b))?;
+    report.add(java);
     report.add(memory.phase(&b.root));
     let attach = report.timed("attach", || attach::run(&b, &memory))?;
     report.add(attach);
@@ -178,9 +181,9 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
 }
 
 /// `cargo xtask bench --phase NAME`: one phase (`perfmap`: the examples only; `hostscale`,
-/// `python`, `static`, `soak`: the release tracer too, run as root; `bare`: also perf and the
+/// `python`, `java`, `static`, `soak`: the release tracer too, run as root; `bare`: also perf and the
 /// benchmark program), printed (the report files of a full run are left as they are). `quick`
-/// shortens the ones whose length the plan sets (the soak, the paired rounds); the others
+/// shortens the ones whose length the plan sets (the soak, the paired rounds, the Java runs); the others
 /// always run as in `--quick`.
 pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
     let out = root.join("target/bench");
@@ -190,7 +193,7 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
         scratch: out.join("phase"),
         workloads: out.join("workloads"),
         out,
-        plan: Plan::new(quick || !matches!(name, "soak" | "bare")),
+        plan: Plan::new(quick || !matches!(name, "soak" | "bare" | "java")),
     };
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
         "perfmap" => (perfmap::run, Some("perfmap_bench")),
@@ -201,6 +204,10 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
         "python" => {
             crate::cmd::build_release_tracer(root)?;
             (python::run, None)
+        }
+        "java" => {
+            crate::cmd::build_release_tracer(root)?;
+            (java::run, None)
         }
         "static" => {
             crate::cmd::build_release_tracer(root)?;
@@ -221,7 +228,9 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
                 .arg(b.plan.peer_set()))?;
             (bare::run, None)
         }
-        other => anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python, static, soak and bare do)"),
+        other => {
+            anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python, java, static, soak and bare do)")
+        }
     };
     if let Some(example) = example {
         build_examples(&[example])?;

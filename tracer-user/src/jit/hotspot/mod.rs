@@ -91,6 +91,8 @@ pub struct HotSpotStats {
     /// JVMs whose code heaps were read, and the reads.
     pub processes: u64,
     pub scans: u64,
+    /// The time the reads took, in all (µs: the session's thread waits for each).
+    pub read_us: u64,
     /// Compiled methods found at the last read of each (summed), and those whose name could
     /// not be read.
     pub compiled_methods: u64,
@@ -185,6 +187,7 @@ impl HotSpots {
             }
         };
         self.stats.scans += 1;
+        self.stats.read_us += since.elapsed().as_micros() as u64;
         let jvm = self.jvms.entry(pid).or_default();
         let (layout, scan) = match result {
             Ok(read) => read,

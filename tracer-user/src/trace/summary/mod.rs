@@ -525,8 +525,13 @@ fn write_hotspot(f: &mut fmt::Formatter<'_>, h: &crate::jit::hotspot::HotSpotSta
     }
     write!(
         f,
-        "  hotspot: {} JVMs read ({} reads), {} compiled methods ({} unnamed), {} malformed blobs",
-        h.processes, h.scans, h.compiled_methods, h.unnamed_methods, h.malformed_blobs
+        "  hotspot: {} JVMs read ({} reads, {:.1} ms), {} compiled methods ({} unnamed), {} malformed blobs",
+        h.processes,
+        h.scans,
+        h.read_us as f64 / 1000.0,
+        h.compiled_methods,
+        h.unnamed_methods,
+        h.malformed_blobs
     )?;
     if !h.refused_by_reason.is_empty() {
         let refused: Vec<String> = h.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
