@@ -15,6 +15,16 @@ impl FakeMemory {
         self.0.insert(addr, bytes.to_vec());
     }
 
+    /// The piece written at `addr`, if one was.
+    pub fn piece(&self, addr: u64) -> Option<&[u8]> {
+        self.0.get(&addr).map(Vec::as_slice)
+    }
+
+    /// Forget the piece written at `addr`.
+    pub fn remove(&mut self, addr: u64) {
+        self.0.remove(&addr);
+    }
+
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
         let Some((&start, bytes)) = self.0.range(..=addr).next_back() else {
             return false;

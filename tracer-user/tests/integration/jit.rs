@@ -338,28 +338,34 @@ fn plain_java_is_walked_and_named_from_its_code_heaps() {
     let java = warm_fib(dir.path(), &[]);
     let pid = java.pid().to_string();
     for (what, scope) in [("--pid", vec!["--pid", pid.as_str()]), ("-a", vec!["-a"])] {
-        let out = dir.path().join("java.json");
-        let out_arg = out.to_str().expect("utf-8 path");
-        let mut args = scope.clone();
-        args.extend(["-d", "3", "-F", "499", "-f", "json", "-o", out_arg]);
-        args.extend(SUMMARY_JSON);
-        let stderr = Tracer::start(&args).finish();
-        let summary = Summary::of(&stderr);
-        assert!(
-            summary.count("hotspot.processes") >= 1,
-            "{what}: the JVM was not read:\n{stderr}"
-        );
-        assert!(
-            !stderr.contains("runs Java without"),
-            "{what}: no advice to restart a JVM whose code was read:\n{stderr}"
-        );
-        let json = std::fs::read_to_string(&out).expect("read the json output");
-        let truncated: Vec<bool> = json_samples(&json, java.pid())
-            .iter()
-            .map(|s| !s["truncated"].is_null())
-            .collect();
-        judge_plain_java(what, &user_stacks(&json, java.pid()), &truncated, &stderr);
+        trace_plain_java(what, &scope, dir.path(), java.pid());
     }
+}
+
+/// Trace `scope` (`--pid PID`, `-a`) for 3 s and judge the samples of the JVM `pid`
+/// ([`judge_plain_java`]): its code heaps read, no advice to restart it.
+fn trace_plain_java(what: &str, scope: &[&str], dir: &std::path::Path, pid: u32) {
+    let out = dir.join("java.json");
+    let out_arg = out.to_str().expect("utf-8 path");
+    let mut args = scope.to_vec();
+    args.extend(["-d", "3", "-F", "499", "-f", "json", "-o", out_arg]);
+    args.extend(SUMMARY_JSON);
+    let stderr = Tracer::start(&args).finish();
+    let summary = Summary::of(&stderr);
+    assert!(
+        summary.count("hotspot.processes") >= 1,
+        "{what}: the JVM was not read:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("runs Java without"),
+        "{what}: no advice to restart a JVM whose code was read:\n{stderr}"
+    );
+    let json = std::fs::read_to_string(&out).expect("read the json output");
+    let truncated: Vec<bool> = json_samples(&json, pid)
+        .iter()
+        .map(|s| !s["truncated"].is_null())
+        .collect();
+    judge_plain_java(what, &user_stacks(&json, pid), &truncated, &stderr);
 }
 
 /// Unstable's OpenJDK 21 and 25 (run in their private root, as a container's JVM), plain:
@@ -385,33 +391,7 @@ fn plain_java_21_and_25_are_walked_and_named_from_their_code_heaps() {
         );
         let running = warm_fib_with(command, dir.path(), &inside);
         let pid = running.pid().to_string();
-        let out = dir.path().join("java.json");
-        let out_arg = out.to_str().expect("utf-8 path");
-        let mut args = vec![
-            "--pid",
-            pid.as_str(),
-            "-d",
-            "3",
-            "-F",
-            "499",
-            "-f",
-            "json",
-            "-o",
-            out_arg,
-        ];
-        args.extend(SUMMARY_JSON);
-        let stderr = Tracer::start(&args).finish();
-        let what = format!("java {release}");
-        assert!(
-            Summary::of(&stderr).count("hotspot.processes") >= 1,
-            "{what}: not read:\n{stderr}"
-        );
-        let json = std::fs::read_to_string(&out).expect("read the json output");
-        let truncated: Vec<bool> = json_samples(&json, running.pid())
-            .iter()
-            .map(|s| !s["truncated"].is_null())
-            .collect();
-        judge_plain_java(&what, &user_stacks(&json, running.pid()), &truncated, &stderr);
+        trace_plain_java(&format!("java {release}"), &["--pid", &pid], dir.path(), running.pid());
     }
 }
 

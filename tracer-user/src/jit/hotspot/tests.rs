@@ -2,6 +2,8 @@ use std::collections::BTreeMap;
 
 use gimli::{BaseAddresses, CfaRule, EhFrame, NativeEndian, Register, RegisterRule, UnwindContext, UnwindSection as _};
 
+use crate::python::testing::FakeMemory;
+
 use super::{
     HotSpotError, HotSpots, dump_of,
     heap::{self, BlobKind},
@@ -9,33 +11,23 @@ use super::{
     vmstructs::{CodeRange, EXPORTS, Exports, Layout, MAX_ENTRIES, Memory},
 };
 
-/// A process's memory: regions of bytes by address.
+/// A process's memory (pieces of bytes by address), counting its reads.
 #[derive(Default)]
 struct Fake {
-    regions: BTreeMap<u64, Vec<u8>>,
+    mem: FakeMemory,
     reads: usize,
 }
 
 impl Memory for Fake {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
         self.reads += 1;
-        let Some((&start, bytes)) = self.regions.range(..=addr).next_back() else {
-            return false;
-        };
-        let at = (addr - start) as usize;
-        match bytes.get(at..at + buf.len()) {
-            Some(b) => {
-                buf.copy_from_slice(b);
-                true
-            }
-            None => false,
-        }
+        self.mem.read(addr, buf)
     }
 }
 
 impl Fake {
     fn put(&mut self, addr: u64, bytes: &[u8]) {
-        self.regions.insert(addr, bytes.to_vec());
+        self.mem.put(addr, bytes);
     }
 
     fn word(&mut self, addr: u64, value: u64) {
@@ -203,7 +195,7 @@ fn jvms_the_walk_does_not_know_are_refused_by_reason() {
     );
     // No terminating entry: the reading stops at the limit (the memory repeats one entry).
     let (mut m, exports) = jvm("17.0.1", &FIELDS);
-    let one = m.regions[&STRUCTS].clone();
+    let one = m.mem.piece(STRUCTS).expect("the first entry").to_vec();
     let mut endless = Vec::new();
     for _ in 0..=MAX_ENTRIES {
         endless.extend_from_slice(&one);
@@ -517,7 +509,7 @@ fn the_code_heap_s_blobs_are_read_and_named() {
 fn forged_code_heaps_are_counted_or_refused() {
     // The interpreter's code runs past its block; the method's Method is not readable.
     let (mut m, layout) = jvm_with_heap(&[(0x400 + 16 + 40, (HEAP + 0x2000).to_le_bytes().to_vec())]);
-    m.regions.remove(&(0x60_000 + 8));
+    m.mem.remove(0x60_000 + 8);
     let scan = heap::scan(&mut m, &layout).expect("scan");
     assert_eq!((scan.malformed, scan.unnamed, scan.blobs.len()), (1, 1, 1));
     assert_eq!(scan.blobs[0].name, "[unknown Java method]");
@@ -536,7 +528,7 @@ fn forged_code_heaps_are_counted_or_refused() {
         Err(HotSpotError::Malformed("code heap count"))
     );
     let (mut m, layout) = jvm_with_heap(&[]);
-    let mut heap_struct = m.regions[&HEAP_STRUCT].clone();
+    let mut heap_struct = m.mem.piece(HEAP_STRUCT).expect("the heap").to_vec();
     heap_struct[8 + 24..8 + 32].copy_from_slice(&(HEAP + (1 << 40)).to_le_bytes());
     m.put(HEAP_STRUCT, &heap_struct);
     let reads = m.reads;
