@@ -86,6 +86,9 @@ impl Runtime for Jit {
     /// The perf maps read again (at the `end`, every process's, once more).
     fn housekeep(&mut self, end: bool, now_ns: u64) {
         self.names.refresh(end, now_ns);
+        if end {
+            self.hotspot.end();
+        }
     }
 
     /// Code outside any object that its process's perf map names.

@@ -87,7 +87,8 @@ impl<T: TableStore> Catalog<T> {
             }
             Some(_) => None,
         };
-        if from_memory.is_some() {
+        // (A JVM starting, not read yet, is read again when its samples land in its code.)
+        if from_memory.is_some() || self.runtimes.jit.hotspot.knows(pid) {
             self.runtimes.jit.dumps.read_from_memory(pid);
         }
         let mut claim = self.claim(pid, mappings);

@@ -6,7 +6,7 @@
 //! names its own (`reuse`). Privileged; skipped loudly (or failed under CI) when a runtime is
 //! missing.
 
-mod forged_jvm;
+pub(crate) mod forged_jvm;
 pub(crate) mod hostile;
 pub(crate) mod jitdump;
 mod reuse;

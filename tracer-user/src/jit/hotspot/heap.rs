@@ -71,8 +71,10 @@ pub struct Scan {
 pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError> {
     let array = mem
         .u64(layout.code_heaps)
-        .filter(|&a| a != 0)
         .ok_or(HotSpotError::Unreadable("CodeCache::_heaps"))?;
+    if array == 0 {
+        return Err(HotSpotError::NotReady);
+    }
     let len = mem
         .i32(array.wrapping_add(layout.array_len))
         .ok_or(HotSpotError::Unreadable("the code heap list"))?;
@@ -83,6 +85,9 @@ pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError>
         .ok()
         .filter(|&l| l <= MAX_HEAPS)
         .ok_or(HotSpotError::Malformed("code heap count"))?;
+    if len == 0 {
+        return Err(HotSpotError::NotReady);
+    }
     let mut out = Scan::default();
     for i in 0..len as u64 {
         let heap = mem

@@ -49,6 +49,8 @@ pub const HOTSPOT_OBJECT: &str = "[hotspot]";
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 /// Reader threads left blocked at most; then no JVM is read.
 pub const MAX_STUCK: usize = 4;
+/// Reads of a starting JVM that may fail before it is refused.
+const MAX_FAILED_READS: u32 = 20;
 /// The processes remembered as read, at most.
 const MAX_READ_PIDS: usize = 65_536;
 /// The ELF machine of x86-64, the only one whose compiled frames are known.
@@ -69,6 +71,8 @@ pub enum HotSpotError {
     Stuck,
     #[error("compiled Java frames are walked on x86-64 only")]
     Machine,
+    #[error("its code cache is not made yet")]
+    NotReady,
 }
 
 impl HotSpotError {
@@ -81,7 +85,14 @@ impl HotSpotError {
             HotSpotError::Malformed(_) => "malformed",
             HotSpotError::Stuck => "stuck",
             HotSpotError::Machine => "machine",
+            HotSpotError::NotReady => "not_ready",
         }
+    }
+
+    /// Whether a later read may succeed: a JVM starting (its library mapped before it is
+    /// relocated, its code cache not made yet) reads as one not ready or unreadable.
+    fn passing(&self) -> bool {
+        matches!(self, HotSpotError::NotReady | HotSpotError::Unreadable(_))
     }
 }
 
@@ -114,6 +125,13 @@ struct Jvm {
     read_through: (u64, u64),
     /// Refused: never read again.
     refused: bool,
+    /// Read once at least.
+    read: bool,
+    /// Not read yet for a reason that may pass ([`HotSpotError::passing`]): how many reads
+    /// failed so, and the last one's reason (counted as a refusal if no read succeeds before
+    /// the process is forgotten or the session ends).
+    failed_reads: u32,
+    pending: Option<&'static str>,
     /// Started with `-XX:+PreserveFramePointer` (or no `java` launcher): not read.
     skipped: bool,
     /// Code that keeps frame pointers (interpreter, call stub, native wrappers), by start.
@@ -166,38 +184,30 @@ impl HotSpots {
             .name("sframe-trace-jvm".into())
             .spawn(move || {
                 let mut mem = ProcMem::open(pid);
-                let result = (|| {
-                    let layout = match known {
-                        Some(layout) => layout,
-                        None => Arc::new(read_layout(&mut mem, &file, bias)?),
-                    };
-                    let scan = heap::scan(&mut mem, &layout)?;
-                    Ok((layout, scan))
-                })();
-                let _ = send.send(result);
+                let layout = match known {
+                    Some(layout) => Ok(layout),
+                    None => read_layout(&mut mem, &file, bias).map(Arc::new),
+                };
+                let scan = match &layout {
+                    Ok(layout) => heap::scan(&mut mem, layout),
+                    Err(error) => Err(error.clone()),
+                };
+                let _ = send.send((layout.ok(), scan));
             });
         if started.is_err() {
             return None;
         }
-        let result = match receive.recv_timeout(TIMEOUT) {
+        let (layout, result) = match receive.recv_timeout(TIMEOUT) {
             Ok(result) => result,
             Err(_) => {
                 self.stuck += 1;
-                Err(HotSpotError::Stuck)
+                (None, Err(HotSpotError::Stuck))
             }
         };
         self.stats.scans += 1;
         self.stats.read_us += since.elapsed().as_micros() as u64;
+        let scan = self.settle(pid, layout, result)?;
         let jvm = self.jvms.entry(pid).or_default();
-        let (layout, scan) = match result {
-            Ok(read) => read,
-            Err(error) => {
-                log::debug!("pid {pid}: the JVM's code is not read: {error}");
-                jvm.refused = true;
-                *self.stats.refused_by_reason.entry(error.reason()).or_default() += 1;
-                return None;
-            }
-        };
         if cfg!(not(target_arch = "x86_64")) {
             jvm.refused = true;
             *self
@@ -207,13 +217,13 @@ impl HotSpots {
                 .or_default() += 1;
             return None;
         }
-        if jvm.layout.is_none() {
+        if !jvm.read {
+            jvm.read = true;
             self.stats.processes += 1;
             if self.read_pids.len() < MAX_READ_PIDS {
                 self.read_pids.insert(pid);
             }
         }
-        jvm.layout = Some(layout);
         self.stats.malformed_blobs += scan.malformed;
         self.stats.unnamed_methods += scan.unnamed;
         self.stats.over_limit += scan.over_limit;
@@ -228,6 +238,35 @@ impl HotSpots {
         jvm.compiled = compiled;
         jvm.frame_pointer_code = frame_pointer_code;
         Some(dump)
+    }
+
+    /// What a read of `pid` gave (the layout it read or used, the code heaps or why not): the
+    /// code heaps, or `None` with the JVM refused (counted), or left to read again when the
+    /// reason may pass ([`HotSpotError::passing`], at most [`MAX_FAILED_READS`] times).
+    fn settle(&mut self, pid: u32, layout: Option<Arc<Layout>>, result: Result<Scan, HotSpotError>) -> Option<Scan> {
+        let jvm = self.jvms.entry(pid).or_default();
+        if layout.is_some() {
+            jvm.layout = layout;
+        }
+        match result {
+            Ok(scan) => {
+                jvm.pending = None;
+                Some(scan)
+            }
+            Err(error) if error.passing() && jvm.failed_reads < MAX_FAILED_READS => {
+                log::debug!("pid {pid}: the JVM's code is not read yet: {error}");
+                jvm.failed_reads += 1;
+                jvm.pending = Some(error.reason());
+                None
+            }
+            Err(error) => {
+                log::debug!("pid {pid}: the JVM's code is not read: {error}");
+                jvm.refused = true;
+                jvm.pending = None;
+                *self.stats.refused_by_reason.entry(error.reason()).or_default() += 1;
+                None
+            }
+        }
     }
 
     /// Whether the code at `addr` of `pid` is a JVM's that keeps frame pointers (interpreter,
@@ -246,15 +285,33 @@ impl HotSpots {
         self.read_pids.contains(&pid)
     }
 
-    /// Whether `pid`'s code heaps are read.
+    /// Whether `pid`'s code heaps are read, or are to be read again (a JVM starting).
     pub fn knows(&self, pid: u32) -> bool {
-        self.jvms.get(&pid).is_some_and(|j| j.layout.is_some() && !j.refused)
+        self.jvms
+            .get(&pid)
+            .is_some_and(|j| (j.read || j.pending.is_some()) && !j.refused)
     }
 
     /// Process `pid` is forgotten.
     pub fn forget(&mut self, pid: u32) {
         if let Some(jvm) = self.jvms.remove(&pid) {
             self.stats.compiled_methods -= jvm.compiled;
+            self.count_pending(&jvm);
+        }
+    }
+
+    /// The session ends: JVMs never read for a reason that might have passed are counted as
+    /// refused by it.
+    pub fn end(&mut self) {
+        let pending: Vec<&'static str> = self.jvms.values_mut().filter_map(|j| j.pending.take()).collect();
+        for reason in pending {
+            *self.stats.refused_by_reason.entry(reason).or_default() += 1;
+        }
+    }
+
+    fn count_pending(&mut self, jvm: &Jvm) {
+        if let Some(reason) = jvm.pending {
+            *self.stats.refused_by_reason.entry(reason).or_default() += 1;
         }
     }
 

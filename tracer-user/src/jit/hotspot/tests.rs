@@ -557,3 +557,40 @@ fn frame_pointer_code_belongs_to_its_process() {
     jvms.forget(7);
     assert!(!jvms.keeps_frame_pointer(7, interpreter));
 }
+
+/// A JVM starting (its code cache not made yet, its tables not relocated yet) is read again,
+/// not refused: refused only after [`super::MAX_FAILED_READS`] such reads, or counted by the
+/// last reason when the session ends first; a malformed one is refused at once.
+#[test]
+fn a_starting_jvm_is_read_again_and_a_malformed_one_refused() {
+    let mut jvms = HotSpots::default();
+    for _ in 0..3 {
+        assert!(jvms.settle(7, None, Err(HotSpotError::NotReady)).is_none());
+    }
+    assert!(jvms.knows(7), "to be read again");
+    assert!(jvms.stats.refused_by_reason.is_empty());
+    assert!(jvms.settle(7, None, Ok(heap::Scan::default())).is_some());
+    jvms.end();
+    assert!(jvms.stats.refused_by_reason.is_empty(), "read at last: nothing counted");
+
+    assert!(
+        jvms.settle(8, None, Err(HotSpotError::Unreadable("vmStructs")))
+            .is_none()
+    );
+    jvms.end();
+    assert_eq!(jvms.stats.refused_by_reason.get("unreadable"), Some(&1));
+    jvms.end();
+    assert_eq!(jvms.stats.refused_by_reason.get("unreadable"), Some(&1), "counted once");
+
+    for _ in 0..super::MAX_FAILED_READS {
+        jvms.settle(9, None, Err(HotSpotError::NotReady));
+    }
+    assert!(jvms.knows(9));
+    jvms.settle(9, None, Err(HotSpotError::NotReady));
+    assert!(!jvms.knows(9), "refused after the last read allowed");
+    assert_eq!(jvms.stats.refused_by_reason.get("not_ready"), Some(&1));
+
+    jvms.settle(10, None, Err(HotSpotError::Malformed("code heap count")));
+    assert!(!jvms.knows(10));
+    assert_eq!(jvms.stats.refused_by_reason.get("malformed"), Some(&1));
+}

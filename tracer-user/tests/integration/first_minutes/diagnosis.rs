@@ -187,6 +187,8 @@ fn a_stripped_debian_program_names_its_debug_package() {
 
 /// Issue 31 (Node without --perf-basic-prof and Java without -XX:+PreserveFramePointer gave
 /// unnamed or cut stacks, silently): the diagnosis names the flag; given the flag, it does not.
+/// A JVM whose code heaps were read walks whole without it (`jit::hotspot`) and gets no advice;
+/// one that cannot be read (here a forged one, of a version the walk does not know) does.
 #[test]
 fn runtimes_without_their_flag_name_it() {
     privileged_test!(shared);
@@ -207,12 +209,21 @@ fn runtimes_without_their_flag_name_it() {
     )
     .expect("write Spin.java");
     let java = java.to_str().expect("a UTF-8 path");
-    let (said, _) = diagnosed(&["--", "java", java]);
-    assert!(
+    let advised = |said: &[String]| {
         said.iter()
-            .any(|s| s.contains("Java without -XX:+PreserveFramePointer")),
-        "{said:?}"
+            .any(|s| s.contains("Java without -XX:+PreserveFramePointer"))
+    };
+    let (said, summary) = diagnosed(&["--", "java", java]);
+    assert_eq!(
+        advised(&said),
+        summary.count("hotspot.processes") == 0,
+        "advice exactly when the JVM was not read: {said:?} {}",
+        summary.0["hotspot"]
     );
+    let forged = crate::jit::forged_jvm::build(dir.path());
+    let (said, summary) = diagnosed(&["--", forged.to_str().expect("a UTF-8 path"), "2"]);
+    assert!(advised(&said), "{said:?}");
+    assert_eq!(summary.count("hotspot.refused_by_reason.unknown_version"), 1);
     let (said, _) = diagnosed(&["--", "java", "-XX:+PreserveFramePointer", java]);
     assert!(!said.iter().any(|s| s.contains("PreserveFramePointer")), "{said:?}");
 }

@@ -13,8 +13,8 @@ use std::{
 use super::user_stacks;
 use crate::support::{Running, SFRAME_CFLAGS, SUMMARY_JSON, Summary, Tracer, gcc, run};
 
-/// The forged library and the program linking it, built into `dir`.
-fn build(dir: &Path) -> std::path::PathBuf {
+/// The forged library and the program linking it, built into `dir`: the program.
+pub(crate) fn build(dir: &Path) -> std::path::PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/hotspot");
     let lib = dir.join("libjvm.so");
     run(Command::new("gcc")
