@@ -14,6 +14,7 @@ pub mod sample;
 pub mod snapshot;
 pub mod trace;
 pub mod unwind;
+pub mod v8;
 pub mod vma;
 pub mod walk;
 

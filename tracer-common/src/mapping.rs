@@ -11,7 +11,7 @@ pub const NO_VMA: ExecMapping = ExecMapping {
     end: 0,
     bias: 0,
     object: NO_OBJECT,
-    _pad: 0,
+    v8: 0,
 };
 
 /// One executable mapping of a process: `[start, end)` holds code of `object`, whose own
@@ -24,12 +24,14 @@ pub struct ExecMapping {
     pub bias: u64,
     /// Dense object id (`PageKey::object`), or [`NO_OBJECT`].
     pub object: u32,
-    pub _pad: u32,
+    /// In a V8 process (Node.js), where its JavaScript frames keep their function
+    /// (`crate::v8::config`); 0 elsewhere, and in every mapping found through VMAs.
+    pub v8: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);
 
 #[cfg(feature = "user")]
-// SAFETY: `#[repr(C)]`, integers only, explicit padding field, size pinned above: every bit
+// SAFETY: `#[repr(C)]`, integers only, no padding, size pinned above: every bit
 // pattern is valid and there are no implicit padding bytes.
 unsafe impl aya::Pod for ExecMapping {}

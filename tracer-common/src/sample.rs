@@ -9,6 +9,7 @@ use crate::{
         FP_FRAME_BIT, MAX_KERNEL_FRAMES, MAX_USER_FRAMES, RECORD_HEADER_BYTES, SOURCE_FP, SOURCE_TABLE, SampleHeader,
         SampleRecord, VMA_WORDS, WalkRegs,
     },
+    v8::{V8_ADDR_MASK, is_v8_word},
     vma::MAX_VMAS,
 };
 
@@ -24,6 +25,10 @@ pub struct Sample {
     /// [`SOURCE_TABLE`] or [`SOURCE_FP`] per user frame: how the frame's *caller* was found
     /// is recorded on the caller (frame 0's source is always `SOURCE_TABLE`).
     pub user_source: [u8; MAX_USER_FRAMES],
+    /// Per user frame, the `SharedFunctionInfo` the kernel read from it when it is a V8
+    /// JavaScript frame (`crate::v8`), else 0. The record carries it as a word after the
+    /// frame; decoding takes it out of the frames.
+    pub user_v8: [u64; MAX_USER_FRAMES],
     /// The registers and stack copy when `header.snapshot != 0` (`stop` is then
     /// `StopReason::Snapshot` and `user` holds frame 0 only).
     pub copy: StackSnapshot,
@@ -67,6 +72,7 @@ impl Sample {
         kernel: [0; MAX_KERNEL_FRAMES],
         user: [0; MAX_USER_FRAMES],
         user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
+        user_v8: [0; MAX_USER_FRAMES],
         copy: StackSnapshot::EMPTY,
         vma_mappings: [NO_VMA; MAX_VMAS],
     };
@@ -134,7 +140,7 @@ impl Sample {
             tid: half(core::mem::offset_of!(SampleHeader, tid))?,
             cpu: half(core::mem::offset_of!(SampleHeader, cpu))?,
             stop: half(core::mem::offset_of!(SampleHeader, stop))?,
-            num_user,
+            num_user: 0,
             num_kernel,
             vmas,
             _pad: 0,
@@ -144,15 +150,26 @@ impl Sample {
         for (i, slot) in self.kernel[..nk].iter_mut().enumerate() {
             *slot = frame(i)?;
         }
+        // A V8 word belongs to the frame before it (the kernel writes none first).
+        let mut frames = 0;
         for i in 0..nu {
             let word = frame(nk + i)?;
-            self.user[i] = word & !FP_FRAME_BIT;
-            self.user_source[i] = if word & FP_FRAME_BIT != 0 {
+            if is_v8_word(word) {
+                if frames > 0 {
+                    self.user_v8[frames - 1] = word & V8_ADDR_MASK;
+                }
+                continue;
+            }
+            self.user[frames] = word & !FP_FRAME_BIT;
+            self.user_v8[frames] = 0;
+            self.user_source[frames] = if word & FP_FRAME_BIT != 0 {
                 SOURCE_FP
             } else {
                 SOURCE_TABLE
             };
+            frames += 1;
         }
+        self.header.num_user = frames as u32;
         for (i, slot) in self.vma_mappings[..vmas as usize].iter_mut().enumerate() {
             let at = nk + nu + VMA_WORDS * i;
             let object = frame(at + 3)?;
@@ -161,7 +178,7 @@ impl Sample {
                 end: frame(at + 1)?,
                 bias: frame(at + 2)?,
                 object: object as u32,
-                _pad: (object >> 32) as u32,
+                v8: (object >> 32) as u32,
             };
         }
         self.copy.len = snapshot;

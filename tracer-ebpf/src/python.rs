@@ -147,9 +147,10 @@ impl PyRecord for Record<'_> {
     }
 }
 
-/// Append `word` after the user frames of the record; false when it is full.
+/// Append `word` after the user words of the record; false when it is full. (Also the V8
+/// word of a frame, `unwind.rs`.)
 #[inline(always)]
-fn push(state: &mut WalkState, word: u64) -> bool {
+pub(crate) fn push(state: &mut WalkState, word: u64) -> bool {
     // SAFETY: plain loads from the walk state; volatile so the verifier bounds them by the
     // checks below rather than by what it knows of earlier stores.
     let (kernel, user) = unsafe {

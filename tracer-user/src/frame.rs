@@ -1,6 +1,6 @@
 //! One frame of a sampled stack, as it is kept until it is named: native code by object and
 //! offset, code outside any object by address (and, in JIT code, the process incarnation its
-//! perf-map names belong to), kernel code by address, or a Python function at a line.
+//! perf-map names belong to), kernel code by address, a Python function at a line, or a JavaScript function.
 
 use crate::python::pycode::PyFrame;
 
@@ -27,4 +27,7 @@ pub enum Frame {
     },
     /// A Python function at a line, in place of the evaluation-loop frame that ran it.
     Python(PyFrame),
+    /// A JavaScript function (`v8::V8::function`), in place of the JIT or builtin frame
+    /// that ran it.
+    V8 { function: u32 },
 }

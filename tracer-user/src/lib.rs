@@ -32,3 +32,4 @@ pub mod symfiles;
 pub mod sys;
 pub mod tables;
 pub mod trace;
+pub mod v8;

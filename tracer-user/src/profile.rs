@@ -152,6 +152,16 @@ impl NativeWalk {
             && !keeps_fp
             && i + 1 < self.native
             && sample.user_source.get(i + 1) == Some(&SOURCE_FP);
+        // A JavaScript frame whose function the kernel found (`v8/`).
+        if sample.user_v8[i] != 0
+            && mapping.is_some()
+            && let Some(function) = catalog.runtimes.v8.frame(sample.tgid, sample.user_v8[i], sample.time_ns)
+        {
+            self.before = Some(Frame::V8 { function });
+            stack.user.push(Frame::V8 { function });
+            stack.sources.push(FrameSource::V8);
+            return;
+        }
         let frame = match mapping {
             Some(ResolvedMapping {
                 object: Some(object),
@@ -342,6 +352,8 @@ impl Profile {
                 | FrameSource::HotSpot => self.sframe_frames += 1,
                 // Counted by the registry (`PyFrameStats`).
                 FrameSource::Python => {}
+                // A JavaScript frame is found by its frame pointer.
+                FrameSource::V8 => self.fp_frames += 1,
             }
         }
         self.samples += 1;

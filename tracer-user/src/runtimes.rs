@@ -37,6 +37,8 @@ runtimes! {
     jit: crate::jit::Jit,
     /// CPython: its frames, read from the interpreter's memory (`python/`).
     python: crate::python::Python,
+    /// Node.js: its JavaScript frames, named from V8's memory (`v8/`).
+    v8: crate::v8::V8,
 }
 
 impl Runtimes {

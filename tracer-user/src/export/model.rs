@@ -31,11 +31,14 @@ pub enum FrameSource {
     /// A CPython function, from the interpreter's frame chain (in place of the
     /// evaluation-loop frame that ran it).
     Python,
+    /// A JavaScript function, from its V8 frame (in place of the JIT or builtin frame that
+    /// ran it).
+    V8,
 }
 
 impl FrameSource {
     /// The name formats print: `sframe`, `eh_frame`, `fp`, `leaf`, `gopclntab`, `kernel`, `jit`,
-    /// `jitdump`, `hotspot`, `python`.
+    /// `jitdump`, `hotspot`, `python`, `v8`.
     pub fn name(self) -> &'static str {
         match self {
             FrameSource::Sframe => "sframe",
@@ -48,11 +51,12 @@ impl FrameSource {
             FrameSource::JitDump => "jitdump",
             FrameSource::HotSpot => "hotspot",
             FrameSource::Python => "python",
+            FrameSource::V8 => "v8",
         }
     }
 
     /// One letter per source, as pprof's `sources` label spells a stack (`s`, `e`, `f`, `l`,
-    /// `g`, `k`, `j`, `d`, `h`, `p`), so that a profile symbolized elsewhere says how each frame was found.
+    /// `g`, `k`, `j`, `d`, `h`, `p`, `v`), so that a profile symbolized elsewhere says how each frame was found.
     pub fn letter(self) -> char {
         match self {
             FrameSource::Sframe => 's',
@@ -65,6 +69,7 @@ impl FrameSource {
             FrameSource::JitDump => 'd',
             FrameSource::HotSpot => 'h',
             FrameSource::Python => 'p',
+            FrameSource::V8 => 'v',
         }
     }
 
@@ -81,6 +86,7 @@ impl FrameSource {
             'd' => FrameSource::JitDump,
             'h' => FrameSource::HotSpot,
             'p' => FrameSource::Python,
+            'v' => FrameSource::V8,
             _ => return None,
         })
     }

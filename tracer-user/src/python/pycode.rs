@@ -246,7 +246,7 @@ impl Default for PyCodes {
 
 /// The owner of `/proc/PID` (the process's effective uid; root's when it is not dumpable),
 /// `u32::MAX` when gone.
-fn proc_owner(pid: u32) -> u32 {
+pub(crate) fn proc_owner(pid: u32) -> u32 {
     std::fs::metadata(format!("/proc/{pid}")).map_or(u32::MAX, |m| m.uid())
 }
 

@@ -62,13 +62,19 @@ enum Job {
         at: u64,
         len: u64,
     },
+    /// Any other runtime's read (`MemReader::run`).
+    Run { pid: u32, work: Work },
     /// Close the process's memory file (it exited or exec'ed).
     Forget(u32),
 }
 
+/// A read of [`MemReader::run`], on the reader thread.
+type Work = Box<dyn FnOnce(&mut dyn FnMut(u64, &mut [u8]) -> bool) -> Box<dyn std::any::Any + Send> + Send>;
+
 enum Reply {
     Meta(Result<CodeMeta, CodeError>),
     Table(Result<Vec<u8>, CodeError>),
+    Run(Box<dyn std::any::Any + Send>),
 }
 
 /// Reads a process's memory: `read(pid, addr, buf)`, false when it cannot.
@@ -145,6 +151,21 @@ impl MemReader {
         }
     }
 
+    /// What `work` gives from `pid`'s memory (owned by `uid`), read on the reader thread with
+    /// the same time limit (the reads of another runtime than Python's).
+    pub fn run<R: Send + 'static>(
+        &mut self,
+        pid: u32,
+        uid: u32,
+        work: impl FnOnce(&mut dyn FnMut(u64, &mut [u8]) -> bool) -> R + Send + 'static,
+    ) -> Result<R, ReadError> {
+        let work: Work = Box::new(move |read| Box::new(work(read)));
+        match self.ask(pid, uid, Job::Run { pid, work })? {
+            Reply::Run(answer) => answer.downcast::<R>().map(|r| *r).map_err(|_| ReadError::Stuck),
+            _ => Err(ReadError::Stuck),
+        }
+    }
+
     /// `pid` exited or exec'ed: its memory file is closed (a new image or a new process with
     /// its pid is opened afresh), and a process that got its pid may be read.
     pub fn forget(&mut self, pid: u32) {
@@ -215,8 +236,8 @@ impl MemReader {
                     self.left.push(LeftBehind { pid, uid, replies });
                 }
                 log::warn!(
-                    "reading the memory of process {pid} took longer than {TIMEOUT:?}: its Python \
-                     frames are not named until it answers ({} of {MAX_STUCK_PER_USER} reader threads \
+                    "reading the memory of process {pid} took longer than {TIMEOUT:?}: its \
+                     runtime's frames are not named until it answers ({} of {MAX_STUCK_PER_USER} reader threads \
                      stuck for uid {uid}, {} of {MAX_STUCK} in all)",
                     user_stuck + 1,
                     self.stuck
@@ -251,6 +272,7 @@ fn spawn(mut read: Box<ReadFn>) -> Option<Worker> {
                         Reply::Meta(read_meta(&layout, code, &mut |a, b| read(pid, a, b)))
                     }
                     Job::Table { pid, at, len } => Reply::Table(read_table(at, len, &mut |a, b| read(pid, a, b))),
+                    Job::Run { pid, work } => Reply::Run(work(&mut |a, b| read(pid, a, b))),
                 };
                 if reply_tx.send(reply).is_err() {
                     return;

@@ -131,9 +131,10 @@ impl<T: TableStore> Catalog<T> {
                 end: m.end,
                 bias,
                 object: table.unwrap_or(NO_OBJECT),
-                _pad: 0,
+                v8: 0,
             });
         }
+        self.mark_v8(pid, mappings, &mut exec);
         // What the runtimes learn from them: executable memory without an object is JIT
         // code, or a runtime's stubs (not `[vsyscall]`, which every process has).
         let shown: Vec<Mapped> = mappings
@@ -152,6 +153,29 @@ impl<T: TableStore> Catalog<T> {
         let old = self.processes.replace(pid, resolved, monotonic_ns());
         self.release(&old);
         exec
+    }
+
+    /// When `pid` runs a V8 whose frames are named (`v8/`): its JIT code's mappings (executable
+    /// memory without an object) and the V8's own are marked in `exec`, for the kernel's walk
+    /// to keep the functions of the JavaScript frames it finds there.
+    fn mark_v8(&mut self, pid: u32, mappings: &[Mapping], exec: &mut [ExecMapping]) {
+        let files = mappings.iter().filter_map(|m| match &m.kind {
+            MappingKind::File { key, file, .. } => Some((key, &**file)),
+            _ => None,
+        });
+        let Some((config, v8_key)) = self.runtimes.v8.attach_files(pid, files) else {
+            return;
+        };
+        for (m, e) in mappings.iter().zip(exec.iter_mut()) {
+            let marked = match &m.kind {
+                MappingKind::Anonymous => e.object == NO_OBJECT,
+                MappingKind::File { key, .. } => *key == v8_key,
+                _ => false,
+            };
+            if marked {
+                e.v8 = config;
+            }
+        }
     }
 
     /// Forget a process: its objects lose a user (see [`Catalog::unload_unused`]).

@@ -1,0 +1,75 @@
+//! V8 (Node.js) frames, as the walk keeps them for userspace to name.
+//!
+//! V8's JavaScript frames (interpreted, baseline, optimized) keep frame pointers, so the walk
+//! finds them by the frame-pointer fallback; what it cannot know is whose they are. A
+//! JavaScript frame keeps its context (a heap object) just below the saved frame pointer and
+//! its function (a `JSFunction`) below that; a frame of V8's own (entry, exit, stub) keeps a
+//! frame-type marker, a small integer (Smi), where the context would be. So, for every frame
+//! it unwinds by frame pointer in a mapping marked with a [`config`] (`ExecMapping::v8`,
+//! set by userspace for the mappings of a process that runs V8), the walk reads those slots
+//! ([`frame_word`]) and, for a JavaScript frame, appends after the frame the function's
+//! `SharedFunctionInfo` address with [`V8_FRAME_BIT`]: the function's shared part lives in
+//! the old generation, where objects seldom move, and userspace names it
+//! (`tracer-user`'s `v8/`). The offsets come from the `v8dbg_*` constants the binary
+//! exports for debuggers.
+
+use crate::{python::PY_CODE_BIT, trace::FP_FRAME_BIT};
+
+/// Set in a record's user word that is the `SharedFunctionInfo` of the frame before it (not
+/// a frame): no user address has it, and neither [`FP_FRAME_BIT`] nor [`PY_CODE_BIT`] goes
+/// with it.
+pub const V8_FRAME_BIT: u64 = 1 << 61;
+/// The address bits of a [`V8_FRAME_BIT`] word.
+pub const V8_ADDR_MASK: u64 = (1 << 48) - 1;
+/// Set in every [`config`] (so that none is 0).
+const CONFIG_BIT: u32 = 1 << 31;
+/// V8's tag of a heap object pointer (its low two bits); a Smi has its lowest bit clear.
+pub const HEAP_OBJECT_TAG: u64 = 1;
+const TAG_MASK: u64 = 3;
+
+/// The word of [`crate::mapping::ExecMapping::v8`] for a V8 whose frames keep their context
+/// `fp_context` bytes and their function `fp_function` bytes below the frame pointer, and
+/// whose `JSFunction` has its shared part at byte `shared` (all below 256, checked by
+/// userspace).
+pub const fn config(fp_context: u8, fp_function: u8, shared: u8) -> u32 {
+    CONFIG_BIT | fp_context as u32 | (fp_function as u32) << 8 | (shared as u32) << 16
+}
+
+/// The word to append after a frame unwound by frame pointer `fp` in a mapping with V8
+/// `config` (not 0), reading the frame's slots with `stack` and the function with `heap`;
+/// `None` for a frame that is not a JavaScript function's (or whose slots cannot be read or
+/// hold no heap objects).
+#[inline(always)]
+pub fn frame_word(
+    config: u32,
+    fp: u64,
+    mut stack: impl FnMut(u64) -> Option<u64>,
+    heap: impl FnOnce(u64) -> Option<u64>,
+) -> Option<u64> {
+    let fp_context = u64::from(config & 0xff);
+    let fp_function = u64::from(config >> 8 & 0xff);
+    let shared = u64::from(config >> 16 & 0xff);
+    let context = stack(fp.wrapping_sub(fp_context))?;
+    if context & TAG_MASK != HEAP_OBJECT_TAG {
+        return None;
+    }
+    let function = stack(fp.wrapping_sub(fp_function))?;
+    if function & TAG_MASK != HEAP_OBJECT_TAG {
+        return None;
+    }
+    let info = heap(function.wrapping_sub(HEAP_OBJECT_TAG).wrapping_add(shared))?;
+    if info & TAG_MASK != HEAP_OBJECT_TAG || info & !V8_ADDR_MASK != 0 {
+        return None;
+    }
+    Some(V8_FRAME_BIT | info)
+}
+
+/// Whether user word `word` of a record is a [`V8_FRAME_BIT`] word (and not a frame or a
+/// Python word).
+#[inline(always)]
+pub const fn is_v8_word(word: u64) -> bool {
+    word & (FP_FRAME_BIT | PY_CODE_BIT | V8_FRAME_BIT) == V8_FRAME_BIT
+}
+
+#[cfg(test)]
+mod tests;
