@@ -79,6 +79,8 @@ pub struct RuntimeNote {
     pub pid: u32,
     /// About Java's frame pointers (moot once its code heaps are read, `crate::jit::hotspot`).
     pub java: bool,
+    /// About Node.js's names (moot once its JavaScript frames are named, `crate::v8`).
+    pub node: bool,
     pub text: String,
 }
 
@@ -111,6 +113,7 @@ impl Runtimes {
             self.notes.push(RuntimeNote {
                 pid,
                 java: name == "java",
+                node: name == "node" || name == "nodejs",
                 text: note,
             });
         }

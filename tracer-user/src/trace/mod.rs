@@ -377,12 +377,14 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         std::path::Path::new("/var/lib/dpkg/info"),
         &summary::diagnosis::mentioned(unnamed, sink.profile.samples),
     );
-    // Java whose compiled code was read from its code heaps walks whole without the flag.
+    // Java whose compiled code was read from its code heaps walks whole without the flag,
+    // Node.js whose JavaScript frames were marked for the walk has them named.
     let runtime_notes: Vec<String> = sink
         .runtimes
         .notes
         .iter()
         .filter(|note| !(note.java && catalog.runtimes.jit.hotspot.was_read(note.pid)))
+        .filter(|note| !(note.node && catalog.runtimes.v8.was_marked(note.pid)))
         .map(|note| note.text.clone())
         .collect();
     let diagnosis = summary::diagnosis::diagnose(&summary::diagnosis::Evidence {

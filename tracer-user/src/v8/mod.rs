@@ -84,6 +84,8 @@ const MAX_IMAGES: usize = 4096;
 const MAX_CACHED: usize = 1 << 18;
 /// Distinct functions named at most in a session (then frames of new ones stay native).
 const MAX_FUNCTIONS: usize = 1 << 20;
+/// Processes remembered as marked at most (`V8::was_marked`).
+const MAX_MARKED: usize = 4096;
 
 /// What became of JavaScript frames and V8s (the summary's `v8` object).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -124,6 +126,9 @@ pub struct V8 {
     /// Whether an object is a V8, by its key.
     images: HashMap<ObjectKey, Result<Option<Arc<Layout>>, V8Error>>,
     procs: HashMap<u32, Proc>,
+    /// Processes whose frames were marked this session (at most [`MAX_MARKED`]), for the
+    /// diagnosis: their JavaScript frames are named without a flag.
+    marked: std::collections::HashSet<u32>,
     inner: RefCell<Inner>,
 }
 
@@ -186,6 +191,9 @@ impl V8 {
         if !self.procs.contains_key(&pid) {
             self.inner.get_mut().stats.processes += 1;
         }
+        if self.marked.len() < MAX_MARKED {
+            self.marked.insert(pid);
+        }
         let uid = crate::python::pycode::proc_owner(pid);
         self.procs.insert(pid, Proc { layout, uid });
         Some((config, key))
@@ -205,6 +213,11 @@ impl V8 {
             },
         );
         seen
+    }
+
+    /// Whether `pid` had its JavaScript frames marked for the walk in this session.
+    pub fn was_marked(&self, pid: u32) -> bool {
+        self.marked.contains(&pid)
     }
 
     /// Whether `pid` runs a V8 whose frames are named.

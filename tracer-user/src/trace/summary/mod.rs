@@ -143,6 +143,9 @@ pub struct Figures {
     pub jitdump: crate::jit::dumps::DumpStats,
     /// JVMs whose code heaps were read (compiled Java walked and named without flags).
     pub hotspot: crate::jit::hotspot::HotSpotStats,
+    /// Node.js processes whose JavaScript frames were named from V8's memory: frames named,
+    /// left native by reason, V8s refused by reason.
+    pub v8: crate::v8::V8Stats,
     /// CPython frame chains the kernel walked: walks, frames, walks cut short by reason.
     pub python: python::PythonFigures,
     /// Why the profile came back empty or broken, and the next step: one sentence each
@@ -340,6 +343,7 @@ impl Summary<'_> {
             jit: self.catalog.runtimes.jit.names.stats(),
             jitdump: self.catalog.runtimes.jit.dumps.stats.clone(),
             hotspot: self.catalog.runtimes.jit.hotspot.stats.clone(),
+            v8: self.catalog.runtimes.v8.stats(),
             python: self.python.clone(),
             diagnosis: self.diagnosis.clone(),
         }
@@ -455,6 +459,7 @@ impl fmt::Display for Summary<'_> {
         }
         write_jit(f, &figures.jit, &figures.jitdump)?;
         write_hotspot(f, &figures.hotspot)?;
+        write_v8(f, &figures.v8)?;
         python::write(f, &figures.python)?;
         let symbols = &figures.symbols;
         if !symbols.is_empty() {
@@ -536,6 +541,32 @@ fn write_hotspot(f: &mut fmt::Formatter<'_>, h: &crate::jit::hotspot::HotSpotSta
     if !h.refused_by_reason.is_empty() {
         let refused: Vec<String> = h.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
         write!(f, ", refused: {}", refused.join(", "))?;
+    }
+    writeln!(f)
+}
+
+/// The Node.js line, when a V8 was met.
+fn write_v8(f: &mut fmt::Formatter<'_>, v: &crate::v8::V8Stats) -> fmt::Result {
+    if *v == crate::v8::V8Stats::default() {
+        return Ok(());
+    }
+    let unnamed: u64 = v.unnamed_by_reason.values().sum();
+    write!(
+        f,
+        "  v8: {} processes, {} JavaScript frames named ({} functions), {} left native",
+        v.processes, v.frames, v.functions, unnamed
+    )?;
+    let counts = |m: &std::collections::BTreeMap<&str, u64>| -> String {
+        m.iter().map(|(r, n)| format!("{r} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    if !v.unnamed_by_reason.is_empty() {
+        write!(f, " ({})", counts(&v.unnamed_by_reason))?;
+    }
+    if v.replaced != 0 {
+        write!(f, ", {} cached functions replaced", v.replaced)?;
+    }
+    if !v.refused_by_reason.is_empty() {
+        write!(f, ", refused: {}", counts(&v.refused_by_reason))?;
     }
     writeln!(f)
 }
