@@ -398,7 +398,8 @@ pub async fn run(config: TraceConfig) -> anyhow::Result<Ended> {
         target_notes: &targets.notes,
         idle: &idle,
         runtimes: &runtime_notes,
-        jit_processes: jit.processes,
+        // (Node.js whose JavaScript frames are named from V8's memory needs no perf map.)
+        jit_processes: jit.processes.saturating_sub(catalog.runtimes.v8.stats().processes),
         perf_maps: jit.perf_maps,
         // With `--symbolize none` frames are unnamed on purpose: nothing to advise.
         unnamed,

@@ -110,7 +110,7 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
     let mut kernel = Kernel::load(&kernel_config, &mut catalog.loader.tables)?;
     for (pid, mappings) in &exec {
         match kernel.set_process(*pid, mappings) {
-            Ok(_) => {}
+            Ok(_) => log::debug!(target: crate::manager::LOAD_LOG, "pid {pid} loaded"),
             Err(_) if targets.is_all() => skipped += 1,
             Err(err) => return Err(err),
         }

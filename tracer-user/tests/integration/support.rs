@@ -390,8 +390,14 @@ impl Tracer {
 
     /// Wait until a tracer started with [`Tracer::start_logging`] for `trace::LOAD_LOG` has
     /// loaded process `pid` (its mappings and tables in the kernel).
+    /// (A process loaded as the tracer started says so before the tracer samples: among the
+    /// lines kept already.)
     pub fn wait_loaded(&mut self, pid: u32, what: &str) {
         let loaded = format!("pid {pid} loaded");
+        self.drain();
+        if self.stderr.iter().any(|line| line.ends_with(&loaded)) {
+            return;
+        }
         self.wait_for(what, |line| line.ends_with(&loaded));
     }
 

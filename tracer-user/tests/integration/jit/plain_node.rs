@@ -1,0 +1,135 @@
+//! A plain `node` (no flag at all), traced with `--pid` and with `-a`: its JavaScript frames
+//! are named from V8's memory (`v8/`), interpreted and compiled alike, with their script and
+//! line. Judged on the samples whose innermost frame is JavaScript (a named frame, or code
+//! without an object): at least 90 % named with the program's functions; every stack in the
+//! one order the program has (`leaf`, `descend` frames, `main`, then node's module loader),
+//! none other; at least 95 % whole down to `_start`.
+
+use std::{
+    io::BufRead as _,
+    process::{Command, Stdio},
+};
+
+use super::{ENOUGH, NAMED, WHOLE, have, loaded_then_sampled};
+use crate::support::{Running, SUMMARY_JSON, Summary, json_frames, json_samples};
+
+/// The program: `main` calls `descend` 12 deep, whose last calls `leaf`, until it is killed;
+/// `warm` once its first second of CPU time is over. Each function on a line of its own.
+const PROGRAM: &str = "function leaf(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s; }\n\
+function descend(depth) { return depth === 0 ? leaf(20000) : descend(depth - 1) + 1; }\n\
+function main() {\n\
+  let t = 0, said = false;\n\
+  for (;;) {\n\
+    t += descend(12);\n\
+    if (!said && process.cpuUsage().user > 1e6) { console.log('warm'); said = true; }\n\
+  }\n\
+  return t;\n\
+}\n\
+main();\n";
+
+/// The line each function starts on (the script's own, `(anonymous)`, is node's module
+/// wrapper around it, which calls `main`).
+const LINES: [(&str, u64); 4] = [("leaf", 1), ("descend", 2), ("main", 3), ("(anonymous)", 1)];
+
+#[test]
+fn plain_node_is_named_from_v8s_memory() {
+    privileged_test!(test);
+    if !have(test, "node") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("descend.js");
+    std::fs::write(&script, PROGRAM).expect("write descend.js");
+    let mut child = Command::new("node")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let stdout = child.stdout.take().expect("stdout");
+    let node = Running(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    let pid = node.pid().to_string();
+    let script = script.to_str().expect("utf-8 path");
+    for (what, scope) in [("--pid", vec!["--pid", pid.as_str()]), ("-a", vec!["-a"])] {
+        let out = dir.path().join("node.json");
+        let out_arg = out.to_str().expect("utf-8 path");
+        let mut args = scope.clone();
+        args.extend(["-F", "499", "-f", "json", "-o", out_arg]);
+        args.extend(SUMMARY_JSON);
+        let (stderr, loaded) = loaded_then_sampled(&args, node.pid(), "node loaded");
+        let summary = Summary::of(&stderr);
+        assert!(summary.count("v8.processes") >= 1, "{what}: no V8 was read:\n{stderr}");
+        assert!(
+            !stderr.contains("runs Node.js without"),
+            "{what}: no advice to restart a node whose frames are named:\n{stderr}"
+        );
+        let json = std::fs::read_to_string(&out).expect("read the json output");
+        judge(what, &json, node.pid(), script, loaded, &stderr);
+    }
+}
+
+/// The judgement of [`plain_node_is_named_from_v8s_memory`], on the samples taken once the
+/// tracer had loaded node (`loaded`, seconds since the epoch): before, they are stack copies,
+/// walked once it is, and the JavaScript frames of a copy are not named (their functions
+/// are read by the kernel at the sample, and a function read later may have moved). Every
+/// sample is held to the order of the program's frames.
+fn judge(what: &str, json: &str, pid: u32, script: &str, loaded: f64, stderr: &str) {
+    let (mut in_js, mut named, mut whole, mut before) = (0usize, 0usize, 0usize, 0usize);
+    for sample in json_samples(json, pid) {
+        let frames: Vec<serde_json::Value> = json_frames(&sample)
+            .iter()
+            .filter(|f| f["source"] != "kernel")
+            .cloned()
+            .collect();
+        let js = |f: &serde_json::Value| f["object"] == "[javascript]";
+        let Some(first) = frames.first() else { continue };
+        if !(js(first) || first["object"].is_null()) {
+            continue;
+        }
+        let counted = sample["time"].as_f64().is_some_and(|t| t > loaded);
+        before += usize::from(!counted);
+        in_js += usize::from(counted);
+        // Every JavaScript frame of the program: its name, script and line.
+        for f in frames.iter().filter(|f| js(f) && f["file"] == script) {
+            let name = f["symbol"].as_str().unwrap_or_default();
+            let line = LINES.iter().find(|(n, _)| *n == name).map(|(_, l)| *l);
+            assert!(line.is_some(), "{what}: a function the program has not: {f}");
+            assert_eq!(f["line"].as_u64(), line, "{what}: {name} at the wrong line: {f}");
+            assert_eq!(f["source"], "v8", "{what}: {f}");
+        }
+        let names: Vec<&str> = frames
+            .iter()
+            .filter(|f| js(f))
+            .map(|f| f["symbol"].as_str().unwrap_or_default())
+            .collect();
+        let mine = |n: &&str| LINES[..3].iter().any(|(l, _)| l == n);
+        if counted && first["symbol"].as_str().is_some_and(|n| mine(&n)) && js(first) {
+            named += 1;
+        }
+        // leaf (innermost only), then descend frames, then main, then none of the program's.
+        let leaf = usize::from(names.first() == Some(&"leaf"));
+        let descends = names[leaf..].iter().take_while(|n| **n == "descend").count();
+        assert!(descends <= 13, "{what}: {descends} descend frames: {names:?}");
+        let rest = &names[leaf + descends..];
+        if leaf + descends > 0 || rest.first() == Some(&"main") {
+            assert_eq!(rest.first(), Some(&"main"), "{what}: a wrong stack: {names:?}");
+            assert!(!rest[1..].iter().any(mine), "{what}: a wrong stack: {names:?}");
+        }
+        if counted && sample["truncated"].is_null() && frames.last().is_some_and(|f| f["symbol"] == "_start") {
+            whole += 1;
+        }
+    }
+    eprintln!(
+        "plain node ({what}): {in_js} samples in JavaScript once loaded ({before} before), {named} named, {whole} whole"
+    );
+    assert!(in_js >= ENOUGH, "{what}: only {in_js} samples in JavaScript:\n{stderr}");
+    assert!(
+        named as f64 >= NAMED * in_js as f64,
+        "{what}: {named} of {in_js} named:\n{stderr}"
+    );
+    assert!(
+        whole as f64 >= WHOLE * in_js as f64,
+        "{what}: {whole} of {in_js} whole:\n{stderr}"
+    );
+}
