@@ -273,6 +273,11 @@ fn lookup(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -
         if time_ns.saturating_sub(cached.checked_ns) < RECHECK_NS {
             return cached.function;
         }
+        // What could not be named is read again (a function being made, or still forged).
+        if cached.function.is_err() {
+            inner.cache.remove(&(pid, shared));
+            return read_new(inner, proc, pid, shared, time_ns);
+        }
         let layout = Arc::clone(&proc.layout);
         let now = budget(inner)
             .and_then(|()| {
@@ -297,6 +302,11 @@ fn lookup(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -
             }
         }
     }
+    read_new(inner, proc, pid, shared, time_ns)
+}
+
+/// The function at `shared`, read and cached (an error too, for [`RECHECK_NS`]).
+fn read_new(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -> Result<u32, &'static str> {
     budget(inner).map_err(|_| "over_budget")?;
     let layout = Arc::clone(&proc.layout);
     let read = inner

@@ -286,3 +286,36 @@ fn cached_names_are_checked_again_and_replaced() {
     v8.forget(7);
     assert!(!v8.runs(7));
 }
+
+/// A shared info that could not be named is read again once its error is old (not counted
+/// as replaced), and named then if it has become a function.
+#[test]
+fn what_could_not_be_named_is_read_again() {
+    let mut h = Heap::new();
+    let script = h.script("/srv/app.js", "x");
+    let name = h.string("made");
+    let shared = h.shared(name, script);
+    let full = h.mem.clone();
+    h.mem.remove(shared - 1);
+    let memory = Arc::new(Mutex::new(h.mem.clone()));
+    let shared_mem = Arc::clone(&memory);
+    let mut v8 = V8::default();
+    v8.inner.get_mut().reader = MemReader::with(Box::new(move || {
+        let memory = Arc::clone(&shared_mem);
+        Box::new(move |_pid, addr, buf: &mut [u8]| memory.lock().unwrap().read(addr, buf))
+    }));
+    v8.procs.insert(
+        7,
+        Proc {
+            layout: Arc::new(layout()),
+            uid: 0,
+        },
+    );
+    assert_eq!(v8.frame(7, shared, 1), None);
+    *memory.lock().unwrap() = full;
+    assert_eq!(v8.frame(7, shared, 2), None, "the error is kept a while");
+    let named = v8.frame(7, shared, 2 + RECHECK_NS).and_then(|f| v8.function(f));
+    assert_eq!(named.map(|f| f.name).as_deref(), Some("made"));
+    assert_eq!(v8.stats().replaced, 0);
+    assert_eq!(v8.stats().unnamed_by_reason.get("unreadable"), Some(&2));
+}

@@ -7,6 +7,7 @@
 //! missing.
 
 pub(crate) mod forged_jvm;
+mod forged_node;
 pub(crate) mod hostile;
 pub(crate) mod jitdump;
 mod plain_node;

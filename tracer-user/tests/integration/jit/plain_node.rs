@@ -38,19 +38,9 @@ fn plain_node_is_named_from_v8s_memory() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("descend.js");
-    std::fs::write(&script, PROGRAM).expect("write descend.js");
-    let mut child = Command::new("node")
-        .arg(&script)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start node");
-    let stdout = child.stdout.take().expect("stdout");
-    let node = Running(child);
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    let (node, script) = warm_node(dir.path());
     let pid = node.pid().to_string();
-    let script = script.to_str().expect("utf-8 path");
+    let script = script.as_str();
     for (what, scope) in [("--pid", vec!["--pid", pid.as_str()]), ("-a", vec!["-a"])] {
         let out = dir.path().join("node.json");
         let out_arg = out.to_str().expect("utf-8 path");
@@ -69,12 +59,28 @@ fn plain_node_is_named_from_v8s_memory() {
     }
 }
 
+/// The program written into `dir` and run by a plain `node`, once warm; and its path.
+pub(super) fn warm_node(dir: &std::path::Path) -> (Running, String) {
+    let script = dir.join("descend.js");
+    std::fs::write(&script, PROGRAM).expect("write descend.js");
+    let mut child = Command::new("node")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let stdout = child.stdout.take().expect("stdout");
+    let node = Running(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("warm"));
+    (node, script.to_str().expect("utf-8 path").to_owned())
+}
+
 /// The judgement of [`plain_node_is_named_from_v8s_memory`], on the samples taken once the
 /// tracer had loaded node (`loaded`, seconds since the epoch): before, they are stack copies,
 /// walked once it is, and the JavaScript frames of a copy are not named (their functions
 /// are read by the kernel at the sample, and a function read later may have moved). Every
 /// sample is held to the order of the program's frames.
-fn judge(what: &str, json: &str, pid: u32, script: &str, loaded: f64, stderr: &str) {
+pub(super) fn judge(what: &str, json: &str, pid: u32, script: &str, loaded: f64, stderr: &str) {
     let (mut in_js, mut named, mut whole, mut before) = (0usize, 0usize, 0usize, 0usize);
     for sample in json_samples(json, pid) {
         let frames: Vec<serde_json::Value> = json_frames(&sample)
