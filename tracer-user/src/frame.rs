@@ -29,5 +29,7 @@ pub enum Frame {
     Python(PyFrame),
     /// A JavaScript function (`v8::V8::function`), in place of the JIT or builtin frame
     /// that ran it.
-    V8 { function: u32 },
+    V8 {
+        function: u32,
+    },
 }

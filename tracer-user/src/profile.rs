@@ -155,7 +155,10 @@ impl NativeWalk {
         // A JavaScript frame whose function the kernel found (`v8/`).
         if sample.user_v8[i] != 0
             && mapping.is_some()
-            && let Some(function) = catalog.runtimes.v8.frame(sample.tgid, sample.user_v8[i], sample.time_ns)
+            && let Some(function) = catalog
+                .runtimes
+                .v8
+                .frame(sample.tgid, sample.user_v8[i], sample.time_ns)
         {
             self.before = Some(Frame::V8 { function });
             stack.user.push(Frame::V8 { function });

@@ -16,7 +16,12 @@ fn memory(fp: u64, context: u64, function: u64, shared: u64) -> HashMap<u64, u64
 #[test]
 fn a_javascript_frame_gives_its_shared_function_info() {
     let words = memory(0x7ffc_0000_1000, 0x1_0000_0009, 0x2_0000_0041, 0x3_0000_0081);
-    let word = frame_word(config(8, 16, 24), 0x7ffc_0000_1000, |a| words.get(&a).copied(), |a| words.get(&a).copied());
+    let word = frame_word(
+        config(8, 16, 24),
+        0x7ffc_0000_1000,
+        |a| words.get(&a).copied(),
+        |a| words.get(&a).copied(),
+    );
     assert_eq!(word, Some(V8_FRAME_BIT | 0x3_0000_0081));
     assert!(is_v8_word(word.unwrap()));
 }
@@ -27,11 +32,22 @@ fn frames_of_v8_s_own_and_bad_pointers_give_nothing() {
     let config = config(8, 16, 24);
     // A frame-type marker (a Smi) where the context would be.
     let words = memory(fp, 24 << 32, 0x2_0000_0041, 0x3_0000_0081);
-    assert_eq!(frame_word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()), None);
+    assert_eq!(
+        frame_word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()),
+        None
+    );
     // A function that is no heap object, a shared part that is not, or past user space.
-    for (function, shared) in [(0x2_0000_0040, 0x3_0000_0081), (0x2_0000_0041, 0x3_0000_0080), (0x2_0000_0041, 1 << 60 | 1)] {
+    for (function, shared) in [
+        (0x2_0000_0040, 0x3_0000_0081),
+        (0x2_0000_0041, 0x3_0000_0080),
+        (0x2_0000_0041, 1 << 60 | 1),
+    ] {
         let words = memory(fp, 0x1_0000_0009, function, shared);
-        assert_eq!(frame_word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()), None, "{function:#x} {shared:#x}");
+        assert_eq!(
+            frame_word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()),
+            None,
+            "{function:#x} {shared:#x}"
+        );
     }
     // Unreadable slots.
     assert_eq!(frame_word(config, fp, |_| None, |_| None), None);

@@ -63,7 +63,10 @@ enum Job {
         len: u64,
     },
     /// Any other runtime's read (`MemReader::run`).
-    Run { pid: u32, work: Work },
+    Run {
+        pid: u32,
+        work: Work,
+    },
     /// Close the process's memory file (it exited or exec'ed).
     Forget(u32),
 }

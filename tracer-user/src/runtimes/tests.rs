@@ -7,7 +7,7 @@ use crate::python::PyFrame;
 fn each_runtime_once_by_name() {
     let runtimes = Runtimes::default();
     let names: Vec<&str> = runtimes.each().into_iter().map(Runtime::name).collect();
-    assert_eq!(names, ["jit", "python"]);
+    assert_eq!(names, ["jit", "python", "v8"]);
     let mut runtimes = runtimes;
     assert_eq!(runtimes.each_mut().len(), names.len());
 }

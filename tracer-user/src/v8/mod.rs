@@ -177,7 +177,13 @@ impl V8 {
                     let error = error.clone();
                     if self.procs.remove(&pid).is_some() || !self.refused_pid(pid) {
                         log::debug!("pid {pid}: its V8's frames are not named: {error}");
-                        *self.inner.get_mut().stats.refused_by_reason.entry(error.reason()).or_default() += 1;
+                        *self
+                            .inner
+                            .get_mut()
+                            .stats
+                            .refused_by_reason
+                            .entry(error.reason())
+                            .or_default() += 1;
                     }
                     return None;
                 }
@@ -256,6 +262,12 @@ impl V8 {
     /// What became of JavaScript frames and V8s so far.
     pub fn stats(&self) -> V8Stats {
         self.inner.borrow().stats.clone()
+    }
+
+    /// The figures, to set (tests).
+    #[cfg(test)]
+    pub fn stats_mut(&mut self) -> &mut V8Stats {
+        &mut self.inner.get_mut().stats
     }
 
     /// Process `pid` is forgotten.

@@ -97,7 +97,10 @@ impl Reader<'_, '_> {
 
     fn append(&mut self, object: u64, out: &mut String, depth: u32) -> Result<(), V8Error> {
         let l = self.layout;
-        let kind = self.kind(object)?.filter(|&t| t < l.first_nonstring_type).ok_or(V8Error::NotAString)?;
+        let kind = self
+            .kind(object)?
+            .filter(|&t| t < l.first_nonstring_type)
+            .ok_or(V8Error::NotAString)?;
         let representation = kind & l.string_representation_mask;
         if representation == l.cons_tag || representation == l.thin_tag {
             if depth >= MAX_PARTS {

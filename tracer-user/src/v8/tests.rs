@@ -189,11 +189,17 @@ fn anonymous_and_uncompiled_functions_are_named_as_v8_names_them() {
     assert_eq!(h.read(shared).unwrap().name, "Module._compile");
     let scope = h.scope(&[], empty, undefined, 0);
     let shared = h.shared(scope, script);
-    assert_eq!(h.read(shared), Ok(js("(anonymous)", "node:internal/modules/cjs/loader", 1)));
+    assert_eq!(
+        h.read(shared),
+        Ok(js("(anonymous)", "node:internal/modules/cjs/loader", 1))
+    );
     let (first, second) = (h.string("lazy"), h.two_byte("Łoader"));
     let name = h.cons(first, second);
     let shared = h.shared(name, script);
-    assert_eq!(h.read(shared), Ok(js("lazyŁoader", "node:internal/modules/cjs/loader", 0)));
+    assert_eq!(
+        h.read(shared),
+        Ok(js("lazyŁoader", "node:internal/modules/cjs/loader", 0))
+    );
 }
 
 /// Hostile or foreign memory is an error by name, never a name: an address that is no
@@ -244,6 +250,24 @@ fn forged_objects_are_refused_by_reason() {
     assert_eq!(h.read(shared), Ok(js("f", "a.js", 0)));
 }
 
+/// A runtime reading `memory` (changed by the test as it goes), knowing process 7 as a V8.
+fn runtime(memory: &Arc<Mutex<FakeMemory>>) -> V8 {
+    let shared = Arc::clone(memory);
+    let mut v8 = V8::default();
+    v8.inner.get_mut().reader = MemReader::with(Box::new(move || {
+        let memory = Arc::clone(&shared);
+        Box::new(move |_pid, addr, buf: &mut [u8]| memory.lock().unwrap().read(addr, buf))
+    }));
+    v8.procs.insert(
+        7,
+        Proc {
+            layout: Arc::new(layout()),
+            uid: 0,
+        },
+    );
+    v8
+}
+
 /// The runtime names a frame once per shared info and reuses it, checks it again once it is
 /// old and reads it anew when another function took its address (counted `replaced`); a
 /// frame of a process it does not know is not named, and one whose shared info cannot be read
@@ -255,19 +279,7 @@ fn cached_names_are_checked_again_and_replaced() {
     let (first, second) = (h.string("first"), h.string("second"));
     let shared = h.shared(first, script);
     let memory = Arc::new(Mutex::new(h.mem.clone()));
-    let shared_mem = Arc::clone(&memory);
-    let mut v8 = V8::default();
-    v8.inner.get_mut().reader = MemReader::with(Box::new(move || {
-        let memory = Arc::clone(&shared_mem);
-        Box::new(move |_pid, addr, buf: &mut [u8]| memory.lock().unwrap().read(addr, buf))
-    }));
-    v8.procs.insert(
-        7,
-        Proc {
-            layout: Arc::new(layout()),
-            uid: 0,
-        },
-    );
+    let v8 = runtime(&memory);
     let name = |v8: &V8, f: Option<u32>| f.and_then(|f| v8.function(f)).map(|f| f.name);
     assert_eq!(name(&v8, v8.frame(7, shared, 1)), Some("first".into()));
     // Changed in memory, but checked again only once old.
@@ -283,6 +295,7 @@ fn cached_names_are_checked_again_and_replaced() {
     assert_eq!(v8.frame(7, script, 4), None);
     assert_eq!(v8.stats().unnamed_by_reason.get("not_shared_info"), Some(&1));
     assert_eq!(v8.stats().frames, 3);
+    let mut v8 = v8;
     v8.forget(7);
     assert!(!v8.runs(7));
 }
@@ -298,19 +311,7 @@ fn what_could_not_be_named_is_read_again() {
     let full = h.mem.clone();
     h.mem.remove(shared - 1);
     let memory = Arc::new(Mutex::new(h.mem.clone()));
-    let shared_mem = Arc::clone(&memory);
-    let mut v8 = V8::default();
-    v8.inner.get_mut().reader = MemReader::with(Box::new(move || {
-        let memory = Arc::clone(&shared_mem);
-        Box::new(move |_pid, addr, buf: &mut [u8]| memory.lock().unwrap().read(addr, buf))
-    }));
-    v8.procs.insert(
-        7,
-        Proc {
-            layout: Arc::new(layout()),
-            uid: 0,
-        },
-    );
+    let v8 = runtime(&memory);
     assert_eq!(v8.frame(7, shared, 1), None);
     *memory.lock().unwrap() = full;
     assert_eq!(v8.frame(7, shared, 2), None, "the error is kept a while");

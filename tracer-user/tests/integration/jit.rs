@@ -73,9 +73,8 @@ pub(crate) fn user_stacks(json: &str, pid: u32) -> Vec<Frames> {
 fn judge(what: &str, stacks: &[Frames], is_fib: impl Fn(&str) -> bool, bottom: &[&str]) {
     // (Node.js's frames are named from V8's memory too, `[javascript]`: with its perf map on,
     // both name the compiled code, and must agree on `fib`.)
-    let by_runtime = |f: &(Option<String>, Option<String>, String)| {
-        matches!(f.1.as_deref(), Some("[jit]") | Some("[javascript]"))
-    };
+    let by_runtime =
+        |f: &(Option<String>, Option<String>, String)| matches!(f.1.as_deref(), Some("[jit]") | Some("[javascript]"));
     let compiled: Vec<&Frames> = stacks
         .iter()
         .filter(|s| s.first().is_some_and(|f| f.1.is_none() || by_runtime(f)))

@@ -159,6 +159,7 @@ fn json_has_the_figures_of_the_text() {
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
                 "runs_dropped": 0, "reads_stuck": 0, "reads_late": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}},
+        "v8": {"processes": 0, "frames": 0, "unnamed_by_reason": {}, "functions": 0, "replaced": 0, "refused_by_reason": {}},
         "diagnosis": [],
     });
     let fields: Vec<&String> = v["symbols"].as_object().expect("symbols").keys().collect();
@@ -253,6 +254,29 @@ fn jvms_are_a_line_when_there_were_some() {
     );
     let v: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
     assert_eq!(v["hotspot"]["refused_by_reason"]["unknown_version"], 2);
+}
+
+/// Node.js's line says what became of JavaScript frames and V8s, only once there was one.
+#[test]
+fn v8s_are_a_line_when_there_were_some() {
+    let (mut catalog, profile) = session();
+    assert!(!summary(&catalog, &profile).to_string().contains("v8:"));
+    let stats = catalog.runtimes.v8.stats_mut();
+    stats.processes = 2;
+    stats.frames = 900;
+    stats.functions = 12;
+    stats.unnamed_by_reason.insert("scope_info", 3);
+    stats.refused_by_reason.insert("unknown_version", 1);
+    let summary = summary(&catalog, &profile);
+    let text = summary.to_string();
+    assert!(
+        text.contains(
+            "v8: 2 processes, 900 JavaScript frames named (12 functions), 3 left native (scope_info 3), refused: unknown_version 1"
+        ),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
+    assert_eq!(v["v8"]["unnamed_by_reason"]["scope_info"], 3);
 }
 
 /// Every object without a table is a note in the JSON, while the text names the first eight.

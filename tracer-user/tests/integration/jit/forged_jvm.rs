@@ -30,28 +30,28 @@ pub(crate) fn build(dir: &Path) -> std::path::PathBuf {
     )
 }
 
+/// Forged `program` started with `FORGE=mode` for 60 s, once it says it is `ready`.
+pub(crate) fn start_forged(program: &Path, mode: &str) -> Running {
+    let mut child = Command::new(program)
+        .arg("60")
+        .env("FORGE", mode)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the forged runtime");
+    let stdout = child.stdout.take().expect("stdout");
+    let running = Running(child);
+    let line = std::io::BufReader::new(stdout).lines().next().and_then(Result::ok);
+    assert_eq!(line.as_deref(), Some("ready"), "{mode}");
+    running
+}
+
 #[test]
 fn forged_jvms_are_refused_by_reason() {
     privileged_test!();
     let dir = tempfile::tempdir().expect("tempdir");
     let java = build(dir.path());
     let modes = ["version", "endless", "heaps", "wild"];
-    let running: Vec<Running> = modes
-        .iter()
-        .map(|mode| {
-            let mut child = Command::new(&java)
-                .arg("60")
-                .env("FORGE", mode)
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("start the forged JVM");
-            let stdout = child.stdout.take().expect("stdout");
-            let running = Running(child);
-            let line = std::io::BufReader::new(stdout).lines().next().and_then(Result::ok);
-            assert_eq!(line.as_deref(), Some("ready"), "{mode}");
-            running
-        })
-        .collect();
+    let running: Vec<Running> = modes.iter().map(|mode| start_forged(&java, mode)).collect();
     let pids: Vec<String> = running.iter().map(|r| r.pid().to_string()).collect();
     let pids = pids.join(",");
     let out = dir.path().join("forged.json");

@@ -6,13 +6,9 @@
 //! plain `node`: each forged frame is left native and counted by its reason, the well-formed
 //! one is named as forged, the session ends normally, and node's frames are named right.
 
-use std::{
-    io::BufRead as _,
-    path::Path,
-    process::{Command, Stdio},
-};
+use std::{path::Path, process::Command};
 
-use super::{have, plain_node};
+use super::{forged_jvm::start_forged, have, plain_node};
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, run};
 
 /// The forged program built into `dir`: without unwind tables, so that its frames are found
@@ -43,22 +39,7 @@ fn forged_v8s_are_refused_by_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build(dir.path());
     let modes = ["named", "cycle", "liar", "unmapped", "other", "scope"];
-    let forged: Vec<Running> = modes
-        .iter()
-        .map(|mode| {
-            let mut child = Command::new(&program)
-                .arg("60")
-                .env("FORGE", mode)
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("start the forged V8");
-            let stdout = child.stdout.take().expect("stdout");
-            let running = Running(child);
-            let line = std::io::BufReader::new(stdout).lines().next().and_then(Result::ok);
-            assert_eq!(line.as_deref(), Some("ready"), "{mode}");
-            running
-        })
-        .collect();
+    let forged: Vec<Running> = modes.iter().map(|mode| start_forged(&program, mode)).collect();
     let (node, script) = plain_node::warm_node(dir.path());
     let pids: Vec<String> = forged.iter().chain([&node]).map(|r| r.pid().to_string()).collect();
     let pids = pids.join(",");
@@ -83,7 +64,8 @@ fn forged_v8s_are_refused_by_reason() {
         assert!(samples.len() >= 10, "{mode}: only {} samples:\n{stderr}", samples.len());
         let mut named = 0;
         for sample in &samples {
-            let frames: Vec<&serde_json::Value> = json_frames(sample).iter().filter(|f| f["source"] != "kernel").collect();
+            let frames: Vec<&serde_json::Value> =
+                json_frames(sample).iter().filter(|f| f["source"] != "kernel").collect();
             let names: Vec<&str> = frames.iter().map(|f| f["symbol"].as_str().unwrap_or("?")).collect();
             assert_eq!(names.last(), Some(&"main"), "{mode}: {names:?}");
             for f in frames.iter().filter(|f| f["source"] == "v8") {
@@ -94,7 +76,11 @@ fn forged_v8s_are_refused_by_reason() {
             }
         }
         if *mode == "named" {
-            assert!(named * 10 >= samples.len() * 9, "{mode}: {named} of {} named", samples.len());
+            assert!(
+                named * 10 >= samples.len() * 9,
+                "{mode}: {named} of {} named",
+                samples.len()
+            );
         }
     }
     plain_node::judge("beside forged V8s", &json, node.pid(), &script, 0.0, &stderr);
