@@ -24,6 +24,7 @@ fn cargo_test(root: &Path) -> anyhow::Result<Command> {
         crate::setup::python_root::sid_path()?,
     );
     command.env(crate::setup::java_roots::VAR, crate::setup::java_roots::path()?);
+    command.env(crate::setup::node_root::VAR, crate::setup::node_root::path()?);
     let go = std::env::join_paths(crate::setup::go_roots::paths()?)?;
     command.env(crate::setup::go_roots::VAR, go);
     Ok(command)

@@ -16,6 +16,7 @@ use crate::cmd::{output, sh};
 
 pub mod go_roots;
 pub mod java_roots;
+pub mod node_root;
 pub mod python_root;
 
 /// The bpf-linker release known to build with this rustc and to link aya-ebpf 0.2 programs.
@@ -61,6 +62,7 @@ pub fn setup() -> anyhow::Result<()> {
     python_root::sid_python_root()?;
     go_roots::go_roots()?;
     java_roots::java_root()?;
+    node_root::node_root()?;
     eprintln!("setup: done");
     Ok(())
 }

@@ -9,8 +9,8 @@ use object::{Object as _, ObjectSection as _, ObjectSymbol as _, ReadRef};
 
 use super::V8Error;
 
-/// The major versions of V8 whose frames are named: Node.js 20 (V8 11).
-pub const KNOWN_MAJORS: &[u32] = &[11];
+/// The major versions of V8 whose frames are named: Node.js 20 (V8 11) and 24 (V8 13).
+pub const KNOWN_MAJORS: &[u32] = &[11, 13];
 
 /// Where a V8's frames and objects keep what naming reads (byte offsets; types are instance
 /// types).
@@ -49,35 +49,42 @@ pub struct Layout {
     pub smi_shift: u32,
 }
 
-/// The constants read, in the order of [`Layout::from_values`].
-const NAMES: &[&str] = &[
-    "v8dbg_off_fp_context",
-    "v8dbg_off_fp_function",
-    "v8dbg_class_JSFunction__shared__SharedFunctionInfo",
-    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
-    "v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject",
-    "v8dbg_class_Script__name__Object",
-    "v8dbg_class_Script__source__Object",
-    "v8dbg_class_Map__instance_type__uint16_t",
-    "v8dbg_class_String__length__int32_t",
-    "v8dbg_class_SeqOneByteString__chars__char",
-    "v8dbg_class_ConsString__first__String",
-    "v8dbg_class_ConsString__second__String",
-    "v8dbg_class_ThinString__actual__String",
-    "v8dbg_FirstNonstringType",
-    "v8dbg_StringEncodingMask",
-    "v8dbg_OneByteStringTag",
-    "v8dbg_StringRepresentationMask",
-    "v8dbg_ConsStringTag",
-    "v8dbg_ThinStringTag",
-    "v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE",
-    "v8dbg_type_ScopeInfo__SCOPE_INFO_TYPE",
-    "v8dbg_type_Script__SCRIPT_TYPE",
-    "v8dbg_scopeinfo_idx_ncontextlocals",
-    "v8dbg_scopeinfo_idx_first_vars",
-    "v8dbg_SmiShiftSize",
-    "v8dbg_SmiValueShift",
-    "v8dbg_class_SeqTwoByteString__chars__char",
+/// The constants read, in the order of [`Layout::from_values`]; each by any of its names
+/// (V8 13 names some fields by their type, `Tagged_...`).
+const NAMES: &[&[&str]] = &[
+    &["v8dbg_off_fp_context"],
+    &["v8dbg_off_fp_function"],
+    &["v8dbg_class_JSFunction__shared__SharedFunctionInfo"],
+    &[
+        "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
+        "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_",
+    ],
+    &[
+        "v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject",
+        "v8dbg_class_SharedFunctionInfo__script__Tagged_HeapObject_",
+    ],
+    &["v8dbg_class_Script__name__Object"],
+    &["v8dbg_class_Script__source__Object"],
+    &["v8dbg_class_Map__instance_type__uint16_t"],
+    &["v8dbg_class_String__length__int32_t"],
+    &["v8dbg_class_SeqOneByteString__chars__char"],
+    &["v8dbg_class_ConsString__first__String"],
+    &["v8dbg_class_ConsString__second__String"],
+    &["v8dbg_class_ThinString__actual__String"],
+    &["v8dbg_FirstNonstringType"],
+    &["v8dbg_StringEncodingMask"],
+    &["v8dbg_OneByteStringTag"],
+    &["v8dbg_StringRepresentationMask"],
+    &["v8dbg_ConsStringTag"],
+    &["v8dbg_ThinStringTag"],
+    &["v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE"],
+    &["v8dbg_type_ScopeInfo__SCOPE_INFO_TYPE"],
+    &["v8dbg_type_Script__SCRIPT_TYPE"],
+    &["v8dbg_scopeinfo_idx_ncontextlocals"],
+    &["v8dbg_scopeinfo_idx_first_vars"],
+    &["v8dbg_SmiShiftSize"],
+    &["v8dbg_SmiValueShift"],
+    &["v8dbg_class_SeqTwoByteString__chars__char"],
 ];
 
 /// The symbol of V8's major version.
@@ -96,7 +103,7 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
         let Ok(name) = symbol.name() else { continue };
         if name == MAJOR {
             major = major.or(Some(symbol.address()));
-        } else if let Some(i) = NAMES.iter().position(|n| *n == name) {
+        } else if let Some(i) = NAMES.iter().position(|n| n.contains(&name)) {
             addrs[i] = addrs[i].or(Some(symbol.address()));
         }
     }
@@ -121,7 +128,10 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
     }
     let mut values = [0i64; NAMES.len()];
     for (i, addr) in addrs.iter().enumerate() {
-        values[i] = addr.and_then(read).map(i64::from).ok_or(V8Error::Missing(NAMES[i]))?;
+        values[i] = addr
+            .and_then(read)
+            .map(i64::from)
+            .ok_or(V8Error::Missing(NAMES[i][0]))?;
     }
     Layout::from_values(major, &values).map(Some)
 }
@@ -141,18 +151,18 @@ impl Layout {
             u8::try_from(-values[i])
                 .ok()
                 .filter(|v| *v > 0 && v % 8 == 0)
-                .ok_or(V8Error::Malformed(NAMES[i]))
+                .ok_or(V8Error::Malformed(NAMES[i][0]))
         };
         let field = |i: usize| -> Result<u64, V8Error> {
             u64::try_from(values[i])
                 .ok()
                 .filter(|v| *v < 4096)
-                .ok_or(V8Error::Malformed(NAMES[i]))
+                .ok_or(V8Error::Malformed(NAMES[i][0]))
         };
         let small = |i: usize| -> Result<u16, V8Error> {
-            u16::try_from(values[i] & 0xffff).map_err(|_| V8Error::Malformed(NAMES[i]))
+            u16::try_from(values[i] & 0xffff).map_err(|_| V8Error::Malformed(NAMES[i][0]))
         };
-        let function_shared = u8::try_from(field(2)?).map_err(|_| V8Error::Malformed(NAMES[2]))?;
+        let function_shared = u8::try_from(field(2)?).map_err(|_| V8Error::Malformed(NAMES[2][0]))?;
         // 31 + 1 without pointer compression (a Smi in the upper half); 0 + 1 with it, which
         // is not read.
         let smi_shift = (values[24] + values[25]) as u32;
@@ -193,7 +203,7 @@ impl Layout {
             if field(26)? == layout.seq_chars {
                 Ok(layout)
             } else {
-                Err(V8Error::Malformed(NAMES[26]))
+                Err(V8Error::Malformed(NAMES[26][0]))
             }
         })
     }

@@ -8,9 +8,11 @@
 //! in part (`v8dbg_scopeinfo_idx_*`: the count of context locals and the first of their
 //! names). After the locals' names and their properties come the function's own name and its
 //! slot index (a Smi), then the name V8 inferred for an anonymous function (a string or
-//! `undefined`), then the start and end of the function in its script (Smis). That order is
-//! V8's for the versions of [`super::layout::KNOWN_MAJORS`]; each slot is checked to be of its
-//! kind, so a layout that differs is refused (`scope_info`), not misread.
+//! `undefined`); the start and end of the function in its script (Smis) follow in V8 11, and
+//! in V8 13 are the two header slots just before the first local's name (which is why that
+//! one is 5 there, 3 in 11). That order is V8's for the versions of
+//! [`super::layout::KNOWN_MAJORS`]; each slot is checked to be of its kind, so a layout that
+//! differs is refused (`scope_info`), not misread.
 
 use super::{V8Error, layout::Layout};
 
@@ -156,15 +158,18 @@ impl Reader<'_, '_> {
             .ok_or(V8Error::ScopeInfo)?;
         let names = if locals < INLINE_LOCALS { locals } else { 1 };
         let at = self.layout.scope_first_vars + names + locals;
+        // Name, its slot, the inferred name, and (V8 11) the start and end.
+        let header = self.layout.scope_first_vars >= 5;
         let mut slots = [0u64; 5];
-        for (i, slot) in slots.iter_mut().enumerate() {
+        for (i, slot) in slots.iter_mut().enumerate().take(if header { 3 } else { 5 }) {
             *slot = self.slot(scope, at + i as u64)?;
         }
         if !self.is_string(slots[0])? || self.smi(slots[1]).is_none() {
             return Err(V8Error::ScopeInfo);
         }
         let mut name = self.string(slots[0])?;
-        // The inferred name, when there is one (a string, or `undefined`), then the positions.
+        // The inferred name, when there is one (a string, or `undefined`), then (V8 11) the
+        // positions; in V8 13 the positions are in the header.
         let positions = if self.smi(slots[2]).is_some() {
             [slots[2], slots[3]]
         } else {
@@ -172,6 +177,12 @@ impl Reader<'_, '_> {
                 name = self.string(slots[2])?;
             }
             [slots[3], slots[4]]
+        };
+        let positions = if header {
+            let first = self.layout.scope_first_vars;
+            [self.slot(scope, first - 2)?, self.slot(scope, first - 1)?]
+        } else {
+            positions
         };
         let start = match (self.smi(positions[0]), self.smi(positions[1])) {
             (Some(start), Some(end)) if 0 <= start && start <= end => Some(start as u64),

@@ -320,3 +320,40 @@ fn what_could_not_be_named_is_read_again() {
     assert_eq!(v8.stats().replaced, 0);
     assert_eq!(v8.stats().unnamed_by_reason.get("unreadable"), Some(&2));
 }
+
+/// V8 13 (Node.js 24) keeps a function's start and end in its scope description's header,
+/// before the locals (the first local's name at slot 5), and names its fields otherwise: the
+/// same function is read the same way.
+#[test]
+fn v8_13_keeps_positions_in_the_header() {
+    let mut h = Heap::new();
+    let script = h.script("/srv/app.js", "\n\nfunction late() {}\n");
+    let (name, local, undefined) = (h.string("late"), h.string("x"), h.undefined());
+    let at = "\n\nfunction late".len() as i64;
+    let words = [
+        0,
+        smi(0),
+        smi(1),
+        smi(at),
+        smi(at + 5),
+        local,
+        smi(0),
+        name,
+        smi(-1),
+        undefined,
+    ];
+    let scope = h.object(280, &words);
+    let shared = h.object(282, &[0, 0, scope, 0, script]);
+    let layout = Layout {
+        major: 13,
+        function_shared: 32,
+        shared_name_or_scope_info: 24,
+        shared_script: 40,
+        shared_type: 282,
+        scope_info_type: 280,
+        scope_first_vars: 5,
+        ..layout()
+    };
+    let read = read::function(&layout, shared, &mut |a, b| h.mem.read(a, b)).map(|(f, _)| f);
+    assert_eq!(read, Ok(js("late", "/srv/app.js", 3)));
+}

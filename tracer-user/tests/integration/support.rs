@@ -11,8 +11,8 @@ mod turns;
 mod workloads;
 
 pub use roots::{
-    NO_JAVA_ROOT, NO_ROOT, NO_SID_ROOT, TRIXIE_PYTHON, in_root, required, sid_java, sid_python_argv, trixie_python,
-    trixie_python_argv, trixie_python_root,
+    NO_JAVA_ROOT, NO_NODE_ROOT, NO_ROOT, NO_SID_ROOT, TRIXIE_PYTHON, in_root, required, sid_java, sid_node,
+    sid_python_argv, trixie_python, trixie_python_argv, trixie_python_root,
 };
 
 pub use workloads::{Workloads, build_workloads};

@@ -7,6 +7,7 @@
 
 use std::{
     io::BufRead as _,
+    path::Path,
     process::{Command, Stdio},
 };
 
@@ -39,35 +40,62 @@ fn plain_node_is_named_from_v8s_memory() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let (node, script) = warm_node(dir.path());
-    let pid = node.pid().to_string();
-    let script = script.as_str();
-    for (what, scope) in [("--pid", vec!["--pid", pid.as_str()]), ("-a", vec!["-a"])] {
-        let out = dir.path().join("node.json");
-        let out_arg = out.to_str().expect("utf-8 path");
-        let mut args = scope.clone();
-        args.extend(["-F", "499", "-f", "json", "-o", out_arg]);
-        args.extend(SUMMARY_JSON);
-        let (stderr, loaded) = loaded_then_sampled(&args, node.pid(), "node loaded");
-        let summary = Summary::of(&stderr);
-        assert!(summary.count("v8.processes") >= 1, "{what}: no V8 was read:\n{stderr}");
-        assert!(
-            !stderr.contains("runs Node.js without"),
-            "{what}: no advice to restart a node whose frames are named:\n{stderr}"
-        );
-        let json = std::fs::read_to_string(&out).expect("read the json output");
-        judge(what, &json, node.pid(), script, loaded, &stderr);
+    for what in ["--pid", "-a"] {
+        trace_node(what, &node, &script, dir.path());
     }
 }
 
-/// The program written into `dir` and run by a plain `node`, once warm; and its path.
-pub(super) fn warm_node(dir: &std::path::Path) -> (Running, String) {
-    let script = dir.join("descend.js");
-    std::fs::write(&script, PROGRAM).expect("write descend.js");
-    let mut child = Command::new("node")
-        .arg(&script)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start node");
+/// Unstable's Node.js 24 (V8 13), run in its private root as a container's: named the same
+/// way, judged the same way (`--pid`).
+#[test]
+fn plain_node_24_is_named_from_v8s_memory() {
+    privileged_test!(test);
+    let Some(root) = crate::support::required(test, crate::support::sid_node(), crate::support::NO_NODE_ROOT) else {
+        return;
+    };
+    let dir = tempfile::tempdir_in(root.join("tmp")).expect("tempdir in the root");
+    let inside = Path::new("/tmp").join(dir.path().file_name().expect("name"));
+    let mut command = Command::new("chroot");
+    command.arg(&root).arg("/usr/bin/node");
+    let (node, script) = warm_node_with(command, dir.path(), &inside);
+    trace_node("node 24 --pid", &node, &script, dir.path());
+}
+
+/// Trace `node` (`what` says how: `--pid`, `-a`) once loaded, and judge its samples.
+fn trace_node(what: &str, node: &Running, script: &str, dir: &Path) {
+    let pid = node.pid().to_string();
+    let scope = if what.ends_with("-a") {
+        vec!["-a"]
+    } else {
+        vec!["--pid", pid.as_str()]
+    };
+    let out = dir.join("node.json");
+    let out_arg = out.to_str().expect("utf-8 path");
+    let mut args = scope;
+    args.extend(["-F", "499", "-f", "json", "-o", out_arg]);
+    args.extend(SUMMARY_JSON);
+    let (stderr, loaded) = loaded_then_sampled(&args, node.pid(), "node loaded");
+    let summary = Summary::of(&stderr);
+    assert!(summary.count("v8.processes") >= 1, "{what}: no V8 was read:\n{stderr}");
+    assert!(
+        !stderr.contains("runs Node.js without"),
+        "{what}: no advice to restart a node whose frames are named:\n{stderr}"
+    );
+    let json = std::fs::read_to_string(&out).expect("read the json output");
+    judge(what, &json, node.pid(), script, loaded, &stderr);
+}
+
+/// The program written into `dir` and run by the host's plain `node`, once warm; and its path.
+pub(super) fn warm_node(dir: &Path) -> (Running, String) {
+    warm_node_with(Command::new("node"), dir, dir)
+}
+
+/// The program written into `dir` and run by `node` (a command to add the script to), which
+/// sees `dir` as `inside`, once warm; and its path as node sees it.
+fn warm_node_with(mut node: Command, dir: &Path, inside: &Path) -> (Running, String) {
+    std::fs::write(dir.join("descend.js"), PROGRAM).expect("write descend.js");
+    let script = inside.join("descend.js");
+    let mut child = node.arg(&script).stdout(Stdio::piped()).spawn().expect("start node");
     let stdout = child.stdout.take().expect("stdout");
     let node = Running(child);
     let mut lines = std::io::BufReader::new(stdout).lines();

@@ -114,3 +114,22 @@ pub fn sid_java(release: &str) -> Option<(PathBuf, String)> {
     let complete = root.join("complete").is_file() && in_root(&root, &java).is_file();
     complete.then_some((root, java))
 }
+
+/// The variable `cargo xtask test` names the root of unstable's Node.js with
+/// (xtask/src/setup/node_root.rs).
+pub const SID_NODE_ROOT_VAR: &str = "SFRAME_TRACE_SID_NODE_ROOT";
+
+/// What a test needing that root is missing without it.
+pub const NO_NODE_ROOT: &str = "no private root of unstable's Node.js (run `cargo xtask setup`)";
+
+/// Unstable's Node.js root ([`SID_NODE_ROOT_VAR`], else
+/// `${XDG_CACHE_HOME:-~/.cache}/sframe-trace/rootfs/sid-nodejs`), `None` when it is not there
+/// or not complete; its `node` is `/usr/bin/node`, run chrooted.
+pub fn sid_node() -> Option<PathBuf> {
+    let root = match std::env::var_os(SID_NODE_ROOT_VAR).filter(|v| !v.is_empty()) {
+        Some(root) => PathBuf::from(root),
+        None => trixie_python_root_default()?.with_file_name("sid-nodejs"),
+    };
+    let complete = root.join("complete").is_file() && in_root(&root, "/usr/bin/node").is_file();
+    complete.then_some(root)
+}
