@@ -170,6 +170,11 @@ pub struct TraceArgs {
     /// running one shows its Python functions in place of the interpreter's evaluation loop.
     #[arg(help_heading = SAMPLING, long)]
     pub no_python: bool,
+    /// Do not name the JavaScript frames of Node.js processes (V8 11 and 13: Node.js 20 and
+    /// 24) from V8's memory: by default their functions are read from the running process,
+    /// with no flag of its own; without, only a perf map (`--perf-basic-prof`) names them.
+    #[arg(help_heading = SAMPLING, long)]
+    pub no_javascript: bool,
     /// How the thread that drains the samples is scheduled: `fifo:N` (SCHED_FIFO at priority
     /// N, 1-99), `nice:N` (-20 to 19) or `none`. The default, `fifo:1`, the lowest real-time
     /// priority, keeps the session on time however many threads other users keep busy; the

@@ -134,6 +134,7 @@ fn trace_config(args: TraceArgs) -> anyhow::Result<sframe_trace::trace::TraceCon
         include_self: args.include_self,
         short_names: args.short_names,
         python: !args.no_python,
+        javascript: !args.no_javascript,
         drain_priority: args.drain_priority,
         outputs,
         access,

@@ -73,6 +73,8 @@ pub struct TraceConfig {
     pub short_names: bool,
     /// Walk and name the CPython frames of processes running an interpreter.
     pub python: bool,
+    /// Name the JavaScript frames of processes running a V8 from its memory.
+    pub javascript: bool,
     /// The files (or stdout) the stacks are written to, each in its format (not otlp).
     pub outputs: Vec<OutputSpec>,
     /// The owner and mode of the output and summary files.

@@ -53,6 +53,7 @@ pub fn start(config: &TraceConfig, targets: &Targets, signals: &mut Signals) -> 
     let budget = budget::for_budget(config.max_table_memory);
     let mut catalog = Catalog::with_tables(TableSet::with_capacity(budget));
     catalog.runtimes.jit.names.budget = crate::jit::budget::JitBudget::new(config.max_jit_memory);
+    catalog.runtimes.v8.set_enabled(config.javascript);
     let mut progress = Progress::new(targets.pids().len());
     let mut exec = Vec::new();
     let mut skipped = 0;

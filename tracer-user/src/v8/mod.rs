@@ -100,6 +100,10 @@ pub struct V8Stats {
     pub functions: u64,
     /// Cached functions found changed when checked again (read anew).
     pub replaced: u64,
+    /// Reads of the processes' memory (functions read, and checked again), and the time the
+    /// session waited for them in all (µs).
+    pub reads: u64,
+    pub read_us: u64,
     /// V8s found and not read, by reason (per process).
     pub refused_by_reason: BTreeMap<&'static str, u64>,
 }
@@ -129,6 +133,8 @@ pub struct V8 {
     /// Processes whose frames were marked this session (at most [`MAX_MARKED`]), for the
     /// diagnosis: their JavaScript frames are named without a flag.
     marked: std::collections::HashSet<u32>,
+    /// `--no-javascript`: no process is marked.
+    disabled: bool,
     inner: RefCell<Inner>,
 }
 
@@ -158,6 +164,9 @@ impl V8 {
         pid: u32,
         files: impl Iterator<Item = (&'a ObjectKey, &'a std::fs::File)>,
     ) -> Option<(u32, ObjectKey)> {
+        if self.disabled {
+            return None;
+        }
         let mut found = None;
         for (key, file) in files {
             if self.images.len() >= MAX_IMAGES && !self.images.contains_key(key) {
@@ -219,6 +228,11 @@ impl V8 {
             },
         );
         seen
+    }
+
+    /// Name JavaScript frames (the default), or not (`--no-javascript`).
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.disabled = !enabled;
     }
 
     /// Whether `pid` had its JavaScript frames marked for the walk in this session.
@@ -291,14 +305,8 @@ fn lookup(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -
             return read_new(inner, proc, pid, shared, time_ns);
         }
         let layout = Arc::clone(&proc.layout);
-        let now = budget(inner)
-            .and_then(|()| {
-                inner
-                    .reader
-                    .run(pid, proc.uid, move |read| read::identity(&layout, shared, read))
-                    .map_err(|_| V8Error::Stuck)
-            })
-            .and_then(|r| r);
+        let now =
+            budget(inner).and_then(|()| timed(inner, pid, proc.uid, move |read| read::identity(&layout, shared, read)));
         match now {
             Ok(identity) if identity == cached.identity => {
                 if let Some(entry) = inner.cache.get_mut(&(pid, shared)) {
@@ -321,11 +329,7 @@ fn lookup(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -
 fn read_new(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -> Result<u32, &'static str> {
     budget(inner).map_err(|_| "over_budget")?;
     let layout = Arc::clone(&proc.layout);
-    let read = inner
-        .reader
-        .run(pid, proc.uid, move |read| read::function(&layout, shared, read))
-        .map_err(|_| V8Error::Stuck)
-        .and_then(|r| r);
+    let read = timed(inner, pid, proc.uid, move |read| read::function(&layout, shared, read));
     let (function, identity) = match read {
         Ok((function, identity)) => (intern(inner, function), identity),
         Err(error) => (Err(error.reason()), [0; 2]),
@@ -350,7 +354,25 @@ fn budget(inner: &mut Inner) -> Result<(), V8Error> {
         return Err(V8Error::Stuck);
     }
     inner.sample.1 += 1;
+    inner.stats.reads += 1;
     Ok(())
+}
+
+/// `work` on `pid`'s memory through the reader thread, its time counted.
+fn timed<R: Send + 'static>(
+    inner: &mut Inner,
+    pid: u32,
+    uid: u32,
+    work: impl FnOnce(&mut dyn FnMut(u64, &mut [u8]) -> bool) -> Result<R, V8Error> + Send + 'static,
+) -> Result<R, V8Error> {
+    let since = std::time::Instant::now();
+    let result = inner
+        .reader
+        .run(pid, uid, work)
+        .map_err(|_| V8Error::Stuck)
+        .and_then(|r| r);
+    inner.stats.read_us += since.elapsed().as_micros() as u64;
+    result
 }
 
 /// The index of `function` among the session's, added if new (none past [`MAX_FUNCTIONS`]).

@@ -29,6 +29,7 @@ mod hostscale;
 mod java;
 mod measure;
 mod memory;
+mod node;
 mod overhead;
 mod perfmap;
 mod progstats;
@@ -161,6 +162,8 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
     report.add(python);
     let java = report.timed("java", || java::run(&b))?;
     report.add(java);
+    let node = report.timed("node", || node::run(&b))?;
+    report.add(node);
     report.add(memory.phase(&b.root));
     let attach = report.timed("attach", || attach::run(&b, &memory))?;
     report.add(attach);
@@ -181,7 +184,7 @@ pub fn bench(root: &Path, quick: bool) -> anyhow::Result<()> {
 }
 
 /// `cargo xtask bench --phase NAME`: one phase (`perfmap`: the examples only; `hostscale`,
-/// `python`, `java`, `static`, `soak`: the release tracer too, run as root; `bare`: also perf and the
+/// `python`, `java`, `node`, `static`, `soak`: the release tracer too, run as root; `bare`: also perf and the
 /// benchmark program), printed (the report files of a full run are left as they are). `quick`
 /// shortens the ones whose length the plan sets (the soak, the paired rounds, the Java runs); the others
 /// always run as in `--quick`.
@@ -193,7 +196,7 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
         scratch: out.join("phase"),
         workloads: out.join("workloads"),
         out,
-        plan: Plan::new(quick || !matches!(name, "soak" | "bare" | "java")),
+        plan: Plan::new(quick || !matches!(name, "soak" | "bare" | "java" | "node")),
     };
     let (run, example): (fn(&Bench) -> anyhow::Result<report::Phase>, _) = match name {
         "perfmap" => (perfmap::run, Some("perfmap_bench")),
@@ -208,6 +211,10 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
         "java" => {
             crate::cmd::build_release_tracer(root)?;
             (java::run, None)
+        }
+        "node" => {
+            crate::cmd::build_release_tracer(root)?;
+            (node::run, None)
         }
         "static" => {
             crate::cmd::build_release_tracer(root)?;
@@ -229,7 +236,9 @@ pub fn phase(root: &Path, name: &str, quick: bool) -> anyhow::Result<()> {
             (bare::run, None)
         }
         other => {
-            anyhow::bail!("no phase {other:?} runs alone (perfmap, hostscale, python, java, static, soak and bare do)")
+            anyhow::bail!(
+                "no phase {other:?} runs alone (perfmap, hostscale, python, java, node, static, soak and bare do)"
+            )
         }
     };
     if let Some(example) = example {

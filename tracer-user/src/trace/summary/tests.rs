@@ -159,7 +159,8 @@ fn json_has_the_figures_of_the_text() {
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
                 "runs_dropped": 0, "reads_stuck": 0, "reads_late": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}},
-        "v8": {"processes": 0, "frames": 0, "unnamed_by_reason": {}, "functions": 0, "replaced": 0, "refused_by_reason": {}},
+        "v8": {"processes": 0, "frames": 0, "unnamed_by_reason": {}, "functions": 0, "replaced": 0, "reads": 0, "read_us": 0,
+            "refused_by_reason": {}},
         "diagnosis": [],
     });
     let fields: Vec<&String> = v["symbols"].as_object().expect("symbols").keys().collect();
