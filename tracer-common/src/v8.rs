@@ -15,14 +15,16 @@
 
 use crate::{python::PY_CODE_BIT, trace::FP_FRAME_BIT};
 
-/// Set in a record's user word that is the `SharedFunctionInfo` of the frame before it (not
-/// a frame): no user address has it, and neither [`FP_FRAME_BIT`] nor [`PY_CODE_BIT`] goes
-/// with it.
+/// Set in a record's user word that is the `SharedFunctionInfo` of the frame before it (or,
+/// with a [`slot_config`], the slot of another runtime's frame): not a frame. No user address
+/// has it, and neither [`FP_FRAME_BIT`] nor [`PY_CODE_BIT`] goes with it.
 pub const V8_FRAME_BIT: u64 = 1 << 61;
 /// The address bits of a [`V8_FRAME_BIT`] word.
 pub const V8_ADDR_MASK: u64 = (1 << 48) - 1;
 /// Set in every [`config`] (so that none is 0).
 const CONFIG_BIT: u32 = 1 << 31;
+/// Set in a [`slot_config`]: the frame's word is its slot, as it is.
+const SLOT_BIT: u32 = 1 << 30;
 /// V8's tag of a heap object pointer (its low two bits); a Smi has its lowest bit clear.
 pub const HEAP_OBJECT_TAG: u64 = 1;
 const TAG_MASK: u64 = 3;
@@ -33,6 +35,13 @@ const TAG_MASK: u64 = 3;
 /// userspace).
 pub const fn config(fp_context: u8, fp_function: u8, shared: u8) -> u32 {
     CONFIG_BIT | fp_context as u32 | (fp_function as u32) << 8 | (shared as u32) << 16
+}
+
+/// The word of [`crate::mapping::ExecMapping::v8`] for a runtime whose frames keep what names
+/// them `fp_slot` bytes below the frame pointer, taken as it is (HotSpot's interpreted frames
+/// keep their `Method*` there): the same record, a word after the frame.
+pub const fn slot_config(fp_slot: u8) -> u32 {
+    CONFIG_BIT | SLOT_BIT | fp_slot as u32
 }
 
 /// The word to append after a frame unwound by frame pointer `fp` in a mapping with V8
@@ -46,6 +55,11 @@ pub fn frame_word(
     mut stack: impl FnMut(u64) -> Option<u64>,
     heap: impl FnOnce(u64) -> Option<u64>,
 ) -> Option<u64> {
+    if config & SLOT_BIT != 0 {
+        // A pointer, 8-aligned, in user space.
+        let word = stack(fp.wrapping_sub(u64::from(config & 0xff)))?;
+        return (word != 0 && word & 7 == 0 && word & !V8_ADDR_MASK == 0).then_some(V8_FRAME_BIT | word);
+    }
     let fp_context = u64::from(config & 0xff);
     let fp_function = u64::from(config >> 8 & 0xff);
     let shared = u64::from(config >> 16 & 0xff);

@@ -32,4 +32,9 @@ pub enum Frame {
     V8 {
         function: u32,
     },
+    /// An interpreted Java method (`jit::hotspot::HotSpots::method`), in place of the
+    /// interpreter's frame that ran it.
+    Java {
+        method: u32,
+    },
 }

@@ -165,6 +165,22 @@ impl NativeWalk {
             stack.sources.push(FrameSource::V8);
             return;
         }
+        // An interpreted Java frame whose `Method*` the kernel kept (not the sampled one: it
+        // may be an entry whose frame is not built yet).
+        if sample.user_v8[i] != 0
+            && keeps_fp
+            && let Some(method) =
+                catalog
+                    .runtimes
+                    .jit
+                    .hotspot
+                    .interpreted_frame(sample.tgid, lookup, sample.user_v8[i], sample.time_ns)
+        {
+            self.before = Some(Frame::Java { method });
+            stack.user.push(Frame::Java { method });
+            stack.sources.push(FrameSource::HotSpot);
+            return;
+        }
         let frame = match mapping {
             Some(ResolvedMapping {
                 object: Some(object),

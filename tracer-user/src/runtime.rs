@@ -63,3 +63,50 @@ pub trait Runtime {
     /// The lengths of its collections, named (see `trace::sizes`).
     fn sizes(&self, _add: &mut dyn FnMut(&'static str, usize)) {}
 }
+
+/// What a runtime names its frames with (functions, methods), each kept once and known by its
+/// index: frames carry the index, the runtime resolves it when the profile is written.
+#[derive(Debug)]
+pub struct Interned<T> {
+    items: Vec<T>,
+    index: std::collections::HashMap<T, u32>,
+    max: usize,
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Interned<T> {
+    /// At most `max` items (then new ones are refused: `too_many_functions`).
+    pub fn new(max: usize) -> Interned<T> {
+        Interned {
+            items: Vec::new(),
+            index: std::collections::HashMap::new(),
+            max,
+        }
+    }
+
+    /// The index of `item`, added if new; the error names why it was not.
+    pub fn intern(&mut self, item: T) -> Result<u32, &'static str> {
+        if let Some(&i) = self.index.get(&item) {
+            return Ok(i);
+        }
+        if self.items.len() >= self.max {
+            return Err("too_many_functions");
+        }
+        let i = self.items.len() as u32;
+        self.items.push(item.clone());
+        self.index.insert(item, i);
+        Ok(i)
+    }
+
+    /// Item `index`.
+    pub fn get(&self, index: u32) -> Option<&T> {
+        self.items.get(index as usize)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}

@@ -61,3 +61,15 @@ fn only_v8_words_are_v8_words() {
     assert!(!is_v8_word(PY_CODE_BIT | V8_FRAME_BIT | 5));
     assert_ne!(config(0, 0, 0), 0);
 }
+
+#[test]
+fn a_slot_config_takes_the_slot_as_it_is() {
+    let fp = 0x7ffc_0000_1000;
+    let config = slot_config(24);
+    let word = |w: u64| frame_word(config, fp, |a| (a == fp - 24).then_some(w), |_| panic!("no heap read"));
+    assert_eq!(word(0x7f00_1234_5678), Some(V8_FRAME_BIT | 0x7f00_1234_5678));
+    // Null, unaligned, past user space.
+    assert_eq!(word(0), None);
+    assert_eq!(word(0x7f00_1234_5679), None);
+    assert_eq!(word(1 << 60), None);
+}

@@ -91,8 +91,21 @@ impl Runtime for Jit {
         }
     }
 
-    /// Code outside any object that its process's perf map names.
+    /// Code outside any object that its process's perf map names; an interpreted Java
+    /// method (in the [`super::hotspot::HOTSPOT_OBJECT`] pseudo-object, at an offset standing
+    /// for it).
     fn resolve(&self, frame: &Frame) -> Option<RuntimeFrame> {
+        if let Frame::Java { method } = *frame {
+            return Some(RuntimeFrame {
+                object: super::hotspot::HOTSPOT_OBJECT,
+                addr: u64::from(method),
+                offset: u64::from(method),
+                symbol: Some(self.hotspot.method(method)?),
+                file: None,
+                line: None,
+                source: FrameSource::HotSpot,
+            });
+        }
         let Frame::UserUnknown { addr, process } = *frame else {
             return None;
         };

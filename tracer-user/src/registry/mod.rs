@@ -135,6 +135,7 @@ impl<T: TableStore> Catalog<T> {
             });
         }
         self.mark_v8(pid, mappings, &mut exec);
+        self.mark_hotspot(&resolved, &mut exec);
         // What the runtimes learn from them: executable memory without an object is JIT
         // code, or a runtime's stubs (not `[vsyscall]`, which every process has).
         let shown: Vec<Mapped> = mappings
@@ -173,6 +174,21 @@ impl<T: TableStore> Catalog<T> {
                 _ => false,
             };
             if marked {
+                e.v8 = config;
+            }
+        }
+    }
+
+    /// A JVM's code heaps, read (their images made): marked in `exec` for the kernel's walk to
+    /// keep, with each frame it finds by frame pointer there, the slot where an interpreted
+    /// frame keeps its `Method*` (`jit::hotspot::interpreted`).
+    fn mark_hotspot(&self, resolved: &[ResolvedMapping], exec: &mut [ExecMapping]) {
+        let config = tracer_common::v8::slot_config(crate::jit::hotspot::interpreted::METHOD_SLOT);
+        for (r, e) in resolved.iter().zip(exec.iter_mut()) {
+            if r.object
+                .and_then(|o| self.objects.get(o))
+                .is_some_and(|o| o.name == HOTSPOT_OBJECT)
+            {
                 e.v8 = config;
             }
         }

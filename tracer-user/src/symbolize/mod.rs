@@ -369,12 +369,12 @@ impl SymbolCache {
             Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
             Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),
             Frame::UserUnknown { addr, .. } | Frame::Python(PyFrame { code: addr, .. }) => (None, addr, addr),
-            Frame::V8 { function } => (None, u64::from(function), u64::from(function)),
+            Frame::V8 { function: at } | Frame::Java { method: at } => (None, u64::from(at), u64::from(at)),
         };
         let names = match *frame {
             Frame::User { object, offset, .. } => self.user.get(&(object, offset)),
             Frame::Kernel { addr } => self.kernel.get(&addr),
-            Frame::UserUnknown { .. } | Frame::Python(_) | Frame::V8 { .. } => None,
+            Frame::UserUnknown { .. } | Frame::Python(_) | Frame::V8 { .. } | Frame::Java { .. } => None,
         };
         let unknown = [Named::default()];
         for named in names.map_or(&unknown[..], Vec::as_slice) {

@@ -21,7 +21,7 @@ use std::{
     sync::Arc,
 };
 
-use crate::{procmaps::ObjectKey, python::pymem::MemReader};
+use crate::{procmaps::ObjectKey, python::pymem::MemReader, runtime::Interned};
 use layout::Layout;
 use read::{Identity, JsFunction};
 
@@ -138,15 +138,25 @@ pub struct V8 {
     inner: RefCell<Inner>,
 }
 
-#[derive(Default)]
 struct Inner {
-    functions: Vec<JsFunction>,
-    index: HashMap<JsFunction, u32>,
+    functions: Interned<JsFunction>,
     cache: HashMap<(u32, u64), Cached>,
     reader: MemReader,
     /// The sample being resolved and the reads it made.
     sample: (u64, u32),
     stats: V8Stats,
+}
+
+impl Default for Inner {
+    fn default() -> Inner {
+        Inner {
+            functions: Interned::new(MAX_FUNCTIONS),
+            cache: HashMap::new(),
+            reader: MemReader::default(),
+            sample: (0, 0),
+            stats: V8Stats::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for V8 {
@@ -270,7 +280,7 @@ impl V8 {
 
     /// Function `index`'s name, script and line.
     pub fn function(&self, index: u32) -> Option<JsFunction> {
-        self.inner.borrow().functions.get(index as usize).cloned()
+        self.inner.borrow().functions.get(index).cloned()
     }
 
     /// What became of JavaScript frames and V8s so far.
@@ -377,16 +387,9 @@ fn timed<R: Send + 'static>(
 
 /// The index of `function` among the session's, added if new (none past [`MAX_FUNCTIONS`]).
 fn intern(inner: &mut Inner, function: JsFunction) -> Result<u32, &'static str> {
-    if let Some(&i) = inner.index.get(&function) {
-        return Ok(i);
-    }
-    if inner.functions.len() >= MAX_FUNCTIONS {
-        return Err("too_many_functions");
-    }
-    let i = inner.functions.len() as u32;
-    inner.functions.push(function.clone());
-    inner.index.insert(function, i);
-    inner.stats.functions += 1;
+    let before = inner.functions.len();
+    let i = inner.functions.intern(function)?;
+    inner.stats.functions += (inner.functions.len() - before) as u64;
     Ok(i)
 }
 

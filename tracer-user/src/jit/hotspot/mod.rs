@@ -24,6 +24,7 @@
 //! is not read again; after [`MAX_STUCK`] such threads left behind, no JVM is read.
 
 pub mod heap;
+pub mod interpreted;
 pub mod unwind;
 pub mod vmstructs;
 
@@ -114,6 +115,8 @@ pub struct HotSpotStats {
     /// JVMs not read, by why (`unknown_version`, `missing_field`, `unreadable`, `malformed`,
     /// `stuck`, `machine`).
     pub refused_by_reason: BTreeMap<&'static str, u64>,
+    /// Interpreted frames named, or left `Interpreter` by why.
+    pub interpreted: interpreted::InterpretedStats,
 }
 
 /// One JVM as read.
@@ -134,8 +137,11 @@ struct Jvm {
     pending: Option<&'static str>,
     /// Started with `-XX:+PreserveFramePointer` (or no `java` launcher): not read.
     skipped: bool,
-    /// Code that keeps frame pointers (interpreter, call stub, native wrappers), by start.
-    frame_pointer_code: BTreeMap<u64, u64>,
+    /// Code that keeps frame pointers (interpreter, call stub, native wrappers), by start:
+    /// its end, and whether it is the interpreter's.
+    frame_pointer_code: BTreeMap<u64, (u64, bool)>,
+    /// The owner of the process (for the reads of interpreted frames' methods).
+    uid: u32,
     /// Compiled methods at the last read.
     compiled: u64,
 }
@@ -150,6 +156,8 @@ pub struct HotSpots {
     /// Reader threads left blocked.
     stuck: usize,
     pub stats: HotSpotStats,
+    /// The names of interpreted frames' methods.
+    pub interpreted: interpreted::Interpreted,
 }
 
 impl HotSpots {
@@ -166,6 +174,7 @@ impl HotSpots {
             // One started to keep frame pointers was set up for profiling that way, with a perf
             // map or a jitdump agent for names: left to them.
             skipped: !super::java::process_without_frame_pointers(pid),
+            uid: crate::python::pycode::proc_owner(pid),
             ..Jvm::default()
         });
         if jvm.refused || jvm.skipped || self.stuck >= MAX_STUCK {
@@ -272,12 +281,40 @@ impl HotSpots {
     /// Whether the code at `addr` of `pid` is a JVM's that keeps frame pointers (interpreter,
     /// call stub, native wrapper).
     pub fn keeps_frame_pointer(&self, pid: u32, addr: u64) -> bool {
-        self.jvms.get(&pid).is_some_and(|jvm| {
-            jvm.frame_pointer_code
-                .range(..=addr)
-                .next_back()
-                .is_some_and(|(_, &end)| addr < end)
-        })
+        self.frame_pointer_code(pid, addr).is_some()
+    }
+
+    /// The frame-pointer code of `pid` holding `addr`: whether it is the interpreter's.
+    fn frame_pointer_code(&self, pid: u32, addr: u64) -> Option<bool> {
+        let jvm = self.jvms.get(&pid)?;
+        let (_, &(end, interpreter)) = jvm.frame_pointer_code.range(..=addr).next_back()?;
+        (addr < end).then_some(interpreter)
+    }
+
+    /// The method of an interpreted frame of `pid` at `addr` (in the interpreter, not the
+    /// sampled frame) whose `Method*` slot the kernel read as `method`, in a sample taken at
+    /// `time_ns`: its index for [`Self::method`], or `None` (counted when it was the
+    /// interpreter's).
+    pub fn interpreted_frame(&self, pid: u32, addr: u64, method: u64, time_ns: u64) -> Option<u32> {
+        if self.frame_pointer_code(pid, addr) != Some(true) {
+            return None;
+        }
+        let jvm = self.jvms.get(&pid)?;
+        self.interpreted
+            .frame(pid, jvm.uid, jvm.layout.as_ref()?, method, time_ns)
+    }
+
+    /// Interpreted method `index`'s name.
+    pub fn method(&self, index: u32) -> Option<String> {
+        self.interpreted.name(index)
+    }
+
+    /// What was read, interpreted frames included.
+    pub fn figures(&self) -> HotSpotStats {
+        HotSpotStats {
+            interpreted: self.interpreted.stats(),
+            ..self.stats.clone()
+        }
     }
 
     /// Whether a process `pid` had its code heaps read in this session.
@@ -294,6 +331,7 @@ impl HotSpots {
 
     /// Process `pid` is forgotten.
     pub fn forget(&mut self, pid: u32) {
+        self.interpreted.forget(pid);
         if let Some(jvm) = self.jvms.remove(&pid) {
             self.stats.compiled_methods -= jvm.compiled;
             self.count_pending(&jvm);
@@ -322,7 +360,7 @@ impl HotSpots {
 
 /// A scan's blobs as code loads (each with its unwind rules), the ranges of code that keeps
 /// frame pointers, and how many compiled methods it holds.
-fn dump_of(scan: Scan) -> (JitDump, BTreeMap<u64, u64>, u64) {
+fn dump_of(scan: Scan) -> (JitDump, BTreeMap<u64, (u64, bool)>, u64) {
     let mut dump = JitDump::new(EM_X86_64);
     let mut frame_pointer_code = BTreeMap::new();
     let mut compiled = 0;
@@ -341,7 +379,7 @@ fn dump_of(scan: Scan) -> (JitDump, BTreeMap<u64, u64>, u64) {
                 })
             }
             BlobKind::FramePointer => {
-                frame_pointer_code.insert(blob.code_begin, end);
+                frame_pointer_code.insert(blob.code_begin, (end, blob.name == "Interpreter"));
                 None
             }
             BlobKind::Stub => None,

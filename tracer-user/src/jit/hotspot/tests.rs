@@ -498,7 +498,34 @@ fn the_code_heap_s_blobs_are_read_and_named() {
     assert_eq!(compiled, 1);
     assert_eq!(dump.loads.len(), 2);
     assert!(dump.loads.values().next().is_some_and(|l| l.unwind.is_some()));
-    assert_eq!(frame_pointer_code, BTreeMap::from([(INTERPRETER, INTERPRETER + 64)]));
+    assert_eq!(
+        frame_pointer_code,
+        BTreeMap::from([(INTERPRETER, (INTERPRETER + 64, true))])
+    );
+}
+
+/// An interpreted frame's `Method*` (the word the kernel kept) is named `Class.method`, once
+/// per method (cached); a word that is no method leaves the frame unnamed, counted.
+#[test]
+fn interpreted_frames_are_named_by_their_method() {
+    let (m, layout) = jvm_with_heap(&[]);
+    let layout = std::sync::Arc::new(layout);
+    let memory = m.mem.clone();
+    let reader = crate::python::pymem::MemReader::with(Box::new(move || {
+        let memory = memory.clone();
+        Box::new(move |_pid, addr, buf: &mut [u8]| memory.read(addr, buf))
+    }));
+    let interpreted = super::interpreted::Interpreted::with_reader(reader);
+    let named = interpreted.frame(7, 0, &layout, 0x60_000, 1);
+    assert_eq!(
+        named.and_then(|i| interpreted.name(i)).as_deref(),
+        Some("java.lang.String.length")
+    );
+    assert_eq!(interpreted.frame(7, 0, &layout, 0x60_000, 2), named);
+    assert_eq!(interpreted.frame(7, 0, &layout, 0x66_000, 2), None);
+    let stats = interpreted.stats();
+    assert_eq!(stats.named, 2);
+    assert_eq!(stats.unnamed_by_reason.get("unreadable"), Some(&1));
 }
 
 /// Forged heaps: a blob whose code leaves its block, a frame size out of bounds, a Method

@@ -342,7 +342,7 @@ impl Summary<'_> {
             otlp: self.otlp.map(Exports::from),
             jit: self.catalog.runtimes.jit.names.stats(),
             jitdump: self.catalog.runtimes.jit.dumps.stats.clone(),
-            hotspot: self.catalog.runtimes.jit.hotspot.stats.clone(),
+            hotspot: self.catalog.runtimes.jit.hotspot.figures(),
             v8: self.catalog.runtimes.v8.stats(),
             python: self.python.clone(),
             diagnosis: self.diagnosis.clone(),
@@ -538,6 +538,18 @@ fn write_hotspot(f: &mut fmt::Formatter<'_>, h: &crate::jit::hotspot::HotSpotSta
         h.unnamed_methods,
         h.malformed_blobs
     )?;
+    let interpreted = &h.interpreted;
+    if interpreted.named != 0 || !interpreted.unnamed_by_reason.is_empty() {
+        write!(f, ", {} interpreted frames named", interpreted.named)?;
+        let unnamed: Vec<String> = interpreted
+            .unnamed_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        if !unnamed.is_empty() {
+            write!(f, " ({} not: {})", unnamed.len(), unnamed.join(", "))?;
+        }
+    }
     if !h.refused_by_reason.is_empty() {
         let refused: Vec<String> = h.refused_by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
         write!(f, ", refused: {}", refused.join(", "))?;

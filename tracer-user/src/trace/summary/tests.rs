@@ -152,7 +152,7 @@ fn json_has_the_figures_of_the_text() {
         },
         "hotspot": {
             "processes": 0, "scans": 0, "read_us": 0, "compiled_methods": 0, "unnamed_methods": 0, "malformed_blobs": 0,
-            "over_limit": 0, "refused_by_reason": {},
+            "over_limit": 0, "refused_by_reason": {}, "interpreted": {"named": 0, "unnamed_by_reason": {}},
         },
         "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
             "stacks": {"frames": 0, "unnamed": 0, "replaced": 0, "too_many_functions": 0, "over_user_budget": 0,
