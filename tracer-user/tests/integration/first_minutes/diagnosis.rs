@@ -187,17 +187,25 @@ fn a_stripped_debian_program_names_its_debug_package() {
 
 /// Issue 31 (Node without --perf-basic-prof and Java without -XX:+PreserveFramePointer gave
 /// unnamed or cut stacks, silently): the diagnosis names the flag; given the flag, it does not.
+/// A node whose V8 was read has its frames named without it (`v8`) and gets no advice.
 /// A JVM whose code heaps were read walks whole without it (`jit::hotspot`) and gets no advice;
 /// one that cannot be read (here a forged one, of a version the walk does not know) does.
 #[test]
 fn runtimes_without_their_flag_name_it() {
     privileged_test!(shared);
     let spin = "const t = Date.now(); while (Date.now() - t < 1500) {}";
-    let (said, _) = diagnosed(&["--", "node", "-e", spin]);
-    assert!(
-        said.iter().any(|s| s.contains("Node.js without --perf-basic-prof")),
-        "{said:?}"
+    // A node whose JavaScript frames are named from V8's memory (`v8/`) needs no flag: advice
+    // exactly when its V8 was not read, and always when it is not to be (`--no-javascript`).
+    let node_advised = |said: &[String]| said.iter().any(|s| s.contains("Node.js without --perf-basic-prof"));
+    let (said, summary) = diagnosed(&["--", "node", "-e", spin]);
+    assert_eq!(
+        node_advised(&said),
+        summary.count("v8.processes") == 0,
+        "advice exactly when the V8 was not read: {said:?} {}",
+        summary.0["v8"]
     );
+    let (said, _) = diagnosed(&["--no-javascript", "--", "node", "-e", spin]);
+    assert!(node_advised(&said), "{said:?}");
     let (said, _) = diagnosed(&["--", "node", "--perf-basic-prof", "-e", spin]);
     assert!(!said.iter().any(|s| s.contains("--perf-basic-prof")), "{said:?}");
     let dir = tempfile::tempdir().expect("tempdir");
