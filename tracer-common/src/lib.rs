@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod event;
+pub mod frame_word;
 pub mod mapping;
 pub mod notice;
 pub mod python;
@@ -14,7 +15,6 @@ pub mod sample;
 pub mod snapshot;
 pub mod trace;
 pub mod unwind;
-pub mod v8;
 pub mod vma;
 pub mod walk;
 

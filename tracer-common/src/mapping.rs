@@ -11,7 +11,7 @@ pub const NO_VMA: ExecMapping = ExecMapping {
     end: 0,
     bias: 0,
     object: NO_OBJECT,
-    v8: 0,
+    frame_word: 0,
 };
 
 /// One executable mapping of a process: `[start, end)` holds code of `object`, whose own
@@ -24,9 +24,10 @@ pub struct ExecMapping {
     pub bias: u64,
     /// Dense object id (`PageKey::object`), or [`NO_OBJECT`].
     pub object: u32,
-    /// In a V8 process (Node.js), where its JavaScript frames keep their function
-    /// (`crate::v8::config`); 0 elsewhere, and in every mapping found through VMAs.
-    pub v8: u32,
+    /// In a mapping of a runtime whose frames keep what names them (V8's JavaScript frames,
+    /// HotSpot's interpreted ones), how the walk reads it (`crate::frame_word`); 0 elsewhere,
+    /// and in every mapping found through VMAs.
+    pub frame_word: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<ExecMapping>() == 32);

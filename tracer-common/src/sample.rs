@@ -3,13 +3,13 @@
 //! more than they must be).
 
 use crate::{
+    frame_word::{WORD_ADDR_MASK, is_frame_word},
     mapping::{ExecMapping, NO_VMA},
     snapshot::{SNAPSHOT_SLOT, SNAPSHOT_STACK_SLOT, SNAPSHOT_WORDS, StackSnapshot, snapshot_record_len},
     trace::{
         FP_FRAME_BIT, MAX_KERNEL_FRAMES, MAX_USER_FRAMES, RECORD_HEADER_BYTES, SOURCE_FP, SOURCE_TABLE, SampleHeader,
         SampleRecord, VMA_WORDS, WalkRegs,
     },
-    v8::{V8_ADDR_MASK, is_v8_word},
     vma::MAX_VMAS,
 };
 
@@ -28,7 +28,7 @@ pub struct Sample {
     /// Per user frame, the `SharedFunctionInfo` the kernel read from it when it is a V8
     /// JavaScript frame (`crate::v8`), else 0. The record carries it as a word after the
     /// frame; decoding takes it out of the frames.
-    pub user_v8: [u64; MAX_USER_FRAMES],
+    pub user_word: [u64; MAX_USER_FRAMES],
     /// The registers and stack copy when `header.snapshot != 0` (`stop` is then
     /// `StopReason::Snapshot` and `user` holds frame 0 only).
     pub copy: StackSnapshot,
@@ -72,7 +72,7 @@ impl Sample {
         kernel: [0; MAX_KERNEL_FRAMES],
         user: [0; MAX_USER_FRAMES],
         user_source: [SOURCE_TABLE; MAX_USER_FRAMES],
-        user_v8: [0; MAX_USER_FRAMES],
+        user_word: [0; MAX_USER_FRAMES],
         copy: StackSnapshot::EMPTY,
         vma_mappings: [NO_VMA; MAX_VMAS],
     };
@@ -150,18 +150,18 @@ impl Sample {
         for (i, slot) in self.kernel[..nk].iter_mut().enumerate() {
             *slot = frame(i)?;
         }
-        // A V8 word belongs to the frame before it (the kernel writes none first).
+        // A frame word belongs to the frame before it (the kernel writes none first).
         let mut frames = 0;
         for i in 0..nu {
             let word = frame(nk + i)?;
-            if is_v8_word(word) {
+            if is_frame_word(word) {
                 if frames > 0 {
-                    self.user_v8[frames - 1] = word & V8_ADDR_MASK;
+                    self.user_word[frames - 1] = word & WORD_ADDR_MASK;
                 }
                 continue;
             }
             self.user[frames] = word & !FP_FRAME_BIT;
-            self.user_v8[frames] = 0;
+            self.user_word[frames] = 0;
             self.user_source[frames] = if word & FP_FRAME_BIT != 0 {
                 SOURCE_FP
             } else {
@@ -178,7 +178,7 @@ impl Sample {
                 end: frame(at + 1)?,
                 bias: frame(at + 2)?,
                 object: object as u32,
-                v8: (object >> 32) as u32,
+                frame_word: (object >> 32) as u32,
             };
         }
         self.copy.len = snapshot;

@@ -147,8 +147,8 @@ impl PyRecord for Record<'_> {
     }
 }
 
-/// Append `word` after the user words of the record; false when it is full. (Also the V8
-/// word of a frame, `unwind.rs`.)
+/// Append `word` after the user words of the record; false when it is full. (Also a frame's
+/// word, `unwind.rs`.)
 #[inline(always)]
 pub(crate) fn push(state: &mut WalkState, word: u64) -> bool {
     // SAFETY: plain loads from the walk state; volatile so the verifier bounds them by the

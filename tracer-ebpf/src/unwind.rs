@@ -102,7 +102,7 @@ const NO_TABLE: ExecMapping = ExecMapping {
     end: 0,
     bias: 0,
     object: NO_OBJECT,
-    v8: 0,
+    frame_word: 0,
 };
 
 /// [`walk_frame`]'s result: the walk goes on.
@@ -197,12 +197,13 @@ fn frame<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, max_depth: u32
     if mapping_of::<VMA>(opaque, state, walk::lookup_pc(&next, false)).is_err() {
         return Some(StopReason::NoMapping);
     }
-    // A V8 JavaScript frame found by its frame pointer: its function goes after it
-    // (`tracer_common::v8`), where the room for it and its caller is left.
-    if source == SOURCE_FP && mapping.v8 != 0 && n + 1 < max_depth {
-        v8_word(state, mapping.v8, regs.fp);
+    // A runtime's frame found by its frame pointer (a V8 JavaScript frame, a HotSpot
+    // interpreted one): what names it goes after it (`tracer_common::frame_word`), where the
+    // room for it and its caller is left.
+    if source == SOURCE_FP && mapping.frame_word != 0 && n + 1 < max_depth {
+        frame_word(state, mapping.frame_word, regs.fp);
     }
-    // SAFETY: as above (the V8 word may have been appended).
+    // SAFETY: as above (the frame's word may have been appended).
     let n = unsafe { core::ptr::read_volatile(&state.record.header.num_user) };
     // Laundered: as an offset `n` would become precise, and then so would every range the
     // verifier derived for it, splitting the states of the whole frame.
@@ -227,13 +228,13 @@ fn frame<const VMA: bool>(opaque: &Opaque, state: &mut WalkState, max_depth: u32
     None
 }
 
-/// Append the V8 word of the frame whose frame pointer is `fp` (in a mapping with V8
-/// `config`), if it is a JavaScript frame: its slots are read through the stack window, the
+/// Append the word of the frame whose frame pointer is `fp` (in a mapping with frame-word
+/// `config`), if the frame has one: its slots are read through the stack window, a V8
 /// function's shared part on its own.
 #[inline(always)]
-fn v8_word(state: &mut WalkState, config: u32, fp: u64) {
+fn frame_word(state: &mut WalkState, config: u32, fp: u64) {
     let Some(mut words) = Window::get() else { return };
-    if let Some(word) = tracer_common::v8::frame_word(config, fp, |a| words.read(a), read_user) {
+    if let Some(word) = tracer_common::frame_word::word(config, fp, |a| words.read(a), read_user) {
         crate::python::push(state, word);
     }
 }

@@ -249,7 +249,7 @@ pub fn find(pc: u64, slot: u32) -> Found {
         end: vma.end,
         bias: vma.start.wrapping_sub(off).wrapping_sub(delta),
         object: table.object,
-        v8: 0,
+        frame_word: 0,
     })
 }
 

@@ -153,12 +153,12 @@ impl NativeWalk {
             && i + 1 < self.native
             && sample.user_source.get(i + 1) == Some(&SOURCE_FP);
         // A JavaScript frame whose function the kernel found (`v8/`).
-        if sample.user_v8[i] != 0
+        if sample.user_word[i] != 0
             && mapping.is_some()
             && let Some(function) = catalog
                 .runtimes
                 .v8
-                .frame(sample.tgid, sample.user_v8[i], sample.time_ns)
+                .frame(sample.tgid, sample.user_word[i], sample.time_ns)
         {
             self.before = Some(Frame::V8 { function });
             stack.user.push(Frame::V8 { function });
@@ -167,14 +167,14 @@ impl NativeWalk {
         }
         // An interpreted Java frame whose `Method*` the kernel kept (not the sampled one: it
         // may be an entry whose frame is not built yet).
-        if sample.user_v8[i] != 0
+        if sample.user_word[i] != 0
             && keeps_fp
             && let Some(method) =
                 catalog
                     .runtimes
                     .jit
                     .hotspot
-                    .interpreted_frame(sample.tgid, lookup, sample.user_v8[i], sample.time_ns)
+                    .interpreted_frame(sample.tgid, lookup, sample.user_word[i], sample.time_ns)
         {
             self.before = Some(Frame::Java { method });
             stack.user.push(Frame::Java { method });

@@ -217,7 +217,7 @@ impl Snapshots {
         for (i, &(pc, source)) in walked.frames.iter().enumerate() {
             out.user[i] = pc;
             out.user_source[i] = source;
-            out.user_v8[i] = 0;
+            out.user_word[i] = 0;
         }
         emit(out);
     }

@@ -131,7 +131,7 @@ fn vma_mappings_follow_the_user_frames() {
         end: 0x7f00_0001_0000,
         bias: 0x7eff_ffff_f000,
         object: 9,
-        v8: 0,
+        frame_word: 0,
     };
     let at = 1 + user.len();
     r.frames[at..at + VMA_WORDS].copy_from_slice(&[m.start, m.end, m.bias, 9]);
@@ -155,13 +155,18 @@ fn vma_mappings_follow_the_user_frames() {
     assert!(Sample::decode(&bad).is_none(), "with a copy");
 }
 
-/// A V8 word (`crate::v8`) is taken out of the frames and given to the frame before it; the
+/// A frame word (`crate::frame_word`) is taken out of the frames and given to the frame before it; the
 /// frames after it keep their sources, and the mappings after the words are still found.
 #[test]
 fn v8_words_belong_to_the_frame_before_them() {
-    use crate::v8::V8_FRAME_BIT;
+    use crate::frame_word::FRAME_WORD_BIT;
     let sfi = 0x1234_5678_9ab1;
-    let user = [0x7f00_0000_0100, 0x7f00_0000_0200, V8_FRAME_BIT | sfi, 0x7f00_0000_0300];
+    let user = [
+        0x7f00_0000_0100,
+        0x7f00_0000_0200,
+        FRAME_WORD_BIT | sfi,
+        0x7f00_0000_0300,
+    ];
     let mut r = record(&[0xffff_ffff_8100_0000], &user, &[1, 3]);
     r.header.vmas = 1;
     let at = 1 + user.len();
@@ -169,7 +174,7 @@ fn v8_words_belong_to_the_frame_before_them() {
     let s = Sample::decode(shipped(&r)).expect("a record");
     assert_eq!(s.num_user, 3);
     assert_eq!(&s.user[..3], &[0x7f00_0000_0100, 0x7f00_0000_0200, 0x7f00_0000_0300]);
-    assert_eq!(&s.user_v8[..3], &[0, sfi, 0]);
+    assert_eq!(&s.user_word[..3], &[0, sfi, 0]);
     assert_eq!(&s.user_source[..3], &[SOURCE_TABLE, SOURCE_FP, SOURCE_FP]);
     assert_eq!(s.vma_mappings[0].object, 9);
 }

@@ -40,7 +40,7 @@ fn prepare(mappings: &[ExecMapping]) -> (Box<ProcInfo>, usize) {
         end: 0,
         bias: 0,
         object: 0,
-        v8: 0,
+        frame_word: 0,
     };
     let mut info = Box::new(ProcInfo {
         num_mappings: 0,

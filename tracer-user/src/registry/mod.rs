@@ -131,7 +131,7 @@ impl<T: TableStore> Catalog<T> {
                 end: m.end,
                 bias,
                 object: table.unwrap_or(NO_OBJECT),
-                v8: 0,
+                frame_word: 0,
             });
         }
         self.mark_v8(pid, mappings, &mut exec);
@@ -174,7 +174,7 @@ impl<T: TableStore> Catalog<T> {
                 _ => false,
             };
             if marked {
-                e.v8 = config;
+                e.frame_word = config;
             }
         }
     }
@@ -183,13 +183,13 @@ impl<T: TableStore> Catalog<T> {
     /// keep, with each frame it finds by frame pointer there, the slot where an interpreted
     /// frame keeps its `Method*` (`jit::hotspot::interpreted`).
     fn mark_hotspot(&self, resolved: &[ResolvedMapping], exec: &mut [ExecMapping]) {
-        let config = tracer_common::v8::slot_config(crate::jit::hotspot::interpreted::METHOD_SLOT);
+        let config = tracer_common::frame_word::slot_config(crate::jit::hotspot::interpreted::METHOD_SLOT);
         for (r, e) in resolved.iter().zip(exec.iter_mut()) {
             if r.object
                 .and_then(|o| self.objects.get(o))
                 .is_some_and(|o| o.name == HOTSPOT_OBJECT)
             {
-                e.v8 = config;
+                e.frame_word = config;
             }
         }
     }

@@ -37,7 +37,7 @@ struct Entry {
     stop: u32,
     user: Vec<u64>,
     sources: Vec<u8>,
-    /// `Sample::user_v8`, per frame.
+    /// `Sample::user_word`, per frame.
     v8: Vec<u64>,
     vmas: Vec<ExecMapping>,
     /// The registers, the address of the first word and the words of a stack copy (an entry
@@ -109,7 +109,7 @@ impl EntryStacks {
         given.num_user = entry.user.len() as u32;
         given.user[..entry.user.len()].copy_from_slice(&entry.user);
         given.user_source[..entry.sources.len()].copy_from_slice(&entry.sources);
-        given.user_v8[..entry.v8.len()].copy_from_slice(&entry.v8);
+        given.user_word[..entry.v8.len()].copy_from_slice(&entry.v8);
         given.vmas = entry.vmas.len() as u32;
         given.vma_mappings[..entry.vmas.len()].copy_from_slice(&entry.vmas);
         match &entry.copy {
@@ -176,7 +176,7 @@ impl EntryStacks {
             stop: record.stop,
             user: record.user[..n].to_vec(),
             sources: record.user_source[..n].to_vec(),
-            v8: record.user_v8[..n].to_vec(),
+            v8: record.user_word[..n].to_vec(),
             vmas: record.vma_mappings[..vmas].to_vec(),
             copy,
         };

@@ -534,7 +534,7 @@ fn frames_found_through_vmas_resolve_without_the_process() {
         end: 0x7001_0000,
         bias: 0x7000_0000,
         object: id,
-        v8: 0,
+        frame_word: 0,
     };
     let mut profile = Profile::new(Default::default());
     profile.add(&s, &catalog);

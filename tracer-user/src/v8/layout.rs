@@ -209,8 +209,8 @@ impl Layout {
     }
 
     /// The kernel's word for the mappings of a process running this V8
-    /// (`tracer_common::v8::config`).
+    /// (`tracer_common::frame_word::config`).
     pub fn config(&self) -> u32 {
-        tracer_common::v8::config(self.fp_context, self.fp_function, self.function_shared)
+        tracer_common::frame_word::v8_config(self.fp_context, self.fp_function, self.function_shared)
     }
 }

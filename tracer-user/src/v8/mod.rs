@@ -1,7 +1,7 @@
 //! Node.js: JavaScript frames named without a flag. A process whose executable (or
 //! `libnode.so`) is a V8 of a known version ([`layout`]) has its mappings marked for the
 //! kernel's walk, which keeps with each JavaScript frame the address of its function's shared
-//! part (`tracer_common::v8`); here that address is read from the process's memory into a
+//! part (`tracer_common::frame_word`); here that address is read from the process's memory into a
 //! function name, script and line ([`read`]), on the reader thread of
 //! `python::pymem::MemReader` (bounded in time, per user). A frame whose function cannot be
 //! read stays the native (JIT or builtin) frame it was, counted by reason.

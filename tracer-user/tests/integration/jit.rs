@@ -443,8 +443,14 @@ fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[(bool, bool)], std
             "{what}: {fibs} Fib.fib frames, deeper than fib(24): {names:?}"
         );
         if fibs > 0 && fibs < names.len() {
-            // After the Fib.fib frames: main, then the call stub, then the JVM.
-            let rest = &names[fibs..];
+            // After the Fib.fib frames: main, then the call stub, then the JVM. A stack cut
+            // at code compiled after the last read of the code heaps (unnamed, and the walk
+            // ends there: truncated) is checked up to that frame.
+            let rest: Vec<String> = if truncated {
+                names[fibs..].iter().take_while(|n| !n.is_empty()).cloned().collect()
+            } else {
+                names[fibs..].to_vec()
+            };
             // (The call stub's blob is `StubRoutines (1)` in 17, `StubRoutines (initial stubs)`
             // in 21, `StubRoutines (initialstubs)` in 25.)
             // (An interpreted `main` is named from its `Method*` as a compiled one is, once

@@ -8,7 +8,7 @@ fn mapping(start: u64, end: u64) -> ExecMapping {
         end,
         bias: start,
         object: 7,
-        v8: 0,
+        frame_word: 0,
     }
 }
 

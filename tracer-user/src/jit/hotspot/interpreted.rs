@@ -1,6 +1,6 @@
 //! Interpreted Java frames named: the kernel's walk keeps, with each frame it finds by frame
 //! pointer in a JVM's code heaps, the word where an interpreted frame keeps its `Method*`
-//! ([`METHOD_SLOT`] bytes below the frame pointer, `tracer_common::v8::slot_config`); here
+//! ([`METHOD_SLOT`] bytes below the frame pointer, `tracer_common::frame_word::slot_config`); here
 //! that word is named `Class.method` ([`super::heap::method_name`]) through the reader thread
 //! of `python::pymem` (bounded in time, per user), and cached by process and address (a
 //! `Method` lives in metaspace, freed only when its class is unloaded). A word that names no

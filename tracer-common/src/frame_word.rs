@@ -1,14 +1,16 @@
-//! V8 (Node.js) frames, as the walk keeps them for userspace to name.
+//! What a runtime's frames keep that names them, as the walk keeps it for userspace: a word
+//! after the frame in the record. V8's (Node.js) JavaScript frames give their function's shared
+//! part ([`v8_config`]); HotSpot's interpreted frames their `Method*` ([`slot_config`]).
 //!
 //! V8's JavaScript frames (interpreted, baseline, optimized) keep frame pointers, so the walk
 //! finds them by the frame-pointer fallback; what it cannot know is whose they are. A
 //! JavaScript frame keeps its context (a heap object) just below the saved frame pointer and
 //! its function (a `JSFunction`) below that; a frame of V8's own (entry, exit, stub) keeps a
 //! frame-type marker, a small integer (Smi), where the context would be. So, for every frame
-//! it unwinds by frame pointer in a mapping marked with a [`config`] (`ExecMapping::v8`,
+//! it unwinds by frame pointer in a mapping marked with a [`v8_config`] (`ExecMapping::frame_word`,
 //! set by userspace for the mappings of a process that runs V8), the walk reads those slots
-//! ([`frame_word`]) and, for a JavaScript frame, appends after the frame the function's
-//! `SharedFunctionInfo` address with [`V8_FRAME_BIT`]: the function's shared part lives in
+//! ([`word`]) and, for a JavaScript frame, appends after the frame the function's
+//! `SharedFunctionInfo` address with [`FRAME_WORD_BIT`]: the function's shared part lives in
 //! the old generation, where objects seldom move, and userspace names it
 //! (`tracer-user`'s `v8/`). The offsets come from the `v8dbg_*` constants the binary
 //! exports for debuggers.
@@ -18,10 +20,10 @@ use crate::{python::PY_CODE_BIT, trace::FP_FRAME_BIT};
 /// Set in a record's user word that is the `SharedFunctionInfo` of the frame before it (or,
 /// with a [`slot_config`], the slot of another runtime's frame): not a frame. No user address
 /// has it, and neither [`FP_FRAME_BIT`] nor [`PY_CODE_BIT`] goes with it.
-pub const V8_FRAME_BIT: u64 = 1 << 61;
-/// The address bits of a [`V8_FRAME_BIT`] word.
-pub const V8_ADDR_MASK: u64 = (1 << 48) - 1;
-/// Set in every [`config`] (so that none is 0).
+pub const FRAME_WORD_BIT: u64 = 1 << 61;
+/// The address bits of a [`FRAME_WORD_BIT`] word.
+pub const WORD_ADDR_MASK: u64 = (1 << 48) - 1;
+/// Set in every [`v8_config`] (so that none is 0).
 const CONFIG_BIT: u32 = 1 << 31;
 /// Set in a [`slot_config`]: the frame's word is its slot, as it is.
 const SLOT_BIT: u32 = 1 << 30;
@@ -29,15 +31,15 @@ const SLOT_BIT: u32 = 1 << 30;
 pub const HEAP_OBJECT_TAG: u64 = 1;
 const TAG_MASK: u64 = 3;
 
-/// The word of [`crate::mapping::ExecMapping::v8`] for a V8 whose frames keep their context
+/// The word of [`crate::mapping::ExecMapping::frame_word`] for a V8 whose frames keep their context
 /// `fp_context` bytes and their function `fp_function` bytes below the frame pointer, and
 /// whose `JSFunction` has its shared part at byte `shared` (all below 256, checked by
 /// userspace).
-pub const fn config(fp_context: u8, fp_function: u8, shared: u8) -> u32 {
+pub const fn v8_config(fp_context: u8, fp_function: u8, shared: u8) -> u32 {
     CONFIG_BIT | fp_context as u32 | (fp_function as u32) << 8 | (shared as u32) << 16
 }
 
-/// The word of [`crate::mapping::ExecMapping::v8`] for a runtime whose frames keep what names
+/// The word of [`crate::mapping::ExecMapping::frame_word`] for a runtime whose frames keep what names
 /// them `fp_slot` bytes below the frame pointer, taken as it is (HotSpot's interpreted frames
 /// keep their `Method*` there): the same record, a word after the frame.
 pub const fn slot_config(fp_slot: u8) -> u32 {
@@ -49,7 +51,7 @@ pub const fn slot_config(fp_slot: u8) -> u32 {
 /// `None` for a frame that is not a JavaScript function's (or whose slots cannot be read or
 /// hold no heap objects).
 #[inline(always)]
-pub fn frame_word(
+pub fn word(
     config: u32,
     fp: u64,
     mut stack: impl FnMut(u64) -> Option<u64>,
@@ -58,7 +60,7 @@ pub fn frame_word(
     if config & SLOT_BIT != 0 {
         // A pointer, 8-aligned, in user space.
         let word = stack(fp.wrapping_sub(u64::from(config & 0xff)))?;
-        return (word != 0 && word & 7 == 0 && word & !V8_ADDR_MASK == 0).then_some(V8_FRAME_BIT | word);
+        return (word != 0 && word & 7 == 0 && word & !WORD_ADDR_MASK == 0).then_some(FRAME_WORD_BIT | word);
     }
     let fp_context = u64::from(config & 0xff);
     let fp_function = u64::from(config >> 8 & 0xff);
@@ -72,17 +74,17 @@ pub fn frame_word(
         return None;
     }
     let info = heap(function.wrapping_sub(HEAP_OBJECT_TAG).wrapping_add(shared))?;
-    if info & TAG_MASK != HEAP_OBJECT_TAG || info & !V8_ADDR_MASK != 0 {
+    if info & TAG_MASK != HEAP_OBJECT_TAG || info & !WORD_ADDR_MASK != 0 {
         return None;
     }
-    Some(V8_FRAME_BIT | info)
+    Some(FRAME_WORD_BIT | info)
 }
 
-/// Whether user word `word` of a record is a [`V8_FRAME_BIT`] word (and not a frame or a
+/// Whether user word `word` of a record is a [`FRAME_WORD_BIT`] word (and not a frame or a
 /// Python word).
 #[inline(always)]
-pub const fn is_v8_word(word: u64) -> bool {
-    word & (FP_FRAME_BIT | PY_CODE_BIT | V8_FRAME_BIT) == V8_FRAME_BIT
+pub const fn is_frame_word(word: u64) -> bool {
+    word & (FP_FRAME_BIT | PY_CODE_BIT | FRAME_WORD_BIT) == FRAME_WORD_BIT
 }
 
 #[cfg(test)]

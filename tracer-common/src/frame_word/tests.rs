@@ -16,24 +16,24 @@ fn memory(fp: u64, context: u64, function: u64, shared: u64) -> HashMap<u64, u64
 #[test]
 fn a_javascript_frame_gives_its_shared_function_info() {
     let words = memory(0x7ffc_0000_1000, 0x1_0000_0009, 0x2_0000_0041, 0x3_0000_0081);
-    let word = frame_word(
-        config(8, 16, 24),
+    let word = word(
+        v8_config(8, 16, 24),
         0x7ffc_0000_1000,
         |a| words.get(&a).copied(),
         |a| words.get(&a).copied(),
     );
-    assert_eq!(word, Some(V8_FRAME_BIT | 0x3_0000_0081));
-    assert!(is_v8_word(word.unwrap()));
+    assert_eq!(word, Some(FRAME_WORD_BIT | 0x3_0000_0081));
+    assert!(is_frame_word(word.unwrap()));
 }
 
 #[test]
 fn frames_of_v8_s_own_and_bad_pointers_give_nothing() {
     let fp = 0x7ffc_0000_1000;
-    let config = config(8, 16, 24);
+    let config = v8_config(8, 16, 24);
     // A frame-type marker (a Smi) where the context would be.
     let words = memory(fp, 24 << 32, 0x2_0000_0041, 0x3_0000_0081);
     assert_eq!(
-        frame_word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()),
+        word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()),
         None
     );
     // A function that is no heap object, a shared part that is not, or past user space.
@@ -44,30 +44,30 @@ fn frames_of_v8_s_own_and_bad_pointers_give_nothing() {
     ] {
         let words = memory(fp, 0x1_0000_0009, function, shared);
         assert_eq!(
-            frame_word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()),
+            word(config, fp, |a| words.get(&a).copied(), |a| words.get(&a).copied()),
             None,
             "{function:#x} {shared:#x}"
         );
     }
     // Unreadable slots.
-    assert_eq!(frame_word(config, fp, |_| None, |_| None), None);
+    assert_eq!(word(config, fp, |_| None, |_| None), None);
 }
 
 #[test]
 fn only_v8_words_are_v8_words() {
-    assert!(!is_v8_word(0x7f00_0000_1234));
-    assert!(!is_v8_word(FP_FRAME_BIT | 0x7f00_0000_1234));
-    assert!(!is_v8_word(crate::python::PY_RUN_END));
-    assert!(!is_v8_word(PY_CODE_BIT | V8_FRAME_BIT | 5));
-    assert_ne!(config(0, 0, 0), 0);
+    assert!(!is_frame_word(0x7f00_0000_1234));
+    assert!(!is_frame_word(FP_FRAME_BIT | 0x7f00_0000_1234));
+    assert!(!is_frame_word(crate::python::PY_RUN_END));
+    assert!(!is_frame_word(PY_CODE_BIT | FRAME_WORD_BIT | 5));
+    assert_ne!(v8_config(0, 0, 0), 0);
 }
 
 #[test]
 fn a_slot_config_takes_the_slot_as_it_is() {
     let fp = 0x7ffc_0000_1000;
     let config = slot_config(24);
-    let word = |w: u64| frame_word(config, fp, |a| (a == fp - 24).then_some(w), |_| panic!("no heap read"));
-    assert_eq!(word(0x7f00_1234_5678), Some(V8_FRAME_BIT | 0x7f00_1234_5678));
+    let word = |w: u64| word(config, fp, |a| (a == fp - 24).then_some(w), |_| panic!("no heap read"));
+    assert_eq!(word(0x7f00_1234_5678), Some(FRAME_WORD_BIT | 0x7f00_1234_5678));
     // Null, unaligned, past user space.
     assert_eq!(word(0), None);
     assert_eq!(word(0x7f00_1234_5679), None);
