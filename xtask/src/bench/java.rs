@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{
     Bench,
     depth::traced_walk_ns,
-    report::{Figure, Phase, Spread, spread_json, table},
+    report::{Figure, Phase, Spread, spread_json, table, with_and_without, with_only},
     sys::Sysctl,
 };
 use crate::cmd::sh;
@@ -66,32 +66,22 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     }
     let (plain, kept) = (Spread::of(plain), Spread::of(kept));
     let (read_ms, read_per_sample_us, reads) = (Spread::of(read_ms), Spread::of(read_per_sample_us), Spread::of(reads));
-    let added = match (&plain, &kept) {
-        (Some(p), Some(k)) => Some(p.median - k.median),
-        _ => None,
-    };
-    let show = |s: &Option<Spread>, f: &dyn Fn(f64) -> String| s.as_ref().map_or("—".to_owned(), |s| s.show(f));
+    let (added, bpf) = with_and_without(&plain, &kept);
     let rows = vec![
-        vec![
-            "BPF time per sample".to_owned(),
-            show(&plain, &|ns| format!("{:.1} µs", ns / 1000.0)),
-            show(&kept, &|ns| format!("{:.1} µs", ns / 1000.0)),
-        ],
-        vec![
-            "reads of the code heaps".to_owned(),
-            show(&reads, &|n| format!("{n:.0}")),
-            "— (not read)".to_owned(),
-        ],
-        vec![
-            "their time, in all".to_owned(),
-            show(&read_ms, &|ms| format!("{ms:.1} ms")),
-            "—".to_owned(),
-        ],
-        vec![
-            "their time per sample".to_owned(),
-            show(&read_per_sample_us, &|us| format!("{us:.1} µs")),
-            "—".to_owned(),
-        ],
+        bpf,
+        with_only(
+            "reads of the code heaps",
+            &reads,
+            &|n| format!("{n:.0}"),
+            "— (not read)",
+        ),
+        with_only("their time, in all", &read_ms, &|ms| format!("{ms:.1} ms"), "—"),
+        with_only(
+            "their time per sample",
+            &read_per_sample_us,
+            &|us| format!("{us:.1} µs"),
+            "—",
+        ),
     ];
     Ok(Phase {
         key: "java",

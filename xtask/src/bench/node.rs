@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{
     Bench,
     depth::traced_walk_ns,
-    report::{Figure, Phase, Spread, spread_json, table},
+    report::{Figure, Phase, Spread, spread_json, table, with_and_without, with_only},
     sys::Sysctl,
 };
 
@@ -58,32 +58,27 @@ pub fn run(b: &Bench) -> anyhow::Result<Phase> {
     let (plain, off) = (Spread::of(plain), Spread::of(off));
     let (read_ms, read_per_sample_us, frames) =
         (Spread::of(read_ms), Spread::of(read_per_sample_us), Spread::of(frames));
-    let added = match (&plain, &off) {
-        (Some(p), Some(o)) => Some(p.median - o.median),
-        _ => None,
-    };
-    let show = |s: &Option<Spread>, f: &dyn Fn(f64) -> String| s.as_ref().map_or("—".to_owned(), |s| s.show(f));
+    let (added, bpf) = with_and_without(&plain, &off);
     let rows = vec![
-        vec![
-            "BPF time per sample".to_owned(),
-            show(&plain, &|ns| format!("{:.1} µs", ns / 1000.0)),
-            show(&off, &|ns| format!("{:.1} µs", ns / 1000.0)),
-        ],
-        vec![
-            "JavaScript frames named per sample".to_owned(),
-            show(&frames, &|n| format!("{n:.1}")),
-            "— (not named)".to_owned(),
-        ],
-        vec![
-            "reads of functions, their time in all".to_owned(),
-            show(&read_ms, &|ms| format!("{ms:.1} ms")),
-            "—".to_owned(),
-        ],
-        vec![
-            "their time per sample".to_owned(),
-            show(&read_per_sample_us, &|us| format!("{us:.2} µs")),
-            "—".to_owned(),
-        ],
+        bpf,
+        with_only(
+            "JavaScript frames named per sample",
+            &frames,
+            &|n| format!("{n:.1}"),
+            "— (not named)",
+        ),
+        with_only(
+            "reads of functions, their time in all",
+            &read_ms,
+            &|ms| format!("{ms:.1} ms"),
+            "—",
+        ),
+        with_only(
+            "their time per sample",
+            &read_per_sample_us,
+            &|us| format!("{us:.2} µs"),
+            "—",
+        ),
     ];
     Ok(Phase {
         key: "node",

@@ -132,6 +132,31 @@ impl Spread {
 }
 
 /// `Spread::json` of an optional spread (`null` without one).
+/// The rows of a runtime's cost, measured with it (`on`) and without (`off`): the BPF time
+/// per sample of each, and the difference of their medians (the kernel's added cost).
+pub fn with_and_without(on: &Option<Spread>, off: &Option<Spread>) -> (Option<f64>, Vec<String>) {
+    let added = match (on, off) {
+        (Some(on), Some(off)) => Some(on.median - off.median),
+        _ => None,
+    };
+    let us = |ns: f64| format!("{:.1} µs", ns / 1000.0);
+    (
+        added,
+        vec!["BPF time per sample".to_owned(), shown(on, &us), shown(off, &us)],
+    )
+}
+
+/// A row measured with a runtime only: `label`, `s` shown with `fmt`, then `off` (what stands
+/// for it without).
+pub fn with_only(label: &str, s: &Option<Spread>, fmt: &dyn Fn(f64) -> String, off: &str) -> Vec<String> {
+    vec![label.to_owned(), shown(s, fmt), off.to_owned()]
+}
+
+/// `s` shown with `fmt`, `—` when nothing was measured.
+fn shown(s: &Option<Spread>, fmt: &dyn Fn(f64) -> String) -> String {
+    s.as_ref().map_or("—".to_owned(), |s| s.show(fmt))
+}
+
 pub fn spread_json(s: Option<Spread>) -> Value {
     s.map_or(Value::Null, |s| s.json())
 }
