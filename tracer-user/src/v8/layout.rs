@@ -93,7 +93,10 @@ const MAJOR: &str = "_ZN2v88internal7Version6major_E";
 /// The V8 in ELF object `data`: `Ok(None)` when it is none (no `v8dbg_off_fp_function`), an
 /// error when it is one whose frames are not named.
 pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
-    let file = object::File::parse(data).map_err(|e| V8Error::Elf(e.to_string()))?;
+    // What cannot be parsed is no V8 this reads (the registry says what it is).
+    let Ok(file) = object::File::parse(data) else {
+        return Ok(None);
+    };
     let mut addrs: [Option<u64>; NAMES.len()] = [None; NAMES.len()];
     let mut major = None;
     for symbol in file.dynamic_symbols().chain(file.symbols()) {
@@ -138,7 +141,9 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
 
 /// [`detect`] over an open object file (the registry's descriptor), read where needed.
 pub fn detect_file(file: &std::fs::File) -> Result<Option<Layout>, V8Error> {
-    let len = file.metadata().map_err(|e| V8Error::Elf(e.to_string()))?.len();
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return Ok(None);
+    };
     let cache = object::ReadCache::new(crate::sys::objfile::Pread::new(file, len));
     detect(&cache)
 }

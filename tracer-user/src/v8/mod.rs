@@ -30,8 +30,6 @@ pub use runtime::V8_OBJECT;
 /// Why a V8 is not read, or a function not named.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum V8Error {
-    #[error("not a readable ELF object: {0}")]
-    Elf(String),
     #[error("the V8 exports no {0}")]
     Missing(&'static str),
     #[error("the V8's {0} is out of range")]
@@ -58,7 +56,6 @@ impl V8Error {
     /// The name the summary counts it by.
     pub fn reason(&self) -> &'static str {
         match self {
-            V8Error::Elf(_) => "elf",
             V8Error::Missing(_) => "missing_constant",
             V8Error::Malformed(_) => "malformed_constant",
             V8Error::UnknownVersion(_) => "unknown_version",
@@ -133,6 +130,8 @@ pub struct V8 {
     /// Processes whose frames were marked this session (at most [`MAX_MARKED`]), for the
     /// diagnosis: their JavaScript frames are named without a flag.
     marked: std::collections::HashSet<u32>,
+    /// Processes whose V8 was refused (counted once each), until forgotten.
+    refused: std::collections::HashSet<u32>,
     /// `--no-javascript`: no process is marked.
     disabled: bool,
     inner: RefCell<Inner>,
@@ -194,7 +193,12 @@ impl V8 {
                 Ok(None) => {}
                 Err(error) => {
                     let error = error.clone();
-                    if self.procs.remove(&pid).is_some() || !self.refused_pid(pid) {
+                    self.procs.remove(&pid);
+                    // Once per process (while there is room to remember it).
+                    if !self.refused.contains(&pid) {
+                        if self.refused.len() < MAX_MARKED {
+                            self.refused.insert(pid);
+                        }
                         log::debug!("pid {pid}: its V8's frames are not named: {error}");
                         *self
                             .inner
@@ -222,22 +226,6 @@ impl V8 {
         let uid = crate::python::pycode::proc_owner(pid);
         self.procs.insert(pid, Proc { layout, uid });
         Some((config, key))
-    }
-
-    /// Whether a refusal of `pid` was counted already (kept with the cache's processes).
-    fn refused_pid(&mut self, pid: u32) -> bool {
-        let inner = self.inner.get_mut();
-        let key = (pid, 0);
-        let seen = inner.cache.contains_key(&key);
-        inner.cache.insert(
-            key,
-            Cached {
-                function: Err("refused"),
-                identity: [0; 2],
-                checked_ns: 0,
-            },
-        );
-        seen
     }
 
     /// Name JavaScript frames (the default), or not (`--no-javascript`).
@@ -297,6 +285,7 @@ impl V8 {
     /// Process `pid` is forgotten.
     pub fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
+        self.refused.remove(&pid);
         let inner = self.inner.get_mut();
         inner.cache.retain(|&(p, _), _| p != pid);
         inner.reader.forget(pid);
