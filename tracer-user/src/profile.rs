@@ -152,7 +152,9 @@ impl NativeWalk {
             && !keeps_fp
             && i + 1 < self.native
             && sample.user_source.get(i + 1) == Some(&SOURCE_FP);
-        // A JavaScript frame whose function the kernel found (`v8/`).
+        // A JavaScript frame whose function the kernel found (`v8/`). (Its code, when JIT
+        // code, still asks for the process's perf map as any other: the samples the kernel
+        // could not walk, stack copies, are named by it.)
         if sample.user_word[i] != 0
             && mapping.is_some()
             && let Some(function) = catalog
@@ -160,6 +162,10 @@ impl NativeWalk {
                 .v8
                 .frame(sample.tgid, sample.user_word[i], sample.time_ns)
         {
+            if matches!(mapping, Some(ResolvedMapping { object: None, .. })) {
+                catalog.runtimes.jit.dumps.note_unknown_code(sample.tgid);
+                catalog.runtimes.jit.names.want(sample.tgid, lookup, sample.time_ns);
+            }
             self.before = Some(Frame::V8 { function });
             stack.user.push(Frame::V8 { function });
             stack.sources.push(FrameSource::V8);
