@@ -502,11 +502,38 @@ fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[(bool, bool)], std
             .take(3)
             .collect::<Vec<_>>()
     );
+    // A sample taken in the interpreter itself ends there by design (its frame may be an
+    // entry whose frame is not built yet: a frame-pointer step from it is not trusted); the
+    // others must be whole.
+    // A stack cut at code compiled after the last read of the code heaps (an unnamed frame of
+    // `[hotspot]`, then the cut) is not judged whole either: the read that names it follows
+    // (`jitdump.rereads`); under `-a` such stacks are up to a fifth of a run here, and at most
+    // a third are allowed.
+    let in_interpreter = counted.iter().filter(|(s, _)| name(&s[0]) == "Interpreter").count();
+    let late = counted
+        .iter()
+        .filter(|(s, (truncated, _))| {
+            *truncated
+                && s.last()
+                    .is_some_and(|f| f.0.is_none() && f.1.as_deref() == Some("[hotspot]"))
+        })
+        .count();
+    let judged = counted.len() - in_interpreter - late;
+    eprintln!(
+        "plain java ({what}): {in_interpreter} samples in the interpreter itself, {late} cut at code compiled \
+         after the last read: not judged whole"
+    );
     assert!(
-        whole as f64 >= WHOLE * counted.len() as f64,
-        "{what}: {whole} of {} whole; one not: {:?}\n{stderr}",
-        counted.len(),
-        counted.iter().find(|(_, (truncated, _))| *truncated)
+        late * 3 <= counted.len(),
+        "{what}: {late} of {} cut at code not read yet\n{stderr}",
+        counted.len()
+    );
+    assert!(
+        whole as f64 >= WHOLE * judged as f64,
+        "{what}: {whole} of {judged} whole; one not: {:?}\n{stderr}",
+        counted
+            .iter()
+            .find(|(s, (truncated, _))| *truncated && name(&s[0]) != "Interpreter")
     );
 }
 
