@@ -24,16 +24,21 @@ use crate::EVENTS;
 /// top of the stack) or `SNAPSHOT_CHUNKS` are copied. The walk ends as `Snapshot`, or as
 /// `RaReadFailed` when not one chunk could be read (then the sample is frame 0 alone).
 ///
-/// A copy is about 9 KiB where a walked sample is a few hundred bytes: while the sample ring
+/// A copy is up to 16 KiB where a walked sample is a few hundred bytes: while the sample ring
 /// buffer is more than [`ROOM_FRACTION`]-full (a storm of short-lived processes, a reader
-/// behind), no copy is made and the sample is frame 0 alone, ending as `NoMapping`, so copies
-/// never crowd out the samples of loaded processes.
+/// behind), no copy is made and the sample keeps the frames walked so far (frame 0 alone for
+/// a process without tables), ending as `NoMapping`, so copies never crowd out the samples of
+/// loaded processes.
 #[inline(always)]
 pub fn take(state: &mut WalkState) {
     let regs = state.first;
     let record = &mut state.record;
     if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) > EVENTS.query(u64::from(BPF_RB_RING_SIZE)) / ROOM_FRACTION {
-        shorten(record, regs.pc, StopReason::NoMapping);
+        // The frames walked so far stay (frame 0 alone when the walk has not begun).
+        record.header.snapshot = 0;
+        // SAFETY: a plain store into the walk state; volatile, as every stop reason (see
+        // `unwind::walk_frame`).
+        unsafe { core::ptr::write_volatile(&mut record.header.stop, StopReason::NoMapping as u32) };
         return;
     }
     shorten(record, regs.pc, StopReason::Snapshot);

@@ -134,8 +134,11 @@ impl NativeWalk {
         let mapping = match self.last {
             Some(m) if m.start <= lookup && lookup < m.end => Some(m),
             // What the kernel walked with first (the process may not be read yet, or gone).
-            _ => kernel_found(sample, catalog, lookup)
-                .or_else(|| catalog.mapping_at(sample.tgid, lookup, sample.time_ns).copied()),
+            _ => kernel_found(sample, catalog, lookup).or_else(|| {
+                catalog
+                    .code_mapping_at(sample.tgid, lookup, sample.time_ns)
+                    .map(|(m, _)| *m)
+            }),
         };
         self.last = mapping.or(self.last);
         // JIT code: without an object, or in an image of a runtime's code; the interpreter's

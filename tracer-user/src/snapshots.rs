@@ -309,7 +309,10 @@ fn record(
 /// mapping then, and the rule the kernel's table of the mapped object has there. An object
 /// whose table was unloaded has nothing loaded to walk with: no mapping, as in the kernel.
 fn covering(catalog: &Catalog, pid: u32, time_ns: u64, pc: u64) -> walk::Covering {
-    let mapping = catalog.mapping_at(pid, pc, time_ns)?;
+    let (mapping, known) = catalog.code_mapping_at(pid, pc, time_ns)?;
+    if !known {
+        return None;
+    }
     let Some(object) = mapping.object.and_then(|i| catalog.objects.get(i)) else {
         return Some(None);
     };

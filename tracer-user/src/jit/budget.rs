@@ -153,17 +153,7 @@ impl JitBudget {
     /// session's end ([`JitBudget::ending`]).
     pub fn grant(&mut self, pid: u32, must: bool) -> Option<Instant> {
         let now = Instant::now();
-        if self.period_start.is_none_or(|at| now.duration_since(at) >= PERIOD) {
-            // What was spent past a period's allowance (a step overran its time) is owed by
-            // the next: on average, no more than the allowance.
-            self.period_start = Some(now);
-            self.spent_total = self.spent_total.saturating_sub(TOTAL_TIME + self.floors);
-            self.floors = Duration::ZERO;
-            self.spent.retain(|_, spent| {
-                *spent = spent.saturating_sub(PROCESS_TIME);
-                !spent.is_zero()
-            });
-        }
+        self.roll(now);
         let left = if must { STEP } else { self.left(pid) };
         let mut until = now + left;
         if let Some(end) = self.end_by {
@@ -174,6 +164,20 @@ impl JitBudget {
             return None;
         }
         Some(until)
+    }
+
+    /// A new period when the last one is over. What was spent past a period's allowance (a
+    /// step overran its time) is owed by the next: on average, no more than the allowance.
+    fn roll(&mut self, now: Instant) {
+        if self.period_start.is_none_or(|at| now.duration_since(at) >= PERIOD) {
+            self.period_start = Some(now);
+            self.spent_total = self.spent_total.saturating_sub(TOTAL_TIME + self.floors);
+            self.floors = Duration::ZERO;
+            self.spent.retain(|_, spent| {
+                *spent = spent.saturating_sub(PROCESS_TIME);
+                !spent.is_zero()
+            });
+        }
     }
 
     /// The time `pid` may take now (module docs), in this period.
@@ -197,7 +201,10 @@ impl JitBudget {
     }
 
     /// `pid`'s files were read from `since` until now.
+    /// (Reads timed without a grant, a JVM's code heaps, start a period as a grant does:
+    /// what they spent is paid off as periods pass.)
     pub fn spend(&mut self, pid: u32, since: Instant) {
+        self.roll(since);
         let took = since.elapsed();
         *self.spent.entry(pid).or_default() += took;
         if self.spent_total >= TOTAL_TIME {

@@ -210,13 +210,17 @@ impl JitDumps {
         self.image_bytes.insert(pid, bytes);
     }
 
+    /// Whether the image `object` holds code at `offset` of its mapping (`None`: no image).
+    pub fn covers(&self, object: usize, offset: u64) -> Option<bool> {
+        let ranges = self.covered.get(&object)?;
+        Some(ranges.iter().any(|&(start, end)| start <= offset && offset < end))
+    }
+
     /// A sample of `pid` has a frame at `offset` in the mapping of `object`: if that is a
     /// jitdump's region and its image holds no code there, the process's mappings (and
     /// jitdump) are to be read again ([`JitDumps::take_rereads`]).
     pub fn note_frame(&self, pid: u32, object: usize, offset: u64) {
-        if let Some(ranges) = self.covered.get(&object)
-            && !ranges.iter().any(|&(start, end)| start <= offset && offset < end)
-        {
+        if self.covers(object, offset) == Some(false) {
             self.wanted.borrow_mut().insert(pid);
         }
     }

@@ -8,12 +8,15 @@
 
 use std::{path::PathBuf, sync::Arc};
 
-use super::{Catalog, Object, TableStore, memory_file};
+use tracer_common::trace::ExecMapping;
+
+use super::{Catalog, Object, ResolvedMapping, TableStore, memory_file};
 use crate::{
     jit::{
         budget::Part,
         dump::JitDump,
         dumps::{DumpFile, MAX_IMAGE_BYTES},
+        hotspot::HOTSPOT_OBJECT,
     },
     procmaps::Mapping,
 };
@@ -68,5 +71,63 @@ impl<T: TableStore> Catalog<T> {
         let index = self.objects.push_image(image, object);
         jit.dumps.cover(index, covered, true);
         Some((index, m.start))
+    }
+
+    /// The image `pid`'s mapping `m` had from the last read of its JVM's code heaps, and its
+    /// bias: a JVM not read again now (`jit::hotspot::HotSpots::paced`) keeps it.
+    pub(super) fn kept_hotspot(&self, pid: u32, m: &Mapping) -> Option<(usize, u64)> {
+        self.processes
+            .current
+            .get(&pid)?
+            .iter()
+            .find(|r| r.start == m.start && r.end == m.end)
+            .and_then(|r| Some((r.object?, r.bias)))
+            .filter(|&(object, _)| self.objects.get(object).is_some_and(|o| o.name == HOTSPOT_OBJECT))
+    }
+
+    /// `exec` (the kernel's mappings of `pid`, one per `resolved`) with each mapping of a
+    /// JVM's code heaps cut to the parts that held code at the last read
+    /// (`jit::hotspot::pieces`): a sample in code compiled since meets no mapping, and is
+    /// walked from a stack copy once the heaps are read again.
+    pub(super) fn cut_hotspot(
+        &self,
+        pid: u32,
+        resolved: &[ResolvedMapping],
+        exec: Vec<ExecMapping>,
+    ) -> Vec<ExecMapping> {
+        let hotspot = &self.runtimes.jit.hotspot;
+        let mut out = Vec::with_capacity(exec.len());
+        for (r, e) in resolved.iter().zip(exec) {
+            let image = r
+                .object
+                .and_then(|o| self.objects.get(o))
+                .is_some_and(|o| o.name == HOTSPOT_OBJECT);
+            match hotspot.code_pieces(pid, e.start, e.end).filter(|_| image) {
+                Some(pieces) => out.extend(pieces.into_iter().map(|(start, end)| ExecMapping { start, end, ..e })),
+                None => out.push(e),
+            }
+        }
+        out
+    }
+
+    /// The mapping of `pid` holding `pc` at kernel time `time_ns` ([`Catalog::mapping_at`]),
+    /// but for code a JVM compiled after the read that mapping's image comes from: then the
+    /// mapping as read since, if its image holds it. With whether the code is known (false:
+    /// a JVM's code no image holds yet; the kernel's mappings leave it out,
+    /// [`Catalog::cut_hotspot`], and a stack copy waits for the next read).
+    pub fn code_mapping_at(&self, pid: u32, pc: u64, time_ns: u64) -> Option<(&ResolvedMapping, bool)> {
+        let holds = |m: &ResolvedMapping| {
+            m.object
+                .filter(|&o| self.objects.get(o).is_some_and(|o| o.name == HOTSPOT_OBJECT))
+                .and_then(|o| self.runtimes.jit.dumps.covers(o, pc.wrapping_sub(m.bias)))
+        };
+        let mapping = self.mapping_at(pid, pc, time_ns)?;
+        if holds(mapping) != Some(false) {
+            return Some((mapping, true));
+        }
+        match self.processes.current_mapping_at(pid, pc) {
+            Some(now) if holds(now) == Some(true) => Some((now, true)),
+            _ => Some((mapping, false)),
+        }
     }
 }

@@ -120,6 +120,11 @@ impl ProcessMaps {
         }
     }
 
+    /// The mapping of `pid` holding `addr` now (as last read).
+    pub fn current_mapping_at(&self, pid: u32, addr: u64) -> Option<&ResolvedMapping> {
+        find_mapping(self.current.get(&pid)?, addr)
+    }
+
     /// Every mapping the process with this `pid` had at kernel time `time_ns` (see
     /// [`ProcessMaps::mapping_at`]), sorted by start.
     pub fn mappings_at(&self, pid: u32, time_ns: u64) -> Option<&[ResolvedMapping]> {

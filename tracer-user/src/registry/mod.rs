@@ -74,7 +74,11 @@ impl<T: TableStore> Catalog<T> {
         let mut exec = Vec::with_capacity(mappings.len());
         let dump = self.jit_dump(pid, mappings);
         // A JVM without a jitdump: its code heaps, read from its memory.
+        // A JVM read a moment ago keeps the images of that read ([`Catalog::kept_hotspot`]).
+        let jit = &self.runtimes.jit;
+        let paced = dump.is_none() && jit.hotspot.paced(pid, jit.names.budget.has_time(pid));
         let from_memory = match dump {
+            None if paced => None,
             None => {
                 // Its time counts in the JIT-name budget (which paces the reads again).
                 let since = std::time::Instant::now();
@@ -109,6 +113,7 @@ impl<T: TableStore> Catalog<T> {
                     .map(|d| (&d.dump, JITDUMP_OBJECT))
                     .or(from_memory.as_ref().map(|d| (d, HOTSPOT_OBJECT)))
                     .and_then(|(d, name)| self.jit_code(pid, m, d, name))
+                    .or_else(|| paced.then(|| self.kept_hotspot(pid, m)).flatten())
                 {
                     Some((object, bias)) => (Some(object), bias),
                     None => (None, 0),
@@ -136,6 +141,7 @@ impl<T: TableStore> Catalog<T> {
         }
         self.mark_v8(pid, mappings, &mut exec);
         self.mark_hotspot(&resolved, &mut exec);
+        let exec = self.cut_hotspot(pid, &resolved, exec);
         // What the runtimes learn from them: executable memory without an object is JIT
         // code, or a runtime's stubs (not `[vsyscall]`, which every process has).
         let shown: Vec<Mapped> = mappings

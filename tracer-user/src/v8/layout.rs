@@ -99,11 +99,17 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
     };
     let mut addrs: [Option<u64>; NAMES.len()] = [None; NAMES.len()];
     let mut major = None;
-    for symbol in file.dynamic_symbols().chain(file.symbols()) {
+    // The constants are exported (`node`, `libnode.so`), so the dynamic symbols hold them,
+    // stripped or not; the full symbol table of every object a process maps is not read
+    // (a large program's takes seconds to scan).
+    for symbol in file.dynamic_symbols() {
         if symbol.is_undefined() || symbol.size() != 4 {
             continue;
         }
         let Ok(name) = symbol.name() else { continue };
+        if !name.starts_with("v8dbg_") && name != MAJOR {
+            continue;
+        }
         if name == MAJOR {
             major = major.or(Some(symbol.address()));
         } else if let Some(i) = NAMES.iter().position(|n| n.contains(&name)) {

@@ -368,13 +368,12 @@ fn trace_plain_java(what: &str, scope: &[&str], dir: &std::path::Path, pid: u32)
     // Whether each sample was cut short, and taken once the JVM was loaded (before, a stack
     // copy walked in user space: an interpreted frame there is `Interpreter`, its `Method*`
     // not kept).
-    let samples: Vec<(bool, bool)> = json_samples(&json, pid)
+    let samples: Vec<Taken> = json_samples(&json, pid)
         .iter()
-        .map(|s| {
-            (
-                !s["truncated"].is_null(),
-                s["time"].as_f64().is_some_and(|t| t > loaded),
-            )
+        .map(|s| Taken {
+            truncated: !s["truncated"].is_null(),
+            loaded: s["time"].as_f64().is_some_and(|t| t > loaded),
+            uncopied: s["truncated"] == "no_mapping",
         })
         .collect();
     judge_plain_java(what, &user_stacks(&json, pid), &samples, &stderr);
@@ -420,11 +419,24 @@ fn plain_java_21_and_25_are_walked_and_named_from_their_code_heaps() {
     }
 }
 
+/// How a sample of the JVM was taken.
+#[derive(Clone, Copy, Debug)]
+struct Taken {
+    /// Cut short (any reason).
+    truncated: bool,
+    /// Taken once the JVM was loaded.
+    loaded: bool,
+    /// In code the kernel's mappings did not hold (compiled after the last read), at a moment
+    /// the ring buffer had no room for a stack copy (the tracer behind): the frames walked
+    /// before it, ended as `no_mapping`.
+    uncopied: bool,
+}
+
 /// The judgement of [`plain_java_is_walked_and_named_from_its_code_heaps`].
-fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[(bool, bool)], stderr: &str) {
+fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[Taken], stderr: &str) {
     let in_java = |f: &(Option<String>, Option<String>, String)| f.1.is_none() || f.1.as_deref() == Some("[hotspot]");
     let name = |f: &(Option<String>, Option<String>, String)| f.0.clone().unwrap_or_default();
-    let compiled: Vec<(&Frames, (bool, bool))> = stacks
+    let compiled: Vec<(&Frames, Taken)> = stacks
         .iter()
         .zip(samples.iter().copied())
         .filter(|(s, _)| s.first().is_some_and(in_java))
@@ -432,10 +444,10 @@ fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[(bool, bool)], std
     // Named and whole are counted among the samples taken once the JVM was loaded (before,
     // in `-a`, they are stack copies of code the tracer had not read); the order of the
     // frames is checked in all.
-    let counted: Vec<&(&Frames, (bool, bool))> = compiled.iter().filter(|(_, (_, loaded))| *loaded).collect();
+    let counted: Vec<&(&Frames, Taken)> = compiled.iter().filter(|(_, taken)| taken.loaded).collect();
     let named = counted.iter().filter(|(s, _)| name(&s[0]) == "Fib.fib").count();
     let mut whole = 0;
-    for &(stack, (truncated, loaded)) in &compiled {
+    for &(stack, Taken { truncated, loaded, .. }) in &compiled {
         let names: Vec<String> = stack.iter().map(name).collect();
         let fibs = names.iter().take_while(|n| *n == "Fib.fib").count();
         assert!(
@@ -504,28 +516,39 @@ fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[(bool, bool)], std
     );
     // A sample taken in the interpreter itself ends there by design (its frame may be an
     // entry whose frame is not built yet: a frame-pointer step from it is not trusted); the
-    // others must be whole.
-    // A stack cut at code compiled after the last read of the code heaps (an unnamed frame of
-    // `[hotspot]`, then the cut) is not judged whole either: the read that names it follows
-    // (`jitdump.rereads`); under `-a` such stacks are up to a fifth of a run here, and at most
-    // a third are allowed.
+    // others must be whole, but for two kinds of samples in code compiled after the last read
+    // of the code heaps, counted apart and bounded:
+    // - cut there (an unnamed frame of `[hotspot]`, then the cut): the kernel was given that
+    //   code's range as part of a piece around it (`jit::hotspot::pieces`, past its limit of
+    //   pieces): none expected in this program, at most a twentieth;
+    // - cut before it (`no_mapping`): the kernel had no room for a stack copy, the tracer
+    //   being behind (a debug build loading and symbolizing every process in `-a`); the
+    //   copies it had room for are walked whole once the heaps are read again. At most a
+    //   fifth (none in most runs here).
     let in_interpreter = counted.iter().filter(|(s, _)| name(&s[0]) == "Interpreter").count();
     let late = counted
         .iter()
-        .filter(|(s, (truncated, _))| {
-            *truncated
+        .filter(|(s, taken)| {
+            taken.truncated
+                && !taken.uncopied
                 && s.last()
                     .is_some_and(|f| f.0.is_none() && f.1.as_deref() == Some("[hotspot]"))
         })
         .count();
-    let judged = counted.len() - in_interpreter - late;
+    let uncopied = counted.iter().filter(|(_, taken)| taken.uncopied).count();
+    let judged = counted.len() - in_interpreter - late - uncopied;
     eprintln!(
         "plain java ({what}): {in_interpreter} samples in the interpreter itself, {late} cut at code compiled \
-         after the last read: not judged whole"
+         after the last read, {uncopied} not copied: not judged whole"
     );
     assert!(
-        late * 3 <= counted.len(),
+        late * 20 <= counted.len(),
         "{what}: {late} of {} cut at code not read yet\n{stderr}",
+        counted.len()
+    );
+    assert!(
+        uncopied * 5 <= counted.len(),
+        "{what}: {uncopied} of {} not copied\n{stderr}",
         counted.len()
     );
     assert!(
@@ -533,7 +556,7 @@ fn judge_plain_java(what: &str, stacks: &[Frames], samples: &[(bool, bool)], std
         "{what}: {whole} of {judged} whole; one not: {:?}\n{stderr}",
         counted
             .iter()
-            .find(|(s, (truncated, _))| *truncated && name(&s[0]) != "Interpreter")
+            .find(|(s, taken)| taken.truncated && !taken.uncopied && name(&s[0]) != "Interpreter")
     );
 }
 

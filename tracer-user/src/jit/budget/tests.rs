@@ -80,3 +80,20 @@ fn spent_time_is_counted_for_the_process_and_all() {
     assert!(budget.spent_total >= Duration::from_millis(30));
     assert!(!budget.spent.contains_key(&2));
 }
+
+/// Reads timed without a grant (a JVM's code heaps) start periods too: what they spent is
+/// paid off as periods pass, and the process has time again.
+#[test]
+fn time_spent_without_grants_is_paid_off() {
+    let mut budget = JitBudget::new(1 << 20);
+    budget.spend(1, Instant::now() - 3 * PROCESS_TIME);
+    assert!(!budget.has_time(1), "spent three periods' time");
+    for owed in [2, 1] {
+        budget.period_start = Some(Instant::now() - PERIOD);
+        budget.spend(1, Instant::now());
+        assert!(!budget.has_time(1), "still owes {owed}");
+    }
+    budget.period_start = Some(Instant::now() - PERIOD);
+    budget.spend(1, Instant::now());
+    assert!(budget.has_time(1), "paid off");
+}

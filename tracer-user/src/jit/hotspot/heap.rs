@@ -60,6 +60,9 @@ pub struct Scan {
     pub blobs: Vec<Blob>,
     /// The committed ranges of the heaps.
     pub heaps: Vec<(u64, u64)>,
+    /// The runs of used blocks (start, end), in address order: where code was at the read.
+    /// New code goes into the free blocks between them, or past them.
+    pub used: Vec<(u64, u64)>,
     /// Blobs skipped as malformed, and compiled methods whose name could not be read.
     pub malformed: u64,
     pub unnamed: u64,
@@ -143,6 +146,11 @@ fn blocks(mem: &mut dyn Memory, layout: &Layout, low: u64, bytes: &[u8], log2: u
             .get((at.wrapping_add(layout.block_used)) as usize)
             .is_some_and(|&b| b != 0);
         if used {
+            let (start, end) = (low + at, low + at + length);
+            match out.used.last_mut() {
+                Some(run) if run.1 == start => run.1 = end,
+                _ => out.used.push((start, end)),
+            }
             if out.blobs.len() >= MAX_BLOBS {
                 out.over_limit += 1;
             } else {

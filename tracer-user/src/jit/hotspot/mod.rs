@@ -5,8 +5,10 @@
 //! and the stubs. The catalog makes of each code-heap mapping an image, as it does of a
 //! jitdump's code (`registry/jitcode.rs`, object `[hotspot]`), with unwind rules made from the
 //! frame sizes ([`unwind`]): the kernel then walks compiled Java frames exactly, frame
-//! pointers or not. A sample in code compiled since the last read asks for another (at most
-//! every half second per process, [`super::dumps`]).
+//! pointers or not. The kernel knows only the parts of the code heaps that held code at the
+//! read ([`pieces`]): a sample in code compiled since is shipped as a stack copy, which asks
+//! for another read and is walked after it. Reads of one JVM are [`MIN_REREAD`] apart at
+//! least, and paced by the JIT-name budget (`super::budget`); between them, its images stay.
 //!
 //! Frames of the interpreter, the call stub and native-method wrappers keep frame pointers:
 //! in a JVM whose compiled code keeps none (`super::java`), a frame-pointer step from them is
@@ -25,6 +27,7 @@
 
 pub mod heap;
 pub mod interpreted;
+pub mod pieces;
 pub mod unwind;
 pub mod vmstructs;
 
@@ -48,6 +51,8 @@ use vmstructs::{EXPORTS, Exports, Layout, Memory};
 pub const HOTSPOT_OBJECT: &str = "[hotspot]";
 /// The longest a read of a JVM's code heaps is waited for.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// The least time between two reads of one JVM's code heaps.
+pub const MIN_REREAD: Duration = Duration::from_millis(100);
 /// Reader threads left blocked at most; then no JVM is read.
 pub const MAX_STUCK: usize = 4;
 /// Reads of a starting JVM that may fail before it is refused.
@@ -144,6 +149,11 @@ struct Jvm {
     uid: u32,
     /// Compiled methods at the last read.
     compiled: u64,
+    /// At the last read: the heaps' committed ranges, the runs of used blocks in them
+    /// ([`pieces`]), and when it was.
+    heaps: Vec<(u64, u64)>,
+    used: Vec<(u64, u64)>,
+    read_at: Option<std::time::Instant>,
 }
 
 /// The JVMs of the traced processes.
@@ -215,7 +225,7 @@ impl HotSpots {
         };
         self.stats.scans += 1;
         self.stats.read_us += since.elapsed().as_micros() as u64;
-        let scan = self.settle(pid, layout, result)?;
+        let mut scan = self.settle(pid, layout, result)?;
         let jvm = self.jvms.entry(pid).or_default();
         if cfg!(not(target_arch = "x86_64")) {
             jvm.refused = true;
@@ -237,6 +247,7 @@ impl HotSpots {
         self.stats.unnamed_methods += scan.unnamed;
         self.stats.over_limit += scan.over_limit;
         let blobs = scan.blobs.len();
+        let (heaps, used) = (std::mem::take(&mut scan.heaps), std::mem::take(&mut scan.used));
         let (dump, frame_pointer_code, compiled) = dump_of(scan);
         log::debug!(
             "pid {pid}: JVM {}: {blobs} blobs, {compiled} compiled methods, read in {:?}",
@@ -246,6 +257,8 @@ impl HotSpots {
         self.stats.compiled_methods = self.stats.compiled_methods - jvm.compiled + compiled;
         jvm.compiled = compiled;
         jvm.frame_pointer_code = frame_pointer_code;
+        (jvm.heaps, jvm.used) = (heaps, used);
+        jvm.read_at = Some(std::time::Instant::now());
         Some(dump)
     }
 
@@ -276,6 +289,25 @@ impl HotSpots {
                 None
             }
         }
+    }
+
+    /// Whether `pid`'s code heaps, read already, are not to be read again now: read less than
+    /// [`MIN_REREAD`] ago, or the process's time in the JIT-name budget used (`has_time`
+    /// false). The images of the last read stay meanwhile.
+    pub fn paced(&self, pid: u32, has_time: bool) -> bool {
+        self.jvms.get(&pid).is_some_and(|j| {
+            j.read && !j.refused && (!has_time || j.read_at.is_some_and(|at| at.elapsed() < MIN_REREAD))
+        })
+    }
+
+    /// The parts of `pid`'s mapping `[start, end)` the kernel is given ([`pieces`]): `None`
+    /// when it holds none of the JVM's code heaps as last read (it is given whole).
+    pub fn code_pieces(&self, pid: u32, start: u64, end: u64) -> Option<Vec<(u64, u64)>> {
+        let jvm = self.jvms.get(&pid).filter(|j| j.read && !j.refused)?;
+        jvm.heaps
+            .iter()
+            .any(|&(low, high)| low < end && start < high)
+            .then(|| pieces::pieces(&jvm.used, start, end, pieces::MAX_PIECES))
     }
 
     /// Whether the code at `addr` of `pid` is a JVM's that keeps frame pointers (interpreter,

@@ -478,6 +478,8 @@ fn the_code_heap_s_blobs_are_read_and_named() {
     let (mut m, layout) = jvm_with_heap(&[]);
     let scan = heap::scan(&mut m, &layout).expect("scan");
     assert_eq!(scan.heaps, vec![(HEAP, HEAP + 0x1000)]);
+    // The used blocks, apart where the free one is.
+    assert_eq!(scan.used, vec![(HEAP, HEAP + 0x200), (HEAP + 0x400, HEAP + 0x600)]);
     assert_eq!((scan.malformed, scan.unnamed), (0, 0));
     let kinds: Vec<(BlobKind, &str)> = scan.blobs.iter().map(|b| (b.kind, b.name.as_str())).collect();
     assert_eq!(

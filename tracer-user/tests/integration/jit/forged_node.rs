@@ -23,6 +23,8 @@ fn build(dir: &Path) -> std::path::PathBuf {
             "-fno-asynchronous-unwind-tables",
             "-fno-unwind-tables",
             "-fno-omit-frame-pointer",
+            // Its constants exported, as node's are.
+            "-rdynamic",
             "-o",
         ])
         .arg(&program)
