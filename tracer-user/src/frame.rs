@@ -32,9 +32,12 @@ pub enum Frame {
     V8 {
         function: u32,
     },
-    /// An interpreted Java method (`jit::hotspot::HotSpots::method`), in place of the
-    /// interpreter's frame that ran it.
+    /// A Java method (`jit::hotspot::HotSpots::method`) at a line (0: not known), in place of
+    /// the interpreter's frame that ran it, or one of the frames a compiled method's frame
+    /// stands for (its own method's, and those inlined into it).
     Java {
         method: u32,
+        line: u32,
+        inlined: bool,
     },
 }

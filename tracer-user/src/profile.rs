@@ -185,9 +185,40 @@ impl NativeWalk {
                     .hotspot
                     .interpreted_frame(sample.tgid, lookup, sample.user_word[i], sample.time_ns)
         {
-            self.before = Some(Frame::Java { method });
-            stack.user.push(Frame::Java { method });
+            let frame = Frame::Java {
+                method,
+                line: 0,
+                inlined: false,
+            };
+            self.before = Some(frame);
+            stack.user.push(frame);
             stack.sources.push(FrameSource::HotSpot);
+            return;
+        }
+        // A compiled Java method's frame: the Java frames it stands for at this PC (its own
+        // method's and those inlined into it, innermost first), at their lines.
+        if let Some(ResolvedMapping {
+            object: Some(object),
+            bias,
+            ..
+        }) = mapping
+            && catalog
+                .objects
+                .get(object)
+                .is_some_and(|o| o.name == crate::jit::hotspot::HOTSPOT_OBJECT)
+            && let Some(frames) = catalog.runtimes.jit.hotspot.java_frames(sample.tgid, lookup)
+        {
+            for (i, &(method, line)) in frames.iter().enumerate() {
+                let inlined = i + 1 < frames.len();
+                stack.user.push(Frame::Java { method, line, inlined });
+                stack.sources.push(FrameSource::HotSpot);
+            }
+            // (Its caller was found with the table of its code.)
+            self.before = Some(Frame::User {
+                object,
+                offset: lookup.wrapping_sub(bias),
+                addr: lookup,
+            });
             return;
         }
         let frame = match mapping {

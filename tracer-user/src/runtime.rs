@@ -30,6 +30,8 @@ pub struct RuntimeFrame {
     pub file: Option<String>,
     pub line: Option<u32>,
     pub source: FrameSource,
+    /// Inlined into the frame after it (a compiled Java method's inlined callees).
+    pub inlined: bool,
 }
 
 /// What a runtime does for the session (module docs). Every hook but [`Runtime::name`] has a

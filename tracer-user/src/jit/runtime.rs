@@ -91,19 +91,20 @@ impl Runtime for Jit {
         }
     }
 
-    /// Code outside any object that its process's perf map names; an interpreted Java
-    /// method (in the [`super::hotspot::HOTSPOT_OBJECT`] pseudo-object, at an offset standing
-    /// for it).
+    /// Code outside any object that its process's perf map names; a Java method, interpreted
+    /// or of a compiled frame, at its line (in the [`super::hotspot::HOTSPOT_OBJECT`]
+    /// pseudo-object, at an offset standing for it).
     fn resolve(&self, frame: &Frame) -> Option<RuntimeFrame> {
-        if let Frame::Java { method } = *frame {
+        if let Frame::Java { method, line, inlined } = *frame {
             return Some(RuntimeFrame {
                 object: super::hotspot::HOTSPOT_OBJECT,
                 addr: u64::from(method),
                 offset: u64::from(method),
                 symbol: Some(self.hotspot.method(method)?),
                 file: None,
-                line: None,
+                line: (line != 0).then_some(line),
                 source: FrameSource::HotSpot,
+                inlined,
             });
         }
         let Frame::UserUnknown { addr, process } = *frame else {
@@ -117,6 +118,7 @@ impl Runtime for Jit {
             file: None,
             line: None,
             source: FrameSource::Jit,
+            inlined: false,
         })
     }
 

@@ -182,6 +182,7 @@ impl Runtime for Python {
                     file: Some(named.filename.into()),
                     line: (line != 0).then_some(line),
                     source: FrameSource::Python,
+                    inlined: false,
                 }
             }
             None => RuntimeFrame {
@@ -192,6 +193,7 @@ impl Runtime for Python {
                 file: None,
                 line: None,
                 source: FrameSource::Python,
+                inlined: false,
             },
         })
     }

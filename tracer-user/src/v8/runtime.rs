@@ -36,6 +36,7 @@ impl Runtime for V8 {
             file: (!named.file.is_empty()).then_some(named.file),
             line: (named.line != 0).then_some(named.line),
             source: FrameSource::V8,
+            inlined: false,
         })
     }
 

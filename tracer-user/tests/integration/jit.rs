@@ -341,14 +341,15 @@ fn plain_java_is_walked_and_named_from_its_code_heaps() {
     let java = warm_fib(dir.path(), &[]);
     let pid = java.pid().to_string();
     for (what, scope) in [("--pid", vec!["--pid", pid.as_str()]), ("-a", vec!["-a"])] {
-        trace_plain_java(what, &scope, dir.path(), java.pid());
+        trace_plain_java(what, &scope, dir.path(), java.pid(), true);
     }
 }
 
 /// Trace `scope` (`--pid PID`, `-a`) until the JVM `pid` is loaded and has run 3 s of CPU
 /// time more (however long loading every process takes on a busy host), and judge its
 /// samples ([`judge_plain_java`]): its code heaps read, no advice to restart it.
-fn trace_plain_java(what: &str, scope: &[&str], dir: &std::path::Path, pid: u32) {
+/// With `lines`, the compiled frames' lines are judged too ([`judge_java_lines`]).
+fn trace_plain_java(what: &str, scope: &[&str], dir: &std::path::Path, pid: u32, lines: bool) {
     let out = dir.join("java.json");
     let out_arg = out.to_str().expect("utf-8 path");
     let mut args = scope.to_vec();
@@ -361,7 +362,8 @@ fn trace_plain_java(what: &str, scope: &[&str], dir: &std::path::Path, pid: u32)
         "{what}: the JVM was not read:\n{stderr}"
     );
     assert!(
-        !stderr.contains("runs Java without"),
+        // (Only this JVM's: under `-a`, other JVMs on the host may well get it.)
+        !stderr.contains(&format!("pid {pid} runs Java without")),
         "{what}: no advice to restart a JVM whose code was read:\n{stderr}"
     );
     let json = std::fs::read_to_string(&out).expect("read the json output");
@@ -377,6 +379,43 @@ fn trace_plain_java(what: &str, scope: &[&str], dir: &std::path::Path, pid: u32)
         })
         .collect();
     judge_plain_java(what, &user_stacks(&json, pid), &samples, &stderr);
+    if lines {
+        judge_java_lines(what, &json, pid, loaded);
+    }
+}
+
+/// The lines of a plain JVM's Java frames, once it was loaded: every `Fib.fib` frame with a
+/// line is at line 2 (its body), every `Fib.main` one at line 7 (its call of `fib`), and at
+/// least [`NAMED`] of the `Fib.fib` frames have one (those of compiled code past its last
+/// described PC, and interpreted ones, have none).
+fn judge_java_lines(what: &str, json: &str, pid: u32, loaded: f64) {
+    let (mut fib, mut fib_lined) = (0usize, 0usize);
+    for sample in json_samples(json, pid) {
+        if sample["time"].as_f64().is_none_or(|t| t <= loaded) {
+            continue;
+        }
+        for frame in json_frames(&sample) {
+            let (symbol, line) = (frame["symbol"].as_str(), frame["line"].as_u64());
+            let want = match symbol {
+                Some("Fib.fib") => {
+                    fib += 1;
+                    fib_lined += usize::from(line.is_some());
+                    2
+                }
+                Some("Fib.main") => 7,
+                _ => continue,
+            };
+            assert!(
+                line.is_none_or(|l| l == want),
+                "{what}: {symbol:?} at line {line:?}, not {want}: {sample}"
+            );
+        }
+    }
+    eprintln!("plain java ({what}): {fib_lined} of {fib} Fib.fib frames with their line");
+    assert!(
+        fib_lined as f64 >= NAMED * fib as f64 && fib > 0,
+        "{what}: {fib_lined} of {fib} Fib.fib frames with a line"
+    );
 }
 
 /// Run the tracer with `args` until process `pid` is loaded (`what`: the moment awaited) and
@@ -415,7 +454,15 @@ fn plain_java_21_and_25_are_walked_and_named_from_their_code_heaps() {
         );
         let running = warm_fib_with(command, dir.path(), &inside);
         let pid = running.pid().to_string();
-        trace_plain_java(&format!("java {release}"), &["--pid", &pid], dir.path(), running.pid());
+        // (25 keeps its compiled methods' scopes apart from their code: not read, no lines.)
+        let lines = release != "25";
+        trace_plain_java(
+            &format!("java {release}"),
+            &["--pid", &pid],
+            dir.path(),
+            running.pid(),
+            lines,
+        );
     }
 }
 

@@ -12,7 +12,8 @@
 
 use super::{
     HotSpotError,
-    vmstructs::{CodeRange, Layout, MAX_NAME, Memory},
+    scopes::{self, PcScopes},
+    vmstructs::{CodeRange, Layout, MAX_NAME, Memory, ScopeLayout},
 };
 
 /// The most committed bytes of one code heap read.
@@ -52,6 +53,9 @@ pub struct Blob {
     /// `code_begin`), if within its code.
     pub body_end: Option<u32>,
     pub name: String,
+    /// For compiled methods whose layout is read (`Layout::scopes`): the Java scopes of its
+    /// PCs (`scopes`), by offset from `code_begin`.
+    pub java: Vec<PcScopes>,
 }
 
 /// A scan of a process's code heaps.
@@ -68,6 +72,12 @@ pub struct Scan {
     pub unnamed: u64,
     /// Blobs past [`MAX_BLOBS`].
     pub over_limit: u64,
+    /// Compiled methods whose Java scopes could not be read.
+    pub unscoped: u64,
+    /// The methods the compiled code's scopes run: name and line table (`methods`), and the
+    /// coding of the scopes' numbers (`None`: scopes not read).
+    pub methods: std::collections::HashMap<u64, super::methods::Method>,
+    pub coding: Option<scopes::Coding>,
 }
 
 /// Read the code heaps of the process `mem` reads, whose JVM `layout` describes.
@@ -116,6 +126,10 @@ pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError>
         }
         blocks(mem, layout, low, &bytes, log2 as u32, &mut out);
     }
+    if let Some(scopes) = &layout.scopes {
+        out.methods = super::methods::read(mem, layout, scopes, &out.blobs);
+        out.coding = Some(scopes.coding);
+    }
     Ok(out)
 }
 
@@ -157,6 +171,7 @@ fn blocks(mem: &mut dyn Memory, layout: &Layout, low: u64, bytes: &[u8], log2: u
                 match blob(mem, layout, low, at, length, &word, &int, bytes) {
                     Some((blob, named)) => {
                         out.unnamed += u64::from(!named);
+                        out.unscoped += u64::from(blob.kind == BlobKind::Compiled && blob.java.is_empty());
                         out.blobs.push(blob);
                     }
                     None => out.malformed += 1,
@@ -216,26 +231,37 @@ fn blob(
     let code = bytes
         .get((code_begin - low) as usize..(code_end - low) as usize)?
         .to_vec();
-    let (kind, name, named, body_end) = match name.as_str() {
+    let (kind, name, named, body_end, java) = match name.as_str() {
         "nmethod" | "native nmethod" => {
             let method = word(blob.wrapping_add(layout.compiled_method))?;
-            let java = method_name(mem, layout, method);
-            let named = java.is_some();
-            let java = java.unwrap_or_else(|| String::from("[unknown Java method]"));
+            let java_name = method_name(mem, layout, method);
+            let named = java_name.is_some();
+            let java_name = java_name.unwrap_or_else(|| String::from("[unknown Java method]"));
             if name == "nmethod" {
                 let stubs = int(blob.wrapping_add(layout.nmethod_stub_offset))
                     .and_then(|s| u64::try_from(s).ok())
                     .and_then(|s| header.wrapping_add(s).checked_sub(code_begin))
                     .filter(|&s| s <= size)
                     .map(|s| s as u32);
-                (BlobKind::Compiled, java, named, stubs)
+                let java = layout
+                    .scopes
+                    .as_ref()
+                    .map(|l| java_scopes(l, (blob, header, low), (block_start, block_end), word, int, bytes))
+                    .unwrap_or_default();
+                (BlobKind::Compiled, java_name, named, stubs, java)
             } else {
-                (BlobKind::FramePointer, format!("{java} (native)"), named, None)
+                (
+                    BlobKind::FramePointer,
+                    format!("{java_name} (native)"),
+                    named,
+                    None,
+                    Vec::new(),
+                )
             }
         }
-        "Interpreter" => (BlobKind::FramePointer, name, true, None),
-        n if n.starts_with("StubRoutines") => (BlobKind::FramePointer, name, true, None),
-        _ => (BlobKind::Stub, name, true, None),
+        "Interpreter" => (BlobKind::FramePointer, name, true, None, Vec::new()),
+        n if n.starts_with("StubRoutines") => (BlobKind::FramePointer, name, true, None, Vec::new()),
+        _ => (BlobKind::Stub, name, true, None, Vec::new()),
     };
     Some((
         Blob {
@@ -246,9 +272,59 @@ fn blob(
             frame_bytes: frame_words as u32 * 8,
             body_end,
             name,
+            java,
         },
         named,
     ))
+}
+
+/// The Java scopes of the compiled method whose blob is at `blob` of the heap's `bytes` (its
+/// header at `header` in the process, the heap at `low`), all of it inside its block
+/// `[start, end)`: its `PcDesc`s, scope descriptions and metadata, sliced as `l` says and
+/// decoded (`scopes::decode`); none when a part leaves the block or overlaps another.
+fn java_scopes(
+    l: &ScopeLayout,
+    (blob, header, low): (u64, u64, u64),
+    (start, end): (u64, u64),
+    word: &dyn Fn(u64) -> Option<u64>,
+    int: &dyn Fn(u64) -> Option<i32>,
+    bytes: &[u8],
+) -> Vec<PcScopes> {
+    let from_header = |field: u64| {
+        int(blob.wrapping_add(field))
+            .and_then(|o| u64::try_from(o).ok())
+            .and_then(|o| header.checked_add(o))
+    };
+    let (Some(pcs), Some(pcs_end), Some(metadata), Some(scopes)) = (
+        from_header(l.pcs_offset),
+        from_header(l.pcs_end_offset),
+        from_header(l.metadata_offset),
+        word(blob.wrapping_add(l.scopes_begin)),
+    ) else {
+        return Vec::new();
+    };
+    // In the blob, in this order: metadata, scope descriptions, `PcDesc`s.
+    if !(start <= metadata && metadata <= scopes && scopes <= pcs && pcs <= pcs_end && pcs_end <= end) {
+        return Vec::new();
+    }
+    let slice = |a: u64, b: u64| bytes.get((a - low) as usize..(b - low) as usize);
+    let (Some(pc_bytes), Some(scope_bytes), Some(meta_bytes)) =
+        (slice(pcs, pcs_end), slice(scopes, pcs), slice(metadata, scopes))
+    else {
+        return Vec::new();
+    };
+    let metadata: Vec<u64> = meta_bytes
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+        .collect();
+    scopes::decode(
+        pc_bytes,
+        l.pc_desc_size as usize,
+        (l.pc_desc_pc as usize, l.pc_desc_scope as usize),
+        scope_bytes,
+        &metadata,
+        l.coding,
+    )
 }
 
 /// `Class.method` of the `Method` at `method` (a class name's `/` made `.`).

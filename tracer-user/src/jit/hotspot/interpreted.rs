@@ -122,6 +122,11 @@ impl Interpreted {
         }
     }
 
+    /// The index of method name `name` for [`Self::name`] (`None` once the names are full).
+    pub fn intern(&self, name: String) -> Option<u32> {
+        self.inner.borrow_mut().names.intern(name).ok()
+    }
+
     /// Method `index`'s name.
     pub fn name(&self, index: u32) -> Option<String> {
         self.inner.borrow().names.get(index).cloned()

@@ -27,7 +27,9 @@
 
 pub mod heap;
 pub mod interpreted;
+pub mod methods;
 pub mod pieces;
+pub mod scopes;
 pub mod unwind;
 pub mod vmstructs;
 
@@ -114,6 +116,10 @@ pub struct HotSpotStats {
     /// not be read.
     pub compiled_methods: u64,
     pub unnamed_methods: u64,
+    /// Compiled methods (counted at each read) whose PCs' Java scopes could not be read: their
+    /// frames are named without lines or inlined callees (all of them on a JVM whose layout
+    /// of scopes is not read: 25).
+    pub unscoped_methods: u64,
     /// Blobs skipped as malformed, or past the limit of one read.
     pub malformed_blobs: u64,
     pub over_limit: u64,
@@ -154,6 +160,9 @@ struct Jvm {
     heaps: Vec<(u64, u64)>,
     used: Vec<(u64, u64)>,
     read_at: Option<std::time::Instant>,
+    /// The Java frames of each compiled method's PCs (`scopes`), by its code's start: its
+    /// code's end, and the frames.
+    java: BTreeMap<u64, (u64, Arc<scopes::CompiledFrames>)>,
 }
 
 /// The JVMs of the traced processes.
@@ -226,6 +235,7 @@ impl HotSpots {
         self.stats.scans += 1;
         self.stats.read_us += since.elapsed().as_micros() as u64;
         let mut scan = self.settle(pid, layout, result)?;
+        let java = self.java_frames_of(&mut scan);
         let jvm = self.jvms.entry(pid).or_default();
         if cfg!(not(target_arch = "x86_64")) {
             jvm.refused = true;
@@ -245,9 +255,11 @@ impl HotSpots {
         }
         self.stats.malformed_blobs += scan.malformed;
         self.stats.unnamed_methods += scan.unnamed;
+        self.stats.unscoped_methods += scan.unscoped;
         self.stats.over_limit += scan.over_limit;
         let blobs = scan.blobs.len();
         let (heaps, used) = (std::mem::take(&mut scan.heaps), std::mem::take(&mut scan.used));
+
         let (dump, frame_pointer_code, compiled) = dump_of(scan);
         log::debug!(
             "pid {pid}: JVM {}: {blobs} blobs, {compiled} compiled methods, read in {:?}",
@@ -257,9 +269,53 @@ impl HotSpots {
         self.stats.compiled_methods = self.stats.compiled_methods - jvm.compiled + compiled;
         jvm.compiled = compiled;
         jvm.frame_pointer_code = frame_pointer_code;
-        (jvm.heaps, jvm.used) = (heaps, used);
+        (jvm.heaps, jvm.used, jvm.java) = (heaps, used, java);
         jvm.read_at = Some(std::time::Instant::now());
         Some(dump)
+    }
+
+    /// The Java frames of `scan`'s compiled methods (their scopes' methods named in the
+    /// names of interpreted frames, `Self::method`), by code start; the scopes are taken.
+    fn java_frames_of(&self, scan: &mut Scan) -> BTreeMap<u64, (u64, Arc<scopes::CompiledFrames>)> {
+        let Some(coding) = scan.coding else {
+            return BTreeMap::new();
+        };
+        let mut indexes: HashMap<u64, Option<u32>> = HashMap::new();
+        let methods = std::mem::take(&mut scan.methods);
+        let mut out = BTreeMap::new();
+        for blob in &mut scan.blobs {
+            if blob.java.is_empty() {
+                continue;
+            }
+            let pcs = std::mem::take(&mut blob.java);
+            let frames = scopes::CompiledFrames::new(
+                &pcs,
+                |m| {
+                    *indexes.entry(m).or_insert_with(|| {
+                        let name = methods.get(&m)?.name.clone()?;
+                        self.interpreted.intern(name)
+                    })
+                },
+                |m| methods.get(&m).map(|m| m.lines.as_slice()),
+                coding,
+            );
+            if !frames.is_empty() {
+                let end = blob.code_begin + blob.code.len() as u64;
+                out.insert(blob.code_begin, (end, Arc::new(frames)));
+            }
+        }
+        out
+    }
+
+    /// The Java frames (method index for [`Self::method`], line or 0), innermost first, that
+    /// `pid`'s compiled code runs at `pc` (a sampled PC, or a return address minus one).
+    pub fn java_frames(&self, pid: u32, pc: u64) -> Option<&[(u32, u32)]> {
+        let jvm = self.jvms.get(&pid)?;
+        let (&begin, (end, frames)) = jvm.java.range(..=pc).next_back()?;
+        if pc >= *end {
+            return None;
+        }
+        frames.at(u32::try_from(pc - begin).ok()?)
     }
 
     /// What a read of `pid` gave (the layout it read or used, the code heaps or why not): the

@@ -72,7 +72,12 @@ const FIELDS: [(&str, &str, u64); 27] = [
     ("CodeCache", "_heaps", 0x9000),
     ("Abstract_VM_Version", "_s_vm_release", 0x9100),
 ];
-const SIZES: [(&str, u64); 2] = [("HeapBlock", 16), ("ConstantPool", 72)];
+const SIZES: [(&str, u64); 4] = [
+    ("HeapBlock", 16),
+    ("ConstantPool", 72),
+    ("PcDesc", 16),
+    ("ConstMethod", 48),
+];
 
 /// Where the fake's tables are.
 const EXPORTS_AT: u64 = 0x1000;
@@ -101,6 +106,7 @@ fn jvm(release: &str, fields: &[(&str, &str, u64)]) -> (Fake, Exports) {
             ("HeapBlock::Header", "_length") if release.starts_with("25") => "uint32_t",
             ("HeapBlock::Header", "_length") => "size_t",
             ("CodeBlob", "_frame_complete_offset") if release.starts_with("25") => "int16_t",
+            ("ConstMethod", "_flags") => "u2",
             _ => "int",
         };
         let sp = string(&mut m, type_string);
@@ -409,7 +415,12 @@ const INTERPRETER: u64 = HEAP + 0x410 + CODE as u64;
 /// A fake JVM with one code heap of 128-byte segments: a compiled method (`c2_method`, named
 /// `java.lang.String.length`), a free block, the interpreter, and whatever `extra` blocks add.
 fn jvm_with_heap(extra: &[(u64, Vec<u8>)]) -> (Fake, Layout) {
-    let (mut m, exports) = jvm("17.0.15", &FIELDS);
+    jvm_with_heap_of(&FIELDS, extra)
+}
+
+/// [`jvm_with_heap`] with the vmStructs `fields`.
+fn jvm_with_heap_of(fields: &[(&str, &str, u64)], extra: &[(u64, Vec<u8>)]) -> (Fake, Layout) {
+    let (mut m, exports) = jvm("17.0.15", fields);
     let layout = Layout::read(&mut m, &exports).expect("layout");
     let mut heap = vec![0u8; 0x1000];
     let block = |heap: &mut Vec<u8>, at: usize, segments: u64, used: bool| {
@@ -504,6 +515,71 @@ fn the_code_heap_s_blobs_are_read_and_named() {
         frame_pointer_code,
         BTreeMap::from([(INTERPRETER, (INTERPRETER + 64, true))])
     );
+}
+
+/// The Java scopes of a compiled method (its `PcDesc`s, scope descriptions and metadata in
+/// its blob, where the fields say) give each described PC its method and line, read from the
+/// method's line table; a JVM whose layout lacks them has none, and a part out of its block
+/// leaves the method without scopes.
+#[test]
+fn compiled_methods_give_their_pcs_methods_and_lines() {
+    let mut fields = FIELDS.to_vec();
+    fields.extend([
+        ("nmethod", "_metadata_offset", 200),
+        ("nmethod", "_scopes_pcs_offset", 204),
+        ("nmethod", "_dependencies_offset", 208),
+        ("CompiledMethod", "_scopes_data_begin", 216),
+        ("PcDesc", "_pc_offset", 0),
+        ("PcDesc", "_scope_decode_offset", 4),
+        ("ConstMethod", "_flags", 28),
+        ("ConstMethod", "_code_size", 32),
+    ]);
+    // In the method's block (its blob at 16, its header at HEAP + 16): the metadata (the
+    // method) at 0x190, one scope (the method at bci 4) at 0x198, one PcDesc (PC 0x20) at 0x1a0.
+    let b = 16usize;
+    let int = |v: i32| v.to_le_bytes().to_vec();
+    let mut pc_desc = int(0x20);
+    pc_desc.extend(int(1));
+    pc_desc.extend([0; 8]);
+    let parts = |metadata_offset: i32| {
+        vec![
+            ((b + 200) as u64, int(metadata_offset)),
+            ((b + 204) as u64, int(0x1a0 - 16)),
+            ((b + 208) as u64, int(0x1b0 - 16)),
+            ((b + 216) as u64, (HEAP + 0x198).to_le_bytes().to_vec()),
+            (0x190, 0x60_000u64.to_le_bytes().to_vec()),
+            (0x198, vec![0, 0, 1, 5, 0]),
+            (0x1a0, pc_desc.clone()),
+        ]
+    };
+    let (mut m, layout) = jvm_with_heap_of(&fields, &parts(0x190 - 16));
+    assert!(layout.scopes.is_some());
+    // The method has a line table after its 10 bytes of bytecodes: bci 0 at line 2, 4 at 3.
+    m.put(0x61_000 + 28, &1u16.to_le_bytes());
+    m.put(0x61_000 + 32, &10u16.to_le_bytes());
+    // (To the end of its page: a table is read a page at a time.)
+    let mut table = vec![2, (4 << 3) | 1, 0];
+    table.resize(0x1000 - 58, 0);
+    m.put(0x61_000 + 48 + 10, &table);
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    let java = &scan.blobs[0].java;
+    assert_eq!(java.len(), 1);
+    assert_eq!((java[0].pc_offset, java[0].scopes.clone()), (0x20, vec![(0x60_000, 4)]));
+    let method = &scan.methods[&0x60_000];
+    assert_eq!(method.name.as_deref(), Some("java.lang.String.length"));
+    assert_eq!(
+        super::scopes::line_at(&method.lines, 4, scan.coding.expect("coding")),
+        Some(3)
+    );
+    // Metadata said to start before the block: no scopes.
+    let (mut m, layout) = jvm_with_heap_of(&fields, &parts(-0x100));
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    assert!(scan.blobs[0].java.is_empty() && scan.methods.is_empty());
+    // Without the fields (as 25's layout is read): none either.
+    let (mut m, layout) = jvm_with_heap_of(&FIELDS, &parts(0x190 - 16));
+    assert!(layout.scopes.is_none());
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    assert!(scan.blobs[0].java.is_empty() && scan.coding.is_none());
 }
 
 /// An interpreted frame's `Method*` (the word the kernel kept) is named `Class.method`, once

@@ -160,6 +160,34 @@ pub struct Layout {
     pub klass_name: u64,
     pub symbol_length: u64,
     pub symbol_body: u64,
+    /// Where compiled methods keep the Java scopes of their PCs and methods their line tables
+    /// (`scopes`); `None` for a version whose layout of them is not read (JDK 25 moved them
+    /// out of the method's blob): its compiled frames are named without lines.
+    pub scopes: Option<ScopeLayout>,
+}
+
+/// What [`Layout::scopes`] reads with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScopeLayout {
+    /// `nmethod` fields (`int`s, from its blob's start): where its `PcDesc`s begin and end
+    /// (its dependencies follow them) and its metadata begins; `CompiledMethod`'s address
+    /// where its scope descriptions begin (they end where the `PcDesc`s begin).
+    pub pcs_offset: u64,
+    pub pcs_end_offset: u64,
+    pub metadata_offset: u64,
+    pub scopes_begin: u64,
+    /// A `PcDesc`'s size, and where its PC's and its scope's offsets are in it.
+    pub pc_desc_size: u64,
+    pub pc_desc_pc: u64,
+    pub pc_desc_scope: u64,
+    /// `ConstMethod`: its flags (offset, width: 2 to JDK 20, 4 since; bit 0: it has a line
+    /// table, in 17, 21 and 25), its bytecodes' length, and its size (the bytecodes follow
+    /// it, the line table follows them).
+    pub const_flags: u64,
+    pub const_flags_width: u8,
+    pub const_code_size: u64,
+    pub const_size: u64,
+    pub coding: super::scopes::Coding,
 }
 
 /// Where a blob's code is, as the version keeps it.
@@ -177,7 +205,7 @@ pub enum CodeRange {
 pub const KNOWN_MAJORS: [u32; 3] = [17, 21, 25];
 
 /// The types whose fields are read (others are skipped without reading their field names).
-const TYPES: [&str; 15] = [
+const TYPES: [&str; 16] = [
     "CodeCache",
     "GrowableArrayBase",
     "GrowableArray<int>",
@@ -193,6 +221,7 @@ const TYPES: [&str; 15] = [
     "ConstantPool",
     "Klass",
     "Symbol",
+    "PcDesc",
 ];
 
 impl Layout {
@@ -243,6 +272,30 @@ impl Layout {
             ),
         };
         let compiled_method = field("CompiledMethod", "_method").or_else(|_| field("nmethod", "_method"))?;
+        let scopes = (|| -> Result<ScopeLayout, HotSpotError> {
+            let (const_flags, const_flags_width) = match field("ConstMethod", "_flags") {
+                Ok(at) => (at, width("ConstMethod", "_flags", ("u2", 2), ("u2", 2))?),
+                Err(_) => (
+                    field("ConstMethod", "_flags._flags")?,
+                    width("ConstMethod", "_flags._flags", ("u4", 4), ("u4", 4))?,
+                ),
+            };
+            Ok(ScopeLayout {
+                pcs_offset: field("nmethod", "_scopes_pcs_offset")?,
+                pcs_end_offset: field("nmethod", "_dependencies_offset")?,
+                metadata_offset: field("nmethod", "_metadata_offset")?,
+                scopes_begin: field("CompiledMethod", "_scopes_data_begin")?,
+                pc_desc_size: size("PcDesc")?,
+                pc_desc_pc: field("PcDesc", "_pc_offset")?,
+                pc_desc_scope: field("PcDesc", "_scope_decode_offset")?,
+                const_flags,
+                const_flags_width,
+                const_code_size: field("ConstMethod", "_code_size")?,
+                const_size: size("ConstMethod")?,
+                coding: super::scopes::Coding::of_major(major),
+            })
+        })()
+        .ok();
         Ok(Layout {
             major,
             code_heaps: static_("CodeCache", "_heaps")?,
@@ -274,6 +327,7 @@ impl Layout {
             klass_name: field("Klass", "_name")?,
             symbol_length: field("Symbol", "_length")?,
             symbol_body: field("Symbol", "_body")?,
+            scopes,
             release,
         })
     }
@@ -289,7 +343,12 @@ type Fields = HashMap<(String, String), u64>;
 type FieldTypes = HashMap<(String, String), String>;
 
 /// The fields whose type string is read (their width changed between versions).
-const TYPED: [(&str, &str); 2] = [("HeapBlock::Header", "_length"), ("CodeBlob", "_frame_complete_offset")];
+const TYPED: [(&str, &str); 4] = [
+    ("HeapBlock::Header", "_length"),
+    ("CodeBlob", "_frame_complete_offset"),
+    ("ConstMethod", "_flags"),
+    ("ConstMethod", "_flags._flags"),
+];
 
 /// The fields of [`TYPES`] and the statics of `Abstract_VM_Version` and `CodeCache`: offsets,
 /// and addresses of statics; and the type strings of [`TYPED`].

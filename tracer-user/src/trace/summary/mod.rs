@@ -530,12 +530,13 @@ fn write_hotspot(f: &mut fmt::Formatter<'_>, h: &crate::jit::hotspot::HotSpotSta
     }
     write!(
         f,
-        "  hotspot: {} JVMs read ({} reads, {:.1} ms), {} compiled methods ({} unnamed), {} malformed blobs",
+        "  hotspot: {} JVMs read ({} reads, {:.1} ms), {} compiled methods ({} unnamed, {} without lines), {} malformed blobs",
         h.processes,
         h.scans,
         h.read_us as f64 / 1000.0,
         h.compiled_methods,
         h.unnamed_methods,
+        h.unscoped_methods,
         h.malformed_blobs
     )?;
     let interpreted = &h.interpreted;

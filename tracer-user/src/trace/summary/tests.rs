@@ -151,7 +151,7 @@ fn json_has_the_figures_of_the_text() {
             "image_bytes": 0, "over_limit": 0, "rereads": 0,
         },
         "hotspot": {
-            "processes": 0, "scans": 0, "read_us": 0, "compiled_methods": 0, "unnamed_methods": 0, "malformed_blobs": 0,
+            "processes": 0, "scans": 0, "read_us": 0, "compiled_methods": 0, "unnamed_methods": 0, "unscoped_methods": 0, "malformed_blobs": 0,
             "over_limit": 0, "refused_by_reason": {}, "interpreted": {"named": 0, "unnamed_by_reason": {}},
         },
         "python": {"walks": 0, "frames": 0, "cut_short": 0, "cut_short_by_reason": {},
@@ -249,7 +249,7 @@ fn jvms_are_a_line_when_there_were_some() {
     let text = summary.to_string();
     assert!(
         text.contains(
-            "hotspot: 1 JVMs read (3 reads, 0.0 ms), 40 compiled methods (0 unnamed), 0 malformed blobs, refused: unknown_version 2"
+            "hotspot: 1 JVMs read (3 reads, 0.0 ms), 40 compiled methods (0 unnamed, 0 without lines), 0 malformed blobs, refused: unknown_version 2"
         ),
         "{text}"
     );
