@@ -454,14 +454,12 @@ fn plain_java_21_and_25_are_walked_and_named_from_their_code_heaps() {
         );
         let running = warm_fib_with(command, dir.path(), &inside);
         let pid = running.pid().to_string();
-        // (25 keeps its compiled methods' scopes apart from their code: not read, no lines.)
-        let lines = release != "25";
         trace_plain_java(
             &format!("java {release}"),
             &["--pid", &pid],
             dir.path(),
             running.pid(),
-            lines,
+            true,
         );
     }
 }

@@ -13,8 +13,11 @@
 use super::{
     HotSpotError,
     scopes::{self, PcScopes},
-    vmstructs::{CodeRange, Layout, MAX_NAME, Memory, ScopeLayout},
+    vmstructs::{CodeRange, Layout, MAX_NAME, Memory, ScopeLayout, ScopesAt},
 };
+
+/// The most bytes of a compiled method's scopes (or metadata) read from outside its blob.
+pub const MAX_SCOPE_BYTES: u64 = 1 << 20;
 
 /// The most committed bytes of one code heap read.
 pub const MAX_HEAP_BYTES: u64 = 256 << 20;
@@ -246,7 +249,7 @@ fn blob(
                 let java = layout
                     .scopes
                     .as_ref()
-                    .map(|l| java_scopes(l, (blob, header, low), (block_start, block_end), word, int, bytes))
+                    .map(|l| java_scopes(mem, l, (blob, header, low), (block_start, block_end), word, int, bytes))
                     .unwrap_or_default();
                 (BlobKind::Compiled, java_name, named, stubs, java)
             } else {
@@ -279,10 +282,12 @@ fn blob(
 }
 
 /// The Java scopes of the compiled method whose blob is at `blob` of the heap's `bytes` (its
-/// header at `header` in the process, the heap at `low`), all of it inside its block
-/// `[start, end)`: its `PcDesc`s, scope descriptions and metadata, sliced as `l` says and
-/// decoded (`scopes::decode`); none when a part leaves the block or overlaps another.
+/// header at `header` in the process, the heap at `low`, its block `[start, end)`): its
+/// `PcDesc`s, scope descriptions and metadata, where `l` says (in the blob: all of it inside
+/// its block; apart: read from the process, at most [`MAX_SCOPE_BYTES`] each), decoded
+/// (`scopes::decode`); none when a part is out of bounds or cannot be read.
 fn java_scopes(
+    mem: &mut dyn Memory,
     l: &ScopeLayout,
     (blob, header, low): (u64, u64, u64),
     (start, end): (u64, u64),
@@ -290,27 +295,53 @@ fn java_scopes(
     int: &dyn Fn(u64) -> Option<i32>,
     bytes: &[u8],
 ) -> Vec<PcScopes> {
-    let from_header = |field: u64| {
-        int(blob.wrapping_add(field))
-            .and_then(|o| u64::try_from(o).ok())
-            .and_then(|o| header.checked_add(o))
+    let offset = |field: u64| int(blob.wrapping_add(field)).and_then(|o| u64::try_from(o).ok());
+    let parts = match l.at {
+        ScopesAt::InBlob {
+            pcs_offset,
+            pcs_end_offset,
+            metadata_offset,
+            scopes_begin,
+        } => (|| {
+            let (pcs, pcs_end, metadata) = (
+                header.checked_add(offset(pcs_offset)?)?,
+                header.checked_add(offset(pcs_end_offset)?)?,
+                header.checked_add(offset(metadata_offset)?)?,
+            );
+            let scopes = word(blob.wrapping_add(scopes_begin))?;
+            // In the blob, in this order: metadata, scope descriptions, `PcDesc`s.
+            if !(start <= metadata && metadata <= scopes && scopes <= pcs && pcs <= pcs_end && pcs_end <= end) {
+                return None;
+            }
+            let slice = |a: u64, b: u64| bytes.get((a - low) as usize..(b - low) as usize).map(<[u8]>::to_vec);
+            Some((slice(pcs, pcs_end)?, slice(scopes, pcs)?, slice(metadata, scopes)?))
+        })(),
+        ScopesAt::Apart {
+            immutable,
+            immutable_size,
+            pcs_offset,
+            scopes_offset,
+            mutable,
+            mutable_size,
+            relocation_size,
+        } => (|| {
+            let (pcs, scopes, size) = (offset(pcs_offset)?, offset(scopes_offset)?, offset(immutable_size)?);
+            let (relocations, mutable_size) = (offset(relocation_size)?, offset(mutable_size)?);
+            let bounded = pcs <= scopes && scopes <= size && size <= MAX_SCOPE_BYTES;
+            if !bounded || relocations > mutable_size || mutable_size > MAX_SCOPE_BYTES {
+                return None;
+            }
+            let mut data = vec![0u8; size as usize];
+            mem.read(word(blob.wrapping_add(immutable))?, &mut data).then_some(())?;
+            let mut metadata = vec![0u8; (mutable_size - relocations) as usize];
+            let mutable_at = word(blob.wrapping_add(mutable))?.checked_add(relocations)?;
+            mem.read(mutable_at, &mut metadata).then_some(())?;
+            let scope_bytes = data.split_off(scopes as usize);
+            let pc_bytes = data.split_off(pcs as usize);
+            Some((pc_bytes, scope_bytes, metadata))
+        })(),
     };
-    let (Some(pcs), Some(pcs_end), Some(metadata), Some(scopes)) = (
-        from_header(l.pcs_offset),
-        from_header(l.pcs_end_offset),
-        from_header(l.metadata_offset),
-        word(blob.wrapping_add(l.scopes_begin)),
-    ) else {
-        return Vec::new();
-    };
-    // In the blob, in this order: metadata, scope descriptions, `PcDesc`s.
-    if !(start <= metadata && metadata <= scopes && scopes <= pcs && pcs <= pcs_end && pcs_end <= end) {
-        return Vec::new();
-    }
-    let slice = |a: u64, b: u64| bytes.get((a - low) as usize..(b - low) as usize);
-    let (Some(pc_bytes), Some(scope_bytes), Some(meta_bytes)) =
-        (slice(pcs, pcs_end), slice(scopes, pcs), slice(metadata, scopes))
-    else {
+    let Some((pc_bytes, scope_bytes, meta_bytes)) = parts else {
         return Vec::new();
     };
     let metadata: Vec<u64> = meta_bytes
@@ -318,10 +349,10 @@ fn java_scopes(
         .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
         .collect();
     scopes::decode(
-        pc_bytes,
+        &pc_bytes,
         l.pc_desc_size as usize,
         (l.pc_desc_pc as usize, l.pc_desc_scope as usize),
-        scope_bytes,
+        &scope_bytes,
         &metadata,
         l.coding,
     )

@@ -117,8 +117,7 @@ pub struct HotSpotStats {
     pub compiled_methods: u64,
     pub unnamed_methods: u64,
     /// Compiled methods (counted at each read) whose PCs' Java scopes could not be read: their
-    /// frames are named without lines or inlined callees (all of them on a JVM whose layout
-    /// of scopes is not read: 25).
+    /// frames are named without lines or inlined callees.
     pub unscoped_methods: u64,
     /// Blobs skipped as malformed, or past the limit of one read.
     pub malformed_blobs: u64,

@@ -582,6 +582,62 @@ fn compiled_methods_give_their_pcs_methods_and_lines() {
     assert!(scan.blobs[0].java.is_empty() && scan.coding.is_none());
 }
 
+/// Since JDK 23 the scopes are apart from the blob: the `PcDesc`s and scope descriptions in
+/// its immutable data, the metadata after the relocations in its mutable data, read from the
+/// process; sizes past the bound, or data that cannot be read, leave the method without.
+#[test]
+fn scopes_apart_from_the_blob_are_read_from_the_process() {
+    let mut fields = FIELDS.to_vec();
+    fields.extend([
+        ("nmethod", "_immutable_data", 200),
+        ("nmethod", "_immutable_data_size", 208),
+        ("nmethod", "_scopes_pcs_offset", 212),
+        ("nmethod", "_scopes_data_offset", 216),
+        ("CodeBlob", "_mutable_data", 224),
+        ("CodeBlob", "_mutable_data_size", 232),
+        ("CodeBlob", "_relocation_size", 236),
+        ("PcDesc", "_pc_offset", 0),
+        ("PcDesc", "_scope_decode_offset", 4),
+        ("ConstMethod", "_flags", 28),
+        ("ConstMethod", "_code_size", 32),
+    ]);
+    let b = 16u64;
+    let int = |v: i32| v.to_le_bytes().to_vec();
+    let blob = |immutable_size: i32| {
+        vec![
+            (b + 200, 0x80_000u64.to_le_bytes().to_vec()),
+            (b + 208, int(immutable_size)),
+            (b + 212, int(0)),
+            (b + 216, int(16)),
+            (b + 224, 0x81_000u64.to_le_bytes().to_vec()),
+            (b + 232, int(16)),
+            (b + 236, int(8)),
+        ]
+    };
+    let mut immutable = int(0x20);
+    immutable.extend(int(1));
+    immutable.extend([0; 8]);
+    immutable.extend([0, 0, 1, 5, 0]);
+    let mut mutable = vec![0xee; 8];
+    mutable.extend(0x60_000u64.to_le_bytes());
+    let (mut m, layout) = jvm_with_heap_of(&fields, &blob(21));
+    m.put(0x80_000, &immutable);
+    m.put(0x81_000, &mutable);
+    let scan = heap::scan(&mut m, &layout).expect("scan");
+    assert_eq!(scan.blobs[0].java.len(), 1);
+    assert_eq!(scan.blobs[0].java[0].scopes, vec![(0x60_000, 4)]);
+    assert_eq!(scan.unscoped, 0);
+    // Said to be larger than the bound, or than what can be read.
+    for size in [(heap::MAX_SCOPE_BYTES + 1) as i32, 64] {
+        let (mut m, layout) = jvm_with_heap_of(&fields, &blob(size));
+        m.put(0x80_000, &immutable);
+        m.put(0x81_000, &mutable);
+        let scan = heap::scan(&mut m, &layout).expect("scan");
+        assert!(scan.blobs[0].java.is_empty(), "{size}");
+        assert_eq!(scan.unscoped, 1);
+    }
+}
+
 /// An interpreted frame's `Method*` (the word the kernel kept) is named `Class.method`, once
 /// per method (cached); a word that is no method leaves the frame unnamed, counted.
 #[test]

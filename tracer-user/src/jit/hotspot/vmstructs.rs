@@ -161,21 +161,53 @@ pub struct Layout {
     pub symbol_length: u64,
     pub symbol_body: u64,
     /// Where compiled methods keep the Java scopes of their PCs and methods their line tables
-    /// (`scopes`); `None` for a version whose layout of them is not read (JDK 25 moved them
-    /// out of the method's blob): its compiled frames are named without lines.
+    /// (`scopes`); `None` for a version without the fields.
     pub scopes: Option<ScopeLayout>,
+}
+
+/// Where a compiled method's `PcDesc`s, scope descriptions and metadata are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScopesAt {
+    /// In its blob (to JDK 21): `nmethod` `int`s from the blob's start where its `PcDesc`s
+    /// begin and end (its dependencies follow them) and its metadata begins; the
+    /// `CompiledMethod` address where its scope descriptions begin (they end where the
+    /// `PcDesc`s begin).
+    InBlob {
+        pcs_offset: u64,
+        pcs_end_offset: u64,
+        metadata_offset: u64,
+        scopes_begin: u64,
+    },
+    /// Apart from the code heap (since JDK 23): the `PcDesc`s and then the scope descriptions
+    /// in the method's immutable data (`nmethod::_immutable_data`, its size, and the `int`
+    /// offsets of both in it); the metadata in its mutable data
+    /// (`CodeBlob::_mutable_data` and its size), after its relocations.
+    Apart {
+        immutable: u64,
+        immutable_size: u64,
+        pcs_offset: u64,
+        scopes_offset: u64,
+        mutable: u64,
+        mutable_size: u64,
+        relocation_size: u64,
+    },
+}
+
+impl Default for ScopesAt {
+    fn default() -> ScopesAt {
+        ScopesAt::InBlob {
+            pcs_offset: 0,
+            pcs_end_offset: 0,
+            metadata_offset: 0,
+            scopes_begin: 0,
+        }
+    }
 }
 
 /// What [`Layout::scopes`] reads with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopeLayout {
-    /// `nmethod` fields (`int`s, from its blob's start): where its `PcDesc`s begin and end
-    /// (its dependencies follow them) and its metadata begins; `CompiledMethod`'s address
-    /// where its scope descriptions begin (they end where the `PcDesc`s begin).
-    pub pcs_offset: u64,
-    pub pcs_end_offset: u64,
-    pub metadata_offset: u64,
-    pub scopes_begin: u64,
+    pub at: ScopesAt,
     /// A `PcDesc`'s size, and where its PC's and its scope's offsets are in it.
     pub pc_desc_size: u64,
     pub pc_desc_pc: u64,
@@ -280,11 +312,25 @@ impl Layout {
                     width("ConstMethod", "_flags._flags", ("u4", 4), ("u4", 4))?,
                 ),
             };
+            let at = match field("nmethod", "_immutable_data") {
+                Err(_) => ScopesAt::InBlob {
+                    pcs_offset: field("nmethod", "_scopes_pcs_offset")?,
+                    pcs_end_offset: field("nmethod", "_dependencies_offset")?,
+                    metadata_offset: field("nmethod", "_metadata_offset")?,
+                    scopes_begin: field("CompiledMethod", "_scopes_data_begin")?,
+                },
+                Ok(immutable) => ScopesAt::Apart {
+                    immutable,
+                    immutable_size: field("nmethod", "_immutable_data_size")?,
+                    pcs_offset: field("nmethod", "_scopes_pcs_offset")?,
+                    scopes_offset: field("nmethod", "_scopes_data_offset")?,
+                    mutable: field("CodeBlob", "_mutable_data")?,
+                    mutable_size: field("CodeBlob", "_mutable_data_size")?,
+                    relocation_size: field("CodeBlob", "_relocation_size")?,
+                },
+            };
             Ok(ScopeLayout {
-                pcs_offset: field("nmethod", "_scopes_pcs_offset")?,
-                pcs_end_offset: field("nmethod", "_dependencies_offset")?,
-                metadata_offset: field("nmethod", "_metadata_offset")?,
-                scopes_begin: field("CompiledMethod", "_scopes_data_begin")?,
+                at,
                 pc_desc_size: size("PcDesc")?,
                 pc_desc_pc: field("PcDesc", "_pc_offset")?,
                 pc_desc_scope: field("PcDesc", "_scope_decode_offset")?,
