@@ -1,6 +1,7 @@
 //! What a runtime's frames keep that names them, as the walk keeps it for userspace: a word
 //! after the frame in the record. V8's (Node.js) JavaScript frames give their function's shared
-//! part ([`v8_config`]); HotSpot's interpreted frames their `Method*` ([`slot_config`]).
+//! part ([`v8_config`]); HotSpot's interpreted frames their `Method*` and bytecode index
+//! ([`slot_config`], [`slot_config_with_bci`]).
 //!
 //! V8's JavaScript frames (interpreted, baseline, optimized) keep frame pointers, so the walk
 //! finds them by the frame-pointer fallback; what it cannot know is whose they are. A
@@ -46,6 +47,23 @@ pub const fn slot_config(fp_slot: u8) -> u32 {
     CONFIG_BIT | SLOT_BIT | fp_slot as u32
 }
 
+/// [`slot_config`] for HotSpot's interpreted frames with where they are in their method: the
+/// frame keeps its bytecode pointer `bcp_slot` bytes below the frame pointer, the `Method`
+/// its `ConstMethod*` at byte `const_method` (a multiple of 8, below 128), and the bytecodes
+/// follow the `ConstMethod`'s `const_size` bytes (a multiple of 8, below 512). The word then
+/// also holds the bytecode index plus one at [`BCI_SHIFT`] (0: not known).
+pub const fn slot_config_with_bci(fp_slot: u8, bcp_slot: u8, const_method: u8, const_size: u16) -> u32 {
+    slot_config(fp_slot)
+        | (bcp_slot as u32) << 8
+        | ((const_size as u32 / 8) & 0x3f) << 16
+        | ((const_method as u32 / 8) & 0xf) << 22
+}
+
+/// Where a [`slot_config_with_bci`] word keeps the bytecode index plus one, and its mask:
+/// indexes past it are not kept.
+pub const BCI_SHIFT: u32 = 48;
+pub const BCI_MASK: u64 = 0x1fff;
+
 /// The word to append after a frame unwound by frame pointer `fp` in a mapping with V8
 /// `config` (not 0), reading the frame's slots with `stack` and the function with `heap`;
 /// `None` for a frame that is not a JavaScript function's (or whose slots cannot be read or
@@ -60,7 +78,23 @@ pub fn word(
     if config & SLOT_BIT != 0 {
         // A pointer, 8-aligned, in user space.
         let word = stack(fp.wrapping_sub(u64::from(config & 0xff)))?;
-        return (word != 0 && word & 7 == 0 && word & !WORD_ADDR_MASK == 0).then_some(FRAME_WORD_BIT | word);
+        if word == 0 || word & 7 != 0 || word & !WORD_ADDR_MASK != 0 {
+            return None;
+        }
+        let bcp_slot = u64::from(config >> 8 & 0xff);
+        if bcp_slot == 0 {
+            return Some(FRAME_WORD_BIT | word);
+        }
+        // Where the frame is in its method: its bytecode pointer's distance from the first
+        // bytecode (the `ConstMethod` read from the `Method`).
+        let const_size = u64::from(config >> 16 & 0x3f) * 8;
+        let const_method = u64::from(config >> 22 & 0xf) * 8;
+        let bci = match (stack(fp.wrapping_sub(bcp_slot)), heap(word.wrapping_add(const_method))) {
+            (Some(bcp), Some(constants)) => bcp.wrapping_sub(constants.wrapping_add(const_size)),
+            _ => BCI_MASK,
+        };
+        let known = if bci < BCI_MASK { (bci + 1) << BCI_SHIFT } else { 0 };
+        return Some(FRAME_WORD_BIT | known | word);
     }
     let fp_context = u64::from(config & 0xff);
     let fp_function = u64::from(config >> 8 & 0xff);

@@ -3,7 +3,7 @@
 //! more than they must be).
 
 use crate::{
-    frame_word::{WORD_ADDR_MASK, is_frame_word},
+    frame_word::{BCI_MASK, BCI_SHIFT, WORD_ADDR_MASK, is_frame_word},
     mapping::{ExecMapping, NO_VMA},
     snapshot::{SNAPSHOT_SLOT, SNAPSHOT_STACK_SLOT, SNAPSHOT_WORDS, StackSnapshot, snapshot_record_len},
     trace::{
@@ -156,7 +156,7 @@ impl Sample {
             let word = frame(nk + i)?;
             if is_frame_word(word) {
                 if frames > 0 {
-                    self.user_word[frames - 1] = word & WORD_ADDR_MASK;
+                    self.user_word[frames - 1] = word & (WORD_ADDR_MASK | BCI_MASK << BCI_SHIFT);
                 }
                 continue;
             }

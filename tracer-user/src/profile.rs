@@ -178,7 +178,7 @@ impl NativeWalk {
         // may be an entry whose frame is not built yet).
         if sample.user_word[i] != 0
             && keeps_fp
-            && let Some(method) =
+            && let Some((method, line)) =
                 catalog
                     .runtimes
                     .jit
@@ -187,7 +187,7 @@ impl NativeWalk {
         {
             let frame = Frame::Java {
                 method,
-                line: 0,
+                line,
                 inlined: false,
             };
             self.before = Some(frame);

@@ -73,3 +73,36 @@ fn a_slot_config_takes_the_slot_as_it_is() {
     assert_eq!(word(0x7f00_1234_5679), None);
     assert_eq!(word(1 << 60), None);
 }
+
+/// With the bytecode pointer's slot and the method's layout, the word also holds the bytecode
+/// index plus one (the pointer's distance from the bytecodes after the `ConstMethod`); a
+/// pointer before them, too far past them, or a `ConstMethod` that cannot be read: 0 there.
+#[test]
+fn a_slot_config_with_bci_keeps_where_the_frame_is() {
+    let fp = 0x7ffc_0000_1000;
+    let method = 0x7f00_1234_5678;
+    let constants = 0x7f00_2000_0000;
+    let config = slot_config_with_bci(24, 64, 8, 48);
+    let word = |bcp: u64, heap_ok: bool| {
+        word(
+            config,
+            fp,
+            |a| match a {
+                a if a == fp - 24 => Some(method),
+                a if a == fp - 64 => Some(bcp),
+                _ => None,
+            },
+            |a| (heap_ok && a == method + 8).then_some(constants),
+        )
+    };
+    let bci = |w: Option<u64>| w.map(|w| (w >> BCI_SHIFT) & BCI_MASK);
+    assert_eq!(word(constants + 48 + 7, true).map(|w| w & WORD_ADDR_MASK), Some(method));
+    assert_eq!(bci(word(constants + 48 + 7, true)), Some(8));
+    assert_eq!(bci(word(constants + 48, true)), Some(1));
+    assert_eq!(bci(word(constants + 40, true)), Some(0));
+    assert_eq!(bci(word(constants + 48 + BCI_MASK, true)), Some(0));
+    assert_eq!(bci(word(constants + 48, false)), Some(0));
+    assert!(word(constants + 48 + 7, true).is_some_and(is_frame_word));
+    // The bits do not overlap the address's, nor the word's own.
+    assert_eq!((BCI_MASK << BCI_SHIFT) & (WORD_ADDR_MASK | FRAME_WORD_BIT), 0);
+}

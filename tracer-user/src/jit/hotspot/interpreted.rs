@@ -21,6 +21,9 @@ use crate::{python::pymem::MemReader, runtime::Interned};
 /// Where an interpreted frame keeps its `Method*`: below the frame pointer, past the sender's
 /// stack pointer and the last one (`frame_x86.hpp`, JDK 17 to 25).
 pub const METHOD_SLOT: u8 = 24;
+/// Where it keeps its bytecode pointer (`frame_x86.hpp`: `interpreter_frame_bcp_offset`, -8
+/// words, JDK 17 to 25).
+pub const BCP_SLOT: u8 = 64;
 /// Methods read per sample at most (the rest of its frames stay `Interpreter` for it).
 const READS_PER_SAMPLE: u32 = 32;
 /// Cached methods at most (then emptied), names at most (then new ones stay unnamed).
@@ -36,6 +39,9 @@ pub struct InterpretedStats {
     pub unnamed_by_reason: BTreeMap<&'static str, u64>,
 }
 
+/// A method as read: its name's index, and its line table.
+type Read = (u32, Arc<[u8]>);
+
 /// The names of interpreted frames' methods (module docs).
 #[derive(Default)]
 pub struct Interpreted {
@@ -44,7 +50,7 @@ pub struct Interpreted {
 
 struct Inner {
     names: Interned<String>,
-    cache: HashMap<(u32, u64), Result<u32, &'static str>>,
+    cache: HashMap<(u32, u64), Result<Read, &'static str>>,
     reader: MemReader,
     /// The sample being resolved and the reads it made.
     sample: (u64, u32),
@@ -82,38 +88,56 @@ impl Memory for ReadMem<'_> {
 
 impl Interpreted {
     /// The name of the method at `method` in `pid` (owned by `uid`, laid out as `layout`
-    /// says), for a frame of a sample taken at `time_ns`: its index for [`Self::name`].
-    pub fn frame(&self, pid: u32, uid: u32, layout: &Arc<Layout>, method: u64, time_ns: u64) -> Option<u32> {
+    /// says), for a frame of a sample taken at `time_ns` at bytecode index `bci` (if known):
+    /// its index for [`Self::name`], and the line (0: not known).
+    pub fn frame(
+        &self,
+        pid: u32,
+        uid: u32,
+        layout: &Arc<Layout>,
+        (method, bci): (u64, Option<i32>),
+        time_ns: u64,
+    ) -> Option<(u32, u32)> {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         if inner.sample.0 != time_ns {
             inner.sample = (time_ns, 0);
         }
         let result = match inner.cache.get(&(pid, method)) {
-            Some(&cached) => cached,
+            Some(cached) => cached.clone(),
             None if inner.sample.1 >= READS_PER_SAMPLE => Err("over_budget"),
             None => {
                 inner.sample.1 += 1;
                 let layout = Arc::clone(layout);
-                let read = inner
-                    .reader
-                    .run(pid, uid, move |read| method_name(&mut ReadMem(read), &layout, method));
+                let read = inner.reader.run(pid, uid, move |read| {
+                    let mut mem = ReadMem(read);
+                    let name = method_name(&mut mem, &layout, method)?;
+                    let lines = layout
+                        .scopes
+                        .as_ref()
+                        .and_then(|l| super::methods::line_table(&mut mem, &layout, l, method));
+                    Some((name, lines.unwrap_or_default()))
+                });
                 let result = match read {
-                    Ok(Some(name)) => inner.names.intern(name),
+                    Ok(Some((name, lines))) => inner.names.intern(name).map(|i| (i, Arc::from(lines))),
                     Ok(None) => Err("unreadable"),
                     Err(_) => Err("stuck"),
                 };
                 if inner.cache.len() >= MAX_CACHED {
                     inner.cache.clear();
                 }
-                inner.cache.insert((pid, method), result);
+                inner.cache.insert((pid, method), result.clone());
                 result
             }
         };
         match result {
-            Ok(index) => {
+            Ok((index, lines)) => {
                 inner.stats.named += 1;
-                Some(index)
+                let line = bci
+                    .zip(layout.scopes.as_ref())
+                    .and_then(|(bci, l)| super::scopes::line_at(&lines, bci, l.coding))
+                    .unwrap_or(0);
+                Some((index, line))
             }
             Err(reason) => {
                 *inner.stats.unnamed_by_reason.entry(reason).or_default() += 1;

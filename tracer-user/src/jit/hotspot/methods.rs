@@ -52,7 +52,7 @@ pub fn read(mem: &mut dyn Memory, layout: &Layout, l: &ScopeLayout, blobs: &[Blo
 
 /// The compressed line table of the method at `method`, if it has one: at most [`MAX_TABLE`]
 /// bytes (fewer where its memory ends first).
-fn line_table(mem: &mut dyn Memory, layout: &Layout, l: &ScopeLayout, method: u64) -> Option<Vec<u8>> {
+pub fn line_table(mem: &mut dyn Memory, layout: &Layout, l: &ScopeLayout, method: u64) -> Option<Vec<u8>> {
     let constant = mem.u64(method.checked_add(layout.method_const)?)?;
     let flags = match l.const_flags_width {
         2 => u32::from(mem.u16(constant.checked_add(l.const_flags)?)?),

@@ -379,16 +379,47 @@ impl HotSpots {
     }
 
     /// The method of an interpreted frame of `pid` at `addr` (in the interpreter, not the
-    /// sampled frame) whose `Method*` slot the kernel read as `method`, in a sample taken at
-    /// `time_ns`: its index for [`Self::method`], or `None` (counted when it was the
-    /// interpreter's).
-    pub fn interpreted_frame(&self, pid: u32, addr: u64, method: u64, time_ns: u64) -> Option<u32> {
+    /// sampled frame) whose `Method*` (and bytecode index, `slot_config_with_bci`) the kernel
+    /// read as `word`, in a sample taken at `time_ns`: its index for [`Self::method`] and its
+    /// line (0: not known), or `None` (counted when it was the interpreter's).
+    pub fn interpreted_frame(&self, pid: u32, addr: u64, word: u64, time_ns: u64) -> Option<(u32, u32)> {
+        use tracer_common::frame_word::{BCI_MASK, BCI_SHIFT, WORD_ADDR_MASK};
         if self.frame_pointer_code(pid, addr) != Some(true) {
             return None;
         }
         let jvm = self.jvms.get(&pid)?;
-        self.interpreted
-            .frame(pid, jvm.uid, jvm.layout.as_ref()?, method, time_ns)
+        let bci = ((word >> BCI_SHIFT) & BCI_MASK).checked_sub(1).map(|b| b as i32);
+        self.interpreted.frame(
+            pid,
+            jvm.uid,
+            jvm.layout.as_ref()?,
+            (word & WORD_ADDR_MASK, bci),
+            time_ns,
+        )
+    }
+
+    /// The kernel's word for the code-heap mappings of `pid` (`tracer_common::frame_word`):
+    /// an interpreted frame's `Method*`, and its bytecode index when the JVM's layout of its
+    /// methods is read.
+    pub fn frame_word(&self, pid: u32) -> u32 {
+        use tracer_common::frame_word::{slot_config, slot_config_with_bci};
+        let layout = self.jvms.get(&pid).and_then(|j| j.layout.as_ref());
+        match layout.and_then(|l| Some((l, l.scopes.as_ref()?))) {
+            Some((layout, scopes))
+                if layout.method_const % 8 == 0
+                    && layout.method_const < 128
+                    && scopes.const_size % 8 == 0
+                    && scopes.const_size < 512 =>
+            {
+                slot_config_with_bci(
+                    interpreted::METHOD_SLOT,
+                    interpreted::BCP_SLOT,
+                    layout.method_const as u8,
+                    scopes.const_size as u16,
+                )
+            }
+            _ => slot_config(interpreted::METHOD_SLOT),
+        }
     }
 
     /// Interpreted method `index`'s name.

@@ -517,12 +517,9 @@ fn the_code_heap_s_blobs_are_read_and_named() {
     );
 }
 
-/// The Java scopes of a compiled method (its `PcDesc`s, scope descriptions and metadata in
-/// its blob, where the fields say) give each described PC its method and line, read from the
-/// method's line table; a JVM whose layout lacks them has none, and a part out of its block
-/// leaves the method without scopes.
-#[test]
-fn compiled_methods_give_their_pcs_methods_and_lines() {
+/// [`FIELDS`] with JDK 17's fields of compiled methods' scopes (in the blob) and of methods'
+/// line tables, at offsets of the fake's.
+fn in_blob_fields() -> Vec<(&'static str, &'static str, u64)> {
     let mut fields = FIELDS.to_vec();
     fields.extend([
         ("nmethod", "_metadata_offset", 200),
@@ -534,6 +531,27 @@ fn compiled_methods_give_their_pcs_methods_and_lines() {
         ("ConstMethod", "_flags", 28),
         ("ConstMethod", "_code_size", 32),
     ]);
+    fields
+}
+
+/// The fake's method (`java.lang.String.length`) gets a line table after its 10 bytes of
+/// bytecodes: bci 0 at line 2, 4 at 3.
+fn with_line_table(m: &mut Fake) {
+    m.put(0x61_000 + 28, &1u16.to_le_bytes());
+    m.put(0x61_000 + 32, &10u16.to_le_bytes());
+    // (To the end of its page: a table is read a page at a time.)
+    let mut table = vec![2, (4 << 3) | 1, 0];
+    table.resize(0x1000 - 58, 0);
+    m.put(0x61_000 + 48 + 10, &table);
+}
+
+/// The Java scopes of a compiled method (its `PcDesc`s, scope descriptions and metadata in
+/// its blob, where the fields say) give each described PC its method and line, read from the
+/// method's line table; a JVM whose layout lacks them has none, and a part out of its block
+/// leaves the method without scopes.
+#[test]
+fn compiled_methods_give_their_pcs_methods_and_lines() {
+    let fields = in_blob_fields();
     // In the method's block (its blob at 16, its header at HEAP + 16): the metadata (the
     // method) at 0x190, one scope (the method at bci 4) at 0x198, one PcDesc (PC 0x20) at 0x1a0.
     let b = 16usize;
@@ -554,13 +572,7 @@ fn compiled_methods_give_their_pcs_methods_and_lines() {
     };
     let (mut m, layout) = jvm_with_heap_of(&fields, &parts(0x190 - 16));
     assert!(layout.scopes.is_some());
-    // The method has a line table after its 10 bytes of bytecodes: bci 0 at line 2, 4 at 3.
-    m.put(0x61_000 + 28, &1u16.to_le_bytes());
-    m.put(0x61_000 + 32, &10u16.to_le_bytes());
-    // (To the end of its page: a table is read a page at a time.)
-    let mut table = vec![2, (4 << 3) | 1, 0];
-    table.resize(0x1000 - 58, 0);
-    m.put(0x61_000 + 48 + 10, &table);
+    with_line_table(&mut m);
     let scan = heap::scan(&mut m, &layout).expect("scan");
     let java = &scan.blobs[0].java;
     assert_eq!(java.len(), 1);
@@ -639,10 +651,12 @@ fn scopes_apart_from_the_blob_are_read_from_the_process() {
 }
 
 /// An interpreted frame's `Method*` (the word the kernel kept) is named `Class.method`, once
-/// per method (cached); a word that is no method leaves the frame unnamed, counted.
+/// per method (cached), at the line of its bytecode index when the kernel kept one; a word
+/// that is no method leaves the frame unnamed, counted.
 #[test]
 fn interpreted_frames_are_named_by_their_method() {
-    let (m, layout) = jvm_with_heap(&[]);
+    let (mut m, layout) = jvm_with_heap_of(&in_blob_fields(), &[]);
+    with_line_table(&mut m);
     let layout = std::sync::Arc::new(layout);
     let memory = m.mem.clone();
     let reader = crate::python::pymem::MemReader::with(Box::new(move || {
@@ -650,15 +664,24 @@ fn interpreted_frames_are_named_by_their_method() {
         Box::new(move |_pid, addr, buf: &mut [u8]| memory.read(addr, buf))
     }));
     let interpreted = super::interpreted::Interpreted::with_reader(reader);
-    let named = interpreted.frame(7, 0, &layout, 0x60_000, 1);
+    let named = interpreted.frame(7, 0, &layout, (0x60_000, Some(4)), 1);
     assert_eq!(
-        named.and_then(|i| interpreted.name(i)).as_deref(),
+        named.and_then(|(i, _)| interpreted.name(i)).as_deref(),
         Some("java.lang.String.length")
     );
-    assert_eq!(interpreted.frame(7, 0, &layout, 0x60_000, 2), named);
-    assert_eq!(interpreted.frame(7, 0, &layout, 0x66_000, 2), None);
+    assert_eq!(named.map(|(_, line)| line), Some(3));
+    let index = named.map(|(i, _)| i);
+    assert_eq!(
+        interpreted.frame(7, 0, &layout, (0x60_000, Some(0)), 2),
+        index.zip(Some(2))
+    );
+    assert_eq!(
+        interpreted.frame(7, 0, &layout, (0x60_000, None), 2),
+        index.zip(Some(0))
+    );
+    assert_eq!(interpreted.frame(7, 0, &layout, (0x66_000, Some(0)), 2), None);
     let stats = interpreted.stats();
-    assert_eq!(stats.named, 2);
+    assert_eq!(stats.named, 3);
     assert_eq!(stats.unnamed_by_reason.get("unreadable"), Some(&1));
 }
 
