@@ -117,6 +117,10 @@ pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError>
         ) else {
             return Err(HotSpotError::Unreadable("a code heap"));
         };
+        // (A heap not set up yet, as the JVM starts: read again later.)
+        if high == 0 || log2 == 0 {
+            return Err(HotSpotError::NotReady);
+        }
         if high < low || high - low > MAX_HEAP_BYTES || !(4..=16).contains(&log2) {
             return Err(HotSpotError::Malformed("code heap bounds"));
         }

@@ -219,6 +219,13 @@ fn jvms_the_walk_does_not_know_are_refused_by_reason() {
         Layout::read(&mut m, &exports),
         Err(HotSpotError::Malformed("vmStructs entry layout"))
     );
+    // A JVM starting: its exports not set yet (zero), for the structs or the types. Not
+    // ready (read again later), not malformed.
+    for at in [EXPORTS_AT + 8, EXPORTS_AT + 9 * 8] {
+        let (mut m, exports) = jvm("17.0.1", &FIELDS);
+        m.word(at, 0);
+        assert_eq!(Layout::read(&mut m, &exports), Err(HotSpotError::NotReady), "{at:#x}");
+    }
     // The array's pointer leads nowhere.
     let (mut m, exports) = jvm("17.0.1", &FIELDS);
     m.word(EXPORTS_AT, 0xdead_0000);

@@ -424,6 +424,10 @@ fn read_fields(mem: &mut dyn Memory, e: &Exports) -> Result<(Fields, Fields, Fie
         return Err(HotSpotError::Unreadable("the vmStructs exports"));
     };
     let parts = [type_at, field_at, string_at, static_at, offset_at, address_at];
+    // The exports are set as the JVM starts (`vmStructs_init`): still zero, it is not ready.
+    if array == 0 || stride == 0 {
+        return Err(HotSpotError::NotReady);
+    }
     if !(8..=256).contains(&stride) || parts.iter().any(|&p| p.saturating_add(8) > stride) {
         return Err(HotSpotError::Malformed("vmStructs entry layout"));
     }
@@ -477,6 +481,9 @@ fn read_sizes(mem: &mut dyn Memory, e: &Exports) -> Result<HashMap<String, u64>,
     else {
         return Err(HotSpotError::Unreadable("the vmTypes exports"));
     };
+    if array == 0 || stride == 0 {
+        return Err(HotSpotError::NotReady);
+    }
     if !(8..=256).contains(&stride) || name_at.saturating_add(8) > stride || size_at.saturating_add(8) > stride {
         return Err(HotSpotError::Malformed("vmTypes entry layout"));
     }
