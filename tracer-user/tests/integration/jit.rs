@@ -345,6 +345,46 @@ fn plain_java_is_walked_and_named_from_its_code_heaps() {
     }
 }
 
+/// A plain `java` launched by the tracer is read from its first moments: a JVM read as it
+/// starts (its tables not set up yet) is read again, not refused, and its compiled `fib`
+/// frames are named.
+#[test]
+fn plain_java_launched_is_read_from_its_start() {
+    privileged_test!(test);
+    if !have(test, "javac") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("Fib.java"), FIB_JAVA).expect("write Fib.java");
+    run(Command::new("javac")
+        .args(["--release", "17", "Fib.java"])
+        .current_dir(dir.path()));
+    let classes = dir.path().to_str().expect("utf-8 path");
+    let folded = dir.path().join("java.folded");
+    let folded_arg = folded.to_str().expect("utf-8 path");
+    let mut args = vec!["-F", "499", "-o", folded_arg];
+    args.extend(SUMMARY_JSON);
+    args.extend(["--", "java", "-cp", classes, "Fib", "4"]);
+    let stderr = Tracer::start(&args).finish();
+    let summary = Summary::of(&stderr);
+    assert_eq!(summary.count("hotspot.processes"), 1, "{stderr}");
+    for reason in ["malformed", "unreadable", "not_ready", "missing_field"] {
+        assert_eq!(
+            summary.count(&format!("hotspot.refused_by_reason.{reason}")),
+            0,
+            "refused as {reason}:\n{stderr}"
+        );
+    }
+    let text = std::fs::read_to_string(&folded).expect("read the folded output");
+    let in_fib: u64 = text
+        .lines()
+        .filter(|l| l.contains(";Fib.fib"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum();
+    eprintln!("plain java launched: {in_fib} samples in Fib.fib");
+    assert!(in_fib >= ENOUGH as u64, "{in_fib} samples in Fib.fib:\n{stderr}");
+}
+
 /// Trace `scope` (`--pid PID`, `-a`) until the JVM `pid` is loaded and has run 3 s of CPU
 /// time more (however long loading every process takes on a busy host), and judge its
 /// samples ([`judge_plain_java`]): its code heaps read, no advice to restart it.
