@@ -13,7 +13,7 @@
 use super::{
     HotSpotError,
     scopes::{self, PcScopes},
-    vmstructs::{CodeRange, Layout, MAX_NAME, Memory, ScopeLayout, ScopesAt},
+    vmstructs::{CodeRange, Layout, Memory, ScopeLayout, ScopesAt},
 };
 
 /// The most bytes of a compiled method's scopes (or metadata) read from outside its blob.
@@ -134,7 +134,13 @@ pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError>
         blocks(mem, layout, low, &bytes, log2 as u32, &mut out);
     }
     if let Some(scopes) = &layout.scopes {
-        out.methods = super::methods::read(mem, layout, scopes, &out.blobs);
+        let methods = out
+            .blobs
+            .iter()
+            .flat_map(|b| &b.java)
+            .flat_map(|pc| &pc.scopes)
+            .map(|&(method, _)| method);
+        out.methods = super::methods::read(mem, layout, scopes, methods);
         out.coding = Some(scopes.coding);
     }
     Ok(out)
@@ -241,7 +247,7 @@ fn blob(
     let (kind, name, named, body_end, java) = match name.as_str() {
         "nmethod" | "native nmethod" => {
             let method = word(blob.wrapping_add(layout.compiled_method))?;
-            let java_name = method_name(mem, layout, method);
+            let java_name = super::methods::method_name(mem, layout, method);
             let named = java_name.is_some();
             let java_name = java_name.unwrap_or_else(|| String::from("[unknown Java method]"));
             if name == "nmethod" {
@@ -360,29 +366,4 @@ fn java_scopes(
         &metadata,
         l.coding,
     )
-}
-
-/// `Class.method` of the `Method` at `method` (a class name's `/` made `.`).
-pub fn method_name(mem: &mut dyn Memory, layout: &Layout, method: u64) -> Option<String> {
-    let constant_method = mem.u64(method.checked_add(layout.method_const)?)?;
-    let pool = mem.u64(constant_method.checked_add(layout.const_constants)?)?;
-    let index = mem.u16(constant_method.checked_add(layout.const_name_index)?)?;
-    let holder = mem.u64(pool.checked_add(layout.pool_holder)?)?;
-    let class_name = mem.u64(holder.checked_add(layout.klass_name)?)?;
-    let class = symbol(mem, layout, class_name)?;
-    let name_at = pool.checked_add(layout.pool_size)?.checked_add(u64::from(index) * 8)?;
-    let method_name = mem.u64(name_at)?;
-    let method = symbol(mem, layout, method_name)?;
-    Some(format!("{}.{method}", class.replace('/', ".")))
-}
-
-/// The text of the `Symbol` at `at` (at most [`MAX_NAME`] bytes, UTF-8).
-fn symbol(mem: &mut dyn Memory, layout: &Layout, at: u64) -> Option<String> {
-    let len = mem.u16(at.checked_add(layout.symbol_length)?)? as usize;
-    if len == 0 || len > MAX_NAME {
-        return None;
-    }
-    let mut text = vec![0u8; len];
-    mem.read(at.checked_add(layout.symbol_body)?, &mut text).then_some(())?;
-    String::from_utf8(text).ok().filter(|t| !t.contains('\0'))
 }

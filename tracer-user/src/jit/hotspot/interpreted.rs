@@ -1,7 +1,7 @@
 //! Interpreted Java frames named: the kernel's walk keeps, with each frame it finds by frame
 //! pointer in a JVM's code heaps, the word where an interpreted frame keeps its `Method*`
 //! ([`METHOD_SLOT`] bytes below the frame pointer, `tracer_common::frame_word::slot_config`); here
-//! that word is named `Class.method` ([`super::heap::method_name`]) through the reader thread
+//! that word is named `Class.method` ([`super::methods::method_name`]) through the reader thread
 //! of `python::pymem` (bounded in time, per user), and cached by process and address (a
 //! `Method` lives in metaspace, freed only when its class is unloaded). A word that names no
 //! method leaves the frame `Interpreter`, counted.
@@ -13,7 +13,7 @@ use std::{
 };
 
 use super::{
-    heap::method_name,
+    methods::method_name,
     vmstructs::{Layout, Memory},
 };
 use crate::{python::pymem::MemReader, runtime::Interned};

@@ -5,10 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{
-    heap::{Blob, method_name},
-    vmstructs::{Layout, Memory, ScopeLayout},
-};
+use super::vmstructs::{Layout, MAX_NAME, Memory, ScopeLayout};
 
 /// Methods read per scan at most (the frames of others keep their compiled method's name,
 /// without a line).
@@ -25,14 +22,15 @@ pub struct Method {
     pub lines: Vec<u8>,
 }
 
-/// Every method the Java scopes of `blobs` name, read through `mem`.
-pub fn read(mem: &mut dyn Memory, layout: &Layout, l: &ScopeLayout, blobs: &[Blob]) -> HashMap<u64, Method> {
+/// Every method of `methods` (those the Java scopes of a scan's blobs name), read through
+/// `mem`.
+pub fn read(
+    mem: &mut dyn Memory,
+    layout: &Layout,
+    l: &ScopeLayout,
+    methods: impl Iterator<Item = u64>,
+) -> HashMap<u64, Method> {
     let mut out = HashMap::new();
-    let methods = blobs
-        .iter()
-        .flat_map(|b| &b.java)
-        .flat_map(|pc| &pc.scopes)
-        .map(|&(method, _)| method);
     for method in methods {
         if out.contains_key(&method) {
             continue;
@@ -80,4 +78,29 @@ pub fn line_table(mem: &mut dyn Memory, layout: &Layout, l: &ScopeLayout, method
         }
     }
     (!table.is_empty()).then_some(table)
+}
+
+/// `Class.method` of the `Method` at `method` (a class name's `/` made `.`).
+pub fn method_name(mem: &mut dyn Memory, layout: &Layout, method: u64) -> Option<String> {
+    let constant_method = mem.u64(method.checked_add(layout.method_const)?)?;
+    let pool = mem.u64(constant_method.checked_add(layout.const_constants)?)?;
+    let index = mem.u16(constant_method.checked_add(layout.const_name_index)?)?;
+    let holder = mem.u64(pool.checked_add(layout.pool_holder)?)?;
+    let class_name = mem.u64(holder.checked_add(layout.klass_name)?)?;
+    let class = symbol(mem, layout, class_name)?;
+    let name_at = pool.checked_add(layout.pool_size)?.checked_add(u64::from(index) * 8)?;
+    let method_name = mem.u64(name_at)?;
+    let method = symbol(mem, layout, method_name)?;
+    Some(format!("{}.{method}", class.replace('/', ".")))
+}
+
+/// The text of the `Symbol` at `at` (at most [`MAX_NAME`] bytes, UTF-8).
+fn symbol(mem: &mut dyn Memory, layout: &Layout, at: u64) -> Option<String> {
+    let len = mem.u16(at.checked_add(layout.symbol_length)?)? as usize;
+    if len == 0 || len > MAX_NAME {
+        return None;
+    }
+    let mut text = vec![0u8; len];
+    mem.read(at.checked_add(layout.symbol_body)?, &mut text).then_some(())?;
+    String::from_utf8(text).ok().filter(|t| !t.contains('\0'))
 }
