@@ -202,10 +202,7 @@ impl NativeWalk {
             bias,
             ..
         }) = mapping
-            && catalog
-                .objects
-                .get(object)
-                .is_some_and(|o| o.name == crate::jit::hotspot::HOTSPOT_OBJECT)
+            && catalog.hotspot_image(Some(object))
             && let Some(frames) = catalog.runtimes.jit.hotspot.java_frames(sample.tgid, lookup)
         {
             for (i, &(method, line)) in frames.iter().enumerate() {

@@ -82,27 +82,38 @@ impl<T: TableStore> Catalog<T> {
             .iter()
             .find(|r| r.start == m.start && r.end == m.end)
             .and_then(|r| Some((r.object?, r.bias)))
-            .filter(|&(object, _)| self.objects.get(object).is_some_and(|o| o.name == HOTSPOT_OBJECT))
+            .filter(|&(object, _)| self.hotspot_image(Some(object)))
+    }
+
+    /// Whether `object` is an image of a JVM's code heaps.
+    pub fn hotspot_image(&self, object: Option<usize>) -> bool {
+        object
+            .and_then(|o| self.objects.get(o))
+            .is_some_and(|o| o.name == HOTSPOT_OBJECT)
     }
 
     /// `exec` (the kernel's mappings of `pid`, one per `resolved`) with each mapping of a
-    /// JVM's code heaps cut to the parts that held code at the last read
+    /// JVM's code heaps (its image made) marked for the kernel's walk to keep, with each frame
+    /// it finds by frame pointer there, an interpreted frame's `Method*` and bytecode index
+    /// (`jit::hotspot::interpreted`), and cut to the parts that held code at the last read
     /// (`jit::hotspot::pieces`): a sample in code compiled since meets no mapping, and is
     /// walked from a stack copy once the heaps are read again.
-    pub(super) fn cut_hotspot(
+    pub(super) fn hotspot_mappings(
         &self,
         pid: u32,
         resolved: &[ResolvedMapping],
         exec: Vec<ExecMapping>,
     ) -> Vec<ExecMapping> {
         let hotspot = &self.runtimes.jit.hotspot;
+        let frame_word = hotspot.frame_word(pid);
         let mut out = Vec::with_capacity(exec.len());
         for (r, e) in resolved.iter().zip(exec) {
-            let image = r
-                .object
-                .and_then(|o| self.objects.get(o))
-                .is_some_and(|o| o.name == HOTSPOT_OBJECT);
-            match hotspot.code_pieces(pid, e.start, e.end).filter(|_| image) {
+            if !self.hotspot_image(r.object) {
+                out.push(e);
+                continue;
+            }
+            let e = ExecMapping { frame_word, ..e };
+            match hotspot.code_pieces(pid, e.start, e.end) {
                 Some(pieces) => out.extend(pieces.into_iter().map(|(start, end)| ExecMapping { start, end, ..e })),
                 None => out.push(e),
             }
@@ -114,11 +125,11 @@ impl<T: TableStore> Catalog<T> {
     /// but for code a JVM compiled after the read that mapping's image comes from: then the
     /// mapping as read since, if its image holds it. With whether the code is known (false:
     /// a JVM's code no image holds yet; the kernel's mappings leave it out,
-    /// [`Catalog::cut_hotspot`], and a stack copy waits for the next read).
+    /// [`Catalog::hotspot_mappings`], and a stack copy waits for the next read).
     pub fn code_mapping_at(&self, pid: u32, pc: u64, time_ns: u64) -> Option<(&ResolvedMapping, bool)> {
         let holds = |m: &ResolvedMapping| {
             m.object
-                .filter(|&o| self.objects.get(o).is_some_and(|o| o.name == HOTSPOT_OBJECT))
+                .filter(|&o| self.hotspot_image(Some(o)))
                 .and_then(|o| self.runtimes.jit.dumps.covers(o, pc.wrapping_sub(m.bias)))
         };
         let mapping = self.mapping_at(pid, pc, time_ns)?;

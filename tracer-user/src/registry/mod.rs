@@ -140,8 +140,7 @@ impl<T: TableStore> Catalog<T> {
             });
         }
         self.mark_v8(pid, mappings, &mut exec);
-        self.mark_hotspot(pid, &resolved, &mut exec);
-        let exec = self.cut_hotspot(pid, &resolved, exec);
+        let exec = self.hotspot_mappings(pid, &resolved, exec);
         // What the runtimes learn from them: executable memory without an object is JIT
         // code, or a runtime's stubs (not `[vsyscall]`, which every process has).
         let shown: Vec<Mapped> = mappings
@@ -180,21 +179,6 @@ impl<T: TableStore> Catalog<T> {
                 _ => false,
             };
             if marked {
-                e.frame_word = config;
-            }
-        }
-    }
-
-    /// A JVM's code heaps, read (their images made): marked in `exec` for the kernel's walk to
-    /// keep, with each frame it finds by frame pointer there, the slot where an interpreted
-    /// frame keeps its `Method*` (`jit::hotspot::interpreted`).
-    fn mark_hotspot(&self, pid: u32, resolved: &[ResolvedMapping], exec: &mut [ExecMapping]) {
-        let config = self.runtimes.jit.hotspot.frame_word(pid);
-        for (r, e) in resolved.iter().zip(exec.iter_mut()) {
-            if r.object
-                .and_then(|o| self.objects.get(o))
-                .is_some_and(|o| o.name == HOTSPOT_OBJECT)
-            {
                 e.frame_word = config;
             }
         }
