@@ -57,8 +57,10 @@ pub struct Blob {
     pub body_end: Option<u32>,
     pub name: String,
     /// For compiled methods whose layout is read (`Layout::scopes`): the Java scopes of its
-    /// PCs (`scopes`), by offset from `code_begin`.
+    /// PCs (`scopes`), by offset from `code_begin`, and its own method (`Method*`) with the
+    /// name read for it (`None`: not readable).
     pub java: Vec<PcScopes>,
+    pub method: Option<(u64, Option<String>)>,
 }
 
 /// A scan of a process's code heaps.
@@ -140,7 +142,9 @@ pub fn scan(mem: &mut dyn Memory, layout: &Layout) -> Result<Scan, HotSpotError>
             .flat_map(|b| &b.java)
             .flat_map(|pc| &pc.scopes)
             .map(|&(method, _)| method);
-        out.methods = super::methods::read(mem, layout, scopes, methods);
+        // (The compiled methods' own names were read with their blobs.)
+        let named = out.blobs.iter().filter_map(|b| b.method.clone()).collect();
+        out.methods = super::methods::read(mem, layout, scopes, methods, named);
         out.coding = Some(scopes.coding);
     }
     Ok(out)
@@ -244,10 +248,13 @@ fn blob(
     let code = bytes
         .get((code_begin - low) as usize..(code_end - low) as usize)?
         .to_vec();
+    let mut own = None;
     let (kind, name, named, body_end, java) = match name.as_str() {
         "nmethod" | "native nmethod" => {
             let method = word(blob.wrapping_add(layout.compiled_method))?;
-            let java_name = super::methods::method_name(mem, layout, method);
+            let read_name = super::methods::method_name(mem, layout, method);
+            own = Some((method, read_name.clone()));
+            let java_name = read_name;
             let named = java_name.is_some();
             let java_name = java_name.unwrap_or_else(|| String::from("[unknown Java method]"));
             if name == "nmethod" {
@@ -286,6 +293,7 @@ fn blob(
             body_end,
             name,
             java,
+            method: own,
         },
         named,
     ))

@@ -23,12 +23,14 @@ pub struct Method {
 }
 
 /// Every method of `methods` (those the Java scopes of a scan's blobs name), read through
-/// `mem`.
+/// `mem`; the names of those in `named` (read already: the compiled methods' own) are not
+/// read again.
 pub fn read(
     mem: &mut dyn Memory,
     layout: &Layout,
     l: &ScopeLayout,
     methods: impl Iterator<Item = u64>,
+    mut named: HashMap<u64, Option<String>>,
 ) -> HashMap<u64, Method> {
     let mut out = HashMap::new();
     for method in methods {
@@ -38,7 +40,9 @@ pub fn read(
         if out.len() >= MAX_METHODS {
             break;
         }
-        let name = method_name(mem, layout, method);
+        let name = named
+            .remove(&method)
+            .unwrap_or_else(|| method_name(mem, layout, method));
         let lines = name
             .as_ref()
             .and_then(|_| line_table(mem, layout, l, method))
