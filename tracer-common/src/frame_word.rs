@@ -35,9 +35,16 @@ const TAG_MASK: u64 = 3;
 /// The word of [`crate::mapping::ExecMapping::frame_word`] for a V8 whose frames keep their context
 /// `fp_context` bytes and their function `fp_function` bytes below the frame pointer, and
 /// whose `JSFunction` has its shared part at byte `shared` (all below 256, checked by
-/// userspace).
-pub const fn v8_config(fp_context: u8, fp_function: u8, shared: u8) -> u32 {
-    CONFIG_BIT | fp_context as u32 | (fp_function as u32) << 8 | (shared as u32) << 16
+/// userspace). An interpreted frame keeps its bytecode offset (a Smi) `fp_bytecode_offset`
+/// bytes below the frame pointer (a multiple of 8 below 512; 0: not read): the word then also
+/// holds it plus one at [`BCI_SHIFT`] when the slot holds a Smi that fits (userspace takes it
+/// only for a frame it knows to be interpreted: in other frames the slot is a spill slot).
+pub const fn v8_config(fp_context: u8, fp_function: u8, shared: u8, fp_bytecode_offset: u16) -> u32 {
+    CONFIG_BIT
+        | fp_context as u32
+        | (fp_function as u32) << 8
+        | (shared as u32) << 16
+        | ((fp_bytecode_offset as u32 / 8) & 0x3f) << 24
 }
 
 /// The word of [`crate::mapping::ExecMapping::frame_word`] for a runtime whose frames keep what names
@@ -59,8 +66,8 @@ pub const fn slot_config_with_bci(fp_slot: u8, bcp_slot: u8, const_method: u8, c
         | ((const_method as u32 / 8) & 0xf) << 22
 }
 
-/// Where a [`slot_config_with_bci`] word keeps the bytecode index plus one, and its mask:
-/// indexes past it are not kept.
+/// Where a [`slot_config_with_bci`] word keeps the bytecode index plus one (a [`v8_config`]
+/// word its bytecode offset plus one), and its mask: values past it are not kept.
 pub const BCI_SHIFT: u32 = 48;
 pub const BCI_MASK: u64 = 0x1fff;
 
@@ -111,7 +118,17 @@ pub fn word(
     if info & TAG_MASK != HEAP_OBJECT_TAG || info & !WORD_ADDR_MASK != 0 {
         return None;
     }
-    Some(FRAME_WORD_BIT | info)
+    // The bytecode offset, a Smi (its value in the upper half of the word).
+    let offset_slot = u64::from(config >> 24 & 0x3f) * 8;
+    let offset = match offset_slot {
+        0 => None,
+        slot => stack(fp.wrapping_sub(slot)),
+    };
+    let known = match offset {
+        Some(smi) if smi & 1 == 0 && (smi >> 32) < BCI_MASK => ((smi >> 32) + 1) << BCI_SHIFT,
+        _ => 0,
+    };
+    Some(FRAME_WORD_BIT | known | info)
 }
 
 /// Whether user word `word` of a record is a [`FRAME_WORD_BIT`] word (and not a frame or a

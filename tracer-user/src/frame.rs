@@ -27,10 +27,12 @@ pub enum Frame {
     },
     /// A Python function at a line, in place of the evaluation-loop frame that ran it.
     Python(PyFrame),
-    /// A JavaScript function (`v8::V8::function`), in place of the JIT or builtin frame
-    /// that ran it.
+    /// A JavaScript function at its running line (`v8::V8::function`), in place of the JIT
+    /// or builtin frame that ran it, or one of the frames compiled code stands for (its own
+    /// function's, and those inlined into it: `inlined`).
     V8 {
         function: u32,
+        inlined: bool,
     },
     /// A Java method (`jit::hotspot::HotSpots::method`) at a line (0: not known), in place of
     /// the interpreter's frame that ran it, or one of the frames a compiled method's frame

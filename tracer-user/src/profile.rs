@@ -125,6 +125,8 @@ struct NativeWalk {
     untrusted_fp: bool,
     /// The stack ends at the frame pushed last: its caller was found that way.
     cut: bool,
+    /// The JavaScript frames a frame stands for (`v8::V8::frames`).
+    functions: Vec<(u32, bool)>,
 }
 
 impl NativeWalk {
@@ -158,20 +160,31 @@ impl NativeWalk {
         // A JavaScript frame whose function the kernel found (`v8/`). (Its code, when JIT
         // code, still asks for the process's perf map as any other: the samples the kernel
         // could not walk, stack copies, are named by it.)
+        let at = crate::v8::FrameAt {
+            lookup,
+            jit: matches!(mapping, Some(ResolvedMapping { object: None, .. })),
+            sampled: i == 0,
+        };
+        self.functions.clear();
         if sample.user_word[i] != 0
             && mapping.is_some()
-            && let Some(function) = catalog
-                .runtimes
-                .v8
-                .frame(sample.tgid, sample.user_word[i], sample.time_ns)
+            && catalog.runtimes.v8.frames(
+                sample.tgid,
+                sample.user_word[i],
+                at,
+                sample.time_ns,
+                &mut self.functions,
+            )
         {
-            if matches!(mapping, Some(ResolvedMapping { object: None, .. })) {
+            if at.jit {
                 catalog.runtimes.jit.dumps.note_unknown_code(sample.tgid);
                 catalog.runtimes.jit.names.want(sample.tgid, lookup, sample.time_ns);
             }
-            self.before = Some(Frame::V8 { function });
-            stack.user.push(Frame::V8 { function });
-            stack.sources.push(FrameSource::V8);
+            for &(function, inlined) in &self.functions {
+                stack.user.push(Frame::V8 { function, inlined });
+                stack.sources.push(FrameSource::V8);
+            }
+            self.before = stack.user.last().copied();
             return;
         }
         // An interpreted Java frame whose `Method*` the kernel kept (not the sampled one: it

@@ -369,7 +369,7 @@ impl SymbolCache {
             Frame::User { object, offset, addr } => (Some(self.object_index(object, catalog)), offset, addr),
             Frame::Kernel { addr } => (Some(self.kernel_index()), addr, addr),
             Frame::UserUnknown { addr, .. } | Frame::Python(PyFrame { code: addr, .. }) => (None, addr, addr),
-            Frame::V8 { function: at } | Frame::Java { method: at, .. } => (None, u64::from(at), u64::from(at)),
+            Frame::V8 { function: at, .. } | Frame::Java { method: at, .. } => (None, u64::from(at), u64::from(at)),
         };
         let names = match *frame {
             Frame::User { object, offset, .. } => self.user.get(&(object, offset)),

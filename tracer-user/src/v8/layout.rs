@@ -47,7 +47,107 @@ pub struct Layout {
     pub scope_first_vars: u64,
     /// Bits a Smi's value is shifted by (31 + 1 without pointer compression).
     pub smi_shift: u32,
+    /// Below the frame pointer: an interpreted frame's bytecode offset (a Smi, from the
+    /// bytecode array's tagged address).
+    pub fp_bytecode_offset: u8,
+    /// Where a bytecode array's bytecodes start, and where an instruction stream's
+    /// instructions do.
+    pub bytecode_data: u64,
+    pub istream_header: u64,
+    pub bytecode_array_type: u16,
+    pub code_type: u16,
+    pub istream_type: u16,
+    /// Slots of a compiled function's deoptimization data: the functions inlined into it,
+    /// its own (V8 13: wrapped), and where the inlined ones were called.
+    pub deopt_literals: u64,
+    pub deopt_shared: u64,
+    pub deopt_inlining: u64,
+    /// The type of the byte arrays holding position tables (V8 13: trusted ones).
+    pub byte_array_type: u16,
+    /// The kind of code (`Code::flags & kind_mask`) of baseline (Sparkplug) code.
+    pub kind_baseline: u16,
+    pub kind_mask: u32,
+    /// The fields V8 does not export for debuggers, by major version ([`CodeLayout::of`]).
+    pub code: CodeLayout,
 }
+
+/// Where a V8 of a major version keeps what a frame's running line is read from, read from
+/// V8's sources of that version (`code.h`/`code.tq`, `bytecode-array.tq`,
+/// `shared-function-info.tq`) and checked against a running Node.js of each: the fields
+/// V8 exports a constant for are checked against it too ([`detect`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CodeLayout {
+    /// `SharedFunctionInfo`: its bytecode, or baseline code, or other data (V8 13: the
+    /// trusted part).
+    pub shared_function_data: u64,
+    /// `BytecodeArray`: its source position table.
+    pub bytecode_positions: u64,
+    /// `Code`: its deoptimization data (baseline code: its bytecode array), its source
+    /// position table (baseline code: the bytecode offsets of its instructions), where its
+    /// instructions start, its flags (32 bits), its instructions' size (32 bits).
+    pub code_data: u64,
+    pub code_positions: u64,
+    pub code_start: u64,
+    pub code_flags: u64,
+    pub code_size: u64,
+    /// `InstructionStream`: its `Code`.
+    pub istream_code: u64,
+    /// Whether the deoptimization data keeps the function's shared info in a wrapper
+    /// (`SharedFunctionInfoWrapper`, its shared info at 8), and the tables are trusted byte
+    /// arrays (V8 13's sandbox layout, whether or not the sandbox is on).
+    pub shared_wrapped: bool,
+    pub trusted_tables: bool,
+}
+
+impl CodeLayout {
+    /// The layout of V8 `major` ([`KNOWN_MAJORS`] only).
+    pub const fn of(major: u32) -> Option<CodeLayout> {
+        match major {
+            11 => Some(CodeLayout {
+                shared_function_data: 8,
+                bytecode_positions: 32,
+                code_data: 16,
+                code_positions: 24,
+                code_start: 40,
+                code_flags: 48,
+                code_size: 56,
+                istream_code: 8,
+                shared_wrapped: false,
+                trusted_tables: false,
+            }),
+            13 => Some(CodeLayout {
+                shared_function_data: 8,
+                bytecode_positions: 24,
+                code_data: 8,
+                code_positions: 16,
+                code_start: 40,
+                code_flags: 52,
+                code_size: 56,
+                istream_code: 8,
+                shared_wrapped: true,
+                trusted_tables: true,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A field of [`CodeLayout`].
+type Field = fn(&CodeLayout) -> u64;
+
+/// Constants some V8s export for fields of [`CodeLayout`]: when one is, it must agree.
+const CHECKED: &[(&str, Field)] = &[
+    ("v8dbg_class_SharedFunctionInfo__function_data__Object", |c| {
+        c.shared_function_data
+    }),
+    ("v8dbg_class_Code__deoptimization_data__FixedArray", |c| c.code_data),
+    ("v8dbg_class_Code__source_position_table__ByteArray", |c| {
+        c.code_positions
+    }),
+    ("v8dbg_class_Code__instruction_start__Address", |c| c.code_start),
+    ("v8dbg_class_Code__flags__uint32_t", |c| c.code_flags),
+    ("v8dbg_class_Code__instruction_size__int", |c| c.code_size),
+];
 
 /// The constants read, in the order of [`Layout::from_values`]; each by any of its names
 /// (V8 13 names some fields by their type, `Tagged_...`).
@@ -85,7 +185,25 @@ const NAMES: &[&[&str]] = &[
     &["v8dbg_SmiShiftSize"],
     &["v8dbg_SmiValueShift"],
     &["v8dbg_class_SeqTwoByteString__chars__char"],
+    &["v8dbg_off_fp_bytecode_offset"],
+    &["v8dbg_class_BytecodeArray__data__uintptr_t"],
+    &["v8dbg_class_InstructionStream__instruction_start__uintptr_t"],
+    &["v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE"],
+    &["v8dbg_type_Code__CODE_TYPE"],
+    &["v8dbg_type_InstructionStream__INSTRUCTION_STREAM_TYPE"],
+    &["v8dbg_DeoptimizationDataLiteralArrayIndex"],
+    &[
+        "v8dbg_DeoptimizationDataSharedFunctionInfoIndex",
+        "v8dbg_DeoptimizationDataWrappedSharedFunctionInfoIndex",
+    ],
+    &["v8dbg_DeoptimizationDataInliningPositionsIndex"],
+    &["v8dbg_CodeKindBaseline"],
+    &["v8dbg_CodeKindFieldMask"],
+    &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"],
 ];
+
+/// The type of trusted byte arrays, which only V8s that have them export.
+const TRUSTED_BYTE_ARRAY: &str = "v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE";
 
 /// The symbol of V8's major version.
 const MAJOR: &str = "_ZN2v88internal7Version6major_E";
@@ -98,6 +216,8 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
         return Ok(None);
     };
     let mut addrs: [Option<u64>; NAMES.len()] = [None; NAMES.len()];
+    let mut checked: [Option<u64>; CHECKED.len()] = [None; CHECKED.len()];
+    let mut trusted = None;
     let mut major = None;
     // The constants are exported (`node`, `libnode.so`), so the dynamic symbols hold them,
     // stripped or not; the full symbol table of every object a process maps is not read
@@ -114,6 +234,10 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
             major = major.or(Some(symbol.address()));
         } else if let Some(i) = NAMES.iter().position(|n| n.contains(&name)) {
             addrs[i] = addrs[i].or(Some(symbol.address()));
+        } else if let Some(i) = CHECKED.iter().position(|(n, _)| *n == name) {
+            checked[i] = checked[i].or(Some(symbol.address()));
+        } else if name == TRUSTED_BYTE_ARRAY {
+            trusted = trusted.or(Some(symbol.address()));
         }
     }
     if addrs[1].is_none() {
@@ -142,7 +266,18 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
             .map(i64::from)
             .ok_or(V8Error::Missing(NAMES[i][0]))?;
     }
-    Layout::from_values(major, &values).map(Some)
+    let mut layout = Layout::from_values(major, &values)?;
+    if layout.code.trusted_tables {
+        let value = trusted.and_then(read).ok_or(V8Error::Missing(TRUSTED_BYTE_ARRAY))?;
+        layout.byte_array_type = u16::try_from(value).map_err(|_| V8Error::Malformed(TRUSTED_BYTE_ARRAY))?;
+    }
+    for (&(name, field), addr) in CHECKED.iter().zip(checked) {
+        let Some(addr) = addr else { continue };
+        if read(addr).map(i64::from) != Some(field(&layout.code) as i64) {
+            return Err(V8Error::Malformed(name));
+        }
+    }
+    Ok(Some(layout))
 }
 
 /// [`detect`] over an open object file (the registry's descriptor), read where needed.
@@ -168,6 +303,12 @@ impl Layout {
             u64::try_from(values[i])
                 .ok()
                 .filter(|v| *v < 4096)
+                .ok_or(V8Error::Malformed(NAMES[i][0]))
+        };
+        let index = |i: usize| -> Result<u64, V8Error> {
+            u64::try_from(values[i])
+                .ok()
+                .filter(|v| *v < 64)
                 .ok_or(V8Error::Malformed(NAMES[i][0]))
         };
         let small = |i: usize| -> Result<u16, V8Error> {
@@ -208,6 +349,22 @@ impl Layout {
             scope_context_locals: field(22)?,
             scope_first_vars: field(23)?,
             smi_shift,
+            fp_bytecode_offset: below(27)?,
+            bytecode_data: field(28)?,
+            istream_header: field(29)?,
+            bytecode_array_type: small(30)?,
+            code_type: small(31)?,
+            istream_type: small(32)?,
+            deopt_literals: index(33)?,
+            deopt_shared: index(34)?,
+            deopt_inlining: index(35)?,
+            kind_baseline: small(36)?,
+            kind_mask: u32::try_from(values[37])
+                .ok()
+                .filter(|m| (1..=0xffff).contains(m))
+                .ok_or(V8Error::Malformed(NAMES[37][0]))?,
+            code: CodeLayout::of(major).ok_or(V8Error::UnknownVersion(major))?,
+            byte_array_type: small(38)?,
         })
         .and_then(|layout| {
             // One- and two-byte sequential strings keep their characters at one place.
@@ -222,6 +379,11 @@ impl Layout {
     /// The kernel's word for the mappings of a process running this V8
     /// (`tracer_common::frame_word::config`).
     pub fn config(&self) -> u32 {
-        tracer_common::frame_word::v8_config(self.fp_context, self.fp_function, self.function_shared)
+        tracer_common::frame_word::v8_config(
+            self.fp_context,
+            self.fp_function,
+            self.function_shared,
+            u16::from(self.fp_bytecode_offset),
+        )
     }
 }

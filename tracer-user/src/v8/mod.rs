@@ -11,7 +11,9 @@
 //! again (its name-or-scope and script words read afresh) once it is [`RECHECK_NS`] old, and
 //! read anew when they changed (counted `replaced`).
 
+pub mod code;
 pub mod layout;
+mod lines;
 pub mod read;
 mod runtime;
 
@@ -25,6 +27,7 @@ use crate::{procmaps::ObjectKey, python::pymem::MemReader, runtime::Interned};
 use layout::Layout;
 use read::{Identity, JsFunction};
 
+pub use lines::FrameAt;
 pub use runtime::V8_OBJECT;
 
 /// Why a V8 is not read, or a function not named.
@@ -50,6 +53,12 @@ pub enum V8Error {
     ScopeInfo,
     #[error("reading the process's memory did not answer in time")]
     Stuck,
+    #[error("no compiled function's code there")]
+    NotCode,
+    #[error("a source position table out of bounds")]
+    Table,
+    #[error("a function without bytecode")]
+    NoBytecode,
 }
 
 impl V8Error {
@@ -66,6 +75,9 @@ impl V8Error {
             V8Error::NotAString => "not_a_string",
             V8Error::ScopeInfo => "scope_info",
             V8Error::Stuck => "stuck",
+            V8Error::NotCode => "not_code",
+            V8Error::Table => "position_table",
+            V8Error::NoBytecode => "no_bytecode",
         }
     }
 }
@@ -95,6 +107,12 @@ pub struct V8Stats {
     pub unnamed_by_reason: BTreeMap<&'static str, u64>,
     /// Distinct functions named.
     pub functions: u64,
+    /// JavaScript frames put into stacks with the line running in them, and frames of
+    /// functions inlined into compiled code (counted in `frames` too).
+    pub lined: u64,
+    pub inlined: u64,
+    /// JavaScript frames whose running line could not be read (named without one), by reason.
+    pub unlined_by_reason: BTreeMap<&'static str, u64>,
     /// Cached functions found changed when checked again (read anew).
     pub replaced: u64,
     /// Reads of the processes' memory (functions read, and checked again), and the time the
@@ -140,6 +158,8 @@ pub struct V8 {
 struct Inner {
     functions: Interned<JsFunction>,
     cache: HashMap<(u32, u64), Cached>,
+    /// Where frames are in their functions (`lines.rs`).
+    lines: lines::Lines,
     reader: MemReader,
     /// The sample being resolved and the reads it made.
     sample: (u64, u32),
@@ -151,6 +171,7 @@ impl Default for Inner {
         Inner {
             functions: Interned::new(MAX_FUNCTIONS),
             cache: HashMap::new(),
+            lines: lines::Lines::default(),
             reader: MemReader::default(),
             sample: (0, 0),
             stats: V8Stats::default(),
@@ -288,6 +309,7 @@ impl V8 {
         self.refused.remove(&pid);
         let inner = self.inner.get_mut();
         inner.cache.retain(|&(p, _), _| p != pid);
+        inner.lines.forget(pid);
         inner.reader.forget(pid);
     }
 }

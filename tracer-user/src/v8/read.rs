@@ -45,13 +45,14 @@ pub type Identity = [u64; 2];
 /// Reads the process's memory: false when any of `buf` cannot be read.
 pub type Read<'a> = &'a mut dyn FnMut(u64, &mut [u8]) -> bool;
 
-struct Reader<'a, 'b> {
-    layout: &'a Layout,
-    read: Read<'b>,
+/// Reads V8's objects in a process's memory, each checked as it is read.
+pub(super) struct Reader<'a, 'b> {
+    pub(super) layout: &'a Layout,
+    pub(super) read: Read<'b>,
 }
 
 impl Reader<'_, '_> {
-    fn u64(&mut self, addr: u64) -> Result<u64, V8Error> {
+    pub(super) fn u64(&mut self, addr: u64) -> Result<u64, V8Error> {
         let mut b = [0; 8];
         if (self.read)(addr, &mut b) {
             Ok(u64::from_le_bytes(b))
@@ -61,12 +62,12 @@ impl Reader<'_, '_> {
     }
 
     /// The field at byte `offset` of heap object `object` (a tagged pointer).
-    fn field(&mut self, object: u64, offset: u64) -> Result<u64, V8Error> {
+    pub(super) fn field(&mut self, object: u64, offset: u64) -> Result<u64, V8Error> {
         self.u64(object.wrapping_sub(1).wrapping_add(offset))
     }
 
     /// The instance type of `object`, `None` when it is no heap object.
-    fn kind(&mut self, object: u64) -> Result<Option<u16>, V8Error> {
+    pub(super) fn kind(&mut self, object: u64) -> Result<Option<u16>, V8Error> {
         if object & 3 != 1 || object >> 48 != 0 {
             return Ok(None);
         }
@@ -82,11 +83,11 @@ impl Reader<'_, '_> {
         Ok(Some(u16::from_le_bytes(b)))
     }
 
-    fn is_string(&mut self, object: u64) -> Result<bool, V8Error> {
+    pub(super) fn is_string(&mut self, object: u64) -> Result<bool, V8Error> {
         Ok(self.kind(object)?.is_some_and(|t| t < self.layout.first_nonstring_type))
     }
 
-    fn smi(&self, word: u64) -> Option<i64> {
+    pub(super) fn smi(&self, word: u64) -> Option<i64> {
         (word & 1 == 0).then_some((word as i64) >> self.layout.smi_shift)
     }
 
@@ -194,6 +195,22 @@ impl Reader<'_, '_> {
     /// The line of character `position` in the one-byte source `source` (1-based), `None` when
     /// the source is not a flat one-byte string or the position is past [`MAX_SOURCE`].
     fn line(&mut self, source: u64, position: u64) -> Result<Option<u32>, V8Error> {
+        let Some(bytes) = self.source_prefix(source, Some(position))? else {
+            return Ok(None);
+        };
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+        Ok(u32::try_from(lines + 1).ok())
+    }
+
+    /// The characters of the one-byte source `source`, all of them (at most [`MAX_SOURCE`]):
+    /// `None` when it is not a flat one-byte string or longer.
+    pub(super) fn flat_source(&mut self, source: u64) -> Result<Option<Vec<u8>>, V8Error> {
+        self.source_prefix(source, None)
+    }
+
+    /// The first `upto` characters of the one-byte source `source` (all when `None`), `None`
+    /// when it is not a flat one-byte string, or has fewer, or they are past [`MAX_SOURCE`].
+    fn source_prefix(&mut self, source: u64, upto: Option<u64>) -> Result<Option<Vec<u8>>, V8Error> {
         let l = self.layout;
         let Some(kind) = self.kind(source)?.filter(|&t| t < l.first_nonstring_type) else {
             return Ok(None);
@@ -206,15 +223,15 @@ impl Reader<'_, '_> {
             return Err(V8Error::Unreadable);
         }
         let length = u64::try_from(i32::from_le_bytes(b)).unwrap_or(0);
-        if position > length || position > MAX_SOURCE {
+        let take = upto.unwrap_or(length);
+        if take > length || take > MAX_SOURCE {
             return Ok(None);
         }
-        let mut bytes = vec![0u8; position as usize];
+        let mut bytes = vec![0u8; take as usize];
         if !(self.read)(source.wrapping_sub(1).wrapping_add(l.seq_chars), &mut bytes) {
             return Err(V8Error::Unreadable);
         }
-        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
-        Ok(u32::try_from(lines + 1).ok())
+        Ok(Some(bytes))
     }
 }
 

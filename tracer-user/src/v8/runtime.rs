@@ -23,7 +23,7 @@ impl Runtime for V8 {
     /// A JavaScript function: in the [`V8_OBJECT`] pseudo-object, at an offset standing for
     /// it (its index: what tells its pprof location apart).
     fn resolve(&self, frame: &Frame) -> Option<RuntimeFrame> {
-        let Frame::V8 { function } = *frame else {
+        let Frame::V8 { function, inlined } = *frame else {
             return None;
         };
         let named = self.function(function)?;
@@ -36,7 +36,7 @@ impl Runtime for V8 {
             file: (!named.file.is_empty()).then_some(named.file),
             line: (named.line != 0).then_some(named.line),
             source: FrameSource::V8,
-            inlined: false,
+            inlined,
         })
     }
 

@@ -11,7 +11,7 @@ use super::{
 use crate::python::testing::FakeMemory;
 
 /// Node.js 20's V8 (11.3) on x86-64, as its `v8dbg_*` constants give it.
-fn layout() -> Layout {
+pub(super) fn layout() -> Layout {
     Layout {
         major: 11,
         fp_context: 8,
@@ -40,6 +40,19 @@ fn layout() -> Layout {
         scope_context_locals: 2,
         scope_first_vars: 3,
         smi_shift: 32,
+        fp_bytecode_offset: 40,
+        bytecode_data: 54,
+        istream_header: 16,
+        bytecode_array_type: 191,
+        code_type: 245,
+        istream_type: 252,
+        deopt_literals: 2,
+        deopt_shared: 6,
+        deopt_inlining: 7,
+        kind_baseline: 11,
+        kind_mask: 15,
+        byte_array_type: 190,
+        code: layout::CodeLayout::of(11).expect("V8 11 is known"),
     }
 }
 
@@ -48,19 +61,19 @@ const TWO_BYTE: u16 = 0;
 const CONS: u16 = 9;
 const UNDEFINED: u16 = 131;
 
-fn smi(v: i64) -> u64 {
+pub(super) fn smi(v: i64) -> u64 {
     (v as u64) << 32
 }
 
 /// A fake heap: maps made on demand (one per instance type), objects at tagged addresses.
-struct Heap {
-    mem: FakeMemory,
+pub(super) struct Heap {
+    pub(super) mem: FakeMemory,
     next: u64,
     maps: std::collections::HashMap<u16, u64>,
 }
 
 impl Heap {
-    fn new() -> Heap {
+    pub(super) fn new() -> Heap {
         Heap {
             mem: FakeMemory::default(),
             next: 0x1000_0000,
@@ -68,7 +81,7 @@ impl Heap {
         }
     }
 
-    fn map(&mut self, kind: u16) -> u64 {
+    pub(super) fn map(&mut self, kind: u16) -> u64 {
         if let Some(&m) = self.maps.get(&kind) {
             return m;
         }
@@ -80,14 +93,14 @@ impl Heap {
         at + 1
     }
 
-    fn alloc(&mut self, size: u64) -> u64 {
+    pub(super) fn alloc(&mut self, size: u64) -> u64 {
         let at = self.next;
         self.next += size.div_ceil(16) * 16 + 16;
         at
     }
 
     /// An object of `kind` whose words after the map are `words`; its tagged address.
-    fn object(&mut self, kind: u16, words: &[u64]) -> u64 {
+    pub(super) fn object(&mut self, kind: u16, words: &[u64]) -> u64 {
         let map = self.map(kind);
         let at = self.alloc(8 + 8 * words.len() as u64);
         let mut bytes = map.to_le_bytes().to_vec();
@@ -96,7 +109,7 @@ impl Heap {
         at + 1
     }
 
-    fn string(&mut self, s: &str) -> u64 {
+    pub(super) fn string(&mut self, s: &str) -> u64 {
         let map = self.map(ONE_BYTE);
         let at = self.alloc(16 + s.len() as u64);
         let mut bytes = map.to_le_bytes().to_vec();
@@ -124,14 +137,14 @@ impl Heap {
         self.object(CONS, &[0, first, second])
     }
 
-    fn script(&mut self, name: &str, source: &str) -> u64 {
+    pub(super) fn script(&mut self, name: &str, source: &str) -> u64 {
         let (name, source) = (self.string(name), self.string(source));
         self.object(167, &[source, name])
     }
 
     /// A scope description with `locals` context locals, then the function's name and slot,
     /// the inferred name, and the start and end.
-    fn scope(&mut self, locals: &[&str], name: u64, inferred: u64, start: i64) -> u64 {
+    pub(super) fn scope(&mut self, locals: &[&str], name: u64, inferred: u64, start: i64) -> u64 {
         let mut words = vec![smi(0x4171c2), smi(1), smi(locals.len() as i64)];
         for l in locals {
             let s = self.string(l);
@@ -142,11 +155,11 @@ impl Heap {
         self.object(261, &words)
     }
 
-    fn shared(&mut self, name_or_scope: u64, script: u64) -> u64 {
+    pub(super) fn shared(&mut self, name_or_scope: u64, script: u64) -> u64 {
         self.object(262, &[0, name_or_scope, 0, script])
     }
 
-    fn undefined(&mut self) -> u64 {
+    pub(super) fn undefined(&mut self) -> u64 {
         self.object(UNDEFINED, &[])
     }
 
@@ -251,7 +264,7 @@ fn forged_objects_are_refused_by_reason() {
 }
 
 /// A runtime reading `memory` (changed by the test as it goes), knowing process 7 as a V8.
-fn runtime(memory: &Arc<Mutex<FakeMemory>>) -> V8 {
+pub(super) fn runtime(memory: &Arc<Mutex<FakeMemory>>) -> V8 {
     let shared = Arc::clone(memory);
     let mut v8 = V8::default();
     v8.inner.get_mut().reader = MemReader::with(Box::new(move || {
