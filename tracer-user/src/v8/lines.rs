@@ -218,13 +218,7 @@ fn code_for(
 }
 
 /// The positions of the bytecode of the function whose shared info is `shared`, cached.
-fn bytecode_for(
-    inner: &mut Inner,
-    proc: &Proc,
-    pid: u32,
-    shared: u64,
-    time_ns: u64,
-) -> Known<Positions> {
+fn bytecode_for(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -> Known<Positions> {
     if let Some((positions, read_ns)) = inner.lines.bytecode.get(&(pid, shared))
         && time_ns.saturating_sub(*read_ns) < RECHECK_NS
     {

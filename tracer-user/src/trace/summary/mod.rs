@@ -575,6 +575,15 @@ fn write_v8(f: &mut fmt::Formatter<'_>, v: &crate::v8::V8Stats) -> fmt::Result {
     if !v.unnamed_by_reason.is_empty() {
         write!(f, " ({})", counts(&v.unnamed_by_reason))?;
     }
+    if v.frames != 0 {
+        write!(f, "; {} at their running line", v.lined)?;
+        if !v.unlined_by_reason.is_empty() {
+            write!(f, " (without: {})", counts(&v.unlined_by_reason))?;
+        }
+        if v.inlined != 0 {
+            write!(f, ", {} inlined", v.inlined)?;
+        }
+    }
     if v.replaced != 0 {
         write!(f, ", {} cached functions replaced", v.replaced)?;
     }

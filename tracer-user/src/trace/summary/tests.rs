@@ -159,7 +159,8 @@ fn json_has_the_figures_of_the_text() {
                 "over_budget": 0, "elided": 0, "caches_emptied": 0, "eval_frames_without_run": 0,
                 "runs_dropped": 0, "reads_stuck": 0, "reads_late": 0},
             "map": {"added": 0, "evicted": 0, "refused_full": 0, "refused_error": 0}, "refused": {}},
-        "v8": {"processes": 0, "frames": 0, "unnamed_by_reason": {}, "functions": 0, "replaced": 0, "reads": 0, "read_us": 0,
+        "v8": {"processes": 0, "frames": 0, "unnamed_by_reason": {}, "functions": 0, "lined": 0, "inlined": 0,
+               "unlined_by_reason": {}, "replaced": 0, "reads": 0, "read_us": 0,
             "refused_by_reason": {}},
         "diagnosis": [],
     });
@@ -268,16 +269,22 @@ fn v8s_are_a_line_when_there_were_some() {
     stats.functions = 12;
     stats.unnamed_by_reason.insert("scope_info", 3);
     stats.refused_by_reason.insert("unknown_version", 1);
+    stats.lined = 880;
+    stats.inlined = 40;
+    stats.unlined_by_reason.insert("baseline", 20);
     let summary = summary(&catalog, &profile);
     let text = summary.to_string();
     assert!(
         text.contains(
-            "v8: 2 processes, 900 JavaScript frames named (12 functions), 3 left native (scope_info 3), refused: unknown_version 1"
+            "v8: 2 processes, 900 JavaScript frames named (12 functions), 3 left native (scope_info 3); \
+             880 at their running line (without: baseline 20), 40 inlined, refused: unknown_version 1"
         ),
         "{text}"
     );
     let v: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
     assert_eq!(v["v8"]["unnamed_by_reason"]["scope_info"], 3);
+    assert_eq!(v["v8"]["unlined_by_reason"]["baseline"], 20);
+    assert_eq!(v["v8"]["lined"], 880);
 }
 
 /// Every object without a table is a note in the JSON, while the text names the first eight.

@@ -1,6 +1,7 @@
 //! A plain `node` (no flag at all), traced with `--pid` and with `-a`: its JavaScript frames
 //! are named from V8's memory (`v8/`), interpreted and compiled alike, with their script and
-//! line. Judged on the samples whose innermost frame is JavaScript (a named frame, or code
+//! running line (each call on its own line), functions inlined into compiled code as frames
+//! of their own. Judged on the samples whose innermost frame is JavaScript (a named frame, or code
 //! without an object): at least 90 % named with the program's functions; every stack in the
 //! one order the program has (`leaf`, `descend` frames, `main`, then node's module loader),
 //! none other; at least 95 % whole down to `_start`.
@@ -28,9 +29,21 @@ function main() {\n\
 }\n\
 main();\n";
 
-/// The line each function starts on (the script's own, `(anonymous)`, is node's module
-/// wrapper around it, which calls `main`).
-const LINES: [(&str, u64); 4] = [("leaf", 1), ("descend", 2), ("main", 3), ("(anonymous)", 1)];
+/// The lines each function runs on: `leaf` and `descend` are a line each; `main` loops on
+/// 5, calls `descend` on 6 and the clock on 7; the script's own function, `(anonymous)`, is
+/// node's module wrapper around it, which calls `main` on 11.
+const LINES: [(&str, &[u64]); 4] = [
+    ("leaf", &[1]),
+    ("descend", &[2]),
+    ("main", &[5, 6, 7]),
+    ("(anonymous)", &[11]),
+];
+
+/// The line a function calls the next one on (innermost first: the callee before its caller).
+const CALLS: [(&str, &str, u64); 2] = [("descend", "main", 6), ("main", "(anonymous)", 11)];
+
+/// Of the program's frames, at least this share have their running line.
+const LINED: f64 = 0.9;
 
 #[test]
 fn plain_node_is_named_from_v8s_memory() {
@@ -110,6 +123,7 @@ fn warm_node_with(mut node: Command, dir: &Path, inside: &Path) -> (Running, Str
 /// sample is held to the order of the program's frames.
 pub(super) fn judge(what: &str, json: &str, pid: u32, script: &str, loaded: f64, stderr: &str) {
     let (mut in_js, mut named, mut whole, mut before) = (0usize, 0usize, 0usize, 0usize);
+    let (mut program_frames, mut lined) = (0usize, 0usize);
     for sample in json_samples(json, pid) {
         let frames: Vec<serde_json::Value> = json_frames(&sample)
             .iter()
@@ -124,13 +138,24 @@ pub(super) fn judge(what: &str, json: &str, pid: u32, script: &str, loaded: f64,
         let counted = sample["time"].as_f64().is_some_and(|t| t > loaded);
         before += usize::from(!counted);
         in_js += usize::from(counted);
-        // Every JavaScript frame of the program: its name, script and line.
-        for f in frames.iter().filter(|f| js(f) && f["file"] == script) {
+        // Every JavaScript frame of the program: its name, script and running line (if it
+        // has one), and the line of each call.
+        let mine_only: Vec<&serde_json::Value> = frames.iter().filter(|f| js(f) && f["file"] == script).collect();
+        for (k, f) in mine_only.iter().enumerate() {
             let name = f["symbol"].as_str().unwrap_or_default();
-            let line = LINES.iter().find(|(n, _)| *n == name).map(|(_, l)| *l);
-            assert!(line.is_some(), "{what}: a function the program has not: {f}");
-            assert_eq!(f["line"].as_u64(), line, "{what}: {name} at the wrong line: {f}");
+            let lines = LINES.iter().find(|(n, _)| *n == name).map(|(_, l)| *l);
+            let lines = lines.unwrap_or_else(|| panic!("{what}: a function the program has not: {f}"));
             assert_eq!(f["source"], "v8", "{what}: {f}");
+            program_frames += 1;
+            let Some(line) = f["line"].as_u64() else { continue };
+            lined += 1;
+            assert!(lines.contains(&line), "{what}: {name} at the wrong line: {f}");
+            let callee = k.checked_sub(1).and_then(|i| mine_only[i]["symbol"].as_str());
+            for (called, caller, at) in CALLS {
+                if callee == Some(called) && name == caller {
+                    assert_eq!(line, at, "{what}: {name} calls {called} on line {at}: {f}");
+                }
+            }
         }
         let names: Vec<&str> = frames
             .iter()
@@ -155,7 +180,12 @@ pub(super) fn judge(what: &str, json: &str, pid: u32, script: &str, loaded: f64,
         }
     }
     eprintln!(
-        "plain node ({what}): {in_js} samples in JavaScript once loaded ({before} before), {named} named, {whole} whole"
+        "plain node ({what}): {in_js} samples in JavaScript once loaded ({before} before), {named} named, {whole} whole; \
+         {lined} of {program_frames} frames of the program at their running line"
+    );
+    assert!(
+        lined as f64 >= LINED * program_frames as f64,
+        "{what}: {lined} of {program_frames} frames of the program have their line:\n{stderr}"
     );
     assert!(in_js >= ENOUGH, "{what}: only {in_js} samples in JavaScript:\n{stderr}");
     assert!(
