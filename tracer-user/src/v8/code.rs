@@ -220,11 +220,12 @@ fn compiled(r: &mut Reader<'_, '_>, istream: u64, start: u64, pc: u64) -> Result
     // The deoptimization data: the function's own shared info, the inlined ones, and where
     // each was called.
     let data = r.field(code, c.code_data)?;
+    // (Past here the code is code: what does not check out is not passed over.)
     let element = |r: &mut Reader<'_, '_>, array: u64, i: u64| -> Result<u64, V8Error> {
         let length = r.field(array, 8)?;
         match r.smi(length) {
             Some(n) if (i as i64) < n => r.field(array, ARRAY_DATA + 8 * i),
-            _ => Err(V8Error::NotCode),
+            _ => Err(V8Error::NotShared),
         }
     };
     let mut shared = element(r, data, l.deopt_shared)?;

@@ -2,7 +2,8 @@
 //! by its frame pointer that keeps a context and a function where V8's frames do, pointing
 //! into a heap made by the program): a name made of itself, a name running into unmapped
 //! memory, a function's shared part in unmapped memory or of another type, a scope
-//! description of absurd size; and one well-formed function. Traced in one session with a
+//! description of absurd size, a bytecode position table of absurd size (the function named,
+//! without a line); and one well-formed function. Traced in one session with a
 //! plain `node`: each forged frame is left native and counted by its reason, the well-formed
 //! one is named as forged, the session ends normally, and node's frames are named right.
 
@@ -40,7 +41,7 @@ fn forged_v8s_are_refused_by_reason() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build(dir.path());
-    let modes = ["named", "cycle", "liar", "unmapped", "other", "scope"];
+    let modes = ["named", "cycle", "liar", "unmapped", "other", "scope", "table"];
     let forged: Vec<Running> = modes.iter().map(|mode| start_forged(&program, mode)).collect();
     let (node, script) = plain_node::warm_node(dir.path());
     let pids: Vec<String> = forged.iter().chain([&node]).map(|r| r.pid().to_string()).collect();
@@ -52,7 +53,9 @@ fn forged_v8s_are_refused_by_reason() {
     let tracer = Tracer::start(&args);
     let stderr = tracer.interrupt_after_cpu(node.pid(), 300);
     let summary = Summary::of(&stderr);
-    assert_eq!(summary.count("v8.processes"), 7, "{stderr}");
+    assert_eq!(summary.count("v8.processes"), 8, "{stderr}");
+    // The forged position table: named, without a line.
+    assert!(summary.count("v8.unlined_by_reason.position_table") >= 1, "{stderr}");
     for reason in ["not_a_string", "unreadable", "not_shared_info", "scope_info"] {
         assert!(
             summary.count(&format!("v8.unnamed_by_reason.{reason}")) >= 1,
@@ -71,13 +74,14 @@ fn forged_v8s_are_refused_by_reason() {
             let names: Vec<&str> = frames.iter().map(|f| f["symbol"].as_str().unwrap_or("?")).collect();
             assert_eq!(names.last(), Some(&"main"), "{mode}: {names:?}");
             for f in frames.iter().filter(|f| f["source"] == "v8") {
-                assert_eq!(*mode, "named", "{mode}: a forged frame named: {f}");
+                assert!(["named", "table"].contains(mode), "{mode}: a forged frame named: {f}");
                 assert_eq!(f["symbol"], "forged_function", "{f}");
                 assert_eq!(f["file"], "forged.js", "{f}");
+                assert!(f["line"].is_null(), "{mode}: a forged function has no line: {f}");
                 named += 1;
             }
         }
-        if *mode == "named" {
+        if ["named", "table"].contains(mode) {
             assert!(
                 named * 10 >= samples.len() * 9,
                 "{mode}: {named} of {} named",
