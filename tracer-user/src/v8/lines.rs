@@ -142,20 +142,23 @@ fn whereabouts(
     time_ns: u64,
 ) -> Result<Vec<(u64, Option<u64>)>, &'static str> {
     let shared = word & WORD_ADDR_MASK;
-    let mut why = "no_bytecode_offset";
+    // Compiled code: where it is in it. (Its offset slot is not the interpreter's, or, in
+    // code entered from the interpreter in the middle of a loop, an offset no longer true.)
     if at.jit {
-        match code_for(inner, proc, pid, at.lookup, time_ns) {
-            Ok(code) if code.baseline => return Err("baseline"),
-            Ok(code) if code.shared != shared => return Err("code_of_another"),
-            Ok(code) => return code.chain(at.lookup - code.start).ok_or("no_position"),
-            Err(reason) => why = reason,
+        let code = code_for(inner, proc, pid, at.lookup, time_ns)?;
+        if code.baseline {
+            return Err("baseline");
         }
+        if code.shared != shared {
+            return Err("code_of_another");
+        }
+        return code.chain(at.lookup - code.start).ok_or("no_position");
     }
     // An interpreted frame: at its bytecode offset, saved by the time it calls.
-    let smi = (word >> BCI_SHIFT & BCI_MASK).checked_sub(1);
-    let Some(smi) = smi.filter(|_| !at.sampled) else {
-        return Err(if at.sampled { "sampled_frame" } else { why });
-    };
+    if at.sampled {
+        return Err("sampled_frame");
+    }
+    let smi = (word >> BCI_SHIFT & BCI_MASK).checked_sub(1).ok_or("no_bytecode_offset")?;
     let offset = code::bytecode_offset(&proc.layout, smi).ok_or("no_bytecode_offset")?;
     let positions = bytecode_for(inner, proc, pid, shared, time_ns)?;
     let position = code::position_at(&positions, offset).ok_or("no_position")?;
