@@ -260,9 +260,10 @@ pub fn external(root: &Path, long: bool) -> anyhow::Result<()> {
     sh(Command::new("bash")
         .arg(root.join("fixtures/external/build.sh"))
         .arg(&dir))?;
-    // The tracer as users run it: these tests also trace system-wide, where a debug build's
-    // output path would be the bottleneck (and, for first_sample, its loading of new processes).
-    let tracer = crate::cmd::build_release_tracer(root)?;
+    // The tracer as users run it (the packages' static executable, on their architectures):
+    // these tests also trace system-wide, where a debug build's output path would be the
+    // bottleneck (and, for first_sample, its loading of new processes).
+    let tracer = crate::dist::build::host_binary(root)?;
     let tests: Vec<&str> = [
         "external::bash_stacks_are_exact_in_every_format",
         "external::bash_plugin_stacks_are_exact_with_pid",

@@ -22,9 +22,9 @@ pub struct Warmup {
     log: PathBuf,
 }
 
-/// Start the builds in the background: bash for `external`, the host's release tracer
-/// (`external`, `dist`), the static executables of `dist`, and with `guests` the
-/// integration-test binary the arm64 guest runs.
+/// Start the builds in the background: bash for `external`, the static executables of `dist`
+/// (that of this machine's architecture is also the tracer of `external`), and with `guests`
+/// the integration-test binary the arm64 guest runs.
 pub fn start(root: &Path, guests: bool) -> Warmup {
     let log = root.join(LOG);
     let (dir, thread_log) = (root.to_owned(), log.clone());
@@ -69,7 +69,11 @@ fn builds(root: &Path, log: &Path, guests: bool) {
     bash.arg(root.join("fixtures/external/build.sh"))
         .arg(root.join("target/external"));
     commands.push(bash);
-    commands.push(crate::cmd::release_build());
+    // The host's release build only where no package is of this machine's architecture (the
+    // static executable of it is the tracer of `external`).
+    if crate::dist::build::host_arch().is_none() {
+        commands.push(crate::cmd::release_build());
+    }
     for arch in crate::dist::ARCHES {
         match crate::dist::build::static_build(arch) {
             Ok(command) => commands.push(command),

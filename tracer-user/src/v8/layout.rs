@@ -62,6 +62,10 @@ pub struct Layout {
     pub deopt_literals: u64,
     pub deopt_shared: u64,
     pub deopt_inlining: u64,
+    /// External strings: where they keep their resource (the characters' address right
+    /// after), and the type of those of one-byte characters whose address V8 keeps.
+    pub external_resource: u64,
+    pub external_one_byte_type: u16,
     /// The type of the byte arrays holding position tables (V8 13: trusted ones).
     pub byte_array_type: u16,
     /// The kind of code (`Code::flags & kind_mask`) of baseline (Sparkplug) code.
@@ -200,6 +204,8 @@ const NAMES: &[&[&str]] = &[
     &["v8dbg_CodeKindBaseline"],
     &["v8dbg_CodeKindFieldMask"],
     &["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"],
+    &["v8dbg_class_ExternalString__resource__Object"],
+    &["v8dbg_type_ExternalOneByteString__EXTERNAL_ONE_BYTE_STRING_TYPE"],
 ];
 
 /// The type of trusted byte arrays, which only V8s that have them export.
@@ -365,6 +371,8 @@ impl Layout {
                 .ok_or(V8Error::Malformed(NAMES[37][0]))?,
             code: CodeLayout::of(major).ok_or(V8Error::UnknownVersion(major))?,
             byte_array_type: small(38)?,
+            external_resource: field(39)?,
+            external_one_byte_type: small(40)?,
         })
         .and_then(|layout| {
             // One- and two-byte sequential strings keep their characters at one place.

@@ -158,7 +158,9 @@ fn whereabouts(
     if at.sampled {
         return Err("sampled_frame");
     }
-    let smi = (word >> BCI_SHIFT & BCI_MASK).checked_sub(1).ok_or("no_bytecode_offset")?;
+    let smi = (word >> BCI_SHIFT & BCI_MASK)
+        .checked_sub(1)
+        .ok_or("no_bytecode_offset")?;
     let offset = code::bytecode_offset(&proc.layout, smi).ok_or("no_bytecode_offset")?;
     let positions = bytecode_for(inner, proc, pid, shared, time_ns)?;
     let position = code::position_at(&positions, offset).ok_or("no_position")?;

@@ -192,32 +192,45 @@ impl Reader<'_, '_> {
         Ok((name, start))
     }
 
-    /// The line of character `position` in the one-byte source `source` (1-based), `None` when
-    /// the source is not a flat one-byte string or the position is past [`MAX_SOURCE`].
+    /// The line of character `position` in the source `source` (1-based), `None` when the
+    /// source is not one whose characters are read ([`Reader::flat_source`]) or the position
+    /// is past [`MAX_SOURCE`].
     fn line(&mut self, source: u64, position: u64) -> Result<Option<u32>, V8Error> {
-        let Some(bytes) = self.source_prefix(source, Some(position))? else {
+        let Some(chars) = self.source_prefix(source, Some(position))? else {
             return Ok(None);
         };
-        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+        let lines = chars.iter().filter(|&&b| b == b'\n').count();
         Ok(u32::try_from(lines + 1).ok())
     }
 
-    /// The characters of the one-byte source `source`, all of them (at most [`MAX_SOURCE`]):
-    /// `None` when it is not a flat one-byte string or longer.
+    /// The characters of source `source`, all of them (at most [`MAX_SOURCE`]), as far as
+    /// lines go (a character that is no newline may stand as another): `None` when it is
+    /// not a sequential string (one- or two-byte) or an external one-byte string whose
+    /// characters V8 keeps a pointer to (Node's own modules), or is longer.
     pub(super) fn flat_source(&mut self, source: u64) -> Result<Option<Vec<u8>>, V8Error> {
         self.source_prefix(source, None)
     }
 
-    /// The first `upto` characters of the one-byte source `source` (all when `None`), `None`
-    /// when it is not a flat one-byte string, or has fewer, or they are past [`MAX_SOURCE`].
+    /// The first `upto` characters of source `source` (all when `None`), as
+    /// [`Reader::flat_source`] gives them; `None` when it has fewer, or they are past
+    /// [`MAX_SOURCE`].
     fn source_prefix(&mut self, source: u64, upto: Option<u64>) -> Result<Option<Vec<u8>>, V8Error> {
         let l = self.layout;
         let Some(kind) = self.kind(source)?.filter(|&t| t < l.first_nonstring_type) else {
             return Ok(None);
         };
-        if kind & l.string_representation_mask != l.seq_tag || kind & l.string_encoding_mask != l.one_byte_tag {
+        let one_byte = kind & l.string_encoding_mask == l.one_byte_tag;
+        let chars = if kind & l.string_representation_mask == l.seq_tag {
+            source.wrapping_sub(1).wrapping_add(l.seq_chars)
+        } else if kind == l.external_one_byte_type {
+            // The characters' address, kept after the resource's.
+            match self.field(source, l.external_resource + 8)? {
+                0 => return Ok(None),
+                at => at,
+            }
+        } else {
             return Ok(None);
-        }
+        };
         let mut b = [0; 4];
         if !(self.read)(source.wrapping_sub(1).wrapping_add(l.string_length), &mut b) {
             return Err(V8Error::Unreadable);
@@ -227,9 +240,16 @@ impl Reader<'_, '_> {
         if take > length || take > MAX_SOURCE {
             return Ok(None);
         }
-        let mut bytes = vec![0u8; take as usize];
-        if !(self.read)(source.wrapping_sub(1).wrapping_add(l.seq_chars), &mut bytes) {
+        let width = if one_byte { 1 } else { 2 };
+        let mut bytes = vec![0u8; (take * width) as usize];
+        if !(self.read)(chars, &mut bytes) {
             return Err(V8Error::Unreadable);
+        }
+        if !one_byte {
+            let units = bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+            bytes = units
+                .map(|u| if u == u16::from(b'\n') { b'\n' } else { b' ' })
+                .collect();
         }
         Ok(Some(bytes))
     }

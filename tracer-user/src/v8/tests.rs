@@ -52,6 +52,8 @@ pub(super) fn layout() -> Layout {
         kind_baseline: 11,
         kind_mask: 15,
         byte_array_type: 190,
+        external_resource: 16,
+        external_one_byte_type: 42,
         code: layout::CodeLayout::of(11).expect("V8 11 is known"),
     }
 }
@@ -120,7 +122,7 @@ impl Heap {
         at + 1
     }
 
-    fn two_byte(&mut self, s: &str) -> u64 {
+    pub(super) fn two_byte(&mut self, s: &str) -> u64 {
         let map = self.map(TWO_BYTE);
         let units: Vec<u16> = s.encode_utf16().collect();
         let at = self.alloc(16 + 2 * units.len() as u64);

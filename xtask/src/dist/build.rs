@@ -120,7 +120,21 @@ fn check_static(binary: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The host's release build (it writes the man page and completions).
+/// The architecture of the packages this machine runs, if it is one of them.
+pub fn host_arch() -> Option<Arch> {
+    super::ARCHES.into_iter().find(|a| a.name == std::env::consts::ARCH)
+}
+
+/// A release build of the tracer that runs here (it writes the man page and completions, and
+/// is the tracer of the `external` stage): the static executable of this machine's
+/// architecture, which the packages build anyway (one release build less for the test run),
+/// else the host's own release build.
 pub fn host_binary(root: &Path) -> anyhow::Result<PathBuf> {
-    crate::cmd::build_release_tracer(root)
+    match host_arch() {
+        Some(arch) => {
+            setup(&[arch])?;
+            static_binary(root, arch)
+        }
+        None => crate::cmd::build_release_tracer(root),
+    }
 }

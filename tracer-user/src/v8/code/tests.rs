@@ -83,7 +83,8 @@ fn positions_decode_as_v8_writes_them() {
     );
 }
 
-/// A script's lines: the line of a character offset, none past the source.
+/// A script's lines: the line of a character offset, none past the source; one-byte,
+/// two-byte and external sources.
 #[test]
 fn lines_are_counted_from_the_source() {
     let mut h = Heap::new();
@@ -97,10 +98,28 @@ fn lines_are_counted_from_the_source() {
         (at(0), at(3), at(4), at(8), at(9), at(12), at(13)),
         (Some(1), Some(1), Some(2), Some(3), Some(4), Some(4), None)
     );
-    // A source that is no flat one-byte string: not known.
-    let (name, not_a_string) = (h.string("x"), h.mem_word_free());
-    let odd = h.object(167, &[not_a_string, name]);
-    assert_eq!(line_starts(&layout(), odd, &mut |a, b| h.mem.read(a, b)), Ok(None));
+    // Two-byte characters (a script with any beyond Latin-1), counted in UTF-16 units as V8's
+    // positions are; an external one-byte source (Node's own modules), through the address
+    // of its characters.
+    let (name, two) = (h.string("/srv/b.js"), h.two_byte("ł\n→\n"));
+    let script = h.object(167, &[two, name]);
+    let lines = line_starts(&layout(), script, &mut |a, b| h.mem.read(a, b)).unwrap();
+    assert_eq!(lines, Some(vec![0, 2, 4, 4]));
+    let chars = 0x7700_0000;
+    h.mem.put(chars, b"a\nb\n");
+    let external = h.object(42, &[4 << 32, 0x1234, chars]);
+    let script = h.object(167, &[external, name]);
+    let lines = line_starts(&layout(), script, &mut |a, b| h.mem.read(a, b)).unwrap();
+    assert_eq!(lines, Some(vec![0, 2, 4, 4]));
+    // Not read: a source that is no string, an external string whose characters V8 does not
+    // point to, one of another kind (two-byte external).
+    let not_a_string = h.mem_word_free();
+    let unpointed = h.object(42, &[4 << 32, 0x1234, 0]);
+    let other = h.object(34, &[4 << 32, 0x1234, chars]);
+    for source in [not_a_string, unpointed, other] {
+        let script = h.object(167, &[source, name]);
+        assert_eq!(line_starts(&layout(), script, &mut |a, b| h.mem.read(a, b)), Ok(None));
+    }
 }
 
 impl Heap {
