@@ -43,6 +43,14 @@ fn commit() {
     );
 }
 
+/// The eBPF program, built once per machine architecture it is built for and shared by every
+/// build of this package (debug or release, this target or a static one, a check): its build
+/// does not depend on theirs (aya-build builds it `--release` for the bpf target, with the
+/// architecture as its only setting), so each of them building it anew in its own `OUT_DIR`
+/// would take a minute for nothing. aya-build runs with `OUT_DIR` set to
+/// `target/ebpf/ARCH`, where its cargo keeps the program's target directory (its lock makes
+/// concurrent builds wait; its fingerprints rebuild on change), and the program it built is
+/// copied from there into this build's `OUT_DIR`, under another name first, then renamed.
 fn build_ebpf() -> anyhow::Result<()> {
     use anyhow::Context as _;
 
@@ -50,6 +58,16 @@ fn build_ebpf() -> anyhow::Result<()> {
         .no_deps()
         .exec()
         .context("cargo metadata")?;
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").context("CARGO_CFG_TARGET_ARCH not set")?;
+    let endian = std::env::var("CARGO_CFG_TARGET_ENDIAN").context("CARGO_CFG_TARGET_ENDIAN not set")?;
+    let bpf_target = if endian == "big" {
+        "bpfeb-unknown-none"
+    } else {
+        "bpfel-unknown-none"
+    };
+    let shared = metadata.target_directory.as_std_path().join("ebpf").join(&arch);
+    std::fs::create_dir_all(&shared).with_context(|| format!("creating {}", shared.display()))?;
+    let out_dir = std::env::var_os("OUT_DIR").context("OUT_DIR not set")?;
     let ebpf = metadata
         .packages
         .into_iter()
@@ -63,15 +81,32 @@ fn build_ebpf() -> anyhow::Result<()> {
 
     println!("cargo:rerun-if-env-changed=RUSTUP_TOOLCHAIN");
     let toolchain = std::env::var("RUSTUP_TOOLCHAIN").unwrap_or_else(|_| "stable".to_owned());
-    // SAFETY: build scripts are single-threaded here; the variable is read by aya-build and
-    // inherited by the cargo it spawns.
-    unsafe { std::env::set_var("RUSTC_BOOTSTRAP", "1") };
-    aya_build::build_ebpf(
+    // SAFETY: build scripts are single-threaded here; the variables are read by aya-build and
+    // inherited by the cargo it spawns (OUT_DIR is put back before anything else reads it).
+    unsafe {
+        std::env::set_var("RUSTC_BOOTSTRAP", "1");
+        std::env::set_var("OUT_DIR", &shared);
+    }
+    let built = aya_build::build_ebpf(
         [aya_build::Package {
             name: "tracer-ebpf",
             root_dir: &root_dir,
             ..Default::default()
         }],
         aya_build::Toolchain::Custom(&toolchain),
-    )
+    );
+    // SAFETY: as above.
+    unsafe { std::env::set_var("OUT_DIR", &out_dir) };
+    built?;
+    // The program as its cargo wrote it (not aya-build's copy beside it, which a concurrent
+    // build may be rewriting).
+    let program = shared
+        .join("aya-build/target/tracer-ebpf")
+        .join(bpf_target)
+        .join("release/tracer");
+    let out_dir = std::path::PathBuf::from(out_dir);
+    let partial = out_dir.join("tracer.partial");
+    std::fs::copy(&program, &partial).with_context(|| format!("copying {}", program.display()))?;
+    std::fs::rename(&partial, out_dir.join("tracer")).context("renaming the eBPF program into place")?;
+    Ok(())
 }
