@@ -61,7 +61,8 @@ pub fn decode_positions(bytes: &[u8]) -> Result<Positions, V8Error> {
     while at < bytes.len() {
         // The sign of the offset's step says whether it is a statement's (not used here).
         let step = number(bytes, &mut at)?;
-        offset += if step >= 0 { step } else { -(step + 1) };
+        let step = if step >= 0 { step } else { -(step + 1) };
+        offset = offset.checked_add(step).ok_or(V8Error::Table)?;
         position = position.wrapping_add(number(bytes, &mut at)?);
         let offset = u32::try_from(offset).map_err(|_| V8Error::Table)?;
         out.push((offset, position as u64));

@@ -76,11 +76,15 @@ fn positions_decode_as_v8_writes_them() {
     assert_eq!(decode_positions(&bytes[..5]), Err(V8Error::Table));
     assert_eq!(decode_positions(&[0x80; 12]), Err(V8Error::Table));
     assert_eq!(decode_positions(&encode(&[(0, 2, true)])[..1]), Err(V8Error::Table));
-    // An offset past 32 bits (a step of 2^33).
+    // An offset past 32 bits (a step of 2^33), and steps that would take it past 63 bits
+    // (2^63 - 1 after 2^32 - 1): an error, not an overflow.
     assert_eq!(
         decode_positions(&[0x80, 0x80, 0x80, 0x80, 0x40, 0x00]),
         Err(V8Error::Table)
     );
+    let mut huge = encode(&[(u32::MAX, 0, true)]);
+    huge.extend([0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00]);
+    assert_eq!(decode_positions(&huge), Err(V8Error::Table));
 }
 
 /// A script's lines: the line of a character offset, none past the source; one-byte,
