@@ -16,8 +16,10 @@
 //!   and which points to its `Code`, which says where its instructions start and how many
 //!   there are; the candidate is taken only when all of that agrees.
 //!
-//! Baseline (Sparkplug) code maps its instructions to bytecode offsets, not positions: its
-//! frames have no running line here. Every length read is bounded, every object's type checked.
+//! Baseline (Sparkplug) code maps its instructions to bytecodes, not positions: its frames are
+//! at the line of their bytecode ([`baseline_offset`]) where the V8 exports its bytecodes'
+//! sizes (Node.js 20), without a line elsewhere. Every length read is bounded, every object's
+//! type checked.
 
 use super::{V8Error, layout::Layout, read::Read, read::Reader};
 
@@ -93,11 +95,15 @@ pub fn inlining_id(position: u64) -> Option<u64> {
 /// A compiled function's code, as read from the process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CompiledCode {
+    /// Its `Code` (tagged).
+    pub code: u64,
     /// Its instructions.
     pub start: u64,
     pub end: u64,
-    /// Baseline code: no positions.
+    /// Baseline code: no positions, but (when the V8 exports its bytecodes' sizes) its table
+    /// of instructions per bytecode and its bytecodes ([`baseline_offset`]).
     pub baseline: bool,
+    pub baseline_map: Option<(Vec<u8>, Vec<u8>)>,
     /// Its function's shared info (0 for baseline code, which does not say).
     pub shared: u64,
     pub positions: Positions,
@@ -123,6 +129,57 @@ impl CompiledCode {
         out.push((self.shared, script_offset(position)));
         Some(out)
     }
+}
+
+/// The bytecode (its offset) whose instructions in baseline code hold code offset `offset`:
+/// `table` gives the size of the instructions of the function's entry, then of each bytecode
+/// in turn (unsigned, 7 bits a byte); `bytecodes` are the function's, each sized by `sizes`
+/// (three rows: operand scales 1, 2 and 4; bytecodes 0 to 3 are the prefixes that scale the
+/// next one's operands, by 2 for 0 and 2, by 4 for 1 and 3). `None` in the function's entry,
+/// past the table or the bytecodes, or at a bytecode the sizes do not know.
+pub fn baseline_offset(table: &[u8], bytecodes: &[u8], sizes: &[u8], offset: u64) -> Option<u64> {
+    fn number(bytes: &[u8], at: &mut usize) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *bytes.get(*at)?;
+            *at += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    let count = sizes.len() / 3;
+    let size = |scale: usize, bytecode: u8| -> Option<u64> {
+        let s = *sizes
+            .get(scale * count + usize::from(bytecode))
+            .filter(|_| usize::from(bytecode) < count)?;
+        (s > 0).then_some(u64::from(s))
+    };
+    let mut at = 0;
+    let mut end = number(table, &mut at)?;
+    if offset < end {
+        return None;
+    }
+    let mut bytecode = 0u64;
+    while (bytecode as usize) < bytecodes.len() {
+        end = end.checked_add(number(table, &mut at)?)?;
+        let first = bytecodes[bytecode as usize];
+        let length = match first {
+            0..=3 => {
+                let scale = if first.is_multiple_of(2) { 1 } else { 2 };
+                let next = *bytecodes.get(bytecode as usize + 1)?;
+                1 + size(scale, next)?
+            }
+            _ => size(0, first)?,
+        };
+        if offset < end {
+            return Some(bytecode);
+        }
+        bytecode += length;
+    }
+    None
 }
 
 /// The code whose instructions hold `pc` (module docs), an error when none is found within
@@ -208,12 +265,33 @@ fn compiled(r: &mut Reader<'_, '_>, istream: u64, start: u64, pc: u64) -> Result
         return Ok(None);
     }
     let mut out = CompiledCode {
+        code,
         start,
         end,
         baseline: kind == u32::from(l.kind_baseline),
         ..CompiledCode::default()
     };
     if out.baseline {
+        // Its bytecode array, and the sizes of its bytecodes' instructions.
+        if l.bytecode_sizes.is_some() {
+            let table = r.field(code, c.code_positions)?;
+            let table = byte_array(r, table, MAX_TABLE)?;
+            let bytecode = r.field(code, c.code_data)?;
+            if r.kind(bytecode)? != Some(l.bytecode_array_type) {
+                return Err(V8Error::NoBytecode);
+            }
+            let length = r.field(bytecode, 8)?;
+            let length = r
+                .smi(length)
+                .and_then(|n| u64::try_from(n).ok())
+                .filter(|&n| n <= MAX_TABLE)
+                .ok_or(V8Error::Table)?;
+            let mut bytecodes = vec![0; length as usize];
+            if !(r.read)(bytecode - 1 + l.bytecode_data, &mut bytecodes) {
+                return Err(V8Error::Unreadable);
+            }
+            out.baseline_map = Some((table, bytecodes));
+        }
         return Ok(Some(out));
     }
     let table = r.field(code, c.code_positions)?;
@@ -273,14 +351,16 @@ fn byte_array(r: &mut Reader<'_, '_>, array: u64, max: u64) -> Result<Vec<u8>, V
 }
 
 /// The source position table of the bytecode of the function whose shared info is `shared`:
-/// its bytecode array's, or its baseline code's bytecode array's.
-pub fn bytecode_positions(layout: &Layout, shared: u64, read: Read<'_>) -> Result<Positions, V8Error> {
+/// its bytecode array's, or its baseline code's bytecode array's; and the function's data word
+/// (its bytecode array, or its baseline code).
+pub fn bytecode_positions(layout: &Layout, shared: u64, read: Read<'_>) -> Result<(Positions, u64), V8Error> {
     let mut r = Reader { layout, read };
     let c = layout.code;
     if r.kind(shared)? != Some(layout.shared_type) {
         return Err(V8Error::NotShared);
     }
-    let mut data = r.field(shared, c.shared_function_data)?;
+    let function_data = r.field(shared, c.shared_function_data)?;
+    let mut data = function_data;
     if r.kind(data)? == Some(layout.code_type) {
         data = r.field(data, c.code_data)?;
     }
@@ -288,14 +368,15 @@ pub fn bytecode_positions(layout: &Layout, shared: u64, read: Read<'_>) -> Resul
         return Err(V8Error::NoBytecode);
     }
     let table = r.field(data, c.bytecode_positions)?;
-    decode_positions(&byte_array(&mut r, table, MAX_TABLE)?)
+    Ok((decode_positions(&byte_array(&mut r, table, MAX_TABLE)?)?, function_data))
 }
 
-/// The bytecode offset of an interpreted frame whose slot held `smi_value`, `None` when
-/// before the bytecodes. The slot holds the offset from the bytecode array's tagged address
-/// less one: measured on Node.js 20 and 24, where each calling frame's slot, so read, is the
-/// offset of the call's own entry in the position table (with one more, the entry before it:
-/// the wrong line).
+/// Where an interpreted frame whose slot held `smi_value` is, as its function's position
+/// table keys it, `None` when before the bytecodes. Measured on Node.js 20 and 24: the table
+/// keys each bytecode one past its index from the first bytecode (its entries fall on the
+/// bytecodes' boundaries plus one, the function's entry at 0), and a calling frame's slot
+/// holds that key plus the array's header less two (so read, each calling frame lands on its
+/// call's own entry; one more or one less would be the entry before or none).
 pub fn bytecode_offset(layout: &Layout, smi_value: u64) -> Option<u64> {
     smi_value.checked_sub(layout.bytecode_data.checked_sub(2)?)
 }

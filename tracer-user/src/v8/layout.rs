@@ -73,6 +73,9 @@ pub struct Layout {
     pub kind_mask: u32,
     /// The fields V8 does not export for debuggers, by major version ([`CodeLayout::of`]).
     pub code: CodeLayout,
+    /// The size of each bytecode at operand scales 1, 2 and 4 (three rows), when the V8
+    /// exports them: baseline code's instructions are mapped to bytecodes with them.
+    pub bytecode_sizes: Option<Vec<u8>>,
 }
 
 /// Where a V8 of a major version keeps what a frame's running line is read from, read from
@@ -208,6 +211,10 @@ const NAMES: &[&[&str]] = &[
     &["v8dbg_type_ExternalOneByteString__EXTERNAL_ONE_BYTE_STRING_TYPE"],
 ];
 
+/// The size of each bytecode at each operand scale (`uint8_t[3][kBytecodeCount]`), which
+/// Node.js 20's `node` exports and Node.js 24's `libnode` does not.
+const BYTECODE_SIZES: &str = "_ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE";
+
 /// The type of trusted byte arrays, which only V8s that have them export.
 const TRUSTED_BYTE_ARRAY: &str = "v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE";
 
@@ -228,11 +235,19 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
     // The constants are exported (`node`, `libnode.so`), so the dynamic symbols hold them,
     // stripped or not; the full symbol table of every object a process maps is not read
     // (a large program's takes seconds to scan).
+    let mut sizes = None;
     for symbol in file.dynamic_symbols() {
-        if symbol.is_undefined() || symbol.size() != 4 {
+        if symbol.is_undefined() {
             continue;
         }
         let Ok(name) = symbol.name() else { continue };
+        if name == BYTECODE_SIZES {
+            sizes = Some((symbol.address(), symbol.size()));
+            continue;
+        }
+        if symbol.size() != 4 {
+            continue;
+        }
         if !name.starts_with("v8dbg_") && name != MAJOR {
             continue;
         }
@@ -273,6 +288,14 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
             .ok_or(V8Error::Missing(NAMES[i][0]))?;
     }
     let mut layout = Layout::from_values(major, &values)?;
+    // Three rows (operand scales 1, 2, 4) of a byte per bytecode.
+    layout.bytecode_sizes = sizes
+        .filter(|&(_, size)| size % 3 == 0 && (3..=3 * 256).contains(&size))
+        .and_then(|(addr, size)| {
+            file.sections()
+                .find_map(|section| section.data_range(addr, size).ok().flatten())
+        })
+        .map(<[u8]>::to_vec);
     if layout.code.trusted_tables {
         let value = trusted.and_then(read).ok_or(V8Error::Missing(TRUSTED_BYTE_ARRAY))?;
         layout.byte_array_type = u16::try_from(value).map_err(|_| V8Error::Malformed(TRUSTED_BYTE_ARRAY))?;
@@ -373,6 +396,7 @@ impl Layout {
             byte_array_type: small(38)?,
             external_resource: field(39)?,
             external_one_byte_type: small(40)?,
+            bytecode_sizes: None,
         })
         .and_then(|layout| {
             // One- and two-byte sequential strings keep their characters at one place.

@@ -37,6 +37,9 @@ pub struct FrameAt {
 /// What was read, or why it could not be.
 type Known<T> = Result<Arc<T>, &'static str>;
 
+/// A function's bytecode positions and its data word (`code::bytecode_positions`).
+type Bytecode = (Positions, u64);
+
 /// A script's source's address, where its lines start (`code::line_starts`), and when that
 /// was checked.
 type Script = (u64, Option<Arc<Vec<u32>>>, u64);
@@ -50,7 +53,7 @@ pub(super) struct Lines {
     /// PCs where no code was found, why, and when.
     missing: HashMap<(u32, u64), (&'static str, u64)>,
     /// Per function (process and shared info): its bytecode's positions, and when read.
-    bytecode: HashMap<(u32, u64), (Known<Positions>, u64)>,
+    bytecode: HashMap<(u32, u64), (Known<Bytecode>, u64)>,
     /// Per script: its source's address, where its lines start, and when that was checked.
     scripts: HashMap<(u32, u64), Script>,
     /// A function at a line (0: none): the function of that name, script and line.
@@ -147,7 +150,21 @@ fn whereabouts(
     if at.jit {
         let code = code_for(inner, proc, pid, at.lookup, time_ns)?;
         if code.baseline {
-            return Err("baseline");
+            // At the bytecode its instructions are for, if the function's baseline code is
+            // this one.
+            let (Some((table, bytecodes)), Some(sizes)) = (&code.baseline_map, &proc.layout.bytecode_sizes) else {
+                return Err("baseline");
+            };
+            let known = bytecode_for(inner, proc, pid, shared, time_ns)?;
+            let (positions, function_data) = &*known;
+            if *function_data != code.code {
+                return Err("code_of_another");
+            }
+            let offset =
+                code::baseline_offset(table, bytecodes, sizes, at.lookup - code.start).ok_or("no_bytecode_offset")?;
+            // (The table keys a bytecode one past its index: `code::bytecode_offset`.)
+            let position = code::position_at(positions, offset + 1).ok_or("no_position")?;
+            return Ok(vec![(shared, code::script_offset(position))]);
         }
         if code.shared != shared {
             return Err("code_of_another");
@@ -162,8 +179,8 @@ fn whereabouts(
         .checked_sub(1)
         .ok_or("no_bytecode_offset")?;
     let offset = code::bytecode_offset(&proc.layout, smi).ok_or("no_bytecode_offset")?;
-    let positions = bytecode_for(inner, proc, pid, shared, time_ns)?;
-    let position = code::position_at(&positions, offset).ok_or("no_position")?;
+    let known = bytecode_for(inner, proc, pid, shared, time_ns)?;
+    let position = code::position_at(&known.0, offset).ok_or("no_position")?;
     Ok(vec![(shared, code::script_offset(position))])
 }
 
@@ -222,8 +239,9 @@ fn code_for(
     }
 }
 
-/// The positions of the bytecode of the function whose shared info is `shared`, cached.
-fn bytecode_for(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -> Known<Positions> {
+/// The positions of the bytecode of the function whose shared info is `shared`, and its data
+/// word ([`code::bytecode_positions`]), cached.
+fn bytecode_for(inner: &mut Inner, proc: &Proc, pid: u32, shared: u64, time_ns: u64) -> Known<Bytecode> {
     if let Some((positions, read_ns)) = inner.lines.bytecode.get(&(pid, shared))
         && time_ns.saturating_sub(*read_ns) < RECHECK_NS
     {

@@ -54,6 +54,7 @@ pub(super) fn layout() -> Layout {
         byte_array_type: 190,
         external_resource: 16,
         external_one_byte_type: 42,
+        bytecode_sizes: None,
         code: layout::CodeLayout::of(11).expect("V8 11 is known"),
     }
 }

@@ -4,8 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::v8::layout::Layout;
 use crate::v8::{
-    FrameAt,
+    FrameAt, V8,
     tests::{Heap, layout, runtime, smi},
 };
 
@@ -345,13 +346,14 @@ fn bytecode_positions_are_read_through_the_function() {
     let bytecode = h.object(191, &[smi(27), 0, 0, table]);
     let shared = h.object(262, &[bytecode, name, 0, script]);
     let read = |h: &Heap, shared| bytecode_positions(&layout(), shared, &mut |a, b| h.mem.read(a, b));
-    let positions = read(&h, shared).unwrap();
+    let (positions, data) = read(&h, shared).unwrap();
     assert_eq!(positions, vec![(0, position(2, None)), (23, position(353, None))]);
+    assert_eq!(data, bytecode);
     assert_eq!(bytecode_offset(&layout(), 23 + 52), Some(23));
     assert_eq!(bytecode_offset(&layout(), 3), None);
     let baseline = h.object(245, &[0, bytecode]);
     let through = h.object(262, &[baseline, name, 0, script]);
-    assert_eq!(read(&h, through), Ok(positions));
+    assert_eq!(read(&h, through), Ok((positions, baseline)));
     let builtin = h.object(262, &[smi(40), name, 0, script]);
     assert_eq!(read(&h, builtin), Err(V8Error::NoBytecode));
     let undefined = h.undefined();
@@ -418,4 +420,124 @@ fn frames_are_named_at_their_running_lines() {
     out.clear();
     assert!(!v8.frames(7, script, at(start + 31, true, false), 5, &mut out));
     assert!(out.is_empty());
+}
+
+/// Sizes of a made-up V8's eight bytecodes at operand scales 1, 2 and 4: 0 to 3 the
+/// prefixes, 4 without operands, 5 with two (a byte each when unscaled), 6 with one.
+const SIZES: [u8; 24] = [
+    1, 1, 1, 1, 1, 3, 2, 0, //
+    1, 1, 1, 1, 1, 5, 3, 0, //
+    1, 1, 1, 1, 1, 9, 5, 0,
+];
+
+/// Baseline code's instructions map to bytecodes through their sizes: the function's entry
+/// (no bytecode), then each bytecode in turn, a prefixed one sized at its scale; nothing past
+/// the table or the bytecodes, nor at a bytecode the sizes do not know.
+#[test]
+fn baseline_instructions_map_to_their_bytecodes() {
+    // Bytecodes at 0 (4), 1 (5), 4 (wide 5: 1 + 5 bytes), 10 (6).
+    let bytecodes = [4, 5, 1, 2, 0, 5, 1, 0, 2, 0, 6, 3];
+    // Instructions: the entry 10 bytes, then 4, 8, 6 and 5 for the four bytecodes.
+    let table = [10, 4, 8, 6, 5];
+    let at = |offset| baseline_offset(&table, &bytecodes, &SIZES, offset);
+    let expected = [
+        (5, None),
+        (10, Some(0)),
+        (13, Some(0)),
+        (14, Some(1)),
+        (21, Some(1)),
+        (22, Some(4)),
+        (27, Some(4)),
+        (28, Some(10)),
+        (32, Some(10)),
+        (33, None),
+    ];
+    for (offset, bytecode) in expected {
+        assert_eq!(at(offset), bytecode, "at {offset}");
+    }
+    // An extra-wide prefix (scale 4): 1 + 9 bytes.
+    let wide = [1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 4];
+    assert_eq!(baseline_offset(&[0, 3, 3], &wide, &SIZES, 4), Some(10));
+    // Bytecode 7 (size 0: unknown) and one past the sizes: not mapped past them.
+    assert_eq!(baseline_offset(&[0, 3, 3], &[7, 4], &SIZES, 4), None);
+    assert_eq!(baseline_offset(&[0, 3, 3], &[200, 4], &SIZES, 4), None);
+    // A table ending early, or of huge steps.
+    assert_eq!(baseline_offset(&[10, 4], &bytecodes, &SIZES, 20), None);
+    let huge = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0x01,
+    ];
+    assert_eq!(baseline_offset(&huge, &bytecodes, &SIZES, 20), None);
+}
+
+/// A baseline frame is at the line of the bytecode its PC is in, when it is its function's
+/// baseline code (else no line, `code_of_another`); without the bytecodes' sizes, no line
+/// (`baseline`).
+#[test]
+fn baseline_frames_are_at_their_bytecodes_line() {
+    let mut h = Heap::new();
+    let source = "function f() {\n  g();\n  h();\n}\n";
+    let script = h.script("/srv/a.js", source);
+    let g_call = source.find("g()").unwrap() as u64;
+    let h_call = source.find("h()").unwrap() as u64;
+    // Keyed one past each bytecode's index: bytecode 1 (`g()`) at 2, bytecode 4 (`h()`) at 5.
+    let positions = h.bytes(&encode(&[
+        (0, position(9, None), true),
+        (2, position(g_call, None), true),
+        (5, position(h_call, None), true),
+    ]));
+    // Bytecodes at 0 (4), 1 (5), 4 (6), 6 (4).
+    let bytecode = h.object(191, &[smi(7), 0, 0, positions]);
+    let bytes = [4u8, 5, 0, 0, 6, 0, 4];
+    let mut raw = h.mem.piece(bytecode - 1).unwrap().to_vec();
+    raw.resize(54, 0);
+    raw.extend_from_slice(&bytes);
+    h.mem.put(bytecode - 1, &raw);
+    let name = h.string("f");
+    let start = 0x5000_0040;
+    // Instructions: entry 8, then 4, 20, 6, 2 for the four bytecodes.
+    let table = h.bytes(&[8, 4, 20, 6, 2]);
+    let code = h.object(245, &[0, bytecode, table, start - 16 + 1, start, 11, 40]);
+    let map = h.map(252);
+    let mut stream = map.to_le_bytes().to_vec();
+    stream.extend_from_slice(&code.to_le_bytes());
+    stream.extend(std::iter::repeat_n(0xcc, 40));
+    h.mem.put(start - 16, &stream);
+    let shared = h.object(262, &[code, name, 0, script]);
+    let other = h.object(262, &[bytecode, name, 0, script]);
+    let memory = Arc::new(Mutex::new(h.mem.clone()));
+    let mut v8 = runtime(&memory);
+    let sized = Layout {
+        bytecode_sizes: Some(SIZES.to_vec()),
+        ..layout()
+    };
+    v8.procs.insert(
+        7,
+        crate::v8::Proc {
+            layout: Arc::new(sized),
+            uid: 0,
+        },
+    );
+    let line = |v8: &V8, shared, lookup, time| {
+        let mut out = Vec::new();
+        let at = FrameAt {
+            lookup,
+            jit: true,
+            sampled: false,
+        };
+        assert!(v8.frames(7, shared, at, time, &mut out));
+        v8.function(out[0].0).unwrap().line
+    };
+    // In bytecode 1 (instructions 12..32): `g()` on line 2; in bytecode 4 (32..38): line 3.
+    assert_eq!(line(&v8, shared, start + 20, 1), 2);
+    assert_eq!(line(&v8, shared, start + 33, 2), 3);
+    // The entry: no bytecode.
+    assert_eq!(line(&v8, shared, start + 3, 3), 0);
+    // A function whose baseline code is not this one.
+    assert_eq!(line(&v8, other, start + 20, 4), 0);
+    assert_eq!(v8.stats().unlined_by_reason.get("code_of_another"), Some(&1));
+    // Without the sizes: no line.
+    let v8 = runtime(&memory);
+    assert_eq!(line(&v8, shared, start + 20, 5), 0);
+    assert_eq!(v8.stats().unlined_by_reason.get("baseline"), Some(&1));
 }

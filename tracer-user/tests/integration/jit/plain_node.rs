@@ -58,6 +58,22 @@ fn plain_node_is_named_from_v8s_memory() {
     }
 }
 
+/// Node.js 20 running its functions in baseline code only (V8's flags to the program pin its
+/// tier: compiled by Sparkplug at once, never optimized; the tracer needs none): each frame
+/// at the line of the bytecode its instructions are for, judged the same way (`--pid`).
+#[test]
+fn plain_node_baseline_frames_are_at_their_lines() {
+    privileged_test!(test);
+    if !have(test, "node") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut command = Command::new("node");
+    command.args(["--always-sparkplug", "--no-opt", "--no-maglev"]);
+    let (node, script) = warm_node_with(command, dir.path(), dir.path());
+    trace_node("baseline --pid", &node, &script, dir.path());
+}
+
 /// Unstable's Node.js 24 (V8 13), run in its private root as a container's: named the same
 /// way, judged the same way (`--pid`).
 #[test]
