@@ -17,8 +17,8 @@
 //!   there are; the candidate is taken only when all of that agrees.
 //!
 //! Baseline (Sparkplug) code maps its instructions to bytecodes, not positions: its frames are
-//! at the line of their bytecode ([`baseline_offset`]) where the V8 exports its bytecodes'
-//! sizes (Node.js 20), without a line elsewhere. Every length read is bounded, every object's
+//! at the line of their bytecode ([`baseline_map`]) where its bytecodes' sizes are known
+//! (`super::bytecodes`), without a line elsewhere. Every length read is bounded, every object's
 //! type checked.
 
 use super::{V8Error, layout::Layout, read::Read, read::Reader};
@@ -100,10 +100,10 @@ pub struct CompiledCode {
     /// Its instructions.
     pub start: u64,
     pub end: u64,
-    /// Baseline code: no positions, but (when the V8 exports its bytecodes' sizes) its table
-    /// of instructions per bytecode and its bytecodes ([`baseline_offset`]).
+    /// Baseline code: no positions, but (when its bytecodes' sizes are known and agree) its
+    /// instructions per bytecode ([`baseline_map`]).
     pub baseline: bool,
-    pub baseline_map: Option<(Vec<u8>, Vec<u8>)>,
+    pub baseline_map: Option<Vec<(u64, u32)>>,
     /// Its function's shared info (0 for baseline code, which does not say).
     pub shared: u64,
     pub positions: Positions,
@@ -131,13 +131,15 @@ impl CompiledCode {
     }
 }
 
-/// The bytecode (its offset) whose instructions in baseline code hold code offset `offset`:
-/// `table` gives the size of the instructions of the function's entry, then of each bytecode
-/// in turn (unsigned, 7 bits a byte); `bytecodes` are the function's, each sized by `sizes`
-/// (three rows: operand scales 1, 2 and 4; bytecodes 0 to 3 are the prefixes that scale the
-/// next one's operands, by 2 for 0 and 2, by 4 for 1 and 3). `None` in the function's entry,
-/// past the table or the bytecodes, or at a bytecode the sizes do not know.
-pub fn baseline_offset(table: &[u8], bytecodes: &[u8], sizes: &[u8], offset: u64) -> Option<u64> {
+/// Baseline code's instructions per bytecode: `table` gives the size of the instructions of
+/// the function's entry, then of each bytecode in turn (unsigned, 7 bits a byte);
+/// `bytecodes` are the function's, each sized by `sizes` (three rows: operand scales 1, 2 and
+/// 4; bytecodes 0 to 3 are the prefixes that scale the next one's operands, by 2 for 0 and 2,
+/// by 4 for 1 and 3). The map: where the instructions of the entry end (no bytecode,
+/// `u32::MAX`), then where each bytecode's end and its offset. `None` unless the bytecodes,
+/// so sized, end exactly at their end and are as many as the sizes in the table (sizes of
+/// another V8 would not).
+pub fn baseline_map(table: &[u8], bytecodes: &[u8], sizes: &[u8]) -> Option<Vec<(u64, u32)>> {
     fn number(bytes: &[u8], at: &mut usize) -> Option<u64> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
@@ -151,35 +153,36 @@ pub fn baseline_offset(table: &[u8], bytecodes: &[u8], sizes: &[u8], offset: u64
         None
     }
     let count = sizes.len() / 3;
-    let size = |scale: usize, bytecode: u8| -> Option<u64> {
+    let size = |scale: usize, bytecode: u8| -> Option<usize> {
         let s = *sizes
             .get(scale * count + usize::from(bytecode))
             .filter(|_| usize::from(bytecode) < count)?;
-        (s > 0).then_some(u64::from(s))
+        (s > 0).then_some(usize::from(s))
     };
     let mut at = 0;
     let mut end = number(table, &mut at)?;
-    if offset < end {
-        return None;
-    }
-    let mut bytecode = 0u64;
-    while (bytecode as usize) < bytecodes.len() {
+    let mut map = vec![(end, u32::MAX)];
+    let mut bytecode = 0usize;
+    while bytecode < bytecodes.len() {
         end = end.checked_add(number(table, &mut at)?)?;
-        let first = bytecodes[bytecode as usize];
-        let length = match first {
+        map.push((end, u32::try_from(bytecode).ok()?));
+        let first = bytecodes[bytecode];
+        bytecode += match first {
             0..=3 => {
                 let scale = if first.is_multiple_of(2) { 1 } else { 2 };
-                let next = *bytecodes.get(bytecode as usize + 1)?;
-                1 + size(scale, next)?
+                1 + size(scale, *bytecodes.get(bytecode + 1)?)?
             }
             _ => size(0, first)?,
         };
-        if offset < end {
-            return Some(bytecode);
-        }
-        bytecode += length;
     }
-    None
+    (bytecode == bytecodes.len() && at == table.len()).then_some(map)
+}
+
+/// The bytecode (its offset) whose instructions hold code offset `offset`, in a
+/// [`baseline_map`]: `None` in the function's entry or past the last bytecode's.
+pub fn baseline_offset(map: &[(u64, u32)], offset: u64) -> Option<u64> {
+    let &(_, bytecode) = map.get(map.partition_point(|&(end, _)| end <= offset))?;
+    (bytecode != u32::MAX).then_some(u64::from(bytecode))
 }
 
 /// The code whose instructions hold `pc` (module docs), an error when none is found within
@@ -273,7 +276,7 @@ fn compiled(r: &mut Reader<'_, '_>, istream: u64, start: u64, pc: u64) -> Result
     };
     if out.baseline {
         // Its bytecode array, and the sizes of its bytecodes' instructions.
-        if l.bytecode_sizes.is_some() {
+        if let Some(sizes) = &l.bytecode_sizes {
             let table = r.field(code, c.code_positions)?;
             let table = byte_array(r, table, MAX_TABLE)?;
             let bytecode = r.field(code, c.code_data)?;
@@ -290,7 +293,7 @@ fn compiled(r: &mut Reader<'_, '_>, istream: u64, start: u64, pc: u64) -> Result
             if !(r.read)(bytecode - 1 + l.bytecode_data, &mut bytecodes) {
                 return Err(V8Error::Unreadable);
             }
-            out.baseline_map = Some((table, bytecodes));
+            out.baseline_map = baseline_map(&table, &bytecodes, sizes);
         }
         return Ok(Some(out));
     }

@@ -73,8 +73,9 @@ pub struct Layout {
     pub kind_mask: u32,
     /// The fields V8 does not export for debuggers, by major version ([`CodeLayout::of`]).
     pub code: CodeLayout,
-    /// The size of each bytecode at operand scales 1, 2 and 4 (three rows), when the V8
-    /// exports them: baseline code's instructions are mapped to bytecodes with them.
+    /// The size of each bytecode at operand scales 1, 2 and 4 (three rows), the V8's own or
+    /// the one known for its major version: baseline code's instructions are mapped to
+    /// bytecodes with them.
     pub bytecode_sizes: Option<Vec<u8>>,
 }
 
@@ -212,7 +213,7 @@ const NAMES: &[&[&str]] = &[
 ];
 
 /// The size of each bytecode at each operand scale (`uint8_t[3][kBytecodeCount]`), which
-/// Node.js 20's `node` exports and Node.js 24's `libnode` does not.
+/// Node.js 20's `node` exports and Node.js 24's `libnode` does not (`bytecodes.rs`).
 const BYTECODE_SIZES: &str = "_ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE";
 
 /// The type of trusted byte arrays, which only V8s that have them export.
@@ -288,14 +289,16 @@ pub fn detect<'d, R: ReadRef<'d>>(data: R) -> Result<Option<Layout>, V8Error> {
             .ok_or(V8Error::Missing(NAMES[i][0]))?;
     }
     let mut layout = Layout::from_values(major, &values)?;
-    // Three rows (operand scales 1, 2, 4) of a byte per bytecode.
+    // Three rows (operand scales 1, 2, 4) of a byte per bytecode: the V8's own, or the one
+    // known for its major version (`bytecodes.rs`).
     layout.bytecode_sizes = sizes
         .filter(|&(_, size)| size % 3 == 0 && (3..=3 * 256).contains(&size))
         .and_then(|(addr, size)| {
             file.sections()
                 .find_map(|section| section.data_range(addr, size).ok().flatten())
         })
-        .map(<[u8]>::to_vec);
+        .map(<[u8]>::to_vec)
+        .or_else(|| (major == 13).then(|| super::bytecodes::V8_13_SIZES.to_vec()));
     if layout.code.trusted_tables {
         let value = trusted.and_then(read).ok_or(V8Error::Missing(TRUSTED_BYTE_ARRAY))?;
         layout.byte_array_type = u16::try_from(value).map_err(|_| V8Error::Malformed(TRUSTED_BYTE_ARRAY))?;

@@ -152,7 +152,7 @@ fn whereabouts(
         if code.baseline {
             // At the bytecode its instructions are for, if the function's baseline code is
             // this one.
-            let (Some((table, bytecodes)), Some(sizes)) = (&code.baseline_map, &proc.layout.bytecode_sizes) else {
+            let Some(map) = &code.baseline_map else {
                 return Err("baseline");
             };
             let known = bytecode_for(inner, proc, pid, shared, time_ns)?;
@@ -160,8 +160,7 @@ fn whereabouts(
             if *function_data != code.code {
                 return Err("code_of_another");
             }
-            let offset =
-                code::baseline_offset(table, bytecodes, sizes, at.lookup - code.start).ok_or("no_bytecode_offset")?;
+            let offset = code::baseline_offset(map, at.lookup - code.start).ok_or("no_bytecode_offset")?;
             // (The table keys a bytecode one past its index: `code::bytecode_offset`.)
             let position = code::position_at(positions, offset + 1).ok_or("no_position")?;
             return Ok(vec![(shared, code::script_offset(position))]);

@@ -11,6 +11,7 @@
 //! again (its name-or-scope and script words read afresh) once it is [`RECHECK_NS`] old, and
 //! read anew when they changed (counted `replaced`).
 
+mod bytecodes;
 pub mod code;
 pub mod layout;
 mod lines;

@@ -432,14 +432,16 @@ const SIZES: [u8; 24] = [
 
 /// Baseline code's instructions map to bytecodes through their sizes: the function's entry
 /// (no bytecode), then each bytecode in turn, a prefixed one sized at its scale; nothing past
-/// the table or the bytecodes, nor at a bytecode the sizes do not know.
+/// the last. A map whose bytecodes, so sized, do not end at their end or are not as many as
+/// the table's sizes (another V8's sizes, a bytecode they do not know, a table cut short) is
+/// none.
 #[test]
 fn baseline_instructions_map_to_their_bytecodes() {
     // Bytecodes at 0 (4), 1 (5), 4 (wide 5: 1 + 5 bytes), 10 (6).
     let bytecodes = [4, 5, 1, 2, 0, 5, 1, 0, 2, 0, 6, 3];
     // Instructions: the entry 10 bytes, then 4, 8, 6 and 5 for the four bytecodes.
     let table = [10, 4, 8, 6, 5];
-    let at = |offset| baseline_offset(&table, &bytecodes, &SIZES, offset);
+    let map = baseline_map(&table, &bytecodes, &SIZES).expect("a consistent map");
     let expected = [
         (5, None),
         (10, Some(0)),
@@ -453,21 +455,43 @@ fn baseline_instructions_map_to_their_bytecodes() {
         (33, None),
     ];
     for (offset, bytecode) in expected {
-        assert_eq!(at(offset), bytecode, "at {offset}");
+        assert_eq!(baseline_offset(&map, offset), bytecode, "at {offset}");
     }
     // An extra-wide prefix (scale 4): 1 + 9 bytes.
     let wide = [1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 4];
-    assert_eq!(baseline_offset(&[0, 3, 3], &wide, &SIZES, 4), Some(10));
-    // Bytecode 7 (size 0: unknown) and one past the sizes: not mapped past them.
-    assert_eq!(baseline_offset(&[0, 3, 3], &[7, 4], &SIZES, 4), None);
-    assert_eq!(baseline_offset(&[0, 3, 3], &[200, 4], &SIZES, 4), None);
-    // A table ending early, or of huge steps.
-    assert_eq!(baseline_offset(&[10, 4], &bytecodes, &SIZES, 20), None);
+    let map = baseline_map(&[0, 3, 3], &wide, &SIZES).expect("a consistent map");
+    assert_eq!(baseline_offset(&map, 4), Some(10));
+    // Bytecode 7 (size 0: unknown), one past the sizes, one operand short at the end.
+    for bytes in [&[7, 4][..], &[200, 4], &[4, 5, 1]] {
+        assert_eq!(baseline_map(&[0, 3, 3], bytes, &SIZES), None, "{bytes:?}");
+    }
+    // Sizes for fewer or more bytecodes than the table has, a table of huge steps.
+    assert_eq!(baseline_map(&[10, 4], &bytecodes, &SIZES), None);
+    assert_eq!(baseline_map(&[10, 4, 8, 6, 5, 1], &bytecodes, &SIZES), None);
     let huge = [
         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0x01,
     ];
-    assert_eq!(baseline_offset(&huge, &bytecodes, &SIZES, 20), None);
+    assert_eq!(baseline_map(&huge, &bytecodes, &SIZES), None);
+}
+
+/// V8 13.6's sizes (`super::super::bytecodes`) decode the bytecode array of a function as
+/// Node.js 24 compiled it, read from a running node 24 in baseline code (the module wrapper of
+/// a script whose last line calls `main`: 27 bytes, 11 bytecodes), with the instructions its
+/// baseline code keeps per bytecode: to its end, the call at 22 (its return address 276).
+#[test]
+fn v8_13_sizes_decode_node_24s_bytecodes() {
+    let bytecodes = [
+        140, 0, 2, 28, 248, 137, 1, 0, 2, 39, 2, 137, 2, 1, 2, 39, 3, 137, 3, 2, 2, 206, 104, 249, 0, 14, 179,
+    ];
+    let table = [22, 24, 12, 27, 56, 27, 56, 27, 4, 21, 7, 17];
+    let sizes = crate::v8::bytecodes::V8_13_SIZES;
+    let map = baseline_map(&table, &bytecodes, &sizes).expect("node 24's bytecodes decode");
+    assert_eq!(map.len(), 12);
+    assert_eq!(baseline_offset(&map, 275), Some(22));
+    assert_eq!(baseline_offset(&map, 276), Some(25));
+    // Sizes of another V8 (the made-up ones above) do not.
+    assert_eq!(baseline_map(&table, &bytecodes, &SIZES), None);
 }
 
 /// A baseline frame is at the line of the bytecode its PC is in, when it is its function's

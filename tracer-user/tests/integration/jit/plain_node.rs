@@ -58,20 +58,33 @@ fn plain_node_is_named_from_v8s_memory() {
     }
 }
 
-/// Node.js 20 running its functions in baseline code only (V8's flags to the program pin its
-/// tier: compiled by Sparkplug at once, never optimized; the tracer needs none): each frame
-/// at the line of the bytecode its instructions are for, judged the same way (`--pid`).
+/// Node.js 20, then 24, running their functions in baseline code only (V8's flags to the
+/// program pin its tier: compiled by Sparkplug at once, never optimized; the tracer needs
+/// none): each frame at the line of the bytecode its instructions are for, judged the same
+/// way (`--pid`).
 #[test]
 fn plain_node_baseline_frames_are_at_their_lines() {
     privileged_test!(test);
     if !have(test, "node") {
         return;
     }
+    const BASELINE: [&str; 3] = ["--always-sparkplug", "--no-opt", "--no-maglev"];
     let dir = tempfile::tempdir().expect("tempdir");
     let mut command = Command::new("node");
-    command.args(["--always-sparkplug", "--no-opt", "--no-maglev"]);
+    command.args(BASELINE);
     let (node, script) = warm_node_with(command, dir.path(), dir.path());
     trace_node("baseline --pid", &node, &script, dir.path());
+    drop(node);
+    // Node.js 24, whose libnode does not export its bytecodes' sizes (`v8/bytecodes.rs`).
+    let Some(root) = crate::support::required(test, crate::support::sid_node(), crate::support::NO_NODE_ROOT) else {
+        return;
+    };
+    let dir = tempfile::tempdir_in(root.join("tmp")).expect("tempdir in the root");
+    let inside = Path::new("/tmp").join(dir.path().file_name().expect("name"));
+    let mut command = Command::new("chroot");
+    command.arg(&root).arg("/usr/bin/node").args(BASELINE);
+    let (node, script) = warm_node_with(command, dir.path(), &inside);
+    trace_node("node 24 baseline --pid", &node, &script, dir.path());
 }
 
 /// Unstable's Node.js 24 (V8 13), run in its private root as a container's: named the same
