@@ -43,21 +43,29 @@ const SEARCH_CHUNK: u64 = 4096;
 /// A source position table: (code offset, source position), by ascending code offset.
 pub type Positions = Vec<(u32, u64)>;
 
-/// The entries of source position table `bytes`; an error when it ends inside an entry or an
-/// entry goes below offset 0.
-pub fn decode_positions(bytes: &[u8]) -> Result<Positions, V8Error> {
-    fn number(bytes: &[u8], at: &mut usize) -> Result<i64, V8Error> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *bytes.get(*at).ok_or(V8Error::Table)?;
-            *at += 1;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
-            }
+/// The unsigned number at `*at` in `bytes` (7 bits a byte, low first, the high bit set on all
+/// but the last), `at` moved past it; `None` past the end or after ten bytes.
+fn unsigned(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(value);
         }
-        Err(V8Error::Table)
     }
+    None
+}
+
+/// The entries of source position table `bytes`; an error when it ends inside an entry or an
+/// entry's offset overflows.
+pub fn decode_positions(bytes: &[u8]) -> Result<Positions, V8Error> {
+    // Zig-zag: the sign in the lowest bit.
+    let number = |bytes: &[u8], at: &mut usize| -> Result<i64, V8Error> {
+        let value = unsigned(bytes, at).ok_or(V8Error::Table)?;
+        Ok((value >> 1) as i64 ^ -((value & 1) as i64))
+    };
     let (mut at, mut offset, mut position) = (0, 0i64, 0i64);
     let mut out = Vec::new();
     while at < bytes.len() {
@@ -140,18 +148,6 @@ impl CompiledCode {
 /// so sized, end exactly at their end and are as many as the sizes in the table (sizes of
 /// another V8 would not).
 pub fn baseline_map(table: &[u8], bytecodes: &[u8], sizes: &[u8]) -> Option<Vec<(u64, u32)>> {
-    fn number(bytes: &[u8], at: &mut usize) -> Option<u64> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *bytes.get(*at)?;
-            *at += 1;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-        None
-    }
     let count = sizes.len() / 3;
     let size = |scale: usize, bytecode: u8| -> Option<usize> {
         let s = *sizes
@@ -160,11 +156,11 @@ pub fn baseline_map(table: &[u8], bytecodes: &[u8], sizes: &[u8]) -> Option<Vec<
         (s > 0).then_some(usize::from(s))
     };
     let mut at = 0;
-    let mut end = number(table, &mut at)?;
+    let mut end = unsigned(table, &mut at)?;
     let mut map = vec![(end, u32::MAX)];
     let mut bytecode = 0usize;
     while bytecode < bytecodes.len() {
-        end = end.checked_add(number(table, &mut at)?)?;
+        end = end.checked_add(unsigned(table, &mut at)?)?;
         map.push((end, u32::try_from(bytecode).ok()?));
         let first = bytecodes[bytecode];
         bytecode += match first {
@@ -283,16 +279,7 @@ fn compiled(r: &mut Reader<'_, '_>, istream: u64, start: u64, pc: u64) -> Result
             if r.kind(bytecode)? != Some(l.bytecode_array_type) {
                 return Err(V8Error::NoBytecode);
             }
-            let length = r.field(bytecode, 8)?;
-            let length = r
-                .smi(length)
-                .and_then(|n| u64::try_from(n).ok())
-                .filter(|&n| n <= MAX_TABLE)
-                .ok_or(V8Error::Table)?;
-            let mut bytecodes = vec![0; length as usize];
-            if !(r.read)(bytecode - 1 + l.bytecode_data, &mut bytecodes) {
-                return Err(V8Error::Unreadable);
-            }
+            let bytecodes = counted_bytes(r, bytecode, l.bytecode_data, MAX_TABLE)?;
             out.baseline_map = baseline_map(&table, &bytecodes, sizes);
         }
         return Ok(Some(out));
@@ -340,14 +327,20 @@ fn byte_array(r: &mut Reader<'_, '_>, array: u64, max: u64) -> Result<Vec<u8>, V
     if r.kind(array)? != Some(r.layout.byte_array_type) {
         return Err(V8Error::Table);
     }
-    let length = r.field(array, 8)?;
+    counted_bytes(r, array, ARRAY_DATA, max)
+}
+
+/// The bytes of heap object `object` (a tagged pointer, checked by the caller) that keeps
+/// their count as a Smi after its map and the bytes from byte `data` on, at most `max`.
+fn counted_bytes(r: &mut Reader<'_, '_>, object: u64, data: u64, max: u64) -> Result<Vec<u8>, V8Error> {
+    let length = r.field(object, 8)?;
     let length = r
         .smi(length)
         .and_then(|n| u64::try_from(n).ok())
         .filter(|&n| n <= max)
         .ok_or(V8Error::Table)?;
     let mut bytes = vec![0; length as usize];
-    if !(r.read)(array - 1 + ARRAY_DATA, &mut bytes) {
+    if !(r.read)(object.wrapping_sub(1).wrapping_add(data), &mut bytes) {
         return Err(V8Error::Unreadable);
     }
     Ok(bytes)
