@@ -83,9 +83,14 @@ fn build_ebpf() -> anyhow::Result<()> {
     let toolchain = std::env::var("RUSTUP_TOOLCHAIN").unwrap_or_else(|_| "stable".to_owned());
     // SAFETY: build scripts are single-threaded here; the variables are read by aya-build and
     // inherited by the cargo it spawns (OUT_DIR is put back before anything else reads it).
+    // clippy's driver, when this build is linted (`cargo clippy`, or `cargo xtask test`'s
+    // linting builds), is not the eBPF build's: it is linted for its own target, and its
+    // build stays the one every build of this package shares.
     unsafe {
         std::env::set_var("RUSTC_BOOTSTRAP", "1");
         std::env::set_var("OUT_DIR", &shared);
+        std::env::remove_var("RUSTC_WORKSPACE_WRAPPER");
+        std::env::remove_var("CLIPPY_ARGS");
     }
     let built = aya_build::build_ebpf(
         [aya_build::Package {

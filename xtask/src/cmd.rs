@@ -44,6 +44,31 @@ pub fn cargo() -> Command {
     command
 }
 
+/// `cargo` whose builds also lint the workspace's crates with clippy, warnings denied: clippy's
+/// driver compiles them (it is rustc with clippy's lints) while their dependencies build as
+/// usual. `cargo xtask test` builds its tests so, and need not check the workspace once more in
+/// a target directory of its own (seven minutes on two CPUs for the dependencies' metadata).
+/// Every build of the test profile in one run must go through here: the wrapper is part of
+/// cargo's fingerprints.
+pub fn linting_cargo() -> Command {
+    let mut command = cargo();
+    let cargo_path = std::path::PathBuf::from(command.get_program());
+    let beside = cargo_path.with_file_name("clippy-driver");
+    let driver = if beside.is_file() {
+        beside
+    } else {
+        "clippy-driver".into()
+    };
+    command
+        .env("RUSTC_WORKSPACE_WRAPPER", driver)
+        .env("CLIPPY_ARGS", CLIPPY_DENY_WARNINGS);
+    command
+}
+
+/// clippy's arguments as `cargo clippy -- -D warnings` hands them to its driver (separated by
+/// `__CLIPPY_HACKERY__`).
+const CLIPPY_DENY_WARNINGS: &str = "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__";
+
 /// Bytes free to an unprivileged writer on the file system of `path` (`statvfs`), if known.
 pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt as _;

@@ -41,6 +41,15 @@ fn targets(root: &Path) -> anyhow::Result<Vec<String>> {
 /// for its full `seconds` on a CPU of its own.
 pub const AT_ONCE: usize = 2;
 
+/// The build of every target (also started by the background builds of `cargo xtask test`).
+pub fn build(root: &Path) -> Command {
+    let mut command = Command::new("cargo");
+    command
+        .current_dir(root.join("fuzz"))
+        .args(["+nightly", "fuzz", "build"]);
+    command
+}
+
 /// Run every target for `seconds`, [`AT_ONCE`] at a time after one build of them all; a crash
 /// (libFuzzer's non-zero exit, with the input saved in `fuzz/artifacts/TARGET`) fails the run,
 /// after the other targets have run.
@@ -55,9 +64,7 @@ pub fn fuzz(root: &Path, seconds: u64) -> anyhow::Result<()> {
         return Ok(());
     }
     // Built once, before the runs: two builds at once would only wait on each other's lock.
-    sh(Command::new("cargo")
-        .current_dir(root.join("fuzz"))
-        .args(["+nightly", "fuzz", "build"]))?;
+    sh(&mut build(root))?;
     let targets = targets(root)?;
     let mut failed = Vec::new();
     for batch in targets.chunks(AT_ONCE) {

@@ -11,10 +11,11 @@ use crate::cmd::{cargo, sh};
 const SKIPPED_FILE: &str = "target/skipped-tests";
 const SKIPPED_VAR: &str = "SFRAME_TRACE_SKIPPED";
 
-/// `cargo` for the tests: the privileged tier asked for, skipped tests recorded in
-/// [`SKIPPED_FILE`], the private root of `python3.13` and sid's Go toolchains named.
+/// `cargo` for the tests: their crates linted as they are built (`cmd::linting_cargo`), the
+/// privileged tier asked for, skipped tests recorded in [`SKIPPED_FILE`], the private roots of
+/// the runtimes and sid's Go toolchains named.
 fn cargo_test(root: &Path) -> anyhow::Result<Command> {
-    let mut command = cargo();
+    let mut command = crate::cmd::linting_cargo();
     command.env(crate::cmd::PRIVILEGED_VAR, "1");
     command.env(SKIPPED_VAR, root.join(SKIPPED_FILE));
     command.env(crate::times::TIMES_VAR, root.join(crate::times::TIMES_FILE));
@@ -122,8 +123,8 @@ fn test_stages(root: &Path, long: bool, stages: &mut crate::times::Stages) -> an
         Ok(tests)
     };
     // Built first; then, while they run, the later stages' programs are built in the
-    // background (`warmup`), waited for before the next stage. Three test threads: up to three
-    // privileged tests with a shared turn run at once
+    // background (`warmup`), waited for before the next stage. [`TEST_THREADS`] test threads:
+    // privileged tests with paired or shared turns run beside each other
     // (tracer-user/tests/integration/support/turns.rs); exclusive ones still run alone.
     let mut warmup = None;
     let workspace = stages.run("workspace-tests", || {
@@ -208,9 +209,10 @@ fn background_lane(
         jobs.push(crate::background::Job { name, command });
     }
     if !stages.skipped("clippy") {
+        // The userspace crates were linted as the tests were built (`cargo_test`).
         let mut command = Command::new(&xtask);
         command
-            .arg("clippy")
+            .args(["clippy", "--ebpf-only"])
             .env("CARGO_TARGET_DIR", root.join(CLIPPY_TARGET_DIR));
         jobs.push(crate::background::Job {
             name: "clippy",
@@ -223,9 +225,10 @@ fn background_lane(
 /// The target directory of the background clippy stage (its check builds are its own anyway).
 const CLIPPY_TARGET_DIR: &str = "target/clippy";
 
-/// Threads of the test binaries in the workspace stage: as many as the shared turns of
-/// privileged tests (`DEFAULT_SHARED_SLOTS` of tracer-user/tests/integration/support/turns.rs).
-const TEST_THREADS: &str = "3";
+/// Threads of the test binaries in the workspace stage: enough for the turns privileged
+/// tests may hold at once (tracer-user/tests/integration/support/turns.rs: two paired ones
+/// beside shared ones, three of those at most).
+const TEST_THREADS: &str = "4";
 
 /// Disk a first run of the suite writes, in GiB, with room to spare: a clean clone under
 /// CI=true took 7.4 (its builds, the binutils suites, the Python root), the kernels and the
@@ -375,7 +378,7 @@ fn unlisted<'a>(tests: &[&'a str], listed: &str) -> Vec<&'a str> {
 /// 2.40, 2.44 and the sid snapshot for x86-64 and aarch64: `dump --json` must agree with each
 /// toolchain's own readelf.
 pub fn conformance(root: &Path) -> anyhow::Result<()> {
-    let dir = root.join("target/conformance");
+    let dir = root.join(crate::warmup::CONFORMANCE_DIR);
     sh(Command::new("bash").arg(root.join("fixtures/conformance.sh")).arg(&dir))?;
     ignored_tests(
         root,
@@ -384,12 +387,15 @@ pub fn conformance(root: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// Formatting, then clippy over the userspace crates (tracer-unwind, tracer-user, xtask), then
-/// over the eBPF crate for its own target.
-pub fn clippy() -> anyhow::Result<()> {
+/// Formatting, then clippy over the userspace crates (tracer-unwind, tracer-user, xtask; not
+/// with `userspace` false: linted as they were built), then over the eBPF crate for its own
+/// target.
+pub fn clippy(userspace: bool) -> anyhow::Result<()> {
     sh(cargo().args(["fmt", "--all", "--check"]))?;
-    // default-members: the eBPF crate is linted below, for its own target.
-    sh(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    if userspace {
+        // default-members: the eBPF crate is linted below, for its own target.
+        sh(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    }
     sh(cargo().env("RUSTC_BOOTSTRAP", "1").args([
         "clippy",
         "--package",

@@ -34,7 +34,10 @@ pub const STAGES: [&str; 11] = [
 /// The stages run so far and how long each took.
 pub struct Stages {
     started: Instant,
-    done: Vec<(&'static str, Duration, bool)>,
+    /// Each stage: its name, time, verdict and how busy the CPUs were (see [`busy`]).
+    done: Vec<(&'static str, Duration, bool, String)>,
+    /// The machine's CPU time at the start ([`cpu_times`]).
+    cpu: Option<(u64, u64)>,
     /// Stages before this one are skipped (the toolchains' set-up is not).
     from: Option<usize>,
 }
@@ -55,6 +58,7 @@ impl Stages {
         Ok(Stages {
             started: Instant::now(),
             done: Vec::new(),
+            cpu: cpu_times(),
             from,
         })
     }
@@ -70,14 +74,16 @@ impl Stages {
             return Ok(T::default());
         }
         let since = Instant::now();
+        let cpu = cpu_times();
         let result = stage();
         let took = since.elapsed();
+        let busy = busy(cpu, cpu_times());
         println!(
-            "xtask: stage {name}: {} in {} s",
+            "xtask: stage {name}: {} in {} s{busy}",
             verdict(result.is_ok()),
-            took.as_secs()
+            took.as_secs(),
         );
-        self.done.push((name, took, result.is_ok()));
+        self.done.push((name, took, result.is_ok(), busy));
         result
     }
 
@@ -96,16 +102,20 @@ impl Stages {
 
     /// Record a stage that ran in the background (`background::Ended`), for the report.
     pub fn record(&mut self, name: &'static str, took: Duration, ok: bool) {
-        self.done.push((name, took, ok));
+        self.done.push((name, took, ok, String::new()));
     }
 
     /// Every stage's time, the whole, and the slowest tests recorded.
     pub fn report(&self, root: &Path) {
         println!("xtask: the stages took:");
-        for (name, took, ok) in &self.done {
-            println!("  {:>6} s  {name} ({})", took.as_secs(), verdict(*ok));
+        for (name, took, ok, busy) in &self.done {
+            println!("  {:>6} s  {name} ({}{busy})", took.as_secs(), verdict(*ok));
         }
-        println!("  {:>6} s  in all", self.started.elapsed().as_secs());
+        println!(
+            "  {:>6} s  in all{}",
+            self.started.elapsed().as_secs(),
+            busy(self.cpu, cpu_times())
+        );
         let text = std::fs::read_to_string(root.join(TIMES_FILE)).unwrap_or_default();
         let slowest = slowest(&text, SLOWEST);
         if !slowest.is_empty() {
@@ -114,6 +124,33 @@ impl Stages {
                 println!("  {seconds:>6.1} s  {test}");
             }
         }
+    }
+}
+
+/// The machine's CPU time so far, in ticks: (busy, all), from the first line of `/proc/stat`
+/// (idle and iowait are not busy).
+pub fn cpu_times() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map_while(|t| t.parse().ok())
+        .collect();
+    let all: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+    Some((all - idle, all))
+}
+
+/// `, N % of the CPUs busy` between two [`cpu_times`] (what a stage left idle is what the
+/// background builds and stages could have had), or nothing when unknown.
+pub fn busy(from: Option<(u64, u64)>, to: Option<(u64, u64)>) -> String {
+    match (from, to) {
+        (Some((busy0, all0)), Some((busy1, all1))) if all1 > all0 => {
+            format!(", {} % of the CPUs busy", (busy1 - busy0) * 100 / (all1 - all0))
+        }
+        _ => String::new(),
     }
 }
 

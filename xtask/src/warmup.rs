@@ -16,6 +16,10 @@ use std::{
 /// Where the builds' output goes (relative to the repository).
 pub const LOG: &str = "target/warmup.log";
 
+/// Where the conformance corpus is built (relative to the repository), here and by the
+/// `conformance` stage.
+pub const CONFORMANCE_DIR: &str = "target/conformance";
+
 /// The background builds, running until [`Warmup::finish`].
 pub struct Warmup {
     thread: Option<JoinHandle<()>>,
@@ -23,8 +27,9 @@ pub struct Warmup {
 }
 
 /// Start the builds in the background: bash for `external`, the static executables of `dist`
-/// (that of this machine's architecture is also the tracer of `external`), and with `guests`
-/// the integration-test binary the arm64 guest runs.
+/// (that of this machine's architecture is also the tracer of `external`), with `guests` the
+/// integration-test binary the arm64 guest runs, then the pure readers' tests, the
+/// conformance corpus and the fuzz targets.
 pub fn start(root: &Path, guests: bool) -> Warmup {
     let log = root.join(LOG);
     let (dir, thread_log) = (root.to_owned(), log.clone());
@@ -88,17 +93,28 @@ fn builds(root: &Path, log: &Path, guests: bool) {
             true,
         ));
     }
+    // The later foreground stages' own builds: the pure readers alone, the conformance
+    // corpus, the fuzz targets.
+    let mut readers = crate::cmd::cargo();
+    readers.args(["test", "--no-run", "--package", "tracer-unwind"]);
+    commands.push(readers);
+    let mut conformance = Command::new("bash");
+    conformance
+        .arg(root.join("fixtures/conformance.sh"))
+        .arg(root.join(CONFORMANCE_DIR));
+    commands.push(conformance);
+    if crate::fuzz::available() {
+        commands.push(crate::fuzz::build(root));
+    }
     for mut command in commands {
         log_line(&file, &format!("+ {command:?}"));
         let (Ok(out), Ok(err)) = (file.try_clone(), file.try_clone()) else {
             return;
         };
-        let status = command
-            .current_dir(root)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .status();
+        if command.get_current_dir().is_none() {
+            command.current_dir(root);
+        }
+        let status = command.stdin(Stdio::null()).stdout(out).stderr(err).status();
         match status {
             Ok(status) if status.success() => {}
             Ok(status) => log_line(&file, &format!("failed ({status}); its stage builds it again")),

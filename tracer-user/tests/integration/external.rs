@@ -148,7 +148,7 @@ fn fixture(name: &str) -> PathBuf {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn bash_stacks_are_exact_in_every_format() {
-    privileged_test!();
+    privileged_test!(paired);
     let (bash, _) = external();
     let bash_arg = bash.display().to_string();
     let work = fixture("work.sh").display().to_string();
@@ -242,7 +242,7 @@ fn plugin_run(pid_mode: bool) {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn bash_plugin_stacks_are_exact_with_pid() {
-    privileged_test!();
+    privileged_test!(paired);
     plugin_run(true);
 }
 
@@ -250,7 +250,7 @@ fn bash_plugin_stacks_are_exact_with_pid() {
 #[test]
 #[ignore = "needs the bash of fixtures/external/build.sh; `cargo xtask test` builds it and runs this"]
 fn bash_plugin_stacks_are_exact_system_wide() {
-    privileged_test!();
+    privileged_test!(paired);
     plugin_run(false);
 }
 

@@ -65,7 +65,7 @@ const PLUGIN_CHAIN: &str = "_start;__libc_start_main;__libc_start_call_main;main
 /// unknown code, the kernel asks for a refresh, and the plugin's table is loaded.
 #[test]
 fn dlopen_after_attach_is_unwound() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let plugin = compile(dir.path(), "plugin", &["-shared", "-fPIC"]);
     let host = compile(dir.path(), "host", &[]);
@@ -174,7 +174,7 @@ fn an_exit_just_before_the_end_is_counted() {
 /// A traced process that execs a new image is reloaded: the new image's stacks are exact.
 #[test]
 fn exec_reloads_the_process() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let host = compile(dir.path(), "host", &[]);
     let out = dir.path().join("stacks.folded");
@@ -208,7 +208,7 @@ fn exec_reloads_the_process() {
 /// exiting, and the processes it keeps at the end are no more than at the start.
 #[test]
 fn fork_storm_is_survived_and_cleaned_up() {
-    privileged_test!();
+    privileged_test!(paired);
     let mut tracer = Tracer::start_sweeping(&[
         SUMMARY_JSON[0],
         SUMMARY_JSON[1],
@@ -283,7 +283,7 @@ fn trace_chain(pid: u32, extra: &[&str]) -> (u64, u64, String) {
 /// `/proc/PID/root`: the program exists only inside that root.
 #[test]
 fn a_process_in_its_own_root_is_unwound() {
-    privileged_test!();
+    privileged_test!(paired);
     let root = tempfile::tempdir().expect("tempdir");
     // A static program needs no libraries inside the root.
     let app = compile(root.path(), "chain", &["-static"]);
@@ -308,7 +308,7 @@ fn a_process_in_its_own_root_is_unwound() {
 /// A program whose file was deleted after it started is read through `/proc/PID/map_files`.
 #[test]
 fn a_deleted_program_is_unwound() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let app = compile(dir.path(), "chain", &[]);
     let mut running = Running(Command::new(&app).spawn().expect("start"));
@@ -323,7 +323,7 @@ fn a_deleted_program_is_unwound() {
 /// dropped, and the program's own table still loads.
 #[test]
 fn a_small_table_budget_is_reported() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let app = compile(dir.path(), "chain", &[]);
     let mut running = Running(Command::new(&app).spawn().expect("start"));

@@ -147,7 +147,7 @@ const INLINE_CHAIN: &str = "main;run_inline;hot_loop;mix";
 /// the hottest, from the names in the file (the mappings are marked symbolized).
 #[test]
 fn go_tool_pprof_reads_pprof() {
-    privileged_test!();
+    privileged_test!(paired);
     let go = Command::new("go").arg("version").output();
     assert!(
         go.is_ok_and(|o| o.status.success()),
@@ -172,7 +172,7 @@ fn go_tool_pprof_reads_pprof() {
 /// the same hottest stack, with counts in periods, and one record per sample.
 #[test]
 fn perf_script_collapses_into_the_folded_stacks() {
-    privileged_test!();
+    privileged_test!(paired);
     let workload = Workload::build();
     let folded_text = String::from_utf8(trace(&workload, &["-f", "folded"], "inline")).expect("utf-8");
     let script = trace(&workload, &["-f", "perf-script"], "inline");
@@ -209,7 +209,7 @@ fn perf_script_collapses_into_the_folded_stacks() {
 /// The flame graph is an SVG document with a box for each frame of the hot chain.
 #[test]
 fn svg_has_the_hot_frames() {
-    privileged_test!();
+    privileged_test!(paired);
     let workload = Workload::build();
     let svg = String::from_utf8(trace(&workload, &["-f", "svg"], "inline")).expect("utf-8");
     assert!(
@@ -228,7 +228,7 @@ fn svg_has_the_hot_frames() {
 /// stream gives them their source line.
 #[test]
 fn inlined_functions_are_frames() {
-    privileged_test!();
+    privileged_test!(paired);
     let workload = Workload::build();
     let folded = parse_folded(&String::from_utf8(trace(&workload, &["-f", "folded"], "inline")).expect("utf-8"));
     let (hot, _) = hottest(&folded);
@@ -251,7 +251,7 @@ fn inlined_functions_are_frames() {
 /// just below it is not used instead.
 #[test]
 fn unknown_frames_are_object_and_offset() {
-    privileged_test!();
+    privileged_test!(paired);
     let workload = Workload::build();
     let folded = parse_folded(&String::from_utf8(trace(&workload, &["-f", "folded"], "hidden")).expect("utf-8"));
     let (hot, _) = hottest(&folded);
@@ -366,7 +366,7 @@ fn json_streams_while_the_program_runs() {
 /// stacks of the folded output, inlined frames and frames without a symbol included.
 #[test]
 fn every_format_of_one_session_carries_the_same_stacks() {
-    privileged_test!();
+    privileged_test!(paired);
     let workload = Workload::build();
     let bin = workload.bin().display().to_string();
     let run = EveryFormat::run(HZ, &[], &[&bin, "3", "both"], &[], Duration::from_secs(60));

@@ -75,7 +75,7 @@ fn trace(dir: &std::path::Path, name: &str, source: &str) -> (Vec<(String, u64)>
 /// and at least 99% of the walks end complete.
 #[test]
 fn stacks_cross_from_sframe_into_glibc_eh_frame() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let (stacks, total, stderr) = trace(dir.path(), "chain", PROGRAM);
     let expected = "chain;_start;__libc_start_main;__libc_start_call_main;main;a;b;c";
@@ -94,7 +94,7 @@ fn stacks_cross_from_sframe_into_glibc_eh_frame() {
 /// vDSO's `.eh_frame` and glibc's back to `_start`, complete.
 #[test]
 fn samples_in_the_vdso_unwind_completely() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let (stacks, total, stderr) = trace(dir.path(), "clock", CLOCK);
     let chain = "clock;_start;__libc_start_main;__libc_start_call_main;main;tick";
@@ -136,7 +136,7 @@ int main(void) { tick(); }
 /// Every sample in the comparator unwinds completely through glibc's merge sort to `_start`.
 #[test]
 fn callbacks_through_libc_unwind_completely() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let (stacks, total, _) = trace(dir.path(), "qsort", QSORT);
     let chain = "qsort;_start;__libc_start_main;__libc_start_call_main;main;sort;";

@@ -257,7 +257,7 @@ fn check_offline(dir: &Path) {
 /// stacks exact against objdump's call sites, and the summary counting the goroutine stacks
 /// complete (they end at a zero return address: `zero_ra` before).
 fn go_programs_stripped_or_not_are_complete_named_and_exact() {
-    privileged_test!();
+    privileged_test!(paired);
     for toolchain in go::toolchains() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (normal, stripped) = match go::build_spin(&toolchain, dir.path()) {

@@ -143,7 +143,7 @@ fn launched_pid(stderr: &str) -> u32 {
 
 #[test]
 fn node_perf_map_names_compiled_javascript() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     if !have(test, "node") {
         return;
     }
@@ -264,7 +264,7 @@ const FIB_JAVA: &str = "public class Fib {\n\
 /// (read after the process is gone, through the root held since its first JIT sample).
 #[test]
 fn java_perf_map_names_compiled_java() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     if !have(test, "javac") || !have(test, "jcmd") {
         return;
     }
@@ -333,7 +333,7 @@ fn java_perf_map_names_compiled_java() {
 /// `JavaCalls::call_helper`), none other; at least 95 % whole down to the thread's start.
 #[test]
 fn plain_java_is_walked_and_named_from_its_code_heaps() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     if !have(test, "javac") {
         return;
     }
@@ -350,7 +350,7 @@ fn plain_java_is_walked_and_named_from_its_code_heaps() {
 /// frames are named.
 #[test]
 fn plain_java_launched_is_read_from_its_start() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     if !have(test, "javac") {
         return;
     }
@@ -491,7 +491,7 @@ pub(crate) fn loaded_then_sampled(args: &[&str], pid: u32, what: &str) -> (Strin
 /// walked and named from their code heaps like 17, judged the same way (`--pid`).
 #[test]
 fn plain_java_21_and_25_are_walked_and_named_from_their_code_heaps() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     if !have(test, "javac") {
         return;
     }

@@ -369,7 +369,7 @@ fn missing_btf_is_one_clear_sentence() {
 /// to the cgroup (5.11+), or says so in one sentence with status 2 where it charges the limit.
 #[test]
 fn low_memlock_limit_is_lifted_or_one_sentence() {
-    privileged_test!();
+    privileged_test!(paired);
     // This test's own process is the target: nothing to build (the kernel matrix runs it too).
     let pid = std::process::id().to_string();
     let tracer = env!("CARGO_BIN_EXE_sframe-trace");

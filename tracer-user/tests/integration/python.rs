@@ -169,30 +169,30 @@ fn check(test: &str, program: &Program) {
 
 #[test]
 fn python_recursive_fib() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     check(test, &FIB);
 }
 
 #[test]
 fn python_sorted_key_lambda() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     check(test, &SORTED);
 }
 
 #[test]
 fn python_generator() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     check(test, &GENERATOR);
 }
 
 #[test]
 fn python_class_method() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     check(test, &METHOD);
 }
 
 #[test]
 fn python_thread() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     check(test, &THREAD);
 }

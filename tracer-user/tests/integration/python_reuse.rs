@@ -46,7 +46,7 @@ const LEAST: usize = 300;
 /// Debian's 3.11 (a static interpreter), pyenv's 3.8 (`PyFrameObject`s, `co_name`) and 3.12.
 #[test]
 fn code_objects_made_at_freed_ones_addresses_name_their_own_frames() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     let mut pythons = vec![vec!["/usr/bin/python3.11".to_owned()]];
     pythons.extend(["3.8", "3.12"].iter().filter_map(|minor| pyenv_required(test, minor)));
     for python in pythons {

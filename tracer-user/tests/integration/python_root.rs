@@ -47,7 +47,7 @@ fn trixie_python_is_detected() {
 /// machine's root (inside the private root).
 #[test]
 fn trixie_python_is_walked_through_its_root() {
-    privileged_test!(test);
+    privileged_test!(paired, test);
     let Some(mut python) = required(test, trixie_python(), NO_ROOT) else {
         return;
     };

@@ -17,9 +17,13 @@ use crate::python::programs::{
 };
 use crate::support::{Running, SUMMARY_JSON, Summary, Tracer, json_frames, json_samples, read_pprof};
 
-/// Seconds of CPU each program works for.
-const CPU_SECONDS: &str = "2";
-/// Samples judged per program at least (2 s of CPU at 199 Hz is about 400).
+/// Seconds of CPU each program works for: about 400 samples at [`HZ`], as many as 2 s at
+/// 199 Hz gave (the CPU time of a test run, not the samples judged, is what a higher rate
+/// saves).
+const CPU_SECONDS: &str = "0.8";
+/// The sampling rate of the sessions.
+const HZ: &str = "499";
+/// Samples judged per program at least (of about 400).
 const LEAST: usize = 150;
 /// Samples taken this soon after a program said it went to work, or before it said it was
 /// done, are not judged (the tracer's clock and the program's differ by less).
@@ -88,7 +92,7 @@ fn session(python: &[String], mode: Mode, extra: &[&str]) -> Session {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = |name: &str| dir.path().join(name).to_str().expect("a UTF-8 path").to_owned();
     let (json, folded, pprof, said) = (file("out.json"), file("out.folded"), file("out.pb.gz"), file("said"));
-    let mut args: Vec<String> = ["-F", "199", "-f", "json", "-o", &json, "-f", "folded", "-o", &folded]
+    let mut args: Vec<String> = ["-F", HZ, "-f", "json", "-o", &json, "-f", "folded", "-o", &folded]
         .map(String::from)
         .to_vec();
     args.extend(SUMMARY_JSON.iter().chain(extra).map(|s| s.to_string()));
@@ -258,7 +262,7 @@ fn judge_outputs(session: &Session, what: &str) {
 /// Every program, every interpreter: traced with `--pid`.
 #[test]
 fn python_session_pid() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in interpreters("python_session_pid") {
         let session = session(&python, Mode::Pid, &[]);
         let what = format!("--pid, {}", python.join(" "));
@@ -271,7 +275,7 @@ fn python_session_pid() {
 /// pprof output).
 #[test]
 fn python_session_launched() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in three_versions("python_session_launched") {
         let session = session(&python, Mode::Launch, &[]);
         let what = format!("--, {}", python.join(" "));
@@ -285,7 +289,7 @@ fn python_session_launched() {
 /// registered as their exec is noticed.
 #[test]
 fn python_session_system_wide() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in three_versions("python_session_system_wide") {
         let session = session(&python, Mode::SystemWide, &[]);
         judge(&session, &format!("-a, {}", python.join(" ")));
@@ -295,7 +299,7 @@ fn python_session_system_wide() {
 /// pyenv's 3.6 to 3.10 (`PyFrameObject` frames, named by `co_name`), traced with `--pid`.
 #[test]
 fn python_session_pid_older() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in older("python_session_pid_older") {
         let session = session(&python, Mode::Pid, &[]);
         let what = format!("--pid, {}", python.join(" "));
@@ -359,7 +363,7 @@ fn python_session_refuses_2_7() {
 /// traced with `--pid`: every program judged, no interpreter refused.
 #[test]
 fn python_session_pid_3_14_and_3_15() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in programs::sid("python_session_pid_3_14_and_3_15") {
         let session = session(&python, Mode::Pid, &[]);
         let what = format!("--pid, {}", python.join(" "));
@@ -372,7 +376,7 @@ fn python_session_pid_3_14_and_3_15() {
 /// Debian unstable's 3.14 and 3.15 launched with `--` (with a pprof output).
 #[test]
 fn python_session_launched_3_14_and_3_15() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in programs::sid("python_session_launched_3_14_and_3_15") {
         let session = session(&python, Mode::Launch, &[]);
         let what = format!("--, {}", python.join(" "));
@@ -387,7 +391,7 @@ fn python_session_launched_3_14_and_3_15() {
 #[test]
 #[ignore = "run by cargo xtask test (external)"]
 fn python_session_system_wide_3_14_and_3_15() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in programs::sid("python_session_system_wide_3_14_and_3_15") {
         let session = session(&python, Mode::SystemWide, &[]);
         let what = format!("-a, {}", python.join(" "));
@@ -401,7 +405,7 @@ fn python_session_system_wide_3_14_and_3_15() {
 #[test]
 #[ignore = "run by cargo xtask test (external)"]
 fn python_session_launched_and_system_wide_3_11_and_3_12() {
-    privileged_test!();
+    privileged_test!(paired);
     for python in programs::pyenv_3_11_and_3_12("python_session_launched_and_system_wide_3_11_and_3_12") {
         let launched = session(&python, Mode::Launch, &[]);
         let what = format!("--, {}", python.join(" "));

@@ -34,15 +34,26 @@ macro_rules! test_name {
 /// the rest of the function, named after the function (`module::test`, as `cargo test` names
 /// it), or returns after reporting it skipped, as [`privileged`] does (under `CI=true` a test
 /// that cannot run fails instead). The turn is exclusive (alone among privileged tests), or,
-/// with `shared`, one beside other shared tests (for tests that mostly wait: see
-/// `support/turns.rs`). `privileged_test!(name)` (`privileged_test!(shared, name)`) also binds
-/// `name` to the test's name, for the helpers that report skips of their own.
+/// with `paired`, one beside another paired test (tests that keep one CPU busy and judge no
+/// time), or with `shared`, one beside other shared tests (for tests that mostly wait); see
+/// `support/turns.rs`. `privileged_test!(name)` (`privileged_test!(shared, name)`,
+/// `privileged_test!(paired, name)`) also binds `name` to the test's name, for the helpers
+/// that report skips of their own.
 macro_rules! privileged_test {
     () => {
         privileged_test!(@ $crate::support::Kind::Exclusive)
     };
     (shared) => {
         privileged_test!(@ $crate::support::Kind::Shared)
+    };
+    (paired) => {
+        privileged_test!(@ $crate::support::Kind::Paired)
+    };
+    (paired, $name:ident) => {
+        let $name: &'static str = test_name!();
+        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Paired) else {
+            return;
+        };
     };
     (shared, $name:ident) => {
         let $name: &'static str = test_name!();
@@ -108,10 +119,12 @@ pub fn privileged(test: &str, kind: Kind) -> Option<Turn> {
         return None;
     }
     if sframe_trace::sys::process::effective_uid() == 0 {
+        let held = turns::take(kind);
         return Some(Turn {
-            _held: turns::take(kind),
+            _held: held,
             test: test.to_owned(),
             since: std::time::Instant::now(),
+            cpu: cpu_times(),
         });
     }
     assert!(
@@ -132,6 +145,24 @@ pub struct Turn {
     _held: turns::Held,
     test: String,
     since: std::time::Instant,
+    /// The machine's CPU time when the turn was taken ([`cpu_times`]).
+    cpu: Option<(u64, u64)>,
+}
+
+/// The machine's CPU time so far, in ticks: (busy, all), from the first line of `/proc/stat`
+/// (idle and iowait are not busy).
+fn cpu_times() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map_while(|t| t.parse().ok())
+        .collect();
+    let all: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+    Some((all - idle, all))
 }
 
 impl Drop for Turn {
@@ -139,7 +170,15 @@ impl Drop for Turn {
         let Some(path) = std::env::var_os(TIMES_VAR) else {
             return;
         };
-        let line = format!("{:.1} {}\n", self.since.elapsed().as_secs_f64(), self.test);
+        // How busy the machine's CPUs were while the test held its turn: what an exclusive
+        // test leaves idle is what running it beside others would win.
+        let busy = match (self.cpu, cpu_times()) {
+            (Some((busy0, all0)), Some((busy1, all1))) if all1 > all0 => {
+                format!(" ({} % of the CPUs busy)", (busy1 - busy0) * 100 / (all1 - all0))
+            }
+            _ => String::new(),
+        };
+        let line = format!("{:.1} {}{busy}\n", self.since.elapsed().as_secs_f64(), self.test);
         // Best effort: a report line lost is no reason to fail a test.
         let _ = std::fs::OpenOptions::new()
             .append(true)

@@ -367,21 +367,21 @@ fn complete_walks(_: &Workload, traced: &Traced, _: &Verdict) -> Result<(), Stri
 /// SFrame v1 (binutils 2.40): >= 99% of samples of every workload are exactly its chain.
 #[test]
 fn sframe_v1_workloads_unwind_exactly() {
-    privileged_test!();
+    privileged_test!(paired);
     trace_set("v1", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// SFrame v2 (binutils 2.44): >= 99% of samples of every workload are exactly its chain.
 #[test]
 fn sframe_v2_workloads_unwind_exactly() {
-    privileged_test!();
+    privileged_test!(paired);
     trace_set("v2", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
 /// SFrame v3 (binutils 2.47.50, outermost markers): >= 99% of samples are exactly the chain.
 #[test]
 fn sframe_v3_workloads_unwind_exactly() {
-    privileged_test!();
+    privileged_test!(paired);
     trace_set("v3", &sframe_workloads(), Check::Exact, complete_walks);
 }
 
@@ -415,7 +415,7 @@ fn sframe_v3_pac_ret_workloads_unwind_exactly() {
 /// those frames as frame-pointer frames.
 #[test]
 fn frame_pointers_give_exact_chains_without_sframe() {
-    privileged_test!();
+    privileged_test!(paired);
     trace_set(
         "none",
         &[Workload::deep("nosframe", 100)],
@@ -429,7 +429,7 @@ fn frame_pointers_give_exact_chains_without_sframe() {
 /// its exit's printing reads `main;__fprintf;...`, true and truncated at `main`).
 #[test]
 fn no_unwind_info_truncates_but_never_invents_frames() {
-    privileged_test!();
+    privileged_test!(paired);
     trace_set(
         "none",
         &[Workload::deep("noinfo", 100)],

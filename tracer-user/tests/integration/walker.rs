@@ -329,7 +329,7 @@ fn explain(run: &Run) -> String {
 /// walk ever records a frame that is not the real caller.
 #[test]
 fn sframe_stacks_are_exact() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "sframe", &SFRAME_CFLAGS);
     let run = trace(&exe, false);
@@ -363,7 +363,7 @@ const FRAME_POINTERS: &[&str] = &["-fno-omit-frame-pointer", "-mno-omit-leaf-fra
 /// marks every caller it found from the executable's frames as a frame-pointer frame.
 #[test]
 fn frame_pointer_fallback_finds_the_chain() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "fp", &[FRAME_POINTERS, NO_UNWIND_TABLES].concat());
     let run = trace(&exe, false);
@@ -402,7 +402,7 @@ fn frame_pointer_fallback_finds_the_chain() {
 /// would skip `b`, `a` and `main`.)
 #[test]
 fn no_unwind_info_truncates_but_never_invents() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(
         dir.path(),
@@ -428,7 +428,7 @@ fn no_unwind_info_truncates_but_never_invents() {
 /// without `bpf_task_pt_regs` count them as `no_user_regs` instead.
 #[test]
 fn kernel_samples_have_both_stacks() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile(dir.path(), "syscalls", &[&SFRAME_CFLAGS[..], &["-DSYSCALLS"]].concat());
     let run = trace(&exe, true);

@@ -508,7 +508,12 @@ const TRACER_VAR: &str = "SFRAME_TRACE_BIN";
 /// emulation the debug tracer takes seconds to start, longer than the workloads run), of
 /// which the tests run the tracer built beside them.
 pub fn integration_build(arch: GuestArch, given_tracer: bool) -> Command {
-    let mut command = crate::cmd::cargo();
+    // This machine's architecture: the build `cargo xtask test` made of its tests, linted
+    // as they were (the same fingerprints, so nothing is built again).
+    let mut command = match arch.rust_target() {
+        None => crate::cmd::linting_cargo(),
+        Some(_) => crate::cmd::cargo(),
+    };
     command.args(["test", "--no-run"]);
     if !given_tracer {
         command.arg("--release");

@@ -9,7 +9,7 @@ use crate::support::{SUMMARY_JSON, Summary, run, tracer_binary};
 /// `runtime.goexit` without a `[truncated: ...]` marker, and the summary counts them complete.
 #[test]
 fn goroutine_stacks_are_complete() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("main.go"),

@@ -49,7 +49,7 @@ fn whole_host(tracer: &Path, dir: &Path, hz: &str, extra: &[&str]) -> String {
 /// stacks are left out unless `--include-self`.
 #[test]
 fn whole_host_stacks_group_by_process() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let name = own_name(dir.path(), "grp");
     let thread = own_name(dir.path(), "wkr");

@@ -72,7 +72,7 @@ fn trace(dir: &std::path::Path, pid: u32, name: &str) -> (String, Summary, Strin
 
 #[test]
 fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build_jit(dir.path());
 
@@ -112,7 +112,7 @@ fn jitdump_unwinds_jit_code_without_frame_pointers_exactly() {
 
 #[test]
 fn code_compiled_later_into_a_known_region_is_named_and_unwound() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let program = build_jit(dir.path());
     let out = dir.path().join("later.json");

@@ -60,7 +60,7 @@ fn assert_no_controls(bytes: &[u8], allowed: &[u8], what: &str) {
 /// in the outputs; the summary and the live view carry no raw escape sequence.
 #[test]
 fn hostile_names_forge_nothing_and_reach_no_terminal() {
-    privileged_test!();
+    privileged_test!(paired);
     let shared = sticky_dir();
     let program = hostile_program(shared.path());
     let pid = program.pid().to_string();

@@ -71,7 +71,7 @@ fn links_fifos_and_directories_at_the_output_are_refused() {
 /// the end (while it traces, the old file is still whole), with 0600 files even under umask 0.
 #[test]
 fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let old = dir.path().join("old.folded");
     let json = dir.path().join("new.json");
@@ -130,7 +130,7 @@ fn outputs_are_private_and_replace_an_old_file_only_when_complete() {
 /// summary): the failing output is named in the summary, the other is written whole, status 2.
 #[test]
 fn a_failing_output_fails_alone() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = tempfile::tempdir().expect("tempdir");
     let good = dir.path().join("good");
     let target = busy_nobody();

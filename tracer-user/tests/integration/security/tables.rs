@@ -134,7 +134,7 @@ fn step(stdin: &mut ChildStdin, lines: &mpsc::Receiver<String>, said: &str) {
 /// program exec'ed afterwards is loaded and every sample in `leaf` has its exact stack.
 #[test]
 fn unmapped_copies_are_released_and_one_process_gets_a_share() {
-    privileged_test!();
+    privileged_test!(paired);
     let dir = sticky_dir();
     let src = dir.path().join("plugin.c");
     std::fs::write(&src, plugin_source()).expect("write the plugin");

@@ -2,11 +2,16 @@
 //! files under `target/tmp/turns/` (`support::state_dir`), so that two test processes (two `cargo test` runs, or a
 //! runner that starts one process per test) take turns as the threads of one do.
 //!
-//! Two kinds of turn. An exclusive turn (the default: accuracy-judged, CPU-hungry or
-//! timing-sensitive tests) runs alone among privileged tests. Shared turns (tests that mostly
-//! wait: on collectors, exports, ports, a terminal, a refusal) run up to [`shared_slots`] at a
-//! time, and never beside an exclusive one. A waiting exclusive turn goes before shared turns
-//! asked for later (`queue` is taken first by both, and held until the turn is had).
+//! Three kinds of turn. An exclusive turn (the default: tests that keep the whole machine busy
+//! or whose bounds are times) runs alone among privileged tests. Paired turns (tests that keep
+//! about one CPU busy with the workload they judge, and judge stacks, names and counts, not
+//! times) run two at a time ([`PAIRED_SLOTS`]); shared turns (tests that mostly wait: on
+//! collectors, exports, ports, a terminal, a refusal) up to [`shared_slots`] at a time; both
+//! beside each other, never beside an exclusive one. A waiting exclusive turn goes before
+//! turns asked for later (`queue` is taken first by all, and held until the gate is had).
+//!
+//! `cargo xtask test` records how busy the machine's CPUs were during each test's turn (see
+//! `support::Turn`): an exclusive test that leaves a CPU idle is one to pair.
 
 use std::{
     fs::File,
@@ -20,9 +25,14 @@ use std::{
 pub enum Kind {
     /// Alone among privileged tests.
     Exclusive,
-    /// Beside other shared ones, up to [`shared_slots`] at a time.
+    /// Beside one other paired test ([`PAIRED_SLOTS`]) and the shared ones.
+    Paired,
+    /// Beside other shared ones, up to [`shared_slots`] at a time, and the paired ones.
     Shared,
 }
+
+/// Paired turns at once: on 2 CPUs, two tests that each keep one busy.
+pub const PAIRED_SLOTS: usize = 2;
 
 /// Sets how many shared turns run at once ([`DEFAULT_SHARED_SLOTS`] when unset or not a
 /// number from 1 to 16).
@@ -57,22 +67,25 @@ pub fn take(kind: Kind) -> Held {
         &gate,
         match kind {
             Kind::Exclusive => libc::LOCK_EX,
-            Kind::Shared => libc::LOCK_SH,
+            Kind::Paired | Kind::Shared => libc::LOCK_SH,
         },
     );
     drop(queue);
-    let slot = (kind == Kind::Shared).then(|| slot(&dir));
+    let slot = match kind {
+        Kind::Exclusive => None,
+        Kind::Paired => Some(slot(&dir, "paired", PAIRED_SLOTS)),
+        Kind::Shared => Some(slot(&dir, "shared", shared_slots())),
+    };
     Held {
         _gate: gate,
         _slot: slot,
     }
 }
 
-/// One of the [`shared_slots`] slot files, locked (polled: slots free up as tests end).
-fn slot(dir: &Path) -> File {
-    let mut slots: Vec<File> = (0..shared_slots())
-        .map(|n| open(&dir.join(format!("shared-{n}"))))
-        .collect();
+/// One of the `count` slot files named `prefix-N`, locked (polled: slots free up as tests
+/// end).
+fn slot(dir: &Path, prefix: &str, count: usize) -> File {
+    let mut slots: Vec<File> = (0..count).map(|n| open(&dir.join(format!("{prefix}-{n}")))).collect();
     loop {
         for n in 0..slots.len() {
             let fd = std::os::fd::AsFd::as_fd(&slots[n]);
