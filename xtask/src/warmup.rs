@@ -1,8 +1,9 @@
 //! The builds of the later stages of `cargo xtask test`, started in the background once the
-//! workspace's tests are built, while they run: the privileged tests mostly take turns one at a
-//! time and leave a CPU idle much of the time, which these builds take instead of waiting for
-//! their own stage. They run at the lowest priority (nice 19, so the tests keep the CPU they
-//! ask for) with their output in [`LOG`]. Best effort: the stages run the same builds again
+//! workspace's tests are built, while they run: whatever CPU time the privileged tests leave
+//! (little since they run two at a time: 98 % of both CPUs were busy in that stage of a
+//! clean-clone run), these builds take instead of waiting for their own stage. They run at
+//! the lowest priority (nice 19, so the tests keep the CPU they ask for) with their output in
+//! [`LOG`]. Best effort: the stages run the same builds again
 //! (then only checked), so a build that fails here fails, loudly, in its own stage.
 
 use std::{
