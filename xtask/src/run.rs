@@ -211,9 +211,7 @@ fn background_lane(
     if !stages.skipped("clippy") {
         // The userspace crates were linted as the tests were built (`cargo_test`).
         let mut command = Command::new(&xtask);
-        command
-            .args(["clippy", "--ebpf-only"])
-            .env("CARGO_TARGET_DIR", root.join(CLIPPY_TARGET_DIR));
+        command.args(["clippy", "--ebpf-only"]);
         jobs.push(crate::background::Job {
             name: "clippy",
             command,
@@ -221,9 +219,6 @@ fn background_lane(
     }
     Ok((!jobs.is_empty()).then(|| crate::background::start(root, jobs)))
 }
-
-/// The target directory of the background clippy stage (its check builds are its own anyway).
-const CLIPPY_TARGET_DIR: &str = "target/clippy";
 
 /// Threads of the test binaries in the workspace stage: enough for the turns privileged
 /// tests may hold at once (tracer-user/tests/integration/support/turns.rs: two paired ones

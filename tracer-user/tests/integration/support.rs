@@ -49,21 +49,18 @@ macro_rules! privileged_test {
     (paired) => {
         privileged_test!(@ $crate::support::Kind::Paired)
     };
-    (paired, $name:ident) => {
-        let $name: &'static str = test_name!();
-        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Paired) else {
-            return;
-        };
+    ($name:ident) => {
+        privileged_test!(@ $name, $crate::support::Kind::Exclusive)
     };
     (shared, $name:ident) => {
-        let $name: &'static str = test_name!();
-        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Shared) else {
-            return;
-        };
+        privileged_test!(@ $name, $crate::support::Kind::Shared)
     };
-    ($name:ident) => {
+    (paired, $name:ident) => {
+        privileged_test!(@ $name, $crate::support::Kind::Paired)
+    };
+    (@ $name:ident, $kind:expr) => {
         let $name: &'static str = test_name!();
-        let Some(_turn) = $crate::support::privileged($name, $crate::support::Kind::Exclusive) else {
+        let Some(_turn) = $crate::support::privileged($name, $kind) else {
             return;
         };
     };
@@ -119,9 +116,8 @@ pub fn privileged(test: &str, kind: Kind) -> Option<Turn> {
         return None;
     }
     if sframe_trace::sys::process::effective_uid() == 0 {
-        let held = turns::take(kind);
         return Some(Turn {
-            _held: held,
+            _held: turns::take(kind),
             test: test.to_owned(),
             since: std::time::Instant::now(),
             cpu: cpu_times(),
